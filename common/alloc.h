@@ -1,0 +1,32 @@
+/*
+ * alloc.h - the allocator every Sluice module uses.
+ *
+ * Thin wrappers over malloc/calloc/realloc/free with one addition: tests can
+ * make the N-th allocation from now fail (cm_alloc_fail_after) so that every
+ * cleanup path is walked.  Counting is per process and thread-safe; with no
+ * injection armed the cost is one relaxed atomic load.
+ * cm_calloc and cm_reallocarray check n * size for overflow.
+ */
+#ifndef SLUICE_COMMON_ALLOC_H
+#define SLUICE_COMMON_ALLOC_H
+
+#include <stddef.h>
+
+void *cm_malloc(size_t size);
+void *cm_calloc(size_t n, size_t size);
+void *cm_realloc(void *p, size_t size);
+void *cm_reallocarray(void *p, size_t n, size_t size);
+char *cm_strndup(const char *s, size_t n);
+char *cm_strdup(const char *s);
+void cm_free(void *p);
+
+/*
+ * Test hook: after `n` more successful allocations, every following one
+ * fails until cm_alloc_fail_reset().  n < 0 disarms.
+ */
+void cm_alloc_fail_after(long n);
+void cm_alloc_fail_reset(void);
+/* How many allocations were refused since the last arm (tests). */
+long cm_alloc_failed_count(void);
+
+#endif
