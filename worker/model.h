@@ -18,11 +18,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-
-enum wk_arch {
-	WK_ARCH_LLAMA = 0,
-	WK_ARCH_QWEN2 = 1,
-};
+#include "worker/model_config.h"
 
 enum wk_rope_style {
 	WK_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama GGUFs */
@@ -61,6 +57,7 @@ struct wk_hparams {
 	uint32_t n_ctx_train;
 	uint32_t rope_dim;       /* dimensions rotated per head (<= head_dim) */
 	float rope_base;
+	float rope_pos_scale;    /* positions are multiplied by this (linear scaling) */
 	float rms_eps;
 	enum wk_rope_style rope_style;
 	const float *rope_freqs; /* [rope_dim/2] divisors (Llama 3.1), or NULL */
@@ -70,6 +67,12 @@ struct wk_gguf;
 struct wk_tok;
 struct wk_chat_template;
 
+struct wk_model_opts {
+	const char *sha256_hex;      /* pinned digest: refuse on mismatch; NULL = none */
+	int compute_sha256;          /* hash the file even when nothing is pinned */
+	const char *chat_template;   /* override by family name; NULL = detect */
+};
+
 struct wk_model {
 	struct wk_hparams hp;
 	struct wk_tensor tok_embd;   /* (vocab, embd): row t = embedding of token t */
@@ -77,6 +80,7 @@ struct wk_model {
 	struct wk_tensor output;     /* (vocab, embd); = tok_embd when tied */
 	struct wk_layer *layers;     /* [n_layer] */
 	struct wk_gguf *gguf;        /* owns the mapping */
+	struct wk_mcfg *cfg;         /* validated hyperparameters and tensors */
 	struct wk_tok *tok;
 	const struct wk_chat_template *chat; /* NULL when the model has no known template */
 	char name[128];              /* general.name or file stem */
@@ -85,6 +89,15 @@ struct wk_model {
 	uint64_t weight_bytes;
 	uint64_t n_params;
 };
+
+/*
+ * Opens, validates and (optionally) checks the SHA-256 of a GGUF model,
+ * then builds its tokenizer and chat template.  Errors are written to err
+ * ("model sha256 mismatch: config pins 1234..., file has abcd...").
+ */
+enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
+			     struct wk_model **out, char *err, size_t err_len) CM_WUR;
+void wk_model_free(struct wk_model *m);
 
 /* KV bytes per token for an element size (2 for F16). */
 uint64_t wk_model_kv_bytes_per_token(const struct wk_hparams *hp, uint32_t elem_bytes);
