@@ -20,6 +20,7 @@ struct wk_gen {
 	struct wk_stop *stop;
 	struct wk_detok detok;
 	struct cm_buf text;     /* bytes released by the detokenizer for one token */
+	struct cm_buf fin;      /* what wk_gen_finish() releases */
 	int ignore_eos;
 	int digest;
 	int stopped;
@@ -90,6 +91,7 @@ enum cm_status wk_gen_new(const struct wk_model *m, const struct wk_gen_params *
 	g->ignore_eos = p->ignore_eos;
 	g->digest = p->digest;
 	cm_buf_init(&g->text, 64 * 1024);
+	cm_buf_init(&g->fin, 64 * 1024);
 	wk_detok_init(&g->detok, m->tok, 0);
 	st = wk_sampler_new(&p->sampling, m->hp.n_vocab, &g->sampler, err, err_len);
 	if (st != CM_OK)
@@ -111,6 +113,7 @@ void wk_gen_free(struct wk_gen *g)
 	wk_sampler_free(g->sampler);
 	wk_stop_free(g->stop);
 	cm_buf_deinit(&g->text);
+	cm_buf_deinit(&g->fin);
 	cm_free(g);
 }
 
@@ -168,19 +171,27 @@ int wk_gen_push(struct wk_gen *g, int32_t tok, const float *logits,
 void wk_gen_finish(struct wk_gen *g, const uint8_t **text, size_t *len)
 {
 	struct wk_stop_out so = { NULL, 0, false };
+	int ok = 1;
 
 	*text = NULL;
 	*len = 0;
 	cm_buf_reset(&g->text);
-	if (wk_detok_flush(&g->detok, &g->text) == CM_OK && cm_buf_len(&g->text) > 0) {
-		if (wk_stop_feed(g->stop, cm_buf_data(&g->text), cm_buf_len(&g->text), &so) == CM_OK &&
-		    so.len > 0) {
-			/* rare: flushed bytes released text; stream it with the rest */
-		}
-	}
+	cm_buf_reset(&g->fin);
+	/* an incomplete trailing character becomes U+FFFD and goes through
+	 * the stop matcher like any text; then whatever is held back */
+	if (wk_detok_flush(&g->detok, &g->text) == CM_OK && cm_buf_len(&g->text) > 0 &&
+	    wk_stop_feed(g->stop, cm_buf_data(&g->text), cm_buf_len(&g->text), &so) == CM_OK)
+		ok = cm_buf_append(&g->fin, so.text, so.len) == CM_OK;
+	if (so.matched)
+		goto done;
 	wk_stop_flush(g->stop, &so);
-	*text = so.text;
-	*len = so.len;
+	if (ok)
+		ok = cm_buf_append(&g->fin, so.text, so.len) == CM_OK;
+done:
+	if (!ok)
+		return;
+	*text = cm_buf_data(&g->fin);
+	*len = cm_buf_len(&g->fin);
 }
 
 uint64_t wk_gen_seed(const struct wk_gen *g)
