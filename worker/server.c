@@ -1102,3 +1102,65 @@ out:
 	teardown(s);
 	return rc;
 }
+
+/* ---- `sluice-worker serve --config FILE` ------------------------------------------ */
+
+int wk_cli_serve(int argc, char **argv)
+{
+	struct wk_server_cfg cfg;
+	const struct cm_cfg_section *secs[1] = { &wk_server_section };
+	void *structs[1] = { &cfg };
+	const char *path = NULL;
+	char err[1024];
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			path = argv[++i];
+		else if (strcmp(argv[i], "--help") == 0) {
+			printf("usage: sluice-worker serve --config FILE\n");
+			return 0;
+		} else {
+			fprintf(stderr, "sluice-worker serve: unexpected argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	if (!path) {
+		fprintf(stderr, "usage: sluice-worker serve --config FILE\n");
+		return 2;
+	}
+	if (cm_cfg_load_file(path, secs, structs, 1, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "sluice-worker: %s\n", err);
+		return 2;
+	}
+	if (!cfg.model || !cfg.socket) {
+		fprintf(stderr, "sluice-worker: %s: worker.%s: expected a path, found nothing\n", path,
+			!cfg.model ? "model" : "socket");
+		cm_cfg_free(&wk_server_section, &cfg);
+		return 2;
+	}
+	if (cfg.model_sha256 && strlen(cfg.model_sha256) != 64) {
+		fprintf(stderr, "sluice-worker: %s: worker.model_sha256: expected 64 hex digits, found %zu characters\n",
+			path, strlen(cfg.model_sha256));
+		cm_cfg_free(&wk_server_section, &cfg);
+		return 2;
+	}
+	if (!cfg.model_name) {
+		const char *base = strrchr(cfg.model, '/');
+		size_t n;
+
+		base = base ? base + 1 : cfg.model;
+		n = strlen(base);
+		if (n > 5 && strcmp(base + n - 5, ".gguf") == 0)
+			n -= 5;
+		cfg.model_name = cm_strndup(base, n);
+		if (!cfg.model_name) {
+			cm_cfg_free(&wk_server_section, &cfg);
+			return 1;
+		}
+	}
+	cm_log_setup((enum cm_log_level)cfg.log_level, 2, "worker");
+	rc = wk_server_run(&cfg);
+	cm_cfg_free(&wk_server_section, &cfg);
+	return rc;
+}
