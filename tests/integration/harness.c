@@ -1,0 +1,199 @@
+/*
+ * harness.c - processes and files for integration tests (see harness.h).
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+
+static char tmp[256];
+
+const char *h_tmpdir(void)
+{
+	if (!tmp[0]) {
+		snprintf(tmp, sizeof(tmp), "/tmp/sluice-it-XXXXXX");
+		if (!mkdtemp(tmp)) {
+			tmp[0] = '\0';
+			return NULL;
+		}
+	}
+	return tmp;
+}
+
+void h_cleanup(void)
+{
+	char cmd[300];
+
+	if (!tmp[0] || getenv("SLUICE_KEEP_TMP"))
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", tmp);
+	tmp[0] = '\0';
+}
+
+const char *h_bin(const char *rel)
+{
+	static char buf[4][512];
+	static int i;
+	const char *bd = getenv("SLUICE_BUILD_DIR");
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", bd ? bd : ".", rel);
+	return buf[i];
+}
+
+const char *h_model(const char *preset, const char *type, const char *arch)
+{
+	static char paths[8][512];
+	static int n;
+	char path[512];
+	struct h_proc p;
+	char *argv[16];
+	int i = 0;
+
+	snprintf(path, sizeof(path), "%s/%s-%s-%s.gguf", h_tmpdir(), preset, type, arch);
+	for (int k = 0; k < n; k++)
+		if (strcmp(paths[k], path) == 0)
+			return paths[k];
+	argv[i++] = (char *)h_bin("tools/sluice-model");
+	argv[i++] = "synth";
+	argv[i++] = "--preset";
+	argv[i++] = (char *)preset;
+	argv[i++] = "--type";
+	argv[i++] = (char *)type;
+	argv[i++] = "--arch";
+	argv[i++] = (char *)arch;
+	argv[i++] = "--seed";
+	argv[i++] = "7";
+	argv[i++] = "-o";
+	argv[i++] = path;
+	argv[i] = NULL;
+	if (h_spawn(&p, "synth", argv) != 0)
+		return NULL;
+	{
+		int status;
+
+		if (waitpid(p.pid, &status, 0) != p.pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			return NULL;
+	}
+	if (n >= 8)
+		return NULL;
+	snprintf(paths[n], sizeof(paths[n]), "%s", path);
+	return paths[n++];
+}
+
+int h_spawn(struct h_proc *p, const char *name, char *const argv[])
+{
+	pid_t pid;
+
+	snprintf(p->log, sizeof(p->log), "%s/%s.log", h_tmpdir(), name);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 2);
+			dup2(fd, 1);
+			close(fd);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	p->pid = pid;
+	return 0;
+}
+
+int h_worker_start(struct h_proc *p, const char *name, const char *config_json)
+{
+	char path[512];
+	FILE *f;
+	char *argv[5];
+
+	snprintf(path, sizeof(path), "%s/%s.json", h_tmpdir(), name);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fputs(config_json, f);
+	fclose(f);
+	argv[0] = (char *)h_bin("worker/sluice-worker");
+	argv[1] = "serve";
+	argv[2] = "--config";
+	argv[3] = path;
+	argv[4] = NULL;
+	return h_spawn(p, name, argv);
+}
+
+int h_alive(struct h_proc *p)
+{
+	int status;
+
+	if (p->pid <= 0)
+		return 0;
+	if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+		p->pid = 0;
+		return 0;
+	}
+	return 1;
+}
+
+int h_stop(struct h_proc *p, int timeout_ms)
+{
+	int64_t deadline = cm_mono_ns() + (int64_t)timeout_ms * CM_NS_PER_MS;
+	int status;
+
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, SIGTERM);
+	while (cm_mono_ns() < deadline) {
+		pid_t r = waitpid(p->pid, &status, WNOHANG);
+
+		if (r == p->pid) {
+			p->pid = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		poll(NULL, 0, 10); /* bounded wait for the child to exit */
+	}
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, &status, 0);
+	p->pid = 0;
+	return -1;
+}
+
+char *h_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[n] = '\0';
+		if (len)
+			*len = (size_t)n;
+	}
+	return buf;
+}

@@ -1,0 +1,41 @@
+/*
+ * harness.h - real processes for integration tests: a private temp
+ * directory, generated models (the real `sluice-model synth`), a worker
+ * process started from a written config, and orderly shutdown.  Binaries
+ * are found under $SLUICE_BUILD_DIR (set by ctest).
+ */
+#ifndef SLUICE_TESTS_HARNESS_H
+#define SLUICE_TESTS_HARNESS_H
+
+#include <sys/types.h>
+
+struct h_proc {
+	pid_t pid;
+	char log[512];  /* stderr of the process */
+};
+
+/* Creates a fresh temp dir (returned path lives until h_cleanup). */
+const char *h_tmpdir(void);
+void h_cleanup(void);
+
+/* Path of a built binary ("worker/sluice-worker"). */
+const char *h_bin(const char *rel);
+
+/* Generates (once per test process) a model; returns its path or NULL. */
+const char *h_model(const char *preset, const char *type, const char *arch);
+
+/*
+ * Writes `config_json` to <tmp>/<name>.json and starts
+ * `sluice-worker serve --config` on it.  0 on success.
+ */
+int h_worker_start(struct h_proc *p, const char *name, const char *config_json);
+/* Spawns argv (NULL-terminated) with stderr to <tmp>/<name>.log. */
+int h_spawn(struct h_proc *p, const char *name, char *const argv[]);
+/* SIGTERM, wait up to timeout_ms, then SIGKILL; returns the exit status or -1. */
+int h_stop(struct h_proc *p, int timeout_ms);
+/* 1 when the process is still running. */
+int h_alive(struct h_proc *p);
+/* Reads a whole file into a malloc'd NUL-terminated string. */
+char *h_read_file(const char *path, size_t *len);
+
+#endif
