@@ -1,0 +1,430 @@
+/*
+ * test_worker.c - a real sluice-worker process on a generated model,
+ * driven over its Unix socket with proto/ frames (issue: worker as a
+ * server).
+ *
+ *  - 32 concurrent requests of different lengths each produce exactly the
+ *    tokens and final-logits digest of their solo run; afterwards every KV
+ *    block is free (STATS);
+ *  - the same long prefix twice from one tenant: the second reports the
+ *    cached tokens of the prefix's full blocks; another tenant gets none;
+ *  - more concurrent long requests than the KV cache holds: all complete
+ *    with their solo output (preemption);
+ *  - CANCEL mid-stream and a dropped connection free their blocks;
+ *  - bad input (too long, bad parameters, unknown template, malformed
+ *    frame, disallowed uid) gets its error and the worker keeps serving.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "pclient.h"
+
+#define TIMEOUT_MS 120000
+
+static struct h_proc worker;
+static char sock[512];
+
+struct outcome {
+	uint32_t ids[512];
+	uint32_t n_ids;
+	char text[8192];
+	size_t text_len;
+	struct proto_done done;
+	int finished;
+	uint16_t err;
+};
+
+static void absorb(struct outcome *o, const struct pc_event *ev)
+{
+	if (ev->type == PROTO_TOKEN) {
+		for (uint32_t i = 0; i < ev->n_ids && o->n_ids < 512; i++)
+			o->ids[o->n_ids++] = ev->ids[i];
+		if (o->text_len + ev->text_len < sizeof(o->text)) {
+			memcpy(o->text + o->text_len, ev->text, ev->text_len);
+			o->text_len += ev->text_len;
+		}
+	} else if (ev->type == PROTO_DONE) {
+		o->done = ev->done;
+		o->finished = 1;
+	} else if (ev->type == PROTO_ERROR) {
+		o->err = ev->err_code;
+		o->finished = 1;
+	}
+}
+
+static struct pc_conn *connect_worker(void)
+{
+	struct pc_conn *c = pc_connect(sock, TIMEOUT_MS);
+	struct pc_event ev;
+
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+	assert_int_equal(ev.type, PROTO_HELLO);
+	return c;
+}
+
+/* Runs the given requests concurrently on one connection until all end. */
+static void run_requests(struct pc_conn *c, struct proto_msg *msgs, uint32_t n,
+			 struct outcome *out)
+{
+	uint32_t left = n;
+	struct pc_event ev;
+
+	memset(out, 0, n * sizeof(*out));
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(pc_send(c, &msgs[i]), 0);
+	while (left > 0) {
+		int r = pc_next(c, &ev, TIMEOUT_MS);
+
+		assert_int_equal(r, 1);
+		if (ev.type == PROTO_STATS || ev.type == PROTO_HELLO)
+			continue;
+		assert_true(ev.request_id >= msgs[0].request_id &&
+			    ev.request_id < msgs[0].request_id + n);
+		absorb(&out[ev.request_id - msgs[0].request_id], &ev);
+		if (ev.type == PROTO_DONE || ev.type == PROTO_ERROR)
+			left--;
+	}
+}
+
+/* Waits for a STATS frame satisfying kv_blocks_used == want_used. */
+static struct proto_stats wait_stats_used(struct pc_conn *c, uint32_t want_used)
+{
+	struct pc_event ev;
+
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(pc_next(c, &ev, 10000), 1);
+		if (ev.type == PROTO_STATS && ev.stats.kv_blocks_used == want_used)
+			return ev.stats;
+	}
+	fail_msg("kv_blocks_used never reached %u", want_used);
+	return ev.stats;
+}
+
+static char prompts[40][600];
+
+static void make_prompts(void)
+{
+	static const char *words[] = { "river", "stone", "lamp", "north", "quiet", "table",
+				       "green", "seven", "window", "garden", "copper", "thread" };
+
+	for (int i = 0; i < 40; i++) {
+		size_t len = 0;
+
+		for (int w = 0; w < 3 + i * 2 && len < 500; w++)
+			len += (size_t)snprintf(prompts[i] + len, sizeof(prompts[i]) - len, "%s%s",
+						w ? " " : "", words[(i * 7 + w * 5) % 12]);
+	}
+}
+
+static void test_concurrent_equals_solo(void **state)
+{
+	enum { N = 32 };
+	static struct proto_msg msgs[N];
+	static struct proto_submit sbs[N];
+	static struct outcome solo[N], conc[N];
+	struct pc_conn *c = connect_worker();
+
+	(void)state;
+	for (uint32_t i = 0; i < N; i++) {
+		pc_submit_init(&msgs[i], &sbs[i], 1000 + i, prompts[i], 8 + i % 9, 1);
+		msgs[i].flags |= PROTO_SUBMIT_F_DIGEST | PROTO_SUBMIT_F_IGNORE_EOS;
+	}
+	for (uint32_t i = 0; i < N; i++)
+		run_requests(c, &msgs[i], 1, &solo[i]);
+	for (uint32_t i = 0; i < N; i++)
+		msgs[i].request_id = 2000 + i;
+	run_requests(c, msgs, N, conc);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(conc[i].err, 0);
+		assert_int_equal(conc[i].done.finish, PROTO_FINISH_LENGTH);
+		assert_int_equal(conc[i].n_ids, solo[i].n_ids);
+		assert_int_equal(conc[i].done.gen_tokens, 8 + i % 9);
+		assert_memory_equal(conc[i].ids, solo[i].ids, solo[i].n_ids * sizeof(uint32_t));
+		assert_memory_equal(conc[i].done.logits_digest, solo[i].done.logits_digest, 32);
+	}
+	wait_stats_used(c, 0);
+	pc_close(c);
+}
+
+static void test_prefix_cache_isolated_by_tenant(void **state)
+{
+	struct proto_msg m;
+	struct proto_submit sb;
+	struct outcome a, b, other;
+	struct pc_conn *c = connect_worker();
+	const char *p = prompts[39];
+
+	(void)state;
+	pc_submit_init(&m, &sb, 3000, p, 4, 0x11);
+	run_requests(c, &m, 1, &a);
+	m.request_id = 3001;
+	run_requests(c, &m, 1, &b);
+	pc_submit_init(&m, &sb, 3002, p, 4, 0x22);
+	run_requests(c, &m, 1, &other);
+	assert_true(a.done.prompt_tokens > 32);
+	assert_int_equal(b.done.cached_tokens, (b.done.prompt_tokens - 1) / 16 * 16);
+	assert_true(b.done.cached_tokens >= 16);
+	assert_int_equal(other.done.cached_tokens, 0);
+	assert_memory_equal(a.ids, b.ids, a.n_ids * sizeof(uint32_t));
+	assert_memory_equal(a.ids, other.ids, a.n_ids * sizeof(uint32_t));
+	pc_close(c);
+}
+
+static void test_cancel_and_drop_free_blocks(void **state)
+{
+	struct proto_msg m, cm;
+	struct proto_submit sb;
+	struct pc_conn *c = connect_worker(), *d;
+	struct pc_event ev;
+	int got_token = 0, got_done = 0;
+
+	(void)state;
+	pc_submit_init(&m, &sb, 4000, prompts[20], 400, 3);
+	m.flags |= PROTO_SUBMIT_F_IGNORE_EOS;
+	assert_int_equal(pc_send(c, &m), 0);
+	while (!got_token) {
+		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		got_token = ev.type == PROTO_TOKEN;
+	}
+	memset(&cm, 0, sizeof(cm));
+	cm.type = PROTO_CANCEL;
+	cm.request_id = 4000;
+	assert_int_equal(pc_send(c, &cm), 0);
+	while (!got_done) {
+		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		if (ev.type == PROTO_DONE) {
+			got_done = 1;
+			assert_int_equal(ev.done.finish, PROTO_FINISH_CANCELLED);
+			assert_true(ev.done.gen_tokens < 400);
+		}
+	}
+	wait_stats_used(c, 0);
+
+	/* a gateway that vanishes mid-stream: its blocks are freed too */
+	d = connect_worker();
+	m.request_id = 4001;
+	assert_int_equal(pc_send(d, &m), 0);
+	got_token = 0;
+	while (!got_token) {
+		assert_int_equal(pc_next(d, &ev, TIMEOUT_MS), 1);
+		got_token = ev.type == PROTO_TOKEN;
+	}
+	pc_close(d);
+	wait_stats_used(c, 0);
+	pc_close(c);
+}
+
+static void test_bad_requests(void **state)
+{
+	struct proto_msg m;
+	struct proto_submit sb;
+	struct outcome o;
+	struct pc_conn *c = connect_worker(), *bad;
+	struct pc_event ev;
+	static char huge[20000];
+
+	(void)state;
+	/* prompt + max_tokens over the context */
+	pc_submit_init(&m, &sb, 5000, prompts[1], 100000, 1);
+	run_requests(c, &m, 1, &o);
+	assert_int_equal(o.err, PROTO_E_TOO_LONG);
+	memset(huge, 'a', sizeof(huge) - 1);
+	for (size_t i = 0; i < sizeof(huge) - 1; i += 2)
+		huge[i] = ' ';
+	pc_submit_init(&m, &sb, 5001, huge, 4, 1);
+	run_requests(c, &m, 1, &o);
+	assert_int_equal(o.err, PROTO_E_TOO_LONG);
+	/* invalid sampling parameter */
+	pc_submit_init(&m, &sb, 5002, prompts[1], 4, 1);
+	m.u.submit.sampling.top_p = 7;
+	run_requests(c, &m, 1, &o);
+	assert_int_equal(o.err, PROTO_E_BAD_REQUEST);
+	/* unknown chat template */
+	{
+		struct proto_message msg = { { "user", 4 }, { "hi", 2 } };
+
+		pc_submit_init(&m, &sb, 5003, "", 4, 1);
+		m.u.submit.prompt_kind = PROTO_PROMPT_CHAT;
+		m.u.submit.n_messages = 1;
+		m.u.submit.messages = &msg;
+		m.u.submit.template_name.ptr = "no-such-template";
+		m.u.submit.template_name.len = 16;
+		run_requests(c, &m, 1, &o);
+		assert_int_equal(o.err, PROTO_E_NO_TEMPLATE);
+	}
+	/* a malformed frame closes that connection only */
+	bad = connect_worker();
+	assert_int_equal(pc_send_raw(bad, "GARBAGE-GARBAGE-GARBAGE-GARBAGE", 31), 0);
+	for (;;) {
+		int r = pc_next(bad, &ev, TIMEOUT_MS);
+
+		assert_true(r != 0);
+		if (r < 0)
+			break;
+		if (ev.type == PROTO_ERROR)
+			assert_int_equal(ev.err_code, PROTO_E_PROTOCOL);
+	}
+	pc_close(bad);
+	/* the first connection still works */
+	pc_submit_init(&m, &sb, 5004, prompts[2], 3, 1);
+	run_requests(c, &m, 1, &o);
+	assert_int_equal(o.err, 0);
+	assert_int_equal(o.done.gen_tokens, 3);
+	pc_close(c);
+}
+
+static void test_ping_is_a_real_generation(void **state)
+{
+	struct pc_conn *c = connect_worker();
+	struct proto_msg m;
+	struct pc_event ev;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_PING;
+	m.u.ping.nonce = 77;
+	assert_int_equal(pc_send(c, &m), 0);
+	for (;;) {
+		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		if (ev.type == PROTO_PONG)
+			break;
+	}
+	assert_int_equal(ev.pong.nonce, 77);
+	assert_int_equal(ev.pong.ok, 1);
+	assert_int_equal(ev.pong.tokens, 1);
+	pc_close(c);
+}
+
+static void test_disallowed_uid(void **state)
+{
+	pid_t pid;
+	int status;
+
+	(void)state;
+	if (getuid() != 0)
+		skip(); /* cannot switch user: needs root */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct pc_conn *c;
+		struct pc_event ev;
+
+		if (setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(3);
+		c = pc_connect(sock, 5000);
+		if (!c)
+			_exit(0); /* refused at connect: also a refusal */
+		/* no HELLO: the worker closes the connection at once */
+		_exit(pc_next(c, &ev, 10000) == -1 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_preemption_under_kv_pressure(void **state)
+{
+	enum { N = 6 };
+	static struct proto_msg msgs[N];
+	static struct proto_submit sbs[N];
+	static struct outcome solo[N], conc[N];
+	struct h_proc small;
+	char cfg[2048];
+	const char *model = h_model("tiny", "Q8_0", "llama");
+	struct pc_conn *c;
+	struct pc_event ev;
+	char sock2[600];
+	uint32_t preempted = 0;
+
+	(void)state;
+	snprintf(sock2, sizeof(sock2), "%s/small.sock", h_tmpdir());
+	/* 24 blocks of 16 tokens: two or three long sequences at a time */
+	snprintf(cfg, sizeof(cfg),
+		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
+		 " \"kv_cache_bytes\": %d, \"max_running\": 8, \"step_tokens\": 64}}",
+		 model, sock2, 24 * 16 * 2 * 2 * 2 * 2 * 64 / 2);
+	assert_int_equal(h_worker_start(&small, "small", cfg), 0);
+	c = pc_connect(sock2, TIMEOUT_MS);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+	assert_int_equal(ev.type, PROTO_HELLO);
+	for (uint32_t i = 0; i < N; i++) {
+		pc_submit_init(&msgs[i], &sbs[i], 6000 + i, prompts[20 + i], 60, 5);
+		msgs[i].flags |= PROTO_SUBMIT_F_IGNORE_EOS | PROTO_SUBMIT_F_DIGEST;
+	}
+	for (uint32_t i = 0; i < N; i++)
+		run_requests(c, &msgs[i], 1, &solo[i]);
+	for (uint32_t i = 0; i < N; i++)
+		msgs[i].request_id = 7000 + i;
+	run_requests(c, msgs, N, conc);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(conc[i].err, 0);
+		assert_int_equal(conc[i].done.gen_tokens, 60);
+		assert_memory_equal(conc[i].ids, solo[i].ids, solo[i].n_ids * sizeof(uint32_t));
+		assert_memory_equal(conc[i].done.logits_digest, solo[i].done.logits_digest, 32);
+		preempted += conc[i].done.preemptions;
+	}
+	printf("# %u preemptions across %d requests\n", preempted, N);
+	assert_true(preempted > 0);
+	pc_close(c);
+	assert_int_equal(h_stop(&small, 30000), 0);
+}
+
+static int setup(void **state)
+{
+	char cfg[2048];
+	const char *model;
+
+	(void)state;
+	make_prompts();
+	model = h_model("tiny", "Q8_0", "llama");
+	if (!model)
+		return -1;
+	snprintf(sock, sizeof(sock), "%s/worker.sock", h_tmpdir());
+	snprintf(cfg, sizeof(cfg),
+		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
+		 " \"kv_cache_bytes\": \"64MiB\", \"max_running\": 32, \"step_tokens\": 256,"
+		 " \"stats_interval_ms\": 100}}",
+		 model, sock);
+	return h_worker_start(&worker, "worker", cfg);
+}
+
+static int teardown(void **state)
+{
+	int rc;
+
+	(void)state;
+	rc = h_stop(&worker, 30000);
+	if (rc != 0) {
+		fprintf(stderr, "worker exit status %d; log: %s\n", rc, worker.log);
+		return -1;
+	}
+	h_cleanup();
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ping_is_a_real_generation),
+		cmocka_unit_test(test_concurrent_equals_solo),
+		cmocka_unit_test(test_prefix_cache_isolated_by_tenant),
+		cmocka_unit_test(test_cancel_and_drop_free_blocks),
+		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_disallowed_uid),
+		cmocka_unit_test(test_preemption_under_kv_pressure),
+	};
+
+	return cmocka_run_group_tests_name("integration/worker", tests, setup, teardown);
+}
