@@ -221,6 +221,15 @@ struct proto_errmsg {
 /* ---- STATS ---------------------------------------------------------- */
 #define PROTO_HIST_BUCKETS 16 /* bounds documented in docs/protocol.md */
 
+/*
+ * Upper bounds (inclusive, ns) of the STATS histogram buckets, the same for
+ * TTFT and inter-token latency: 1-2-5 steps from 1 ms to 30 s, and the last
+ * bucket is INT64_MAX (+Inf).  Bucket i counts the observations <= bound i
+ * since the worker started, so counts never decrease along i and the last
+ * one is the total (Prometheus "le" buckets).
+ */
+extern const int64_t proto_hist_bounds_ns[PROTO_HIST_BUCKETS];
+
 struct proto_stats {
 	uint32_t queue_depth;
 	uint32_t running;
