@@ -1,0 +1,229 @@
+/*
+ * engine.c - `bench-engine`: prefill and decode speed of the CPU engine on
+ * a GGUF model, beside the memory-bandwidth bound.
+ *
+ *   bench-engine --model PATH [--threads N] [--prompt 128] [--gen 64] [--reps 3]
+ *
+ * Prints one line per model: parameters, weight type mix, threads, ISA,
+ * prefill tokens/s (one batch of --prompt tokens), decode tokens/s (batch
+ * 1, --gen steps after the prompt), measured read bandwidth and the decode
+ * bound = bandwidth / weight bytes, and the fraction reached.  Medians of
+ * --reps runs.  The batch is driven straight through the backend (no
+ * sampling, no text), so this measures the forward pass alone.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "worker/backend.h"
+#include "worker/cpu/cpu_backend.h"
+#include "worker/cpu/matmul.h"
+#include "worker/kv.h"
+#include "worker/model.h"
+#include "worker/quant.h"
+
+struct bw_arg {
+	const uint64_t *p;
+	size_t n;
+	uint64_t sum;
+};
+
+static void *bw_thread(void *arg)
+{
+	struct bw_arg *a = arg;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+
+	for (size_t i = 0; i + 4 <= a->n; i += 4) {
+		s0 += a->p[i];
+		s1 += a->p[i + 1];
+		s2 += a->p[i + 2];
+		s3 += a->p[i + 3];
+	}
+	a->sum = s0 + s1 + s2 + s3;
+	return NULL;
+}
+
+/* Read bandwidth in bytes/s over a 1 GiB buffer with n threads (best of 3). */
+static double read_bandwidth(int threads)
+{
+	size_t bytes = (size_t)1 << 30, words = bytes / 8;
+	uint64_t *buf = malloc(bytes);
+	double best = 0;
+
+	if (!buf)
+		return 0;
+	for (size_t i = 0; i < words; i++)
+		buf[i] = i;
+	for (int rep = 0; rep < 3; rep++) {
+		pthread_t th[64];
+		struct bw_arg a[64];
+		int64_t t0 = cm_mono_ns();
+		double bw;
+
+		for (int t = 0; t < threads; t++) {
+			a[t].p = buf + words / threads * t;
+			a[t].n = words / threads;
+			pthread_create(&th[t], NULL, bw_thread, &a[t]);
+		}
+		for (int t = 0; t < threads; t++)
+			pthread_join(th[t], NULL);
+		bw = bytes / ((cm_mono_ns() - t0) / 1e9);
+		if (bw > best)
+			best = bw;
+	}
+	free(buf);
+	return best;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void type_mix(const struct wk_model *m, char *out, size_t len)
+{
+	uint64_t bytes[WK_Q_COUNT_] = { 0 };
+	size_t o = 0;
+
+	for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+		const struct wk_layer *L = &m->layers[l];
+		const struct wk_tensor *ts[] = { &L->wq, &L->wk, &L->wv, &L->wo,
+						 &L->w_gate, &L->w_up, &L->w_down };
+
+		for (size_t i = 0; i < 7; i++)
+			bytes[ts[i]->type] += ts[i]->rows * ts[i]->row_bytes;
+	}
+	bytes[m->output.type] += m->output.rows * m->output.row_bytes;
+	out[0] = '\0';
+	for (int t = 0; t < WK_Q_COUNT_; t++)
+		if (bytes[t])
+			o += (size_t)snprintf(out + o, len - o, "%s%s:%.0f%%", o ? "," : "",
+					      wk_qtype_name((uint32_t)t),
+					      100.0 * bytes[t] / (double)m->weight_bytes);
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = NULL;
+	int threads = 2, n_prompt = 128, n_gen = 64, reps = 3;
+	struct wk_model *m = NULL;
+	struct wk_model_opts mo = { 0 };
+	char err[512] = "", mix[128];
+	double pf[16], dc[16], bw;
+	struct utsname un;
+	uint32_t bt = 16;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--model") && i + 1 < argc)
+			path = argv[++i];
+		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			threads = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--prompt") && i + 1 < argc)
+			n_prompt = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--gen") && i + 1 < argc)
+			n_gen = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+			reps = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N]\n");
+			return 2;
+		}
+	}
+	if (!path || reps < 1 || reps > 16 || n_prompt < 1 || n_gen < 1) {
+		fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N]\n");
+		return 2;
+	}
+	if (wk_model_load(path, &mo, &m, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "bench-engine: %s\n", err);
+		return 1;
+	}
+	for (int r = 0; r < reps; r++) {
+		struct wk_backend *be = NULL;
+		uint32_t n_blocks = (uint32_t)(n_prompt + n_gen + bt) / bt + 1;
+		uint32_t *blocks = calloc(n_blocks, sizeof(uint32_t));
+		int32_t *toks = calloc((size_t)n_prompt + n_gen, sizeof(int32_t));
+		uint32_t *pos = calloc((size_t)n_prompt, sizeof(uint32_t));
+		uint32_t *seq = calloc((size_t)n_prompt, sizeof(uint32_t));
+		float *logits = malloc((size_t)m->hp.n_vocab * sizeof(float));
+		struct wk_batch_seq s;
+		struct wk_batch b;
+		uint32_t out;
+		int64_t t0;
+
+		if (wk_cpu_backend_create(m, n_blocks, bt, threads, WK_Q_F16, &be, err,
+					  sizeof(err)) != CM_OK) {
+			fprintf(stderr, "bench-engine: %s\n", err);
+			return 1;
+		}
+		for (uint32_t i = 0; i < n_blocks; i++)
+			blocks[i] = i;
+		for (int i = 0; i < n_prompt + n_gen; i++)
+			toks[i] = (int32_t)((i * 7919 + 13) % m->hp.n_vocab);
+		for (int i = 0; i < n_prompt; i++)
+			pos[i] = (uint32_t)i;
+		s.blocks = blocks;
+		s.n_blocks = n_blocks;
+		b.tokens = toks;
+		b.pos = pos;
+		b.seq = seq;
+		b.n_seqs = 1;
+		b.seqs = &s;
+		b.n_tokens = (uint32_t)n_prompt;
+		b.n_out = 1;
+		out = (uint32_t)n_prompt - 1;
+		b.out = &out;
+		t0 = cm_mono_ns();
+		if (be->ops->forward(be, &b, logits) != CM_OK)
+			return 1;
+		pf[r] = n_prompt / ((cm_mono_ns() - t0) / 1e9);
+		t0 = cm_mono_ns();
+		for (int g = 0; g < n_gen; g++) {
+			uint32_t p = (uint32_t)(n_prompt + g);
+
+			b.tokens = toks + n_prompt + g;
+			b.pos = &p;
+			b.n_tokens = 1;
+			out = 0;
+			if (be->ops->forward(be, &b, logits) != CM_OK)
+				return 1;
+		}
+		dc[r] = n_gen / ((cm_mono_ns() - t0) / 1e9);
+		be->ops->destroy(be);
+		free(blocks);
+		free(toks);
+		free(pos);
+		free(seq);
+		free(logits);
+	}
+	bw = read_bandwidth(threads);
+	type_mix(m, mix, sizeof(mix));
+	uname(&un);
+	{
+		double p = median(pf, reps), d = median(dc, reps);
+		double bound = bw / (double)m->weight_bytes;
+
+		printf("model=%s params=%.2fB weights=%.2fGiB types=%s threads=%d isa=%s host=%s/%ld-cpu\n",
+		       m->name, m->n_params / 1e9, m->weight_bytes / 1073741824.0, mix, threads,
+		       wk_cpu_isa_name(wk_cpu_isa_default()), un.machine,
+		       sysconf(_SC_NPROCESSORS_ONLN));
+		printf("prefill(%d tokens): %.1f tokens/s\n", n_prompt, p);
+		printf("decode(batch 1, %d steps): %.2f tokens/s\n", n_gen, d);
+		printf("read bandwidth: %.1f GB/s -> decode bound %.2f tokens/s; decode reaches %.0f%% of it\n",
+		       bw / 1e9, bound, 100.0 * d / bound);
+	}
+	wk_model_free(m);
+	return 0;
+}
