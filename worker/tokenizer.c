@@ -599,7 +599,8 @@ enum cm_status wk_tok_new_from_vocab(const struct wk_tok_vocab *v, struct wk_tok
 		if (v->unk == -1)
 			t->unk = 0;
 	}
-	t->add_bos = v->add_bos >= 0 ? v->add_bos : (t->is_bpe ? t->pre->add_bos : 1);
+	/* family defaults apply only when the id exists; explicit flags must */
+	t->add_bos = v->add_bos >= 0 ? v->add_bos : ((t->is_bpe ? t->pre->add_bos : 1) && t->bos >= 0);
 	t->add_eos = v->add_eos >= 0 ? v->add_eos : 0;
 	t->add_space_prefix = t->is_bpe ? 0 : (v->add_space_prefix >= 0 ? v->add_space_prefix : 1);
 	if ((t->add_bos && t->bos < 0) || (t->add_eos && t->eos < 0)) {
@@ -1506,17 +1507,23 @@ static int encode_bpe_word(struct enc *e, const char *s, size_t len)
 	return 0;
 }
 
-/* Byte-level BPE: one raw fragment (valid UTF-8). */
-static int encode_bpe(struct enc *e, const char *s, size_t len)
+/*
+ * Runs the pre-tokenizer over s[0..len) (valid UTF-8): on return the
+ * chunks e->ch[*which][0..*n_ch) are the words, in code points, and
+ * e->boff maps code points to byte offsets.
+ */
+static int pre_split(struct enc *e, const char *s, size_t len, struct chunk **words, size_t *n_words)
 {
 	const struct tok_pre *pre = e->tok->pre;
 	size_t n = 0, n_ch = 1;
 	struct chunk *cur, *nxt;
+	size_t old_cap = e->cps_cap;
 
+	*n_words = 0;
 	if (grow((void **)&e->cps, &e->cps_cap, len + 1, sizeof(uint32_t)))
 		return -1;
-	/* the other per-code-point arrays follow cps_cap */
-	{
+	if (e->cps_cap != old_cap || !e->boff) {
+		/* the other per-code-point arrays follow cps_cap */
 		uint32_t *b = cm_reallocarray(e->boff, e->cps_cap, sizeof(uint32_t));
 		struct chunk *c0, *c1;
 
@@ -1557,13 +1564,62 @@ static int encode_bpe(struct enc *e, const char *s, size_t len)
 		cur = nxt;
 		nxt = tmp;
 	}
-	for (size_t i = 0; i < n_ch; i++) {
-		size_t b0 = e->boff[cur[i].start], b1 = e->boff[cur[i].start + cur[i].len];
+	*words = cur;
+	*n_words = n_ch;
+	return 0;
+}
+
+/* Byte-level BPE: one raw fragment (valid UTF-8). */
+static int encode_bpe(struct enc *e, const char *s, size_t len)
+{
+	struct chunk *w;
+	size_t n_w;
+
+	if (pre_split(e, s, len, &w, &n_w))
+		return -1;
+	for (size_t i = 0; i < n_w; i++) {
+		size_t b0 = e->boff[w[i].start], b1 = e->boff[w[i].start + w[i].len];
 
 		if (encode_bpe_word(e, s + b0, b1 - b0))
 			return -1;
 	}
 	return 0;
+}
+
+static void enc_deinit(struct enc *e)
+{
+	cm_free(e->buf);
+	cm_free(e->syms);
+	cm_free(e->heap);
+	cm_free(e->cps);
+	cm_free(e->boff);
+	cm_free(e->ch[0]);
+	cm_free(e->ch[1]);
+}
+
+enum cm_status wk_tok_pre_split(const struct wk_tok *tok, const char *text, size_t len,
+				size_t *ends, size_t cap, size_t *n_words)
+{
+	struct enc e = { .tok = tok };
+	struct chunk *w;
+	size_t n_w;
+	enum cm_status st = CM_OK;
+
+	*n_words = 0;
+	if (!tok->is_bpe)
+		return CM_EINVAL;
+	if (pre_split(&e, text, len, &w, &n_w)) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n_w && i < cap; i++)
+		ends[i] = e.boff[w[i].start + w[i].len];
+	*n_words = n_w;
+	if (n_w > cap)
+		st = CM_ELIMIT;
+out:
+	enc_deinit(&e);
+	return st;
 }
 
 struct frag {
@@ -1740,13 +1796,7 @@ enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t le
 out:
 	cm_free(fr);
 	cm_free(clean);
-	cm_free(e.buf);
-	cm_free(e.syms);
-	cm_free(e.heap);
-	cm_free(e.cps);
-	cm_free(e.boff);
-	cm_free(e.ch[0]);
-	cm_free(e.ch[1]);
+	enc_deinit(&e);
 	return st;
 }
 

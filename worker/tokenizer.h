@@ -110,6 +110,14 @@ enum wk_tok_flags {
 enum cm_status wk_tok_encode(const struct wk_tok *tok, const char *text, size_t len,
 			     unsigned flags, int32_t *out, size_t cap, size_t *n_out) CM_WUR;
 
+/*
+ * Byte-level BPE only (tests and tools): the pre-tokenizer's word
+ * boundaries for valid UTF-8 text: ends[i] is the byte offset where word i
+ * ends.  CM_ELIMIT when more than cap words, CM_EINVAL for SPM.
+ */
+enum cm_status wk_tok_pre_split(const struct wk_tok *tok, const char *text, size_t len,
+				size_t *ends, size_t cap, size_t *n_words) CM_WUR;
+
 /* ---- vocabulary ---- */
 size_t wk_tok_n_vocab(const struct wk_tok *tok);
 int32_t wk_tok_bos(const struct wk_tok *tok); /* -1 when none */
