@@ -20,9 +20,10 @@
  * bound wins:
  *     load + 1 <= ceil(c * (total + 1) * weight / sum_weights)
  * (total = in-flight requests on the eligible workers; with equal weights
- * ceil(c * (total + 1) / n)).  When none is within the bound (only
- * possible for c < 1 or uneven weights), the least loaded relative to its
- * weight wins.  c == 0 disables the bound (plain rendezvous).
+ * ceil(c * (total + 1) / n)).  For c >= 1 some worker is always within
+ * the bound (the bounds sum to at least total + 1); should none be, the
+ * least loaded relative to its weight wins.  c == 0 disables the bound
+ * (plain rendezvous).
  *
  * Adding or removing a worker moves only the keys whose top worker changes:
  * those of the removed worker, or those the new worker now tops.
