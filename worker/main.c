@@ -2,16 +2,20 @@
  * main.c - sluice-worker: one process per GPU (or CPU), serving the
  * gateway over a Unix socket (proto/).
  *
- * At this stage the worker only reports what it is built with: --version
- * names the compiled-in backends and --probe checks the CUDA device.  The
- * service itself (model loading, scheduler, socket) is added by the issues
- * that follow; each adds its option here and keeps --help true.
+ * Subcommands: serve (the service), generate (one completion on the
+ * terminal), tokenize (text on stdin to ids), config-doc (the config keys
+ * as Markdown); --version names the compiled-in backends and --probe
+ * checks the CUDA device.
  * Thread: main thread only; only main() exits.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "common/buf.h"
+#include "common/config.h"
 #include "common/status.h"
+#include "worker/cli.h"
+#include "worker/server.h"
 #ifdef SLUICE_HAVE_CUDA
 #include "worker/cuda/probe.h"
 #endif
@@ -31,11 +35,17 @@
 static void wk_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sluice-worker [OPTION]\n"
+		"usage: sluice-worker COMMAND [ARGS] | OPTION\n"
 		"\n"
 		"The Sluice worker: loads a model and serves generations to\n"
-		"sluice-gateway over a Unix socket.  The service is not there\n"
-		"yet; this build reports what it contains.\n"
+		"sluice-gateway over a Unix socket.\n"
+		"\n"
+		"  serve --config FILE       run the worker (see docs/worker.md)\n"
+		"  generate --model PATH --prompt TEXT [...]\n"
+		"                            one completion to stdout, timings to stderr\n"
+		"  tokenize --model PATH [--add-special]\n"
+		"                            token ids of stdin\n"
+		"  config-doc                the configuration keys as Markdown\n"
 		"\n"
 		"  --version   print version, git commit and compiled backends\n"
 		"  --probe     look for a CUDA device and create a cuBLAS handle\n"
@@ -74,6 +84,24 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "--probe") == 0)
 		return wk_probe();
+	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+		return wk_cli_serve(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "generate") == 0)
+		return wk_cli_generate(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "tokenize") == 0)
+		return wk_cli_tokenize(argc - 1, argv + 1);
+	if (argc == 2 && strcmp(argv[1], "config-doc") == 0) {
+		struct cm_buf b;
+		int rc = 1;
+
+		cm_buf_init(&b, 1 << 20);
+		if (cm_cfg_doc_markdown(&wk_server_section, &b) == CM_OK) {
+			fwrite(cm_buf_data(&b), 1, cm_buf_len(&b), stdout);
+			rc = 0;
+		}
+		cm_buf_deinit(&b);
+		return rc;
+	}
 	if (argc >= 2)
 		fprintf(stderr, "sluice-worker: unknown option \"%s\"\n",
 			argv[1]);

@@ -33,7 +33,6 @@
 #include "worker/backend.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/cpu/matmul.h"
-#include "worker/cpu/ops.h"
 #include "worker/cpu/pool.h"
 #include "worker/model.h"
 #include "worker/quant.h"
@@ -42,6 +41,8 @@ struct cpu_backend {
 	struct wk_backend base;
 	const struct wk_model *m;
 	struct wk_pool *pool;
+	struct wk_cpu_mm *mm;
+	int n_threads;
 	uint32_t n_blocks;
 	uint32_t block_tokens;
 	uint32_t kv_type;        /* WK_Q_F16 or WK_Q_F32 */
@@ -56,6 +57,108 @@ struct cpu_backend {
 	uint32_t att_scratch_ctx;
 	float *rope_cos, *rope_sin; /* not cached: computed per token */
 };
+
+/* ---- elementwise ops (per token; fixed order, so batch-invariant) ---- */
+
+static void op_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
+{
+	double ss = 0;
+	float scale;
+
+	for (uint32_t i = 0; i < n; i++)
+		ss += (double)x[i] * x[i];
+	scale = (float)(1.0 / sqrt(ss / n + eps));
+	for (uint32_t i = 0; i < n; i++)
+		y[i] = x[i] * scale * w[i];
+}
+
+static void op_add(float *y, const float *x, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		y[i] += x[i];
+}
+
+static void op_silu_mul(float *g, const float *u, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static float op_dot(const float *a, const float *b, uint32_t n)
+{
+	float acc[8] = { 0 };
+	uint32_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			acc[k] += a[i + k] * b[i + k];
+	for (; i < n; i++)
+		acc[0] += a[i] * b[i];
+	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static void op_axpy(float *y, float a, const float *x, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+static void op_softmax(float *x, uint32_t n)
+{
+	float mx = x[0];
+	double sum = 0;
+
+	for (uint32_t i = 1; i < n; i++)
+		if (x[i] > mx)
+			mx = x[i];
+	for (uint32_t i = 0; i < n; i++) {
+		x[i] = expf(x[i] - mx);
+		sum += x[i];
+	}
+	for (uint32_t i = 0; i < n; i++)
+		x[i] = (float)(x[i] / sum);
+}
+
+static void op_f16_to_f32(const uint16_t *h, float *f, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		f[i] = wk_f16_to_f32(h[i]);
+}
+
+static void op_f32_to_f16(const float *f, uint16_t *h, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		h[i] = wk_f32_to_f16(f[i]);
+}
+
+/*
+ * Rotary embedding of one head vector v[hd] at position pos: the first
+ * rope_dim dimensions are rotated, in adjacent pairs (NORM) or halves
+ * (NEOX); freqs (Llama 3.1) divide the per-pair frequency.
+ */
+static void op_rope(float *v, const struct wk_hparams *hp, uint32_t pos)
+{
+	uint32_t d = hp->rope_dim;
+	double p = (double)pos * hp->rope_pos_scale;
+
+	for (uint32_t i = 0; i < d / 2; i++) {
+		double freq = pow(hp->rope_base, -2.0 * i / d);
+		double ang;
+		float c, s, a, b;
+		uint32_t i0 = hp->rope_style == WK_ROPE_NEOX ? i : 2 * i;
+		uint32_t i1 = hp->rope_style == WK_ROPE_NEOX ? i + d / 2 : 2 * i + 1;
+
+		if (hp->rope_freqs)
+			freq /= hp->rope_freqs[i];
+		ang = p * freq;
+		c = (float)cos(ang);
+		s = (float)sin(ang);
+		a = v[i0];
+		b = v[i1];
+		v[i0] = a * c - b * s;
+		v[i1] = a * s + b * c;
+	}
+}
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -72,17 +175,22 @@ static void vec_from_tensor(const struct wk_tensor *t, float *out)
 }
 
 /* y (n, rows) = x (n, cols) W^T, plus bias when present */
-static void mm(struct cpu_backend *be, const struct wk_tensor *w, const float *x,
+static enum cm_status mm(struct cpu_backend *be, const struct wk_tensor *w, const float *x,
 	       uint32_t n, float *y, const struct wk_tensor *bias)
 {
-	wk_cpu_matmul(be->pool, w->type, w->data, w->rows, w->cols, x, n, y);
+	enum cm_status st = wk_cpu_matmul(be->mm, w->type, w->data, (int)w->rows,
+					  (int)w->cols, x, (int)n, y);
+
+	if (st != CM_OK)
+		return st;
 	if (bias && bias->data) {
 		float b[bias->cols];
 
 		vec_from_tensor(bias, b);
 		for (uint32_t t = 0; t < n; t++)
-			wk_cpu_add(y + (uint64_t)t * w->rows, b, (uint32_t)w->rows);
+			op_add(y + (uint64_t)t * w->rows, b, (uint32_t)w->rows);
 	}
+	return CM_OK;
 }
 
 /* ---- attention ---------------------------------------------------------- */
@@ -107,11 +215,12 @@ static const void *kv_row(const struct cpu_backend *be, uint8_t *base,
  * One task = one token x one KV head: the query heads sharing that KV head
  * (GQA group) attend over positions 0..pos of the token's sequence.
  */
-static void att_task(void *arg, uint32_t task, uint32_t thread)
+static void att_task(void *arg, int task_i, int thread)
 {
 	struct att_ctx *c = arg;
 	struct cpu_backend *be = c->be;
 	const struct wk_hparams *hp = &be->m->hp;
+	uint32_t task = (uint32_t)task_i;
 	uint32_t t = task / c->n_tasks_per_token;
 	uint32_t g = task % c->n_tasks_per_token;
 	uint32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
@@ -127,7 +236,7 @@ static void att_task(void *arg, uint32_t task, uint32_t thread)
 		const float *krow;
 
 		if (be->kv_type == WK_Q_F16) {
-			wk_cpu_f16_to_f32((const uint16_t *)kr + (uint64_t)g * hd, kf, hd);
+			op_f16_to_f32((const uint16_t *)kr + (uint64_t)g * hd, kf, hd);
 			krow = kf;
 		} else {
 			krow = (const float *)kr + (uint64_t)g * hd;
@@ -135,22 +244,24 @@ static void att_task(void *arg, uint32_t task, uint32_t thread)
 		for (uint32_t hh = 0; hh < group; hh++) {
 			const float *q = be->q + (uint64_t)t * q_dim + (uint64_t)(g * group + hh) * hd;
 
-			scores[(uint64_t)hh * be->att_scratch_ctx + j] = wk_cpu_dot_f32(q, krow, hd) * scale;
+			scores[(uint64_t)hh * be->att_scratch_ctx + j] = op_dot(q, krow, hd) * scale;
 		}
 	}
 	for (uint32_t hh = 0; hh < group; hh++) {
 		float *sc = scores + (uint64_t)hh * be->att_scratch_ctx;
 		float *out = be->att + (uint64_t)t * q_dim + (uint64_t)(g * group + hh) * hd;
 
-		wk_cpu_softmax(sc, pos + 1);
+		op_softmax(sc, pos + 1);
 		memset(out, 0, hd * sizeof(float));
 		for (uint32_t j = 0; j <= pos; j++) {
 			const void *vr = kv_row(be, be->v[c->layer], s, j);
 
-			if (be->kv_type == WK_Q_F16)
-				wk_cpu_axpy_f16(out, sc[j], (const uint16_t *)vr + (uint64_t)g * hd, hd);
-			else
-				wk_cpu_axpy_f32(out, sc[j], (const float *)vr + (uint64_t)g * hd, hd);
+			if (be->kv_type == WK_Q_F16) {
+				op_f16_to_f32((const uint16_t *)vr + (uint64_t)g * hd, kf, hd);
+				op_axpy(out, sc[j], kf, hd);
+			} else {
+				op_axpy(out, sc[j], (const float *)vr + (uint64_t)g * hd, hd);
+			}
 		}
 	}
 }
@@ -164,11 +275,12 @@ struct tok_ctx {
 };
 
 /* rope q and k of token t and store k, v into the token's KV slot */
-static void rope_store_task(void *arg, uint32_t t, uint32_t thread)
+static void rope_store_task(void *arg, int t_i, int thread)
 {
 	struct tok_ctx *c = arg;
 	struct cpu_backend *be = c->be;
 	const struct wk_hparams *hp = &be->m->hp;
+	uint32_t t = (uint32_t)t_i;
 	uint32_t hd = hp->head_dim, q_dim = hp->n_head * hd;
 	uint32_t pos = c->b->pos[t];
 	const struct wk_batch_seq *s = &c->b->seqs[c->b->seq[t]];
@@ -180,14 +292,12 @@ static void rope_store_task(void *arg, uint32_t t, uint32_t thread)
 
 	(void)thread;
 	for (uint32_t h = 0; h < hp->n_head; h++)
-		wk_cpu_rope(q + (uint64_t)h * hd, hd, hp->rope_dim, pos, hp->rope_base,
-			    hp->rope_freqs, hp->rope_style == WK_ROPE_NEOX);
+		op_rope(q + (uint64_t)h * hd, hp, pos);
 	for (uint32_t h = 0; h < hp->n_head_kv; h++)
-		wk_cpu_rope(k + (uint64_t)h * hd, hd, hp->rope_dim, pos, hp->rope_base,
-			    hp->rope_freqs, hp->rope_style == WK_ROPE_NEOX);
+		op_rope(k + (uint64_t)h * hd, hp, pos);
 	if (be->kv_type == WK_Q_F16) {
-		wk_cpu_f32_to_f16(k, (uint16_t *)kd, be->kv_dim);
-		wk_cpu_f32_to_f16(v, (uint16_t *)vd, be->kv_dim);
+		op_f32_to_f16(k, (uint16_t *)kd, be->kv_dim);
+		op_f32_to_f16(v, (uint16_t *)vd, be->kv_dim);
 	} else {
 		memcpy(kd, k, be->kv_dim * sizeof(float));
 		memcpy(vd, v, be->kv_dim * sizeof(float));
@@ -238,7 +348,7 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 	}
 	if (max_ctx > be->att_scratch_ctx) {
 		uint32_t ctx = max_ctx < 256 ? 256 : max_ctx;
-		float *p = cm_calloc((uint64_t)wk_pool_n_threads(be->pool) * group * ctx,
+		float *p = cm_calloc((uint64_t)be->n_threads * group * ctx,
 				     sizeof(float));
 
 		if (!p)
@@ -295,39 +405,42 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		struct tok_ctx tc = { be, b, l };
 		struct att_ctx ac = { be, b, l, hp->n_head_kv };
 
-		wk_cpu_rmsnorm_rows(be->h, be->x, L->attn_norm.data, L->attn_norm.type,
-				    T, e, hp->rms_eps);
-		mm(be, &L->wq, be->h, T, be->q, &L->bq);
-		mm(be, &L->wk, be->h, T, be->kk, &L->bk);
-		mm(be, &L->wv, be->h, T, be->vv, &L->bv);
-		wk_pool_run(be->pool, rope_store_task, &tc, T);
-		wk_pool_run(be->pool, att_task, &ac, T * hp->n_head_kv);
-		mm(be, &L->wo, be->att, T, be->h, NULL);
 		for (uint32_t t = 0; t < T; t++)
-			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, e);
+			op_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
+				   L->attn_norm.data, e, hp->rms_eps);
+		if ((st = mm(be, &L->wq, be->h, T, be->q, &L->bq)) != CM_OK ||
+		    (st = mm(be, &L->wk, be->h, T, be->kk, &L->bk)) != CM_OK ||
+		    (st = mm(be, &L->wv, be->h, T, be->vv, &L->bv)) != CM_OK)
+			return st;
+		wk_pool_run(be->pool, rope_store_task, &tc, (int)T);
+		wk_pool_run(be->pool, att_task, &ac, (int)(T * hp->n_head_kv));
+		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < T; t++)
+			op_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, e);
 
-		wk_cpu_rmsnorm_rows(be->h, be->x, L->ffn_norm.data, L->ffn_norm.type,
-				    T, e, hp->rms_eps);
-		mm(be, &L->w_gate, be->h, T, be->g, NULL);
-		mm(be, &L->w_up, be->h, T, be->u, NULL);
 		for (uint32_t t = 0; t < T; t++)
-			wk_cpu_silu_mul(be->g + (uint64_t)t * hp->n_ff,
-					be->u + (uint64_t)t * hp->n_ff, hp->n_ff);
-		mm(be, &L->w_down, be->g, T, be->h, NULL);
+			op_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
+				   L->ffn_norm.data, e, hp->rms_eps);
+		if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
+		    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
+			return st;
 		for (uint32_t t = 0; t < T; t++)
-			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, e);
+			op_silu_mul(be->g + (uint64_t)t * hp->n_ff,
+				    be->u + (uint64_t)t * hp->n_ff, hp->n_ff);
+		if ((st = mm(be, &L->w_down, be->g, T, be->h, NULL)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < T; t++)
+			op_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, e);
 	}
 	(void)q_dim;
 
 	/* final norm of the requested rows only, then the vocabulary projection */
 	for (uint32_t o = 0; o < b->n_out; o++)
-		memcpy(be->att + (uint64_t)o * e, be->x + (uint64_t)b->out[o] * e,
-		       e * sizeof(float));
-	wk_cpu_rmsnorm_rows(be->h, be->att, m->output_norm.data, m->output_norm.type,
-			    b->n_out, e, hp->rms_eps);
+		op_rmsnorm(be->h + (uint64_t)o * e, be->x + (uint64_t)b->out[o] * e,
+			   m->output_norm.data, e, hp->rms_eps);
 	if (b->n_out)
-		wk_cpu_matmul(be->pool, m->output.type, m->output.data, m->output.rows,
-			      m->output.cols, be->h, b->n_out, logits);
+		return mm(be, &m->output, be->h, b->n_out, logits, NULL);
 	return CM_OK;
 }
 
@@ -349,6 +462,7 @@ static void cpu_destroy(struct wk_backend *base)
 	cm_free(be->v);
 	free_scratch(be);
 	cm_free(be->att_scratch);
+	wk_cpu_mm_free(be->mm);
 	wk_pool_free(be->pool);
 	cm_free(be);
 }
@@ -363,6 +477,7 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	uint64_t per_layer;
 	enum cm_status st = CM_OK;
 
+	err[0] = '\0';
 	if (kv_type != WK_Q_F16 && kv_type != WK_Q_F32) {
 		snprintf(err, err_len, "kv cache type: expected F16 or F32, found %s",
 			 wk_qtype_name(kv_type));
@@ -380,11 +495,13 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	be->kv_type = kv_type;
 	be->kv_elem = kv_type == WK_Q_F16 ? 2 : 4;
 	be->kv_dim = hp->n_head_kv * hp->head_dim;
-	be->pool = wk_pool_new(n_threads);
-	if (!be->pool) {
-		st = CM_ENOMEM;
+	be->n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
+	st = wk_pool_new(be->n_threads, &be->pool);
+	if (st != CM_OK)
 		goto out;
-	}
+	st = wk_cpu_mm_new(be->pool, &be->mm);
+	if (st != CM_OK)
+		goto out;
 	per_layer = (uint64_t)n_blocks * block_tokens * be->kv_dim * be->kv_elem;
 	be->k = cm_calloc(hp->n_layer, sizeof(*be->k));
 	be->v = cm_calloc(hp->n_layer, sizeof(*be->v));
@@ -442,7 +559,7 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	memset(out, 0, sizeof(*out));
 	out->name = "cpu";
 	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s)",
-		 wk_pool_n_threads(be->pool), wk_cpu_isa_name());
+		 be->n_threads, wk_cpu_isa_name(wk_cpu_mm_isa(be->mm)));
 	out->weight_bytes = be->m->weight_bytes;
 	out->kv_bytes = be->kv_bytes;
 }
