@@ -62,7 +62,7 @@ int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *l
 		      float *logprob);
 
 /*
- * A token was generated: *text/*len receive the bytes to stream now
+ * A token was generated: *text and *len receive the bytes to stream now
  * (valid until the next call).  Returns 1 when generation must stop
  * (end-of-generation token, stop string), else 0.
  */
