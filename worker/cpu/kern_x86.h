@@ -26,6 +26,7 @@
 #include "worker/cpu/internal.h"
 
 #define KX_INLINE static inline __attribute__((always_inline))
+#define KX_UNROLL _Pragma("GCC unroll 8")
 #define KX_MR 4 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
 
@@ -149,29 +150,37 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	kx_fvec acc[KX_MR][KX_MT];
 	const uint8_t *w[KX_MR];
 	const float *x[KX_MT];
+	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			acc[i][j] = kx_fzero();
 	}
+	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
 	for (int k = 0; k < kmain; k += KX_FW) {
 		kx_fvec wv[KX_MR];
+		KX_UNROLL
 		for (int i = 0; i < R; i++)
 			wv[i] = kx_fw_load(w[i], k, WT);
+		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			kx_fvec xv = kx_fload(x[j] + k);
+			KX_UNROLL
 			for (int i = 0; i < R; i++)
 				acc[i][j] = kx_fmadd(wv[i], xv, acc[i][j]);
 		}
 	}
 	if (kmain < cols) {
 		int rem = cols - kmain;
+		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			uint8_t wt[KX_FW * 4] = { 0 };
 			memcpy(wt, w[i] + wsz * (size_t)kmain, wsz * (size_t)rem);
 			kx_fvec wv = kx_fw_load(wt, 0, WT);
+			KX_UNROLL
 			for (int j = 0; j < T; j++) {
 				float xt[KX_FW] = { 0 };
 				memcpy(xt, x[j] + kmain, 4 * (size_t)rem);
@@ -179,7 +188,9 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			}
 		}
 	}
+	KX_UNROLL
 	for (int i = 0; i < R; i++)
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(acc[i][j]);
 }
@@ -228,11 +239,14 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int32_t *xs[KX_MT];
+	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			acc[i][j] = _mm256_setzero_ps();
 	}
+	KX_UNROLL
 	for (int j = 0; j < T; j++) {
 		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
 		xq[j] = (const int8_t *)xr;
@@ -243,6 +257,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	for (int b = 0; b < nb; b++) {
 		__m256i wq[KX_MR];
 		__m256 wd[KX_MR];
+		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + bb * (size_t)b;
 			wd[i] = _mm256_set1_ps(kx_f16(blk));
@@ -258,6 +273,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 #endif
 			}
 		}
+		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			__m256i xv = kx_load256(xq[j] + 32 * (size_t)b);
 			__m256 dx = _mm256_set1_ps(xd[j][b]);
@@ -266,6 +282,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 				corr = _mm256_set1_epi32(-xs[j][b]);
 			else
 				corr = _mm256_set1_epi32(-16 * xs[j][b]);
+			KX_UNROLL
 			for (int i = 0; i < R; i++) {
 				__m256i id;
 				if (Q4) {
@@ -285,7 +302,9 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			}
 		}
 	}
+	KX_UNROLL
 	for (int i = 0; i < R; i++)
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
@@ -350,11 +369,14 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int16_t *xs[KX_MT];
+	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			acc[i][j] = _mm256_setzero_ps();
 	}
+	KX_UNROLL
 	for (int j = 0; j < T; j++) {
 		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
 		xq[j] = (const int8_t *)xr;
@@ -365,6 +387,7 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	for (int b = 0; b < nb; b++) {
 		__m256i sc[KX_MR], mn[KX_MR], qh[KX_MR], iacc[KX_MR][KX_MT];
 		float d[KX_MR], dmin[KX_MR];
+		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + bb * (size_t)b;
 			d[i] = kx_f16(blk);
@@ -372,13 +395,16 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			kx_k4_scales(blk + 4, &sc[i], &mn[i]);
 			if (Q5)
 				qh[i] = kx_load256(blk + 16);
+			KX_UNROLL
 			for (int j = 0; j < T; j++)
 				iacc[i][j] = _mm256_setzero_si256();
 		}
+		KX_UNROLL
 		for (int c = 0; c < 4; c++) {
 			__m256i lo[KX_MR], hi[KX_MR], s0[KX_MR], s1[KX_MR];
 			const __m256i mk0 = kx_word_bcast_mask(2 * c, 2 * c);
 			const __m256i mk1 = kx_word_bcast_mask(2 * c + 1, 2 * c + 1);
+			KX_UNROLL
 			for (int i = 0; i < R; i++) {
 				const uint8_t *qs = w[i] + bb * (size_t)b + (Q5 ? 48 : 16) + 32 * c;
 				__m256i v = kx_load256(qs);
@@ -392,18 +418,22 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 				s0[i] = _mm256_shuffle_epi8(sc[i], mk0);
 				s1[i] = _mm256_shuffle_epi8(sc[i], mk1);
 			}
+			KX_UNROLL
 			for (int j = 0; j < T; j++) {
 				const int8_t *x = xq[j] + 256 * (size_t)b + 64 * c;
 				__m256i x0 = kx_load256(x), x1 = kx_load256(x + 32);
+				KX_UNROLL
 				for (int i = 0; i < R; i++) {
 					iacc[i][j] = kx_dpwssd(iacc[i][j], _mm256_maddubs_epi16(lo[i], x0), s0[i]);
 					iacc[i][j] = kx_dpwssd(iacc[i][j], _mm256_maddubs_epi16(hi[i], x1), s1[i]);
 				}
 			}
 		}
+		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			__m256i bs = kx_load256(xs[j] + 16 * (size_t)b);
 			float dx = xd[j][b];
+			KX_UNROLL
 			for (int i = 0; i < R; i++) {
 				__m256i im = _mm256_madd_epi16(mn[i], bs);
 				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]),
@@ -413,7 +443,9 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			}
 		}
 	}
+	KX_UNROLL
 	for (int i = 0; i < R; i++)
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
@@ -440,11 +472,14 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int16_t *xs[KX_MT];
+	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			acc[i][j] = _mm256_setzero_ps();
 	}
+	KX_UNROLL
 	for (int j = 0; j < T; j++) {
 		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
 		xq[j] = (const int8_t *)xr;
@@ -456,17 +491,22 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	for (int b = 0; b < nb; b++) {
 		__m256i sc16[KX_MR], iacc[KX_MR][KX_MT];
 		float d[KX_MR];
+		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 210 * (size_t)b;
 			d[i] = kx_f16(blk + 208);
 			sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+			KX_UNROLL
 			for (int j = 0; j < T; j++)
 				iacc[i][j] = _mm256_setzero_si256();
 		}
+		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
+			KX_UNROLL
 			for (int k = 0; k < 4; k++) {
 				__m256i q[KX_MR], s[KX_MR];
 				const __m256i mk = kx_word_bcast_mask(2 * k, 2 * k + 1);
+				KX_UNROLL
 				for (int i = 0; i < R; i++) {
 					const uint8_t *blk = w[i] + 210 * (size_t)b;
 					__m256i l = kx_load256(blk + 64 * h + 32 * (k & 1));
@@ -489,16 +529,20 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 						       : _mm256_permute4x64_epi64(sc16[i], 0x44);
 					s[i] = _mm256_shuffle_epi8(sh, mk);
 				}
+				KX_UNROLL
 				for (int j = 0; j < T; j++) {
 					__m256i xv = kx_load256(xq[j] + 256 * (size_t)b + 128 * h + 32 * k);
+					KX_UNROLL
 					for (int i = 0; i < R; i++)
 						iacc[i][j] = kx_dpwssd(iacc[i][j], _mm256_maddubs_epi16(q[i], xv), s[i]);
 				}
 			}
 		}
+		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			__m256i bs = kx_load256(xs[j] + 16 * (size_t)b);
 			float dx = xd[j][b];
+			KX_UNROLL
 			for (int i = 0; i < R; i++) {
 				__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16[i], bs), 5);
 				__m256i id = _mm256_sub_epi32(iacc[i][j], corr);
@@ -507,7 +551,9 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			}
 		}
 	}
+	KX_UNROLL
 	for (int i = 0; i < R; i++)
+		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
