@@ -6,3 +6,5 @@
 #define KX_512 0
 #define KX_TABLE wk_cpu_kernels_avx2
 #include "worker/cpu/kern_x86.h"
+#define WO_TABLE wk_cpu_ops_avx2
+#include "worker/cpu/ops_impl.h"

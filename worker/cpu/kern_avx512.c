@@ -7,3 +7,5 @@
 #define KX_512 1
 #define KX_TABLE wk_cpu_kernels_avx512
 #include "worker/cpu/kern_x86.h"
+#define WO_TABLE wk_cpu_ops_avx512
+#include "worker/cpu/ops_impl.h"

@@ -230,3 +230,6 @@ const struct wk_cpu_kernels wk_cpu_kernels_scalar = {
 	.actq_q8_32 = wk_actq_q8_32,
 	.actq_q8_256 = wk_actq_q8_256,
 };
+
+#define WO_TABLE wk_cpu_ops_scalar
+#include "worker/cpu/ops_impl.h"
