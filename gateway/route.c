@@ -130,7 +130,7 @@ enum cm_status gw_route_choose(const struct gw_route_key *key,
 	if (!isfinite(c) || (c != 0.0 && (c < 1.0 || c > GW_ROUTE_LOAD_FACTOR_MAX)))
 		return CM_EINVAL;
 	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(w[i].weight) || w[i].weight < 0.0)
+		if (!isfinite(w[i].weight) || w[i].weight < 0.0 || !w[i].name)
 			return CM_EINVAL;
 		if (!eligible(&w[i]))
 			continue;

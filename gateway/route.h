@@ -85,8 +85,8 @@ void gw_route_key_sub(const uint8_t sub[GW_ROUTE_KEY_LEN], const void *prompt,
 /*
  * Chooses a worker among w[0..n) for `key` with load factor c (0 = no bound,
  * else in [1, GW_ROUTE_LOAD_FACTOR_MAX]).  CM_ENOTFOUND when no worker is
- * eligible, CM_EINVAL for a c outside its domain or a weight that is negative
- * or not finite.
+ * eligible, CM_EINVAL for a c outside its domain, a weight that is negative
+ * or not finite, or a NULL name.
  */
 enum cm_status gw_route_choose(const struct gw_route_key *key,
 			       const struct gw_route_worker *w, size_t n,

@@ -311,6 +311,9 @@ static void test_bad_parameters(void **state)
 	assert_int_equal(gw_route_choose(&k, w, 2, 1.25, &p), CM_EINVAL);
 	w[1].weight = INFINITY;
 	assert_int_equal(gw_route_choose(&k, w, 2, 1.25, &p), CM_EINVAL);
+	w[1].weight = 1.0;
+	w[1].name = NULL;
+	assert_int_equal(gw_route_choose(&k, w, 2, 1.25, &p), CM_EINVAL);
 	/* scores are finite and positive */
 	assert_true(gw_route_score(&k, "a", 1.0) > 0.0);
 	assert_true(isfinite(gw_route_score(&k, "a", 1.0)));
