@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "gateway/quota_lua.h"
 
 #define LEASE_ID_MAX 128
@@ -404,4 +405,123 @@ enum cm_status gw_quota_renew_sync(redisContext *c,
 	if (r)
 		freeReplyObject(r);
 	return st;
+}
+
+/* ---- asynchronous calls -------------------------------------------------- */
+
+struct quota_pending {
+	struct gw_quota_cmd cmd;
+	gw_quota_done_fn done;
+	void *arg;
+	int retried; /* already resent as EVAL */
+};
+
+static void on_async_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct quota_pending *p = privdata;
+	redisReply *r = reply;
+	struct gw_quota_verdict v;
+	enum cm_status st = CM_EIO;
+	int64_t count = 0;
+	int script = p->cmd.script;
+	gw_quota_done_fn done = p->done;
+	void *arg = p->arg;
+
+	if (r && gw_quota_reply_is_noscript(r) && !p->retried) {
+		p->retried = 1;
+		gw_quota_cmd_use_eval(&p->cmd);
+		if (redisAsyncCommandArgv(ac, on_async_reply, p, p->cmd.argc,
+					  p->cmd.argv, p->cmd.argvlen) == REDIS_OK)
+			return;
+		r = NULL; /* could not resend: report a connection failure */
+	}
+	if (r) {
+		if (script == GW_QUOTA_LUA_ADMIT)
+			st = gw_quota_parse_admit(r, &v);
+		else if (script == GW_QUOTA_LUA_FINISH)
+			st = gw_quota_parse_finish(r, &count);
+		else
+			st = gw_quota_parse_renew(r, &count);
+	}
+	cm_free(p);
+	done(arg, st, st == CM_OK && script == GW_QUOTA_LUA_ADMIT ? &v : NULL, count);
+}
+
+/* Takes `p` (freed on failure). */
+static enum cm_status send_async(redisAsyncContext *ac, struct quota_pending *p)
+{
+	if (redisAsyncCommandArgv(ac, on_async_reply, p, p->cmd.argc, p->cmd.argv,
+				  p->cmd.argvlen) != REDIS_OK) {
+		cm_free(p);
+		return CM_EIO;
+	}
+	return CM_OK;
+}
+
+static struct quota_pending *pending_new(gw_quota_done_fn done, void *arg)
+{
+	struct quota_pending *p = cm_malloc(sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->done = done;
+	p->arg = arg;
+	p->retried = 0;
+	return p;
+}
+
+enum cm_status gw_quota_admit_async(redisAsyncContext *ac,
+				    const struct gw_quota_subject *subj,
+				    int64_t tokens, const char *lease_id,
+				    int64_t lease_ttl_ms, gw_quota_done_fn done,
+				    void *arg)
+{
+	struct quota_pending *p = pending_new(done, arg);
+	enum cm_status st;
+
+	if (!p)
+		return CM_ENOMEM;
+	st = gw_quota_cmd_admit(&p->cmd, 0, subj, tokens, lease_id, lease_ttl_ms);
+	if (st != CM_OK) {
+		cm_free(p);
+		return st;
+	}
+	return send_async(ac, p);
+}
+
+enum cm_status gw_quota_finish_async(redisAsyncContext *ac,
+				     const struct gw_quota_subject *subj,
+				     int64_t estimate, int64_t actual,
+				     const char *lease_id, gw_quota_done_fn done,
+				     void *arg)
+{
+	struct quota_pending *p = pending_new(done, arg);
+	enum cm_status st;
+
+	if (!p)
+		return CM_ENOMEM;
+	st = gw_quota_cmd_finish(&p->cmd, 0, subj, estimate, actual, lease_id);
+	if (st != CM_OK) {
+		cm_free(p);
+		return st;
+	}
+	return send_async(ac, p);
+}
+
+enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
+				    const struct gw_quota_subject *subj,
+				    const char *lease_id, int64_t lease_ttl_ms,
+				    gw_quota_done_fn done, void *arg)
+{
+	struct quota_pending *p = pending_new(done, arg);
+	enum cm_status st;
+
+	if (!p)
+		return CM_ENOMEM;
+	st = gw_quota_cmd_renew(&p->cmd, 0, subj, lease_id, lease_ttl_ms);
+	if (st != CM_OK) {
+		cm_free(p);
+		return st;
+	}
+	return send_async(ac, p);
 }

@@ -15,13 +15,15 @@
  * nothing unless every limit admits the request.
  *
  * This module only builds command arguments and parses replies, so that
- * the same code serves the gateway (hiredis async on its event loop: build
- * with gw_quota_cmd_*, send with redisAsyncCommandArgv, on a NOSCRIPT
- * error call gw_quota_cmd_use_eval and send again) and synchronous tools
- * (gw_quota_*_sync).  A gw_quota_cmd owns copies of every argument, so it
+ * the same code serves the gateway (hiredis async on its event loop:
+ * gw_quota_*_async, or by hand: build with gw_quota_cmd_*, send with
+ * redisAsyncCommandArgv, on a NOSCRIPT error call gw_quota_cmd_use_eval
+ * and send again) and synchronous tools (gw_quota_*_sync).  A gw_quota_cmd owns copies of every argument, so it
  * may outlive the subject it was built from.
  *
- * No allocation; thread-safe (no shared state beyond quota_lua's SHA-1s).
+ * The builders and parsers allocate nothing; the _async calls allocate one
+ * command each.  Thread-safe (no shared state beyond quota_lua's SHA-1s);
+ * an async context belongs to the loop thread that drives it.
  */
 #ifndef SLUICE_GATEWAY_QUOTA_H
 #define SLUICE_GATEWAY_QUOTA_H
@@ -29,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "common/status.h"
@@ -171,6 +174,36 @@ enum cm_status gw_quota_renew_sync(redisContext *c,
 				   const struct gw_quota_subject *subj,
 				   const char *lease_id, int64_t lease_ttl_ms,
 				   int64_t *held) CM_WUR;
+
+/*
+ * Asynchronous calls for the gateway's event loop (hiredis async; the
+ * caller attaches the context to its loop).  Each sends EVALSHA, resends
+ * as EVAL on NOSCRIPT, parses the reply and calls `done` exactly once:
+ * with CM_OK and the verdict (admit) or the count (finish: leases
+ * released; renew: leases held), or with CM_EIO (connection lost or
+ * context freed: hiredis fails pending callbacks) / CM_EPROTO (unexpected
+ * reply).  `verdict` is NULL except for admit and valid only during the
+ * call.  When these functions return an error, `done` is never called.
+ * One small allocation per call (the command), freed before `done` runs.
+ */
+typedef void (*gw_quota_done_fn)(void *arg, enum cm_status st,
+				 const struct gw_quota_verdict *verdict,
+				 int64_t count);
+
+enum cm_status gw_quota_admit_async(redisAsyncContext *ac,
+				    const struct gw_quota_subject *subj,
+				    int64_t tokens, const char *lease_id,
+				    int64_t lease_ttl_ms, gw_quota_done_fn done,
+				    void *arg) CM_WUR;
+enum cm_status gw_quota_finish_async(redisAsyncContext *ac,
+				     const struct gw_quota_subject *subj,
+				     int64_t estimate, int64_t actual,
+				     const char *lease_id, gw_quota_done_fn done,
+				     void *arg) CM_WUR;
+enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
+				    const struct gw_quota_subject *subj,
+				    const char *lease_id, int64_t lease_ttl_ms,
+				    gw_quota_done_fn done, void *arg) CM_WUR;
 
 /* "rpm", "tpm", "concurrency", "daily_tokens", "none". */
 const char *gw_quota_limit_name(enum gw_quota_limit l);

@@ -3,7 +3,8 @@
  * redis-server on a private Unix socket: RPM burst and retry-after, TPM
  * reserve and reconcile, concurrency leases (release, renew, expiry
  * recovery), daily budget, client overrides, all-or-nothing admission,
- * EVALSHA -> EVAL fallback, argument validation and reply parsing.
+ * EVALSHA -> EVAL fallback, argument validation, reply parsing, and the
+ * async calls on a libevent loop.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,9 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "common/clock.h"
@@ -482,6 +486,100 @@ static void test_noscript_fallback(void **state)
 	assert_int_equal(admit(&s, 0, "c", 1000).allowed, 0);
 }
 
+/* ---- async calls on a libevent loop ---- */
+
+struct async_result {
+	int calls;
+	enum cm_status st;
+	int have_verdict;
+	struct gw_quota_verdict v;
+	int64_t count;
+};
+
+static void async_done(void *arg, enum cm_status st,
+		       const struct gw_quota_verdict *v, int64_t count)
+{
+	struct async_result *res = arg;
+
+	res->calls++;
+	res->st = st;
+	res->have_verdict = v != NULL;
+	if (v)
+		res->v = *v;
+	res->count = count;
+}
+
+/* Runs the loop until `res` got its callback (bounded by a deadline). */
+static void run_until(struct event_base *base, struct async_result *res)
+{
+	int64_t deadline = cm_mono_ns() + 5 * CM_NS_PER_S;
+
+	while (res->calls == 0 && cm_mono_ns() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	assert_int_equal(res->calls, 1);
+}
+
+static void test_async(void **state)
+{
+	struct gw_quota_subject s = subject("eng", "bot");
+	struct event_base *base = event_base_new();
+	redisAsyncContext *ac;
+	struct async_result res[4];
+	redisReply *r;
+
+	(void)state;
+	memset(res, 0, sizeof(res));
+	assert_non_null(base);
+	/* Start without the scripts so that the NOSCRIPT path is taken. */
+	r = redisCommand(rc, "SCRIPT FLUSH");
+	assert_non_null(r);
+	freeReplyObject(r);
+	ac = redisAsyncConnectUnix(fx.sock);
+	assert_non_null(ac);
+	assert_int_equal(ac->err, 0);
+	assert_int_equal(redisLibeventAttach(ac, base), REDIS_OK);
+	s.tenant_limits.concurrency = 1;
+
+	assert_int_equal(gw_quota_admit_async(ac, &s, 10, "A", 60000, async_done,
+					      &res[0]), CM_OK);
+	run_until(base, &res[0]);
+	assert_int_equal(res[0].st, CM_OK);
+	assert_int_equal(res[0].have_verdict, 1);
+	assert_int_equal(res[0].v.allowed, 1);
+
+	assert_int_equal(gw_quota_admit_async(ac, &s, 10, "B", 60000, async_done,
+					      &res[1]), CM_OK);
+	run_until(base, &res[1]);
+	assert_int_equal(res[1].st, CM_OK);
+	assert_int_equal(res[1].v.allowed, 0);
+	assert_int_equal(res[1].v.limit, GW_QUOTA_LIMIT_CONCURRENCY);
+
+	assert_int_equal(gw_quota_renew_async(ac, &s, "A", 60000, async_done,
+					      &res[2]), CM_OK);
+	run_until(base, &res[2]);
+	assert_int_equal(res[2].st, CM_OK);
+	assert_int_equal(res[2].count, 1);
+	assert_int_equal(res[2].have_verdict, 0);
+
+	assert_int_equal(gw_quota_finish_async(ac, &s, 10, 12, "A", async_done,
+					       &res[3]), CM_OK);
+	run_until(base, &res[3]);
+	assert_int_equal(res[3].st, CM_OK);
+	assert_int_equal(res[3].count, 1);
+
+	/* Invalid arguments: refused at once, no callback. */
+	memset(&res[0], 0, sizeof(res[0]));
+	assert_int_equal(gw_quota_admit_async(ac, &s, -1, "C", 60000, async_done,
+					      &res[0]), CM_EINVAL);
+	/* A pending call is failed with CM_EIO when the context goes away. */
+	assert_int_equal(gw_quota_admit_async(ac, &s, 1, "C", 60000, async_done,
+					      &res[0]), CM_OK);
+	redisAsyncFree(ac);
+	assert_int_equal(res[0].calls, 1);
+	assert_int_equal(res[0].st, CM_EIO);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -495,6 +593,7 @@ int main(void)
 		cmocka_unit_test_setup(test_client_override, flush),
 		cmocka_unit_test_setup(test_all_or_nothing, flush),
 		cmocka_unit_test_setup(test_noscript_fallback, flush),
+		cmocka_unit_test_setup(test_async, flush),
 	};
 
 	if (!redis_fixture_available()) {
