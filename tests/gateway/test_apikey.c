@@ -191,6 +191,7 @@ static void test_verify_wrong(void **state)
 	assert_int_equal(gw_key_verify(p, &parts, "", 0), 0);
 	hex[5] = 'x';
 	assert_int_equal(gw_key_verify(p, &parts, hex, GW_KEY_HMAC_HEX_LEN), 0);
+	gw_key_pepper_free(other);
 	/* Short pepper refused. */
 	assert_int_equal(gw_key_pepper_from_bytes("short", 5, &other), CM_EINVAL);
 	assert_null(other);
