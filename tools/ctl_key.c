@@ -1,7 +1,7 @@
 /*
  * ctl_key.c - `sluicectl key issue|list|revoke`.
  *
- * `key issue` is the only place a key's secret exists outside the client:
+ * `key issue` (and `key rotate`) is the only place a key's secret exists outside the client:
  * it is generated here, printed once, and wiped; Redis receives the key id
  * and HMAC-SHA256(pepper, id || secret) only.  `key revoke` sets the flag
  * and publishes on the revocation channel in one script.
@@ -58,62 +58,53 @@ static int parse_duration(const char *s, long long *out)
 	return 0;
 }
 
-static int key_issue(struct ctl *ctl, int argc, char **argv)
+/* What a rotation adds to the output of `key issue`. */
+struct rotation {
+	const char *old_id;
+	long long old_expires; /* Unix s */
+};
+
+static enum cm_status load_pepper(struct ctl *ctl, const char *cmd,
+				  struct gw_key_pepper **pepper, int *rc)
 {
-	const char *target = NULL, *keys[3], *args[20];
-	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
+	char err[512];
+
+	if (!ctl->pepper_file) {
+		fprintf(stderr,
+			"sluicectl: %s needs the gateway's pepper: --pepper-file PATH "
+			"or SLUICE_PEPPER_FILE\n", cmd);
+		*rc = CTL_EXIT_USAGE;
+		return CM_EINVAL;
+	}
+	if (gw_key_pepper_load(ctl->pepper_file, pepper, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "sluicectl: %s\n", err);
+		*rc = CTL_EXIT_INVALID;
+		return CM_EINVAL;
+	}
+	return CM_OK;
+}
+
+/*
+ * Generates a key for client t/c, stores its record and prints it once.
+ * Connected `ctl` and validated names; returns an exit code.
+ */
+static int issue_and_print(struct ctl *ctl, const struct gw_key_pepper *pepper,
+			   const char *t, const char *c, long long expires_in,
+			   const struct rotation *rot)
+{
+	const char *keys[3], *args[20];
+	char full[2 * CTL_NAME_MAX + 2];
 	char ckey[CTL_KEYNAME_MAX], kkey[CTL_KEYNAME_MAX], index[CTL_KEYNAME_MAX];
 	char key[GW_KEY_LEN + 1], id[GW_KEY_ID_LEN + 1];
 	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1], created_s[24], expires_s[24];
-	char err[512], expires_txt[32];
+	char expires_txt[32], old_txt[32];
 	uint8_t mac[GW_KEY_HMAC_LEN];
-	struct gw_key_pepper *pepper = NULL;
-	long long expires_in = 0, now;
+	long long now;
 	redisReply *r = NULL;
-	int rc = CTL_EXIT_USAGE, nargs, done = 0;
-	enum cm_status st;
+	int rc = CTL_EXIT_OK, nargs, done = 0;
 
 	memset(key, 0, sizeof(key));
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--expires-in") == 0) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "sluicectl: --expires-in expects a value\n");
-				return CTL_EXIT_USAGE;
-			}
-			if (parse_duration(argv[++i], &expires_in) != 0) {
-				fprintf(stderr,
-					"sluicectl: --expires-in: expected a number and a unit "
-					"s, m, h or d (at most 3650d), found \"%s\"\n", argv[i]);
-				return CTL_EXIT_INVALID;
-			}
-			continue;
-		}
-		if (argv[i][0] == '-' || target) {
-			fprintf(stderr, "sluicectl: key issue: unexpected \"%s\"\n", argv[i]);
-			return CTL_EXIT_USAGE;
-		}
-		target = argv[i];
-	}
-	if (!target) {
-		fprintf(stderr, "sluicectl: key issue: expected TENANT/CLIENT\n");
-		return CTL_EXIT_USAGE;
-	}
-	if (!ctl_split_client(target, t, c))
-		return CTL_EXIT_INVALID;
-	if (!ctl->pepper_file) {
-		fprintf(stderr,
-			"sluicectl: key issue needs the gateway's pepper: --pepper-file PATH "
-			"or SLUICE_PEPPER_FILE\n");
-		return CTL_EXIT_USAGE;
-	}
-	st = gw_key_pepper_load(ctl->pepper_file, &pepper, err, sizeof(err));
-	if (st != CM_OK) {
-		fprintf(stderr, "sluicectl: %s\n", err);
-		return CTL_EXIT_INVALID;
-	}
-	rc = ctl_connect(ctl);
-	if (rc != CTL_EXIT_OK)
-		goto out;
+	memset(mac, 0, sizeof(mac));
 	snprintf(full, sizeof(full), "%s/%s", t, c);
 	ctl_key(ctl, ckey, "client", full, NULL);
 	ctl_key(ctl, index, "client", full, "keys");
@@ -170,6 +161,8 @@ static int key_issue(struct ctl *ctl, int argc, char **argv)
 		goto out;
 	}
 	ctl_fmt_time(expires_in ? now + expires_in : 0, expires_txt);
+	if (rot)
+		ctl_fmt_time(rot->old_expires, old_txt);
 	if (ctl->json) {
 		json_t *o = json_object();
 
@@ -179,21 +172,186 @@ static int key_issue(struct ctl *ctl, int argc, char **argv)
 		json_object_set_new(o, "client", json_string(c));
 		json_object_set_new(o, "expires", expires_in ? json_string(expires_txt)
 							  : json_null());
+		if (rot) {
+			json_object_set_new(o, "replaces", json_string(rot->old_id));
+			json_object_set_new(o, "replaced_expires", json_string(old_txt));
+		}
 		ctl_print_json(o); /* jansson's copy is freed, not wiped */
 	} else {
 		printf("key id:  %s\n", id);
 		printf("key:     %s\n", key);
 		printf("client:  %s\n", full);
 		printf("expires: %s\n", expires_in ? expires_txt : "never");
+		if (rot)
+			printf("replaces %s, which stops working at %s\n", rot->old_id,
+			       old_txt);
 		printf("This is the only time the key is shown: store it now.\n");
 	}
 	fflush(stdout);
-	rc = CTL_EXIT_OK;
 out:
 	if (r)
 		freeReplyObject(r);
 	cm_wipe(key, sizeof(key));
 	cm_wipe(mac, sizeof(mac));
+	return rc;
+}
+
+/* Parses "--NAME DURATION" at argv[*i]; 1 taken, 0 not this option, -1 bad. */
+static int duration_opt(int argc, char **argv, int *i, const char *name,
+			long long *out, int *rc)
+{
+	if (strcmp(argv[*i], name) != 0)
+		return 0;
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "sluicectl: %s expects a value\n", name);
+		*rc = CTL_EXIT_USAGE;
+		return -1;
+	}
+	(*i)++;
+	if (parse_duration(argv[*i], out) != 0) {
+		fprintf(stderr,
+			"sluicectl: %s: expected a number and a unit s, m, h or d "
+			"(at most 3650d), found \"%s\"\n", name, argv[*i]);
+		*rc = CTL_EXIT_INVALID;
+		return -1;
+	}
+	return 1;
+}
+
+static int key_issue(struct ctl *ctl, int argc, char **argv)
+{
+	const char *target = NULL;
+	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1];
+	struct gw_key_pepper *pepper = NULL;
+	long long expires_in = 0;
+	int rc = CTL_EXIT_USAGE;
+
+	for (int i = 0; i < argc; i++) {
+		int got = duration_opt(argc, argv, &i, "--expires-in", &expires_in, &rc);
+
+		if (got < 0)
+			return rc;
+		if (got > 0)
+			continue;
+		if (argv[i][0] == '-' || target) {
+			fprintf(stderr, "sluicectl: key issue: unexpected \"%s\"\n", argv[i]);
+			return CTL_EXIT_USAGE;
+		}
+		target = argv[i];
+	}
+	if (!target) {
+		fprintf(stderr, "sluicectl: key issue: expected TENANT/CLIENT\n");
+		return CTL_EXIT_USAGE;
+	}
+	if (!ctl_split_client(target, t, c))
+		return CTL_EXIT_INVALID;
+	if (load_pepper(ctl, "key issue", &pepper, &rc) != CM_OK)
+		return rc;
+	rc = ctl_connect(ctl);
+	if (rc == CTL_EXIT_OK)
+		rc = issue_and_print(ctl, pepper, t, c, expires_in, NULL);
+	gw_key_pepper_free(pepper);
+	return rc;
+}
+
+/*
+ * Sets the old key's expiry to min(current expiry, now + overlap) and
+ * announces it; refuses a revoked or missing key.  Returns {status,
+ * tenant, client, new expiry}: status 0 missing, 1 ok, 2 revoked.
+ */
+static const char key_shorten_lua[] =
+	"if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', '', 0} end\n"
+	"local k = redis.call('HMGET', KEYS[1], 'tenant', 'client', 'expires', 'revoked')\n"
+	"if k[4] == '1' then return {2, k[1], k[2], 0} end\n"
+	"local exp = tonumber(ARGV[1])\n"
+	"local cur = tonumber(k[3]) or 0\n"
+	"if cur > 0 and cur < exp then exp = cur end\n"
+	"redis.call('HSET', KEYS[1], 'expires', exp)\n"
+	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
+	"return {1, k[1], k[2], exp}\n";
+
+static int key_rotate(struct ctl *ctl, int argc, char **argv)
+{
+	const char *old = NULL, *keys[1], *args[3];
+	char kkey[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[64], until[24];
+	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1];
+	struct gw_key_pepper *pepper = NULL;
+	long long overlap = 86400, expires_in = 0;
+	struct rotation rot;
+	redisReply *r = NULL;
+	int rc = CTL_EXIT_USAGE;
+
+	for (int i = 0; i < argc; i++) {
+		int got = duration_opt(argc, argv, &i, "--overlap", &overlap, &rc);
+
+		if (got == 0)
+			got = duration_opt(argc, argv, &i, "--expires-in", &expires_in, &rc);
+		if (got < 0)
+			return rc;
+		if (got > 0)
+			continue;
+		if (argv[i][0] == '-' || old) {
+			fprintf(stderr, "sluicectl: key rotate: unexpected \"%s\"\n", argv[i]);
+			return CTL_EXIT_USAGE;
+		}
+		old = argv[i];
+	}
+	if (!old) {
+		fprintf(stderr, "sluicectl: key rotate: expected a KEYID\n");
+		return CTL_EXIT_USAGE;
+	}
+	if (gw_key_id_check(old, strlen(old)) != CM_OK) {
+		fprintf(stderr,
+			"sluicectl: key rotate: expected a key id of %d letters and digits "
+			"(the part after slk_), found %zu characters\n",
+			GW_KEY_ID_LEN, strlen(old));
+		return CTL_EXIT_INVALID;
+	}
+	if (load_pepper(ctl, "key rotate", &pepper, &rc) != CM_OK)
+		return rc;
+	rc = ctl_connect(ctl);
+	if (rc != CTL_EXIT_OK)
+		goto out;
+	ctl_key(ctl, kkey, "key", old, NULL);
+	ctl_channel(ctl, chan);
+	snprintf(msg, sizeof(msg), "update key %s", old);
+	snprintf(until, sizeof(until), "%lld", ctl_now_s() + overlap);
+	keys[0] = kkey;
+	args[0] = until;
+	args[1] = chan;
+	args[2] = msg;
+	r = ctl_eval(ctl, key_shorten_lua, 1, keys, 3, args);
+	if (!r) {
+		rc = CTL_EXIT_REDIS;
+		goto out;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER) {
+		fprintf(stderr, "sluicectl: unexpected reply from Redis\n");
+		rc = CTL_EXIT_REDIS;
+		goto out;
+	}
+	if (r->element[0]->integer == 0) {
+		fprintf(stderr, "sluicectl: no key \"%s\"\n", old);
+		rc = CTL_EXIT_NOTFOUND;
+		goto out;
+	}
+	if (r->element[0]->integer == 2) {
+		fprintf(stderr,
+			"sluicectl: key %s is revoked: issue a new key with "
+			"`key issue %s/%s` instead\n", old, r->element[1]->str,
+			r->element[2]->str);
+		rc = CTL_EXIT_CONFLICT;
+		goto out;
+	}
+	snprintf(t, sizeof(t), "%s", r->element[1]->str);
+	snprintf(c, sizeof(c), "%s", r->element[2]->str);
+	rot.old_id = old;
+	rot.old_expires = r->element[3]->integer;
+	rc = issue_and_print(ctl, pepper, t, c, expires_in, &rot);
+out:
+	if (r)
+		freeReplyObject(r);
 	gw_key_pepper_free(pepper);
 	return rc;
 }
@@ -479,6 +637,8 @@ int ctl_key_cmd(struct ctl *ctl, int argc, char **argv)
 		return key_list(ctl, argc - 1, argv + 1);
 	if (argc >= 1 && strcmp(argv[0], "revoke") == 0)
 		return key_revoke(ctl, argc - 1, argv + 1);
-	fprintf(stderr, "sluicectl: key: expected issue, list or revoke\n");
+	if (argc >= 1 && strcmp(argv[0], "rotate") == 0)
+		return key_rotate(ctl, argc - 1, argv + 1);
+	fprintf(stderr, "sluicectl: key: expected issue, list, rotate or revoke\n");
 	return CTL_EXIT_USAGE;
 }

@@ -1,10 +1,11 @@
 /*
  * ctl_tenant.c - `sluicectl tenant ...` and `sluicectl client ...`.
  *
- * Creates are single Lua scripts (existence check + write + index update)
+ * Creates and updates are single Lua scripts (existence check + write + index update)
  * so that two admins racing on one name get one success and one conflict.
- * Disabling a client publishes on the revocation channel in the same
- * script, so a gateway never sees the flag without the message.
+ * Disabling a tenant or client, and changing quotas, publish on the
+ * revocation channel in the same script, so a gateway never sees the new
+ * state without the message.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +28,26 @@ static const char client_create_lua[] =
 	"redis.call('SADD', KEYS[3], ARGV[1])\n"
 	"return 1\n";
 
-static const char client_flag_lua[] =
+/* Sets or clears `disabled` on a tenant or client hash and announces it. */
+static const char flag_lua[] =
 	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
 	"redis.call('HSET', KEYS[1], 'disabled', ARGV[1])\n"
 	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
+	"return 1\n";
+
+/*
+ * Updates quota fields of an existing tenant or client hash and announces
+ * it.  ARGV[1] channel, ARGV[2] message, ARGV[3] number of field/value
+ * pairs n, then n pairs, then the fields to delete.
+ */
+static const char update_lua[] =
+	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
+	"local n = tonumber(ARGV[3])\n"
+	"for i = 0, n - 1 do\n"
+	"  redis.call('HSET', KEYS[1], ARGV[4 + 2 * i], ARGV[5 + 2 * i])\n"
+	"end\n"
+	"for i = 4 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end\n"
+	"redis.call('PUBLISH', ARGV[1], ARGV[2])\n"
 	"return 1\n";
 
 #define MAX_PAIRS 16
@@ -420,6 +437,171 @@ out:
 	return rc;
 }
 
+/* ---- tenant/client set, tenant disable/enable ----------------------------- */
+
+/* Index of a quota field by name ("rpm"), or -1. */
+static int field_by_name(const char *name)
+{
+	for (int f = 0; f < CTL_F_COUNT; f++)
+		if (strcmp(ctl_fields[f].field, name) == 0)
+			return f;
+	return -1;
+}
+
+/*
+ * `tenant set NAME opts` / `client set T/C opts`: quota options set fields,
+ * `--clear FIELD` removes one (no limit).  `is_client` forbids --weight.
+ */
+static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
+{
+	const char *kind = is_client ? "client" : "tenant";
+	const char *target = NULL, *keys[1], *args[3 + 2 * CTL_F_COUNT + CTL_F_COUNT];
+	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
+	char key[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[CTL_KEYNAME_MAX], npairs[8];
+	int clear[CTL_F_COUNT] = {0};
+	struct ctl_quota_args q;
+	struct pairs p;
+	redisReply *r;
+	int rc = CTL_EXIT_USAGE, nargs = 0, nset = 0, nclear = 0;
+
+	memset(&q, 0, sizeof(q));
+	memset(&p, 0, sizeof(p));
+	for (int i = 0; i < argc; i++) {
+		int got = ctl_quota_opt(argc, argv, &i, &q, &rc);
+
+		if (got < 0)
+			return rc;
+		if (got > 0)
+			continue;
+		if (strcmp(argv[i], "--clear") == 0) {
+			int f = i + 1 < argc ? field_by_name(argv[i + 1]) : -1;
+
+			if (f < 0 || f == CTL_F_WEIGHT) {
+				fprintf(stderr,
+					"sluicectl: --clear: expected one of rpm, tpm, concurrency, "
+					"queue, daily_tokens, max_prompt_tokens, max_output_tokens\n");
+				return CTL_EXIT_USAGE;
+			}
+			clear[f] = 1;
+			i++;
+			continue;
+		}
+		if (argv[i][0] == '-' || target) {
+			fprintf(stderr, "sluicectl: %s set: unexpected \"%s\"\n", kind, argv[i]);
+			return CTL_EXIT_USAGE;
+		}
+		target = argv[i];
+	}
+	if (!target) {
+		fprintf(stderr, "sluicectl: %s set: expected %s\n", kind,
+			is_client ? "TENANT/NAME" : "NAME");
+		return CTL_EXIT_USAGE;
+	}
+	if (is_client && q.set[CTL_F_WEIGHT]) {
+		fprintf(stderr, "sluicectl: client set: --weight applies to tenants only\n");
+		return CTL_EXIT_USAGE;
+	}
+	for (int f = 0; f < CTL_F_COUNT; f++) {
+		if (q.set[f] && clear[f]) {
+			fprintf(stderr, "sluicectl: %s given with --clear %s\n",
+				ctl_fields[f].option, ctl_fields[f].field);
+			return CTL_EXIT_USAGE;
+		}
+		nset += q.set[f];
+		nclear += clear[f];
+	}
+	if (nset + nclear == 0) {
+		fprintf(stderr, "sluicectl: %s set: nothing to change\n", kind);
+		return CTL_EXIT_USAGE;
+	}
+	if (is_client) {
+		if (!ctl_split_client(target, t, c))
+			return CTL_EXIT_INVALID;
+		snprintf(full, sizeof(full), "%s/%s", t, c);
+	} else {
+		if (!ctl_name_ok("tenant", target))
+			return CTL_EXIT_INVALID;
+		snprintf(full, sizeof(full), "%s", target);
+	}
+	rc = ctl_connect(ctl);
+	if (rc != CTL_EXIT_OK)
+		return rc;
+	ctl_key(ctl, key, kind, full, NULL);
+	ctl_channel(ctl, chan);
+	snprintf(msg, sizeof(msg), "update %s %s", kind, full);
+	snprintf(npairs, sizeof(npairs), "%d", nset);
+	pairs_add_quotas(&p, &q);
+	args[nargs++] = chan;
+	args[nargs++] = msg;
+	args[nargs++] = npairs;
+	for (int i = 0; i < p.n; i++)
+		args[nargs++] = p.argv[i];
+	for (int f = 0; f < CTL_F_COUNT; f++)
+		if (clear[f])
+			args[nargs++] = ctl_fields[f].field;
+	keys[0] = key;
+	r = ctl_eval(ctl, update_lua, 1, keys, nargs, args);
+	if (!r)
+		return CTL_EXIT_REDIS;
+	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+		fprintf(stderr, "sluicectl: no %s \"%s\"\n", kind, full);
+		rc = CTL_EXIT_NOTFOUND;
+	} else if (ctl->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, kind, json_string(full));
+		json_object_set_new(o, "updated", json_true());
+		ctl_print_json(o);
+	} else {
+		printf("%s %s updated\n", kind, full);
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+static int tenant_flag(struct ctl *ctl, int argc, char **argv, int disable)
+{
+	char key[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[CTL_KEYNAME_MAX];
+	const char *keys[1], *args[3];
+	redisReply *r;
+	int rc;
+
+	if (argc != 1) {
+		fprintf(stderr, "sluicectl: tenant %s: expected one NAME\n",
+			disable ? "disable" : "enable");
+		return CTL_EXIT_USAGE;
+	}
+	if (!ctl_name_ok("tenant", argv[0]))
+		return CTL_EXIT_INVALID;
+	rc = ctl_connect(ctl);
+	if (rc != CTL_EXIT_OK)
+		return rc;
+	ctl_key(ctl, key, "tenant", argv[0], NULL);
+	ctl_channel(ctl, chan);
+	snprintf(msg, sizeof(msg), "%s tenant %s", disable ? "disable" : "enable", argv[0]);
+	keys[0] = key;
+	args[0] = disable ? "1" : "0";
+	args[1] = chan;
+	args[2] = msg;
+	r = ctl_eval(ctl, flag_lua, 1, keys, 3, args);
+	if (!r)
+		return CTL_EXIT_REDIS;
+	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+		fprintf(stderr, "sluicectl: no tenant \"%s\"\n", argv[0]);
+		rc = CTL_EXIT_NOTFOUND;
+	} else if (ctl->json) {
+		json_t *o = json_object();
+
+		json_object_set_new(o, "tenant", json_string(argv[0]));
+		json_object_set_new(o, "disabled", json_boolean(disable));
+		ctl_print_json(o);
+	} else {
+		printf("tenant %s %s\n", argv[0], disable ? "disabled" : "enabled");
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
 int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv)
 {
 	if (argc >= 1 && strcmp(argv[0], "create") == 0)
@@ -428,7 +610,14 @@ int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv)
 		return tenant_list(ctl, argc - 1, argv + 1);
 	if (argc >= 1 && strcmp(argv[0], "show") == 0)
 		return tenant_show(ctl, argc - 1, argv + 1);
-	fprintf(stderr, "sluicectl: tenant: expected create, list or show\n");
+	if (argc >= 1 && strcmp(argv[0], "set") == 0)
+		return update_cmd(ctl, argc - 1, argv + 1, 0);
+	if (argc >= 1 && strcmp(argv[0], "disable") == 0)
+		return tenant_flag(ctl, argc - 1, argv + 1, 1);
+	if (argc >= 1 && strcmp(argv[0], "enable") == 0)
+		return tenant_flag(ctl, argc - 1, argv + 1, 0);
+	fprintf(stderr,
+		"sluicectl: tenant: expected create, list, show, set, disable or enable\n");
 	return CTL_EXIT_USAGE;
 }
 
@@ -535,7 +724,7 @@ static int client_flag(struct ctl *ctl, int argc, char **argv, int disable)
 	args[0] = disable ? "1" : "0";
 	args[1] = chan;
 	args[2] = msg;
-	r = ctl_eval(ctl, client_flag_lua, 1, keys, 3, args);
+	r = ctl_eval(ctl, flag_lua, 1, keys, 3, args);
 	if (!r)
 		return CTL_EXIT_REDIS;
 	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
@@ -563,6 +752,8 @@ int ctl_client_cmd(struct ctl *ctl, int argc, char **argv)
 		return client_flag(ctl, argc - 1, argv + 1, 1);
 	if (argc >= 1 && strcmp(argv[0], "enable") == 0)
 		return client_flag(ctl, argc - 1, argv + 1, 0);
-	fprintf(stderr, "sluicectl: client: expected create, disable or enable\n");
+	if (argc >= 1 && strcmp(argv[0], "set") == 0)
+		return update_cmd(ctl, argc - 1, argv + 1, 1);
+	fprintf(stderr, "sluicectl: client: expected create, set, disable or enable\n");
 	return CTL_EXIT_USAGE;
 }

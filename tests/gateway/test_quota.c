@@ -21,6 +21,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "gateway/quota.h"
 #include "gateway/quota_lua.h"
@@ -571,6 +572,16 @@ static void test_async(void **state)
 	memset(&res[0], 0, sizeof(res[0]));
 	assert_int_equal(gw_quota_admit_async(ac, &s, -1, "C", 60000, async_done,
 					      &res[0]), CM_EINVAL);
+	/* No memory for the command: refused at once, no callback. */
+	cm_alloc_fail_after(0);
+	assert_int_equal(gw_quota_admit_async(ac, &s, 1, "C", 60000, async_done,
+					      &res[0]), CM_ENOMEM);
+	assert_int_equal(gw_quota_finish_async(ac, &s, 1, 1, "C", async_done,
+					       &res[0]), CM_ENOMEM);
+	assert_int_equal(gw_quota_renew_async(ac, &s, "C", 60000, async_done,
+					      &res[0]), CM_ENOMEM);
+	cm_alloc_fail_reset();
+	assert_int_equal(res[0].calls, 0);
 	/* A pending call is failed with CM_EIO when the context goes away. */
 	assert_int_equal(gw_quota_admit_async(ac, &s, 1, "C", 60000, async_done,
 					      &res[0]), CM_OK);

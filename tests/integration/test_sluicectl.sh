@@ -204,6 +204,45 @@ expect 0 "key list after revoke" -- --json key list eng/ci-bot
 [ "$(jq -r '.[0].status' "$TMP/out")" = "revoked" ] && pass "list shows revoked" ||
 	fail "status after revoke: $(cat "$TMP/out")"
 
+# ---- quota updates, tenant cut-off, rotation ----------------------------------------
+expect 0 "tenant set" -- tenant set eng --rpm 1200 --daily-tokens 500000 --clear concurrency
+[ "$(rcli HGET sluice:tenant:eng rpm)" = "1200" ] &&
+	[ "$(rcli HGET sluice:tenant:eng daily_tokens)" = "500000" ] &&
+	[ "$(rcli HEXISTS sluice:tenant:eng concurrency)" = "0" ] &&
+	pass "tenant set changes and clears fields" || fail "tenant set: $(rcli HGETALL sluice:tenant:eng)"
+got_update() { grep -qx "update tenant eng" "$TMP/sub"; }
+wait_for 5 got_update && pass "quota change published" || fail "no update message"
+expect 1 "tenant set with nothing to change" -- tenant set eng
+expect 5 "tenant set with a bad value" -- tenant set eng --tpm 0
+expect 2 "tenant set unknown" -- tenant set nobody --rpm 5
+expect 0 "client set" -- client set eng/intern --tpm 5000 --clear rpm
+[ "$(rcli HGET sluice:client:eng/intern tpm)" = "5000" ] &&
+	[ "$(rcli HEXISTS sluice:client:eng/intern rpm)" = "0" ] && pass "client set" ||
+	fail "client set: $(rcli HGETALL sluice:client:eng/intern)"
+expect 0 "tenant disable" -- tenant disable ops
+got_tdisable() { grep -qx "disable tenant ops" "$TMP/sub"; }
+wait_for 5 got_tdisable && pass "tenant disable published" || fail "no tenant disable message"
+[ "$(rcli HGET sluice:tenant:ops disabled)" = "1" ] && pass "tenant flagged disabled" ||
+	fail "tenant disabled flag not set"
+expect 0 "tenant enable" -- tenant enable ops
+
+expect 0 "key rotate" -- --pepper-file "$PEPPER" --json key rotate "$KID2" --overlap 2h
+NEWKEY=$(jq -r .key "$TMP/out")
+NEWID=$(jq -r .key_id "$TMP/out")
+[ "$(jq -r .replaces "$TMP/out")" = "$KID2" ] && [ "$(rcli HGET "sluice:key:$NEWID" client)" = "intern" ] &&
+	pass "rotation issues a key for the same client" || fail "rotate: $(cat "$TMP/out")"
+OLDEXP=$(rcli HGET "sluice:key:$KID2" expires)
+NOW=$(date +%s)
+[ "$OLDEXP" -gt "$NOW" ] && [ "$OLDEXP" -le $((NOW + 7200)) ] &&
+	pass "old key expires after the overlap" || fail "old key expires at '$OLDEXP'"
+got_rot() { grep -qx "update key $KID2" "$TMP/sub"; }
+wait_for 5 got_rot && pass "rotation published" || fail "no update key message"
+scan_all >"$TMP/dump2"
+grep -qF "${NEWKEY:17:32}" "$TMP/dump2" && fail "rotated key secret stored in Redis" ||
+	pass "rotated key secret absent from Redis"
+expect 3 "rotate a revoked key" -- --pepper-file "$PEPPER" key rotate "$KID"
+expect 2 "rotate an unknown key" -- --pepper-file "$PEPPER" key rotate AAAAAAAAAAAA
+
 # ---- namespace and Redis unavailable ------------------------------------------------
 expect 0 "another namespace" -- --namespace staging: tenant create eng
 [ "$(rcli EXISTS staging:tenant:eng)" = "1" ] && pass "namespace prefixes keys" ||
