@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/event.h>
@@ -258,6 +260,54 @@ static void test_rpm_burst(void **state)
 		admitted += v.allowed;
 	}
 	assert_int_equal(admitted, 7);
+}
+
+/* Several processes (gateways) racing on one limit: exactly N admitted. */
+static void test_rpm_parallel(void **state)
+{
+	enum { PROCS = 4, TRIES = 40, LIMIT = 37 };
+	pid_t pids[PROCS];
+	int fds[PROCS][2], total = 0;
+
+	(void)state;
+	for (int p = 0; p < PROCS; p++) {
+		assert_int_equal(pipe(fds[p]), 0);
+		pids[p] = fork();
+		assert_true(pids[p] >= 0);
+		if (pids[p] == 0) {
+			struct timeval tv = {5, 0};
+			redisContext *c = redisConnectUnixWithTimeout(fx.sock, tv);
+			struct gw_quota_subject s = subject("race", "bot");
+			struct gw_quota_verdict v;
+			char lease[32];
+			int n = 0;
+
+			s.tenant_limits.rpm = LIMIT;
+			for (int i = 0; c && !c->err && i < TRIES; i++) {
+				snprintf(lease, sizeof(lease), "p%d-%d", p, i);
+				if (gw_quota_admit_sync(c, &s, 0, lease, 1000, &v) != CM_OK) {
+					n = -1000;
+					break;
+				}
+				n += v.allowed;
+			}
+			if (write(fds[p][1], &n, sizeof(n)) != sizeof(n))
+				_exit(2);
+			_exit(0);
+		}
+		close(fds[p][1]);
+	}
+	for (int p = 0; p < PROCS; p++) {
+		int n = 0, status = 0;
+
+		assert_int_equal(read(fds[p][0], &n, sizeof(n)), sizeof(n));
+		close(fds[p][0]);
+		assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		assert_true(n >= 0);
+		total += n;
+	}
+	assert_int_equal(total, LIMIT);
 }
 
 /* TPM: the estimate is reserved, then corrected by the real count. */
@@ -598,6 +648,7 @@ int main(void)
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_parse_replies),
 		cmocka_unit_test_setup(test_rpm_burst, flush),
+		cmocka_unit_test_setup(test_rpm_parallel, flush),
 		cmocka_unit_test_setup(test_tpm_reserve_reconcile, flush),
 		cmocka_unit_test_setup(test_concurrency_leases, flush),
 		cmocka_unit_test_setup(test_daily_budget, flush),
