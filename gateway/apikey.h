@@ -104,6 +104,9 @@ void gw_key_hmac(const struct gw_key_pepper *pepper,
  * is the hex string kept in Redis (`hex_len` bytes); a stored value of
  * the wrong length or not hex is treated as a mismatch after doing the
  * same work.  1 when the key matches, 0 otherwise.
+ * For a key id that Redis does not know, call it with ("", 0): it does the
+ * same HMAC and comparison, so an unknown id and a wrong secret take the
+ * same time.
  */
 int gw_key_verify(const struct gw_key_pepper *pepper,
 		  const struct gw_key_parts *parts, const char *stored_hex,

@@ -13,7 +13,7 @@
 #include "common/alloc.h"
 #include "tools/ctl_internal.h"
 
-void ctl_usage(FILE *out)
+void ctl_main_usage(FILE *out)
 {
 	fputs("usage: sluicectl [--redis URL] [--pepper-file PATH] [--namespace NS] [--json]\n"
 	      "                 COMMAND ...\n"
@@ -46,7 +46,7 @@ void ctl_usage(FILE *out)
 	      out);
 }
 
-int ctl_handles(int argc, char **argv)
+int ctl_main_handles(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "tenant") == 0 || strcmp(argv[i], "client") == 0 ||
@@ -106,7 +106,7 @@ int ctl_main(int argc, char **argv)
 			continue;
 		}
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			ctl_usage(stdout);
+			ctl_main_usage(stdout);
 			rc = CTL_EXIT_OK;
 			goto out;
 		}
@@ -134,7 +134,7 @@ int ctl_main(int argc, char **argv)
 		goto out;
 	}
 	if (nrest == 0) {
-		ctl_usage(stderr);
+		ctl_main_usage(stderr);
 		goto out;
 	}
 	if (strcmp(rest[0], "tenant") == 0)

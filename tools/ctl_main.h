@@ -16,8 +16,8 @@
  */
 int ctl_main(int argc, char **argv);
 /* 1 when argv[1..] names a command ctl_main handles (tenant, client, key). */
-int ctl_handles(int argc, char **argv);
+int ctl_main_handles(int argc, char **argv);
 /* Writes the usage text of these commands. */
-void ctl_usage(FILE *out);
+void ctl_main_usage(FILE *out);
 
 #endif
