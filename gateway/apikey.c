@@ -9,7 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -290,4 +292,93 @@ int gw_key_verify(const struct gw_key_pepper *pepper,
 void gw_key_wipe(struct gw_key_parts *parts)
 {
 	cm_wipe(parts, sizeof(*parts));
+}
+
+/* ---- the key record ------------------------------------------------------ */
+
+enum cm_status gw_key_record_name(char *out, size_t size, const char *ns,
+				  const char *key_id)
+{
+	int n;
+
+	if (gw_key_id_check(key_id, strnlen(key_id, GW_KEY_ID_LEN + 1)) != CM_OK)
+		return CM_EINVAL;
+	n = snprintf(out, size, "%skey:%s", ns ? ns : "sluice:", key_id);
+	return n > 0 && (size_t)n < size ? CM_OK : CM_EINVAL;
+}
+
+/* Strict non-negative decimal; 0 on success. */
+static int parse_i64(const char *s, size_t len, int64_t *out)
+{
+	int64_t v = 0;
+
+	if (len == 0 || len > 18)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int copy_name(char dst[GW_KEY_NAME_MAX], const char *s, size_t len)
+{
+	if (len == 0 || len >= GW_KEY_NAME_MAX || memchr(s, '\0', len))
+		return -1;
+	memcpy(dst, s, len);
+	dst[len] = '\0';
+	return 0;
+}
+
+enum cm_status gw_key_record_parse(const redisReply *r, struct gw_key_record *out)
+{
+	int have_tenant = 0, have_client = 0, have_hmac = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)
+		return CM_EPROTO;
+	if (r->elements == 0)
+		return CM_ENOTFOUND;
+	for (size_t i = 0; i < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *v = r->element[i + 1];
+		int bad = 0;
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			return CM_EPROTO;
+		if (strcmp(k->str, "tenant") == 0) {
+			bad = copy_name(out->tenant, v->str, v->len);
+			have_tenant = !bad;
+		} else if (strcmp(k->str, "client") == 0) {
+			bad = copy_name(out->client, v->str, v->len);
+			have_client = !bad;
+		} else if (strcmp(k->str, "hmac") == 0) {
+			bad = v->len != GW_KEY_HMAC_HEX_LEN;
+			if (!bad) {
+				memcpy(out->hmac_hex, v->str, v->len);
+				out->hmac_hex[v->len] = '\0';
+				have_hmac = 1;
+			}
+		} else if (strcmp(k->str, "created") == 0) {
+			bad = parse_i64(v->str, v->len, &out->created);
+		} else if (strcmp(k->str, "expires") == 0) {
+			bad = parse_i64(v->str, v->len, &out->expires);
+		} else if (strcmp(k->str, "last_used") == 0) {
+			bad = parse_i64(v->str, v->len, &out->last_used);
+		} else if (strcmp(k->str, "revoked") == 0) {
+			bad = !(v->len == 1 && (v->str[0] == '0' || v->str[0] == '1'));
+			out->revoked = !bad && v->str[0] == '1';
+		}
+		if (bad)
+			return CM_EFORMAT;
+	}
+	if (!have_tenant || !have_client || !have_hmac)
+		return CM_EFORMAT;
+	return CM_OK;
+}
+
+int gw_key_record_usable(const struct gw_key_record *rec, int64_t now_s)
+{
+	return !rec->revoked && (rec->expires == 0 || rec->expires > now_s);
 }

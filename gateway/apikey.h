@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis/hiredis.h>
+
 #include "common/crypto.h"
 #include "common/status.h"
 
@@ -114,6 +116,36 @@ int gw_key_verify(const struct gw_key_pepper *pepper,
 
 /* Wipes the secret held in `parts`. */
 void gw_key_wipe(struct gw_key_parts *parts);
+
+/* ---- the key record in Redis (docs/data-model.md) ---- */
+
+#define GW_KEY_NAME_MAX 64 /* tenant and client names, with NUL */
+
+/* Fields of `<ns>key:<key id>` that authentication needs. */
+struct gw_key_record {
+	char tenant[GW_KEY_NAME_MAX];
+	char client[GW_KEY_NAME_MAX];
+	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1];
+	int64_t created;   /* Unix s */
+	int64_t expires;   /* Unix s, 0 = never */
+	int revoked;       /* 0 or 1 */
+	int64_t last_used; /* Unix s, 0 = never */
+};
+
+/* Writes "<ns>key:<key id>" (ns NULL = "sluice:"); CM_EINVAL if it does
+ * not fit or the id is malformed. */
+enum cm_status gw_key_record_name(char *out, size_t size, const char *ns,
+				  const char *key_id) CM_WUR;
+/*
+ * Parses the HGETALL reply of a key record.  CM_ENOTFOUND for an empty
+ * reply (no such key), CM_EFORMAT when a required field (tenant, client,
+ * hmac) is missing or a field is malformed, CM_EPROTO for a reply that is
+ * not a flat array of strings.
+ */
+enum cm_status gw_key_record_parse(const redisReply *r,
+				   struct gw_key_record *out) CM_WUR;
+/* 1 when the record is neither revoked nor expired at `now_s`. */
+int gw_key_record_usable(const struct gw_key_record *rec, int64_t now_s);
 
 /* CRC-32 (IEEE) used for the checksum; exposed for tests and tools. */
 uint32_t gw_key_crc32(const void *data, size_t len);

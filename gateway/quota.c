@@ -331,6 +331,42 @@ enum cm_status gw_quota_parse_renew(const redisReply *r, int64_t *held)
 	return reply_int(r, held) ? CM_OK : CM_EPROTO;
 }
 
+enum cm_status gw_quota_limits_parse(const redisReply *r,
+				     struct gw_quota_limits *out)
+{
+	static const char *const names[] = {"rpm", "tpm", "concurrency",
+					    "daily_tokens"};
+	int64_t *slots[] = {&out->rpm, &out->tpm, &out->concurrency,
+			    &out->daily_tokens};
+
+	memset(out, 0, sizeof(*out));
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)
+		return CM_EPROTO;
+	for (size_t i = 0; i < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *v = r->element[i + 1];
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			return CM_EPROTO;
+		for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
+			int64_t x = 0;
+
+			if (strcmp(k->str, names[f]) != 0)
+				continue;
+			if (v->len == 0 || v->len > 16)
+				return CM_EFORMAT;
+			for (size_t j = 0; j < v->len; j++) {
+				if (v->str[j] < '0' || v->str[j] > '9')
+					return CM_EFORMAT;
+				x = x * 10 + (v->str[j] - '0');
+			}
+			if (x > GW_QUOTA_VALUE_MAX)
+				return CM_EFORMAT;
+			*slots[f] = x;
+		}
+	}
+	return CM_OK;
+}
+
 /* ---- synchronous helpers ------------------------------------------------ */
 
 /* Sends `cmd`; on NOSCRIPT resends it as EVAL.  The caller frees *reply. */

@@ -205,6 +205,16 @@ enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
 				    const char *lease_id, int64_t lease_ttl_ms,
 				    gw_quota_done_fn done, void *arg) CM_WUR;
 
+/*
+ * Reads the limits of a tenant or client from the HGETALL reply of its
+ * hash (fields rpm, tpm, concurrency, daily_tokens; absent = 0, no
+ * limit).  CM_EFORMAT when a present field is not a decimal in
+ * [0, GW_QUOTA_VALUE_MAX], CM_EPROTO when the reply is not a flat array of
+ * strings.  Other fields are ignored.
+ */
+enum cm_status gw_quota_limits_parse(const redisReply *hgetall,
+				     struct gw_quota_limits *out) CM_WUR;
+
 /* "rpm", "tpm", "concurrency", "daily_tokens", "none". */
 const char *gw_quota_limit_name(enum gw_quota_limit l);
 /* "tenant", "client", "none". */

@@ -1,7 +1,8 @@
 /*
  * test_apikey.c - gateway/apikey.c: key generation round trip, every
- * malformed variant, HMAC verification, pepper file checks, and that the
- * secret never leaks into any other produced string.
+ * malformed variant, HMAC verification, pepper file checks, parsing of the
+ * key record, and that the secret never leaks into any other produced
+ * string.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -305,6 +306,75 @@ static void test_pepper_file(void **state)
 	gw_key_pepper_free(p);
 }
 
+/* A fake HGETALL reply of field/value pairs. */
+struct fake_hash {
+	redisReply items[32];
+	redisReply *ptrs[32];
+	redisReply top;
+};
+
+static redisReply *fake_hash(struct fake_hash *h, const char *const *kv, size_t n)
+{
+	memset(h, 0, sizeof(*h));
+	for (size_t i = 0; i < n; i++) {
+		h->items[i].type = REDIS_REPLY_STRING;
+		h->items[i].str = (char *)kv[i];
+		h->items[i].len = strlen(kv[i]);
+		h->ptrs[i] = &h->items[i];
+	}
+	h->top.type = REDIS_REPLY_ARRAY;
+	h->top.elements = n;
+	h->top.element = h->ptrs;
+	return &h->top;
+}
+
+static void test_record(void **state)
+{
+	static const char hmac[] =
+		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+	const char *kv[] = {"id", "abcdefghijkl", "tenant", "eng", "client", "ci-bot",
+			    "hmac", hmac, "created", "1700000000", "expires", "0",
+			    "revoked", "0", "last_used", "0", "future_field", "x"};
+	struct gw_key_record rec;
+	struct fake_hash h;
+	char name[128];
+
+	(void)state;
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 18), &rec), CM_OK);
+	assert_string_equal(rec.tenant, "eng");
+	assert_string_equal(rec.client, "ci-bot");
+	assert_string_equal(rec.hmac_hex, hmac);
+	assert_int_equal(rec.created, 1700000000);
+	assert_int_equal(gw_key_record_usable(&rec, 1800000000), 1);
+	kv[11] = "1750000000"; /* expires */
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 18), &rec), CM_OK);
+	assert_int_equal(gw_key_record_usable(&rec, 1749999999), 1);
+	assert_int_equal(gw_key_record_usable(&rec, 1750000000), 0);
+	kv[13] = "1"; /* revoked */
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 18), &rec), CM_OK);
+	assert_int_equal(gw_key_record_usable(&rec, 0), 0);
+	kv[13] = "yes";
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 18), &rec), CM_EFORMAT);
+	kv[13] = "0";
+	kv[11] = "-5";
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 18), &rec), CM_EFORMAT);
+	kv[11] = "0";
+	kv[7] = "abc"; /* short hmac */
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 18), &rec), CM_EFORMAT);
+	kv[7] = hmac;
+	/* Missing client. */
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 4), &rec), CM_EFORMAT);
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 0), &rec), CM_ENOTFOUND);
+	assert_int_equal(gw_key_record_parse(fake_hash(&h, kv, 3), &rec), CM_EPROTO);
+	assert_int_equal(gw_key_record_parse(NULL, &rec), CM_EPROTO);
+
+	assert_int_equal(gw_key_record_name(name, sizeof(name), NULL, "abcdefghijkl"),
+			 CM_OK);
+	assert_string_equal(name, "sluice:key:abcdefghijkl");
+	assert_int_equal(gw_key_record_name(name, sizeof(name), "x:", "abc"), CM_EINVAL);
+	assert_int_equal(gw_key_record_name(name, 10, NULL, "abcdefghijkl"), CM_EINVAL);
+}
+
 static void test_alloc_failure(void **state)
 {
 	struct gw_key_pepper *p = NULL;
@@ -327,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_verify_wrong),
 		cmocka_unit_test(test_no_leak),
 		cmocka_unit_test(test_pepper_file),
+		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_alloc_failure),
 	};
 

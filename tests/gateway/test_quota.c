@@ -516,6 +516,39 @@ static void test_all_or_nothing(void **state)
 		assert_int_equal(v.limit, GW_QUOTA_LIMIT_DAILY_TOKENS);
 }
 
+/* Limits read from a tenant hash as sluicectl writes it. */
+static void test_limits_from_hash(void **state)
+{
+	struct gw_quota_limits lim;
+	redisReply *r;
+
+	(void)state;
+	r = redisCommand(rc, "HSET t:tenant:eng name eng weight 3 salt %s rpm 600 "
+			 "daily_tokens 1000000 queue 0", "00ff");
+	assert_non_null(r);
+	freeReplyObject(r);
+	r = redisCommand(rc, "HGETALL t:tenant:eng");
+	assert_non_null(r);
+	assert_int_equal(gw_quota_limits_parse(r, &lim), CM_OK);
+	freeReplyObject(r);
+	assert_int_equal(lim.rpm, 600);
+	assert_int_equal(lim.tpm, 0);
+	assert_int_equal(lim.concurrency, 0);
+	assert_int_equal(lim.daily_tokens, 1000000);
+	r = redisCommand(rc, "HSET t:tenant:eng tpm -1");
+	freeReplyObject(r);
+	r = redisCommand(rc, "HGETALL t:tenant:eng");
+	assert_int_equal(gw_quota_limits_parse(r, &lim), CM_EFORMAT);
+	freeReplyObject(r);
+	r = redisCommand(rc, "HGETALL t:tenant:nobody");
+	assert_int_equal(gw_quota_limits_parse(r, &lim), CM_OK); /* empty: none */
+	assert_int_equal(lim.rpm, 0);
+	freeReplyObject(r);
+	r = redisCommand(rc, "PING");
+	assert_int_equal(gw_quota_limits_parse(r, &lim), CM_EPROTO);
+	freeReplyObject(r);
+}
+
 /* EVALSHA falls back to EVAL when Redis has forgotten the scripts. */
 static void test_noscript_fallback(void **state)
 {
@@ -654,6 +687,7 @@ int main(void)
 		cmocka_unit_test_setup(test_daily_budget, flush),
 		cmocka_unit_test_setup(test_client_override, flush),
 		cmocka_unit_test_setup(test_all_or_nothing, flush),
+		cmocka_unit_test_setup(test_limits_from_hash, flush),
 		cmocka_unit_test_setup(test_noscript_fallback, flush),
 		cmocka_unit_test_setup(test_async, flush),
 	};
