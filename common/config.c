@@ -1014,6 +1014,41 @@ out:
 	return s;
 }
 
+enum cm_status cm_cfg_check_file(const char *path,
+				 const struct cm_cfg_section *const *sections,
+				 size_t n, char *err, size_t errlen)
+{
+	void **structs = NULL;
+	enum cm_status s = CM_OK;
+	size_t i;
+
+	if (err && errlen)
+		err[0] = '\0';
+	structs = cm_calloc(n ? n : 1, sizeof(void *));
+	if (!structs) {
+		s = CM_ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		structs[i] = cm_calloc(1, sections[i]->struct_size);
+		if (!structs[i]) {
+			s = CM_ENOMEM;
+			goto out;
+		}
+	}
+	s = cm_cfg_load_file(path, sections, structs, n, err, errlen);
+	if (s == CM_OK)
+		for (i = 0; i < n; i++)
+			cm_cfg_free(sections[i], structs[i]);
+out:
+	if (s == CM_ENOMEM && err && errlen && !err[0])
+		snprintf(err, errlen, "%s: out of memory", path);
+	for (i = 0; structs && i < n; i++)
+		cm_free(structs[i]);
+	cm_free(structs);
+	return s;
+}
+
 /* ===================================================================
  * Markdown documentation
  * =================================================================== */

@@ -206,6 +206,14 @@ enum cm_status cm_cfg_load_string(const char *text, size_t len,
 				  void *const *structs, size_t n, char *err,
 				  size_t errlen) CM_WUR;
 
+/*
+ * Validates a file against `n` sections without keeping the values (the
+ * structs are allocated, filled and freed here): `--check-config`.
+ */
+enum cm_status cm_cfg_check_file(const char *path,
+				 const struct cm_cfg_section *const *sections,
+				 size_t n, char *err, size_t errlen) CM_WUR;
+
 /* Releases owned strings and lists and zeroes the struct; NULL is a no-op. */
 void cm_cfg_free(const struct cm_cfg_section *sec, void *st);
 

@@ -16,17 +16,31 @@
 
 static const char route_label[] = "sluice-route-v1";
 
+void gw_route_subkey(const uint8_t *salt, size_t salt_len,
+		     uint8_t sub[GW_ROUTE_KEY_LEN])
+{
+	/* a sub-key for routing only: the salt also seeds the worker's
+	 * prefix-cache hash chain, and the two uses must not share outputs */
+	cm_hmac_sha256(salt, salt_len, route_label, sizeof(route_label) - 1, sub);
+}
+
+void gw_route_key_sub(const uint8_t sub[GW_ROUTE_KEY_LEN], const void *prompt,
+		      size_t prompt_len, size_t prefix_bytes,
+		      struct gw_route_key *out)
+{
+	size_t n = prompt_len < prefix_bytes ? prompt_len : prefix_bytes;
+
+	cm_hmac_sha256(sub, GW_ROUTE_KEY_LEN, n ? prompt : "", n, out->b);
+}
+
 void gw_route_key(const uint8_t *salt, size_t salt_len, const void *prompt,
 		  size_t prompt_len, size_t prefix_bytes,
 		  struct gw_route_key *out)
 {
-	uint8_t sub[CM_SHA256_LEN];
-	size_t n = prompt_len < prefix_bytes ? prompt_len : prefix_bytes;
+	uint8_t sub[GW_ROUTE_KEY_LEN];
 
-	/* a sub-key for routing only: the salt also seeds the worker's
-	 * prefix-cache hash chain, and the two uses must not share outputs */
-	cm_hmac_sha256(salt, salt_len, route_label, sizeof(route_label) - 1, sub);
-	cm_hmac_sha256(sub, sizeof(sub), n ? prompt : "", n, out->b);
+	gw_route_subkey(salt, salt_len, sub);
+	gw_route_key_sub(sub, prompt, prompt_len, prefix_bytes, out);
 	cm_wipe(sub, sizeof(sub));
 }
 
@@ -70,14 +84,17 @@ static uint64_t pair_hash(const struct gw_route_key *key, const char *name)
 	return fmix64(k0 ^ fmix64(name_hash(name) ^ k1));
 }
 
+/* u in (0, 1): 53 bits of the pair hash, centred in their interval. */
+static double pair_unit(const struct gw_route_key *key, const char *name)
+{
+	return ((double)(pair_hash(key, name) >> 11) + 0.5) *
+	       (1.0 / 9007199254740992.0);
+}
+
 double gw_route_score(const struct gw_route_key *key, const char *name,
 		      double weight)
 {
-	/* u in (0, 1): 53 bits, centred in their interval */
-	double u = ((double)(pair_hash(key, name) >> 11) + 0.5) *
-		   (1.0 / 9007199254740992.0);
-
-	return -weight / log(u);
+	return -weight / log(pair_unit(key, name));
 }
 
 /* ==== placement ===================================================== */
@@ -105,20 +122,25 @@ enum cm_status gw_route_choose(const struct gw_route_key *key,
 			       const struct gw_route_worker *w, size_t n,
 			       double c, struct gw_route_pick *out)
 {
-	double total = 0.0, wsum = 0.0;
+	double total = 0.0, wsum = 0.0, w0 = -1.0;
+	bool uniform = true;
 	double best_s = 0.0, top_s = 0.0, fb_s = 0.0, fb_r = 0.0;
 	size_t best = SIZE_MAX, top = SIZE_MAX, fb = SIZE_MAX, n_elig = 0;
 
 	if (!isfinite(c) || (c != 0.0 && (c < 1.0 || c > GW_ROUTE_LOAD_FACTOR_MAX)))
 		return CM_EINVAL;
 	for (size_t i = 0; i < n; i++) {
-		if (!isfinite(w[i].weight) || w[i].weight < 0.0)
+		if (!isfinite(w[i].weight) || w[i].weight < 0.0 || !w[i].name)
 			return CM_EINVAL;
 		if (!eligible(&w[i]))
 			continue;
 		n_elig++;
 		total += w[i].load;
 		wsum += w[i].weight;
+		if (w0 < 0.0)
+			w0 = w[i].weight;
+		else if (w[i].weight != w0)
+			uniform = false;
 	}
 	if (n_elig == 0)
 		return CM_ENOTFOUND;
@@ -130,7 +152,10 @@ enum cm_status gw_route_choose(const struct gw_route_key *key,
 
 		if (!eligible(&w[i]))
 			continue;
-		s = gw_route_score(key, w[i].name, w[i].weight);
+		/* -w / ln(u) increases with u: with equal weights u alone
+		 * ranks the same and spares the log() */
+		s = uniform ? pair_unit(key, w[i].name)
+			    : gw_route_score(key, w[i].name, w[i].weight);
 		if (top == SIZE_MAX ||
 		    ranks_before(s, &w[i], i, top_s, &w[top], top)) {
 			top = i;

@@ -71,10 +71,22 @@ void gw_route_key(const uint8_t *salt, size_t salt_len, const void *prompt,
 		  struct gw_route_key *out);
 
 /*
+ * The same in two steps, for callers that keep the tenant's routing
+ * sub-key (HMAC-SHA256(salt, "sluice-route-v1")) in the tenant record:
+ * gw_route_key == gw_route_key_sub(gw_route_subkey(salt), ...).  The
+ * sub-key is as secret as the salt.
+ */
+void gw_route_subkey(const uint8_t *salt, size_t salt_len,
+		     uint8_t sub[GW_ROUTE_KEY_LEN]);
+void gw_route_key_sub(const uint8_t sub[GW_ROUTE_KEY_LEN], const void *prompt,
+		      size_t prompt_len, size_t prefix_bytes,
+		      struct gw_route_key *out);
+
+/*
  * Chooses a worker among w[0..n) for `key` with load factor c (0 = no bound,
  * else in [1, GW_ROUTE_LOAD_FACTOR_MAX]).  CM_ENOTFOUND when no worker is
- * eligible, CM_EINVAL for a c outside its domain or a weight that is negative
- * or not finite.
+ * eligible, CM_EINVAL for a c outside its domain, a weight that is negative
+ * or not finite, or a NULL name.
  */
 enum cm_status gw_route_choose(const struct gw_route_key *key,
 			       const struct gw_route_worker *w, size_t n,

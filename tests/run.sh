@@ -10,6 +10,11 @@
 #                   SLUICE_FUZZ_SECONDS over a scratch copy of its corpus
 #   4. summary      one line per stage; exit status 0 only if all passed
 #
+# Stage 1 also checks that the generated key tables in
+# docs/configuration.md match `sluice-worker config-doc` and
+# `sluice-gateway config-doc`; `tests/run.sh --update-config-doc`
+# rewrites them from a build in build/ and exits.
+#
 # Stages run even after an earlier one failed, so one run reports every
 # failure.  The last line of the output has ctest's summary format and
 # totals every ctest test and fuzz run of all stages (a stage that failed
@@ -26,6 +31,46 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
+config_doc=docs/configuration.md
+doc_bins=(worker/sluice-worker gateway/sluice-gateway)
+
+# config_doc_block BIN: the generated block of BIN in docs/configuration.md.
+config_doc_block() {
+	awk -v b="<!-- BEGIN GENERATED: $(basename "$1") config-doc -->" \
+		-v e="<!-- END GENERATED: $(basename "$1") config-doc -->" \
+		'$0 == e { f = 0 } f { print } $0 == b { f = 1 }' "$config_doc"
+}
+
+# check_config_doc: 0 when every block matches its binary's output.
+check_config_doc() {
+	local bin ok=0
+	for bin in "${doc_bins[@]}"; do
+		if ! diff -u <(config_doc_block "$bin") <("build/$bin" config-doc); then
+			echo "$config_doc: the block of $(basename "$bin") is stale (run tests/run.sh --update-config-doc)"
+			ok=1
+		fi
+	done
+	return $ok
+}
+
+if [ "${1:-}" = --update-config-doc ]; then
+	for bin in "${doc_bins[@]}"; do
+		gen=$(mktemp)
+		"build/$bin" config-doc >"$gen"
+		awk -v b="<!-- BEGIN GENERATED: $(basename "$bin") config-doc -->" \
+			-v e="<!-- END GENERATED: $(basename "$bin") config-doc -->" -v gen="$gen" '
+			$0 == b { print; while ((getline l < gen) > 0) print l; skip = 1; next }
+			$0 == e { skip = 0 }
+			!skip { print }' "$config_doc" >"$config_doc.new"
+		mv "$config_doc.new" "$config_doc"
+		rm -f "$gen"
+	done
+	echo "updated $config_doc"
+	exit 0
+elif [ $# -gt 0 ]; then
+	echo "usage: tests/run.sh [--update-config-doc]" >&2
+	exit 2
+fi
 jobs=${SLUICE_JOBS:-$(nproc)}
 fuzz_seconds=${SLUICE_FUZZ_SECONDS:-15}
 cuda=${SLUICE_CUDA:-AUTO}
@@ -125,6 +170,15 @@ stage_build() {
 		record PASS "build/ binaries --version" $(($(date +%s) - t0))
 	else
 		record FAIL "build/ binaries --version" $(($(date +%s) - t0))
+		count_build_failure
+	fi
+
+	t0=$(date +%s)
+	say "build/: $config_doc matches config-doc"
+	if check_config_doc; then
+		record PASS "$config_doc key tables up to date" $(($(date +%s) - t0))
+	else
+		record FAIL "$config_doc key tables up to date" $(($(date +%s) - t0))
 		count_build_failure
 	fi
 

@@ -1,8 +1,9 @@
 /*
  * gen-proto-corpus.c - writes the seed corpus of tests/fuzz/fuzz_proto.c:
  * two valid frames of every message type (one typical, one minimal with
- * empty strings and zero values) and two streams holding all of them, each
- * file prefixed with the fuzzer's control bytes (see fuzz_proto.c).
+ * empty strings and zero values), a SUBMIT at the stop-string limit, and
+ * two streams holding all of them, each file prefixed with the fuzzer's
+ * control bytes (see fuzz_proto.c).
  *
  *   gen-proto-corpus DIR      (regenerates tests/fuzz/corpus/proto/)
  *
@@ -28,6 +29,7 @@ static struct proto_str s_(const char *s)
 static struct proto_str stop[2];
 static struct proto_message chat[2];
 static struct proto_token toks[3];
+static struct proto_str many_stop[CM_LIM_PROTO_STOP_STRINGS_HARD];
 
 /* variant 0: typical values; variant 1: minimal (empty strings, zeros). */
 static void build(uint16_t type, int variant, struct proto_msg *m)
@@ -205,6 +207,17 @@ int main(int argc, char **argv)
 				goto out;
 		}
 	}
+	/* at the hard limit: one mutation away from PROTO_ERR_COUNT_LIMIT */
+	build(PROTO_SUBMIT, 0, &m);
+	for (int i = 0; i < CM_LIM_PROTO_STOP_STRINGS_HARD; i++)
+		many_stop[i] = s_(i % 2 ? "x" : "");
+	m.u.submit.n_stop = CM_LIM_PROTO_STOP_STRINGS_HARD;
+	m.u.submit.stop = many_stop;
+	cm_buf_reset(&one);
+	if (proto_encode(&one, &m, MAXF) != CM_OK ||
+	    proto_encode(&all, &m, MAXF) != CM_OK ||
+	    write_file(argv[1], "submit-max-stops", ctl_one, sizeof(ctl_one), &one))
+		goto out;
 	if (write_file(argv[1], "stream-split", ctl_split, sizeof(ctl_split), &all) ||
 	    write_file(argv[1], "stream-bytes", ctl_bytes, sizeof(ctl_bytes), &all))
 		goto out;

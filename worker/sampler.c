@@ -27,6 +27,12 @@
 #include "common/alloc.h"
 #include "common/crypto.h"
 
+/* The draw is only portable where double arithmetic is plain IEEE-754
+ * binary64 (no x87 excess precision). */
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "worker/sampler.c needs FLT_EVAL_METHOD == 0 (SSE2, NEON, ...)"
+#endif
+
 /* Up to this k, top-k uses a bounded heap (one compare per rejected
  * token); above it, quickselect. */
 #define SEL_HEAP_MAX 1024u
@@ -768,6 +774,7 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 	double *e = ws->e, temp = p->temperature, z, u, cum;
 	uint32_t *list, best = 0, cut, i, n, nsurv, pick;
 	bool sorted = false, have_e = false, have_cut = false, all = true;
+	bool full_t = false;
 
 	if (n_vocab != s->n_vocab || n_vocab > ws->n_vocab)
 		return CM_EINVAL;
@@ -853,7 +860,7 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 		uint32_t kept = 0;
 		double mp = (double)p->min_p;
 
-		if (!have_e && nsurv == n_vocab) {
+		if (!have_e && nsurv > n_vocab / 8) {
 			exp_all(w, n_vocab, max, 1.0, e);
 			have_e = true;
 		}
@@ -874,10 +881,13 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 
 	/* ---- temperature, draw ----------------------------------------- */
 	z = 0.0;
-	if (nsurv == n_vocab) { /* the list is 0..n-1 */
+	if (nsurv > n_vocab / 8) {
+		/* many survivors: the vectorised pass over everything is
+		 * cheaper, gives the same values, and the logprob's sum */
 		exp_all(w, n_vocab, max, temp, e);
+		full_t = true;
 		for (i = 0; i < nsurv; i++)
-			z += e[i];
+			z += e[list[i]];
 	} else {
 		for (i = 0; i < nsurv; i++) {
 			uint32_t t = list[i];
@@ -899,10 +909,23 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 			break;
 	}
 	out->token = pick;
-	if (all && nsurv == n_vocab)
+	if (all && nsurv == n_vocab) {
 		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
 				       log(z));
-	else
+	} else if (full_t) {
+		double zz[4] = { 0.0, 0.0, 0.0, 0.0 };
+
+		for (i = 0; i + 4 <= n_vocab; i += 4) {
+			zz[0] += e[i];
+			zz[1] += e[i + 1];
+			zz[2] += e[i + 2];
+			zz[3] += e[i + 3];
+		}
+		for (; i < n_vocab; i++)
+			zz[0] += e[i];
+		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
+				       log((zz[0] + zz[1]) + (zz[2] + zz[3])));
+	} else
 		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
 				       log_partition(w, n_vocab, max, temp));
 	return CM_OK;

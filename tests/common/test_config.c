@@ -648,6 +648,48 @@ static void test_alloc_failure_defaults_and_file(void **state)
 	unlink(path);
 }
 
+static void test_check_file(void **state)
+{
+	char path[] = "/tmp/sluice-test-config-XXXXXX";
+	char err[512], want[600];
+	long n;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	write_file(path, t_full_json, strlen(t_full_json));
+	assert_int_equal(cm_cfg_check_file(path, t_secs, 2, err, sizeof(err)),
+			 CM_OK);
+	assert_string_equal(err, "");
+	for (n = 0; n < 1000; n++) {
+		enum cm_status st;
+
+		cm_alloc_fail_after(n);
+		st = cm_cfg_check_file(path, t_secs, 2, err, sizeof(err));
+		cm_alloc_fail_reset();
+		if (st == CM_OK)
+			break;
+		assert_int_equal(st, CM_ENOMEM);
+		assert_non_null(strstr(err, "out of memory"));
+	}
+	assert_true(n > 3 && n < 1000);
+
+	write_file(path, "{\"log\": {\"level\": \"loud\"}}", 26);
+	assert_int_equal(cm_cfg_check_file(path, t_secs, 2, err, sizeof(err)),
+			 CM_EINVAL);
+	snprintf(want, sizeof(want), "%s: log.level: expected one of \"debug\", "
+		 "\"info\", \"warn\", found \"loud\"", path);
+	assert_string_equal(err, want);
+	/* a binary with no sections yet accepts only an empty object */
+	assert_int_equal(cm_cfg_check_file(path, t_secs, 0, err, sizeof(err)),
+			 CM_EINVAL);
+	snprintf(want, sizeof(want), "%s: unknown section \"log\"", path);
+	assert_string_equal(err, want);
+	unlink(path);
+}
+
 /* ---- documentation ----------------------------------------------------- */
 
 static void test_doc_markdown(void **state)
@@ -707,6 +749,7 @@ int main(void)
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_alloc_failure_load),
 		cmocka_unit_test(test_alloc_failure_defaults_and_file),
+		cmocka_unit_test(test_check_file),
 		cmocka_unit_test(test_doc_markdown),
 	};
 

@@ -16,7 +16,9 @@
  *     field by field;
  *  2. the re-encoded bytes equal the frame's bytes in the input (the
  *     encoding is canonical);
- *  3. the incremental decoder fed in pieces and proto_decode_frame() walking
+ *  3. encoding it into a buffer one byte too small (or with a payload bound
+ *     one byte short) fails with CM_ELIMIT and leaves the buffer as it was;
+ *  4. the incremental decoder fed in pieces and proto_decode_frame() walking
  *     the stream frame by frame agree on the frames and on the final error.
  * A failed check aborts.
  */
@@ -54,6 +56,33 @@ struct run {
 	enum proto_error err;  /* PROTO_ERR_NONE: stream ended cleanly or mid-frame */
 };
 
+/*
+ * The encoder's refusals: a frame of `len` bytes does not fit a buffer
+ * capped at len - 1 (nor a payload bound one byte short), and a refused
+ * encode leaves the buffer as it was.
+ */
+static void check_encode_limits(struct run *r, const struct proto_msg *m,
+				size_t len)
+{
+	struct cm_buf b;
+	enum cm_status st;
+
+	cm_buf_init(&b, 3 + len - 1);
+	check(cm_buf_append(&b, "pre", 3) == CM_OK, "prefix fits");
+	st = proto_encode(&b, m, r->max_frame);
+	check(st == CM_ELIMIT, "a frame over the buffer's cap is refused");
+	check(cm_buf_len(&b) == 3 && memcmp(cm_buf_data(&b), "pre", 3) == 0,
+	      "a refused encode leaves the buffer unchanged");
+	if (len > PROTO_HEADER_LEN) {
+		cm_buf_deinit(&b);
+		cm_buf_init(&b, len);
+		st = proto_encode(&b, m, (uint32_t)(len - PROTO_HEADER_LEN - 1));
+		check(st == CM_ELIMIT && cm_buf_len(&b) == 0,
+		      "a payload over max_frame is refused");
+	}
+	cm_buf_deinit(&b);
+}
+
 /* Checks 1 for one message and appends its encoding to r->reenc. */
 static void check_message(struct run *r, const struct proto_msg *m)
 {
@@ -73,6 +102,7 @@ static void check_message(struct run *r, const struct proto_msg *m)
 	if (diff)
 		fprintf(stderr, "fuzz_proto: field %s differs\n", diff);
 	check(diff == NULL, "decode(encode(msg)) == msg");
+	check_encode_limits(r, m, cm_buf_len(&r->reenc) - start);
 	r->frames++;
 }
 
@@ -123,7 +153,7 @@ static void run_incremental(struct run *r, const uint8_t *sizes, size_t k,
 /*
  * The same stream walked with proto_decode_frame(); compares frame i's
  * bytes with the i-th re-encoded message of the incremental run (check 2)
- * and the final errors (check 3).
+ * and the final errors (check 4).
  */
 static void run_oneshot(const struct run *a, const uint8_t *s, size_t len)
 {

@@ -71,6 +71,14 @@ static void test_key(void **state)
 	 * routing key cannot be replayed as a cache-chain value */
 	gw_route_key(salt_a, 32, "", 0, 1024, &d1);
 	assert_memory_not_equal(a1.b, d1.b, GW_ROUTE_KEY_LEN);
+	/* two-step form with a cached sub-key gives the same key */
+	{
+		uint8_t sub[GW_ROUTE_KEY_LEN];
+
+		gw_route_subkey(salt_a, 32, sub);
+		gw_route_key_sub(sub, p1, strlen(p1), 1024, &d1);
+		assert_memory_equal(a1.b, d1.b, GW_ROUTE_KEY_LEN);
+	}
 }
 
 static void test_same_key_same_worker_and_stability(void **state)
@@ -234,6 +242,26 @@ static void test_weights_shift_share(void **state)
 	}
 }
 
+/* With equal weights the shortcut ranking equals the weighted formula. */
+static void test_uniform_matches_formula(void **state)
+{
+	struct gw_route_worker w[16];
+
+	(void)state;
+	mk_workers(w, 16);
+	for (unsigned i = 0; i < 500; i++) {
+		struct gw_route_key k;
+		size_t best = 0;
+
+		key_of(salt_b, i, &k);
+		for (size_t j = 1; j < 16; j++)
+			if (gw_route_score(&k, w[j].name, 1.0) >
+			    gw_route_score(&k, w[best].name, 1.0))
+				best = j;
+		assert_int_equal(pick(&k, w, 16, 0.0), best);
+	}
+}
+
 static void test_ineligible_never_chosen(void **state)
 {
 	struct gw_route_worker w[12];
@@ -283,6 +311,9 @@ static void test_bad_parameters(void **state)
 	assert_int_equal(gw_route_choose(&k, w, 2, 1.25, &p), CM_EINVAL);
 	w[1].weight = INFINITY;
 	assert_int_equal(gw_route_choose(&k, w, 2, 1.25, &p), CM_EINVAL);
+	w[1].weight = 1.0;
+	w[1].name = NULL;
+	assert_int_equal(gw_route_choose(&k, w, 2, 1.25, &p), CM_EINVAL);
 	/* scores are finite and positive */
 	assert_true(gw_route_score(&k, "a", 1.0) > 0.0);
 	assert_true(isfinite(gw_route_score(&k, "a", 1.0)));
@@ -296,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_tenants_spread_differently),
 		cmocka_unit_test(test_flood_respects_bound),
 		cmocka_unit_test(test_weights_shift_share),
+		cmocka_unit_test(test_uniform_matches_formula),
 		cmocka_unit_test(test_ineligible_never_chosen),
 		cmocka_unit_test(test_bad_parameters),
 	};

@@ -7,6 +7,7 @@
 #include "worker/cuda/probe.h"
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -59,6 +60,15 @@ extern "C" enum cm_status wk_cuda_probe(char *desc, size_t len)
 	if (len > 0)
 		desc[0] = '\0';
 	err = cudaGetDeviceCount(&count);
+	/* "insufficient driver" means no driver at all, or one too old for
+	 * this runtime: only the second is a fault worth failing on */
+	if (err == cudaErrorInsufficientDriver &&
+	    access("/proc/driver/nvidia/version", F_OK) == 0) {
+		snprintf(desc, len, "cuda: the NVIDIA driver is too old for "
+			 "CUDA runtime %d: %s", CUDART_VERSION,
+			 cudaGetErrorString(err));
+		return CM_EIO;
+	}
 	if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
 	    (err == cudaSuccess && count == 0)) {
 		snprintf(desc, len, "cuda: no device (%s)",

@@ -24,8 +24,9 @@ extern "C" {
  * Writes "cuda: N device(s); 0: <name>, sm_XY, <total> MiB (<free> MiB
  * free); cuBLAS <version>" into desc[len] (always NUL-terminated when
  * len > 0).  Returns CM_OK, CM_ENOTFOUND when there is no device or no
- * driver (desc says which), CM_EIO for any other CUDA or cuBLAS failure
- * (desc names the call and the error).
+ * driver (desc says which), CM_EIO for any other CUDA or cuBLAS failure,
+ * including a driver too old for the runtime or a kernel image missing for
+ * the device's architecture (desc names the call and the error).
  */
 enum cm_status wk_cuda_probe(char *desc, size_t len) CM_WUR;
 
