@@ -1651,8 +1651,30 @@ static int is_ascii_space(char c)
 	return c == ' ' || (c >= 9 && c <= 13);
 }
 
-static int partition(const struct wk_tok *t, const char *s, size_t len, int parse_special,
-		     struct frag **fr, size_t *n_fr)
+struct span {
+	size_t start, end;
+};
+
+/* 1 when [off, off + n) lies inside one of the sorted, merged spans. */
+static int span_covers(const struct span *sp, size_t n_sp, size_t off, size_t n)
+{
+	size_t lo = 0, hi = n_sp;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (off < sp[mid].start)
+			hi = mid;
+		else if (off >= sp[mid].end)
+			lo = mid + 1;
+		else
+			return off + n <= sp[mid].end;
+	}
+	return 0;
+}
+
+static int partition(const struct wk_tok *t, const char *s, size_t len,
+		     const struct span *sp, size_t n_sp, struct frag **fr, size_t *n_fr)
 {
 	struct frag_list cur = { 0 }, nxt = { 0 };
 	uint8_t present[256] = { 0 };
@@ -1668,16 +1690,17 @@ static int partition(const struct wk_tok *t, const char *s, size_t len, int pars
 		size_t tl;
 		const char *tt = tok_text(t, (uint32_t)id, &tl);
 		uint8_t attr = t->attrs[id];
+		int always = t->types[id] == WK_TOK_T_USER_DEFINED;
 		struct frag_list tmp;
 
-		if (!parse_special && t->types[id] != WK_TOK_T_USER_DEFINED)
+		if (!always && n_sp == 0)
 			continue;
 		if (!present[(uint8_t)tt[0]] || tl > len)
 			continue;
 		nxt.n = 0;
 		for (size_t i = 0; i < cur.n; i++) {
 			const struct frag *f = &cur.f[i];
-			size_t pos = f->off, end = f->off + f->len;
+			size_t pos = f->off, at = f->off, end = f->off + f->len;
 			const char *hit;
 
 			if (f->id >= 0 || f->len < tl) {
@@ -1685,18 +1708,23 @@ static int partition(const struct wk_tok *t, const char *s, size_t len, int pars
 					goto fail;
 				continue;
 			}
-			while (pos < end && (hit = memmem(s + pos, end - pos, tt, tl)) != NULL) {
-				size_t ll = (size_t)(hit - (s + pos));
+			while (at < end && (hit = memmem(s + at, end - at, tt, tl)) != NULL) {
+				size_t h = (size_t)(hit - s), ll = h - pos;
 
+				if (!always && !span_covers(sp, n_sp, h, tl)) {
+					at = h + 1; /* user text: not a token here */
+					continue;
+				}
 				if (attr & TOK_A_LSTRIP)
 					while (ll > 0 && is_ascii_space(s[pos + ll - 1]))
 						ll--;
 				if ((ll && frag_add(&nxt, pos, ll, -1)) || frag_add(&nxt, 0, 0, id))
 					goto fail;
-				pos = (size_t)(hit - s) + tl;
+				pos = h + tl;
 				if (attr & TOK_A_RSTRIP)
 					while (pos < end && is_ascii_space(s[pos]))
 						pos++;
+				at = pos;
 			}
 			if (pos < end && frag_add(&nxt, pos, end - pos, -1))
 				goto fail;
@@ -1715,55 +1743,69 @@ fail:
 	return -1;
 }
 
-/* Copy of s with every byte that starts no valid sequence replaced by U+FFFD. */
-static char *sanitize(const char *s, size_t len, size_t *out_len)
+/*
+ * Appends s[0..len) to d at *n with every byte that starts no valid UTF-8
+ * sequence replaced by U+FFFD (d has room for 3 * len).
+ */
+static void sanitize_into(char *d, size_t *n, const char *s, size_t len)
 {
-	size_t n = 0;
-	char *d;
-
-	if (len > (SIZE_MAX - 1) / 3)
-		return NULL;
-	d = cm_malloc(len * 3 + 1);
-	if (!d)
-		return NULL;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
 		int k = cm_utf8_decode((const uint8_t *)s + i, len - i, &cp);
 
 		if (k == 0) {
-			memcpy(d + n, "\xEF\xBF\xBD", 3);
-			n += 3;
+			memcpy(d + *n, "\xEF\xBF\xBD", 3);
+			*n += 3;
 			i++;
 		} else {
-			memcpy(d + n, s + i, (size_t)k);
-			n += (size_t)k;
+			memcpy(d + *n, s + i, (size_t)k);
+			*n += (size_t)k;
 			i += (size_t)k;
 		}
 	}
-	*out_len = n;
-	return d;
 }
 
-enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t len,
-			     unsigned flags, int32_t *out, size_t cap, size_t *n_out)
+enum cm_status wk_tok_encode_segments(const struct wk_tok *t, const struct wk_tok_seg *segs,
+				      size_t n_segs, unsigned flags, int32_t *out, size_t cap,
+				      size_t *n_out)
 {
 	struct enc e = { .tok = t, .out = out, .cap = cap };
 	struct frag *fr = NULL;
-	size_t n_fr = 0;
-	char *clean = NULL;
+	struct span *sp = NULL;
+	size_t n_fr = 0, n_sp = 0, total = 0, len = 0;
+	char *text = NULL;
 	enum cm_status st = CM_OK;
 	int prev_special = !(flags & WK_TOK_NO_DUMMY_PREFIX);
 
 	*n_out = 0;
-	if (len > TOK_MAX_INPUT_BYTES)
-		return CM_ELIMIT;
-	if (!cm_utf8_valid(text, len)) {
-		clean = sanitize(text, len, &len);
-		if (!clean)
-			return CM_ENOMEM;
-		text = clean;
+	for (size_t i = 0; i < n_segs; i++) {
+		if (segs[i].len > TOK_MAX_INPUT_BYTES - total)
+			return CM_ELIMIT;
+		total += segs[i].len;
 	}
-	if (partition(t, text, len, (flags & WK_TOK_PARSE_SPECIAL) != 0, &fr, &n_fr)) {
+	text = cm_malloc(total * 3 + 1);
+	sp = cm_calloc(n_segs ? n_segs : 1, sizeof(*sp));
+	if (!text || !sp) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n_segs; i++) {
+		size_t start = len;
+
+		if (cm_utf8_valid(segs[i].text, segs[i].len)) {
+			memcpy(text + len, segs[i].text, segs[i].len);
+			len += segs[i].len;
+		} else {
+			sanitize_into(text, &len, segs[i].text, segs[i].len);
+		}
+		if (!segs[i].parse_special || len == start)
+			continue;
+		if (n_sp && sp[n_sp - 1].end == start)
+			sp[n_sp - 1].end = len; /* adjacent template text: one span */
+		else
+			sp[n_sp++] = (struct span){ start, len };
+	}
+	if (partition(t, text, len, sp, n_sp, &fr, &n_fr)) {
 		st = CM_ENOMEM;
 		goto out;
 	}
@@ -1795,9 +1837,18 @@ enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t le
 		st = CM_ELIMIT;
 out:
 	cm_free(fr);
-	cm_free(clean);
+	cm_free(sp);
+	cm_free(text);
 	enc_deinit(&e);
 	return st;
+}
+
+enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t len,
+			     unsigned flags, int32_t *out, size_t cap, size_t *n_out)
+{
+	struct wk_tok_seg seg = { text, len, (flags & WK_TOK_PARSE_SPECIAL) != 0 };
+
+	return wk_tok_encode_segments(t, &seg, 1, flags, out, cap, n_out);
 }
 
 /* ================================================================ */

@@ -118,6 +118,25 @@ enum cm_status wk_tok_encode(const struct wk_tok *tok, const char *text, size_t 
 enum cm_status wk_tok_pre_split(const struct wk_tok *tok, const char *text, size_t len,
 				size_t *ends, size_t cap, size_t *n_words) CM_WUR;
 
+/*
+ * A text made of segments, for chat prompts: special tokens are recognised
+ * only inside segments with parse_special set (template text), and only
+ * when the whole token lies in such segments; user content segments are
+ * plain text.  The segments are otherwise tokenized as ONE text (pieces
+ * merge across segment boundaries, the SPM dummy prefix goes only at the
+ * start and after special tokens), exactly as the whole string would be.
+ */
+struct wk_tok_seg {
+	const char *text;
+	size_t len;
+	int parse_special;
+};
+
+/* As wk_tok_encode over the concatenated segments; WK_TOK_PARSE_SPECIAL is ignored. */
+enum cm_status wk_tok_encode_segments(const struct wk_tok *tok, const struct wk_tok_seg *segs,
+				      size_t n_segs, unsigned flags, int32_t *out, size_t cap,
+				      size_t *n_out) CM_WUR;
+
 /* ---- vocabulary ---- */
 size_t wk_tok_n_vocab(const struct wk_tok *tok);
 int32_t wk_tok_bos(const struct wk_tok *tok); /* -1 when none */
