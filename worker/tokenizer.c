@@ -1830,7 +1830,7 @@ enum cm_status wk_tok_encode_segments(const struct wk_tok *t, const struct wk_to
 		}
 		prev_special = 0;
 	}
-	if ((flags & WK_TOK_ADD_BOS) && t->add_eos && t->eos >= 0)
+	if ((flags & WK_TOK_ADD_EOS) && t->add_eos && t->eos >= 0)
 		emit(&e, t->eos);
 	*n_out = e.n;
 	if (e.n > cap)

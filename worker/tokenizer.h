@@ -94,12 +94,14 @@ void wk_tok_free(struct wk_tok *tok);
 
 /* ---- encoding ---- */
 enum wk_tok_flags {
-	/* add BOS (and EOS) where the model's metadata asks for them */
+	/* add BOS where the model's metadata asks for it (add_bos_token) */
 	WK_TOK_ADD_BOS = 1u << 0,
 	/* recognise CONTROL/UNKNOWN tokens written in the text */
 	WK_TOK_PARSE_SPECIAL = 1u << 1,
 	/* SPM only: do not prepend the dummy "▁" (continuation segments) */
 	WK_TOK_NO_DUMMY_PREFIX = 1u << 2,
+	/* add EOS where the model's metadata asks for it (add_eos_token) */
+	WK_TOK_ADD_EOS = 1u << 3,
 };
 
 /*
