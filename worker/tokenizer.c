@@ -345,7 +345,7 @@ static int cmp_special(const void *a, const void *b, void *arg)
 static const char *const tok_eog_names[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
 	"<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
-	"<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+	("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),
 };
 
 static int name_has(const char *name, const char *needle)
@@ -1678,13 +1678,20 @@ static int partition(const struct wk_tok *t, const char *s, size_t len,
 {
 	struct frag_list cur = { 0 }, nxt = { 0 };
 	uint8_t present[256] = { 0 };
+	uint64_t pairs[65536 / 64] = { 0 }; /* byte pairs present in the text */
 
 	*fr = NULL;
 	*n_fr = 0;
 	if (len && frag_add(&cur, 0, len, -1))
 		goto fail;
-	for (size_t i = 0; i < len; i++)
+	for (size_t i = 0; i < len; i++) {
 		present[(uint8_t)s[i]] = 1;
+		if (i + 1 < len) {
+			unsigned pr = (unsigned)(uint8_t)s[i] << 8 | (uint8_t)s[i + 1];
+
+			pairs[pr / 64] |= 1ull << (pr % 64);
+		}
+	}
 	for (size_t k = 0; k < t->n_specials; k++) {
 		int32_t id = t->specials[k];
 		size_t tl;
@@ -1697,6 +1704,12 @@ static int partition(const struct wk_tok *t, const char *s, size_t len,
 			continue;
 		if (!present[(uint8_t)tt[0]] || tl > len)
 			continue;
+		if (tl > 1) {
+			unsigned pr = (unsigned)(uint8_t)tt[0] << 8 | (uint8_t)tt[1];
+
+			if (!(pairs[pr / 64] & (1ull << (pr % 64))))
+				continue;
+		}
 		nxt.n = 0;
 		for (size_t i = 0; i < cur.n; i++) {
 			const struct frag *f = &cur.f[i];
