@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "common/alloc.h"
 #include "common/buf.h"
 #include "worker/chat.h"
 #include "worker/gguf.h"
@@ -282,6 +283,32 @@ static void test_encode_phi3_real_vocab(void **state)
 	wk_gguf_close(g);
 }
 
+static void test_render_alloc_failures(void **state)
+{
+	char err[256];
+	const struct wk_chat_template *t = wk_chat_template_by_name("gemma", err, sizeof(err));
+	struct wk_chat_prompt p;
+	int ok = 0;
+
+	(void)state;
+	for (long k = 0; k < 16 && !ok; k++) {
+		enum cm_status st;
+
+		cm_alloc_fail_after(k);
+		st = wk_chat_render(t, conv, 4, 1, &p, err, sizeof(err));
+		cm_alloc_fail_reset();
+		assert_true(st == CM_OK || st == CM_ENOMEM);
+		if (st == CM_OK) {
+			ok = 1;
+			assert_true(p.n > 0);
+		} else {
+			assert_null(p.segs);
+		}
+		wk_chat_prompt_deinit(&p);
+	}
+	assert_true(ok);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +318,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_encode_user_specials_stay_text),
 		cmocka_unit_test(test_encode_phi3_real_vocab),
+		cmocka_unit_test(test_render_alloc_failures),
 	};
 
 	return cmocka_run_group_tests_name("chat", tests, NULL, NULL);
