@@ -19,17 +19,19 @@ static const struct wk_tok_pre tok_pres[] = {
 	  { WK_TOK_PAT_LLAMA3 }, 1, 1 },
 	{ "dbrx", { "dbrx", "smaug-bpe", NULL }, 1, { WK_TOK_PAT_LLAMA3 }, 0, 0 },
 	{ "deepseek-llm", { "deepseek-llm", NULL }, 6,
-	  { WK_TOK_PAT_NEWLINE, WK_TOK_PAT_DSL_LETTERS, WK_TOK_PAT_DSL_PUNCT, WK_TOK_PAT_WS_END, WK_TOK_PAT_CJK, WK_TOK_PAT_NUMS }, 0, 0 },
+	  { WK_TOK_PAT_NEWLINE, WK_TOK_PAT_DSL_LETTERS, WK_TOK_PAT_DSL_PUNCT,
+	    WK_TOK_PAT_WS_END, WK_TOK_PAT_CJK, WK_TOK_PAT_NUMS }, 0, 0 },
 	{ "deepseek-coder", { "deepseek-coder", NULL }, 5,
-	  { WK_TOK_PAT_NEWLINE, WK_TOK_PAT_DSC_LETTERS, WK_TOK_PAT_DSC_PUNCT, WK_TOK_PAT_CJK, WK_TOK_PAT_NUM1 }, 0, 0 },
-	{ "falcon", { "falcon", NULL }, 3, { WK_TOK_PAT_FALCON_PUNCT, WK_TOK_PAT_GPT2, WK_TOK_PAT_DIGITS3 }, 0, 0 },
+	  { WK_TOK_PAT_NEWLINE, WK_TOK_PAT_DSC_LETTERS, WK_TOK_PAT_DSC_PUNCT,
+	    WK_TOK_PAT_CJK, WK_TOK_PAT_NUM1 }, 0, 0 },
+	{ "falcon", { "falcon", NULL }, 3,
+	  { WK_TOK_PAT_FALCON_PUNCT, WK_TOK_PAT_GPT2, WK_TOK_PAT_DIGITS3 }, 0, 0 },
 	{ "gpt-2", { "gpt-2", "gpt2", "mpt", "phi-2", "olmo", "jais", NULL }, 1, { WK_TOK_PAT_GPT2 }, 0, 0 },
 	{ "starcoder", { "starcoder", "refact", "command-r", "smollm", "codeshell",
 			 "exaone", "minerva-7b", NULL }, 2, { WK_TOK_PAT_NUM1, WK_TOK_PAT_GPT2 }, 0, 0 },
 	{ "qwen2", { "qwen2", "stablelm2", NULL }, 1, { WK_TOK_PAT_QWEN2 }, 0, 0 },
 };
 #define N_PRES (sizeof(tok_pres) / sizeof(tok_pres[0]))
-
 
 struct cp_range {
 	uint32_t lo, hi;
