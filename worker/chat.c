@@ -73,6 +73,14 @@ static int has(const char *s, size_t len, const char *needle)
 	return memmem(s, len, needle, strlen(needle)) != NULL;
 }
 
+/* <|user|> / <|assistant|> tags, written out or built from the role name. */
+static int role_tags(const char *j, size_t len)
+{
+	return has(j, len, "<|user|>") || has(j, len, "<|assistant|>") ||
+	       has(j, len, "'<|' + message['role'] + '|>") ||
+	       has(j, len, "\"<|\" + message[\"role\"] + \"|>");
+}
+
 const struct wk_chat_template *wk_chat_template_detect(const char *j, size_t len)
 {
 	enum chat_family f;
@@ -85,9 +93,9 @@ const struct wk_chat_template *wk_chat_template_detect(const char *j, size_t len
 		f = CHAT_CHATML;
 	else if (has(j, len, "<start_of_turn>"))
 		f = CHAT_GEMMA;
-	else if (has(j, len, "<|user|>") && has(j, len, "<|end|>"))
+	else if (has(j, len, "<|end|>") && role_tags(j, len))
 		f = CHAT_PHI3;
-	else if (has(j, len, "<|user|>") && (has(j, len, "</s>") || has(j, len, "eos_token")))
+	else if (role_tags(j, len) && (has(j, len, "</s>") || has(j, len, "eos_token")))
 		f = CHAT_ZEPHYR;
 	else if (has(j, len, "[INST]"))
 		f = has(j, len, "<<SYS>>") ? CHAT_LLAMA2 : CHAT_MISTRAL;

@@ -9,8 +9,9 @@
  *   llama3   <|start_header_id|>
  *   chatml   <|im_start|>                       (Qwen, SmolLM, ...)
  *   gemma    <start_of_turn>
- *   phi3     <|user|> and <|end|>
- *   zephyr   <|user|> and </s> or eos_token
+ *   phi3     <|end|> and role tags (<|user|>, <|assistant|> or
+ *            '<|' + message['role'] + '|>')
+ *   zephyr   role tags and </s> or eos_token
  *   llama2   [INST] and <<SYS>>
  *   mistral  [INST] without <<SYS>>
  *

@@ -120,6 +120,11 @@ static void test_detect(void **state)
 		  "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
 		  "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
 		  "'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}", "mistral" },
+		/* role tags built from the role name */
+		{ "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
+		  "message['content'] + '<|end|>\\n' }}{% endfor %}", "phi3" },
+		{ "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
+		  "message['content'] + eos_token + '\\n' }}{% endfor %}", "zephyr" },
 		{ "{{ messages }}", NULL },
 		{ "", NULL },
 	};
