@@ -429,10 +429,10 @@ enum cm_status wk_tok_new_from_vocab(const struct wk_tok_vocab *v, struct wk_tok
 	} else {
 		t->pre = wk_tok_pre_default();
 	}
-	if (n == 0 || n > WK_TOK_MAX_VOCAB) {
+	if (n == 0 || n > WK_TOK_MAX_VOCAB || !v->tokens) {
 		snprintf(err, err_len, "tokenizer.ggml.tokens: expected 1..%u tokens, found %zu",
-			 WK_TOK_MAX_VOCAB, n);
-		st = n ? CM_ELIMIT : CM_EFORMAT;
+			 WK_TOK_MAX_VOCAB, v->tokens ? n : 0);
+		st = n > WK_TOK_MAX_VOCAB ? CM_ELIMIT : CM_EFORMAT;
 		goto out;
 	}
 	t->n_vocab = (uint32_t)n;
