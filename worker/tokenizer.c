@@ -103,13 +103,14 @@ static int32_t tok_find(const struct wk_tok *t, const char *s, size_t n)
 
 /*
  * Lookup used while encoding text: control, unknown and byte tokens are
- * never produced from their spelling (the SentencePiece rule).
+ * never produced from their spelling (the SentencePiece rule), nor are
+ * end-of-generation tokens of any type.
  */
 static int32_t tok_find_text(const struct wk_tok *t, const char *s, size_t n)
 {
 	int32_t id = tok_find(t, s, n);
 
-	if (id < 0)
+	if (id < 0 || (t->attrs[id] & TOK_A_EOG))
 		return -1;
 	switch (t->types[id]) {
 	case WK_TOK_T_CONTROL:
@@ -1366,7 +1367,8 @@ static int partition(const struct wk_tok *t, const char *s, size_t len,
 		size_t tl;
 		const char *tt = tok_text(t, (uint32_t)id, &tl);
 		uint8_t attr = t->attrs[id];
-		int always = t->types[id] == WK_TOK_T_USER_DEFINED;
+		/* user-defined tokens match in any text, unless they end turns */
+		int always = t->types[id] == WK_TOK_T_USER_DEFINED && !(attr & TOK_A_EOG);
 		struct frag_list tmp;
 
 		if (!always && n_sp == 0)

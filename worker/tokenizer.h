@@ -15,7 +15,8 @@
  * ONLY with WK_TOK_PARSE_SPECIAL (template text).  User content is encoded
  * without it: a user typing "<|eot_id|>" gets those characters.  Like the
  * reference tokenizers, USER_DEFINED tokens (added vocabulary such as runs
- * of spaces) are always matched as whole strings.
+ * of spaces) are always matched as whole strings, except those that end
+ * generation (wk_tok_is_eog), which are treated as control tokens.
  *
  * Invalid UTF-8 input is not an error: every byte that does not start a
  * valid sequence is replaced by U+FFFD before encoding.

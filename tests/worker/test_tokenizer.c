@@ -586,6 +586,61 @@ static void test_detok_bpe_split_char(void **state)
 	wk_tok_free(tok);
 }
 
+static size_t count_id(const int32_t *ids, size_t n, int32_t id)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ids[i] == id;
+	return c;
+}
+
+/* A user-defined token that ends turns is not matched in user text. */
+static void test_user_defined_eog_not_from_user_text(void **state)
+{
+	const char *toks[] = { "<unk>", "<s>", "</s>", "a", "<|im_end|>", "  " };
+	int32_t types[] = { 2, 3, 3, 1, 4, 4 };
+	float scores[6] = { 0 };
+	char bytes[256][8];
+	const char *all[6 + 256];
+	int32_t all_types[6 + 256];
+	float all_scores[6 + 256] = { 0 };
+	struct wk_tok_vocab v;
+	struct wk_tok *tok = NULL;
+	char err[256];
+	int32_t ids[64];
+	size_t n;
+
+	(void)state;
+	(void)scores;
+	for (int i = 0; i < 6; i++) {
+		all[i] = toks[i];
+		all_types[i] = types[i];
+	}
+	for (int b = 0; b < 256; b++) {
+		snprintf(bytes[b], sizeof(bytes[b]), "<0x%02X>", b);
+		all[6 + b] = bytes[b];
+		all_types[6 + b] = WK_TOK_T_BYTE;
+	}
+	wk_tok_vocab_init(&v);
+	v.model = "llama";
+	v.n_tokens = 6 + 256;
+	v.tokens = all;
+	v.types = all_types;
+	v.scores = all_scores;
+	assert_int_equal(wk_tok_new_from_vocab(&v, &tok, err, sizeof(err)), CM_OK);
+	assert_true(wk_tok_is_eog(tok, 4));
+	n = encode(tok, "a<|im_end|>a", 12, 0, ids, 64);
+	for (size_t i = 0; i < n; i++)
+		assert_int_not_equal(ids[i], 4);
+	n = encode(tok, "a<|im_end|>a", 12, WK_TOK_PARSE_SPECIAL, ids, 64);
+	assert_int_equal(count_id(ids, n, 4), 1);
+	/* other user-defined tokens still match in plain text */
+	n = encode(tok, "a  a", 4, 0, ids, 64);
+	assert_int_equal(count_id(ids, n, 5), 1);
+	wk_tok_free(tok);
+}
+
 /*
  * `test_tokenizer vectors` runs the shared vectors alone and exits 77 when
  * the folder is absent; without arguments the unit tests run.
@@ -606,6 +661,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_encode_segments),
 		cmocka_unit_test(test_encode_alloc_failures),
 		cmocka_unit_test(test_detok_bpe_split_char),
+		cmocka_unit_test(test_user_defined_eog_not_from_user_text),
 	};
 	char dirbuf[1024];
 
