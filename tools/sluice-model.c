@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/crypto.h"
@@ -1088,7 +1090,12 @@ static int cmd_synth(int argc, char **argv)
 		return 2;
 	}
 	if (synth_write(&o, err, sizeof(err)) != CM_OK) {
+		struct stat sb;
+
 		fprintf(stderr, "sluice-model: synth: %s\n", err);
+		/* no half-written model left behind (but never unlink a device) */
+		if (stat(o.out, &sb) == 0 && S_ISREG(sb.st_mode))
+			unlink(o.out);
 		return 1;
 	}
 	return 0;

@@ -413,8 +413,8 @@ static void test_synth_tiny(void **state)
 	uint64_t count, u;
 	int b;
 	char err[512];
-	const float *scores;
-	const int32_t *types;
+	float scores[512];
+	int32_t types[512];
 
 	(void)state;
 	NEED_TOOL();
@@ -439,10 +439,11 @@ static void test_synth_tiny(void **state)
 	/* the generated SentencePiece-style vocabulary */
 	assert_int_equal(wk_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &count), CM_OK);
 	assert_int_equal(count, 512);
-	scores = wk_gguf_arr_data(g, "tokenizer.ggml.scores");
-	types = wk_gguf_arr_data(g, "tokenizer.ggml.token_type");
-	assert_non_null(scores);
-	assert_non_null(types);
+	/* array data may be unaligned in the mapping: copy it out */
+	assert_non_null(wk_gguf_arr_data(g, "tokenizer.ggml.scores"));
+	assert_non_null(wk_gguf_arr_data(g, "tokenizer.ggml.token_type"));
+	memcpy(scores, wk_gguf_arr_data(g, "tokenizer.ggml.scores"), sizeof(scores));
+	memcpy(types, wk_gguf_arr_data(g, "tokenizer.ggml.token_type"), sizeof(types));
 	assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", 0, &s), CM_OK);
 	assert_memory_equal(s.ptr, "<unk>", 5);
 	assert_int_equal(types[0], 2);
