@@ -1476,6 +1476,8 @@ enum cm_status wk_tok_encode_segments(const struct wk_tok *t, const struct wk_to
 	for (size_t i = 0; i < n_segs; i++) {
 		size_t start = len;
 
+		if (segs[i].len == 0)
+			continue;
 		if (cm_utf8_valid(segs[i].text, segs[i].len)) {
 			memcpy(text + len, segs[i].text, segs[i].len);
 			len += segs[i].len;

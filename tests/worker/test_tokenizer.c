@@ -267,6 +267,7 @@ static void test_spm_basic(void **state)
 	/* empty text: nothing, or BOS alone */
 	assert_int_equal(encode(tok, "", 0, 0, ids, 64), 0);
 	assert_int_equal(encode(tok, "", 0, WK_TOK_ADD_BOS, ids, 64), 1);
+	assert_int_equal(encode(tok, NULL, 0, 0, ids, 64), 0);
 	/* cap exceeded: CM_ELIMIT with the needed count */
 	assert_int_equal(wk_tok_encode(tok, "hello world", 11, 0, ids, 1, &n), CM_ELIMIT);
 	assert_int_equal(n, 2);
