@@ -229,7 +229,7 @@ static enum cm_status load_object(const void *body, size_t len,
 	st = prescan(body, len, lim->json_depth, err);
 	if (st != CM_OK)
 		return st;
-	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!root) {
 		gw_api_error_set(err, 400, NULL, NULL,
 				 "body: expected valid JSON, found an error at line %d column %d: %.160s",
