@@ -39,6 +39,7 @@
 #include <event2/listener.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
@@ -217,6 +218,13 @@ static SSL_CTX *tls_ctx_new(const char *cert, const char *key, char *err,
 		goto fail;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+			ERR_clear_error();
+			seterr(err, err_len,
+			       "tls_key_file: the key in '%s' does not match the certificate in '%s'",
+			       key, cert);
+			goto fail;
+		}
 		ssl_errstr(why, sizeof(why));
 		seterr(err, err_len,
 		       "tls_key_file: cannot load a PEM private key from '%s': %s",
