@@ -541,7 +541,8 @@ static void write_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	if (c->state == CS_CLOSING)
+	/* a deferred callback may run after more output was queued: check */
+	if (c->state == CS_CLOSING && out_pending(c) == 0)
 		begin_linger(c);
 }
 
