@@ -40,6 +40,27 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->max_output_tokens = CM_LIM_MAX_OUTPUT_TOKENS;
 }
 
+static int lim_ok(const char *key, uint32_t v, uint32_t lo, uint32_t hi,
+		  char *err, size_t err_len)
+{
+	if (v >= lo && v <= hi)
+		return 1;
+	snprintf(err, err_len, "%s: expected %u..%u, found %u", key, lo, hi, v);
+	return 0;
+}
+
+enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
+				   size_t err_len)
+{
+	if (!lim_ok("limits.json_depth", l->json_depth, 2, 256, err, err_len) ||
+	    !lim_ok("limits.messages", l->messages, 1, CM_LIM_PROTO_MESSAGES_HARD, err, err_len) ||
+	    !lim_ok("limits.stop_strings", l->stop_strings, 0, CM_LIM_PROTO_STOP_STRINGS_HARD, err, err_len) ||
+	    !lim_ok("limits.stop_string_bytes", l->stop_string_bytes, 1, 4096, err, err_len) ||
+	    !lim_ok("limits.max_output_tokens", l->max_output_tokens, 1, 1048576, err, err_len))
+		return CM_EINVAL;
+	return CM_OK;
+}
+
 /* ---- errors ------------------------------------------------------------ */
 
 void gw_api_error_set(struct gw_api_error *err, int status, const char *param,

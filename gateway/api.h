@@ -58,6 +58,15 @@ struct gw_api_limits {
 
 void gw_api_limits_defaults(struct gw_api_limits *l);
 
+/*
+ * Checks the limits against their bounds (json_depth 2..256, messages
+ * 1..CM_LIM_PROTO_MESSAGES_HARD, stop_strings 0..CM_LIM_PROTO_STOP_STRINGS_HARD,
+ * stop_string_bytes 1..4096, max_output_tokens 1..1048576); CM_EINVAL with
+ * a message naming the config key.
+ */
+enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
+				   size_t err_len) CM_WUR;
+
 /* An error for the client, rendered in the API's format. */
 struct gw_api_error {
 	int status;          /* HTTP status */

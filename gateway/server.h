@@ -19,6 +19,8 @@
  *   idle_timeout_ms    between requests on a kept-alive connection.
  * No deadline runs while the handler owns a request (the dispatcher and its
  * queues have their own).  A timed-out connection is closed without a reply.
+ * A client that closes or half-closes its side while the handler owns its
+ * request is treated as gone: on_close runs (the dispatcher cancels).
  *
  * Limits: over `connections` open connections a new connection is accepted
  * and closed at once (counted in stats.rejected_connections).  At most

@@ -560,6 +560,20 @@ static void test_show_and_limits(void **state)
 	assert_int_equal(e.status, 400);
 	assert_non_null(strstr(e.message, "model: expected a non-empty model name, found nothing"));
 	assert_int_equal(gw_api_parse_show("{\"model\":1", 10, &L, A, &m, &e), CM_EINVAL);
+	/* limit bounds */
+	{
+		char msg[128];
+
+		assert_int_equal(gw_api_limits_check(&L, msg, sizeof(msg)), CM_OK);
+		L.json_depth = 1;
+		assert_int_equal(gw_api_limits_check(&L, msg, sizeof(msg)), CM_EINVAL);
+		assert_string_equal(msg, "limits.json_depth: expected 2..256, found 1");
+		gw_api_limits_defaults(&L);
+		L.stop_strings = 65;
+		assert_int_equal(gw_api_limits_check(&L, msg, sizeof(msg)), CM_EINVAL);
+		assert_non_null(strstr(msg, "limits.stop_strings"));
+		gw_api_limits_defaults(&L);
+	}
 	/* configured limits apply */
 	L.messages = 1;
 	bad(GW_API_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"b\"}]}",
