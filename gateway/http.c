@@ -310,15 +310,15 @@ static enum cm_status header_semantics(struct gw_http_parser *p)
 
 			while (*s) {
 				size_t n = strcspn(s, ",");
-				const char *e = s + n;
+				const char *b = s, *e = s + n;
 
-				while (s < e && (*s == ' ' || *s == '\t'))
-					s++;
-				while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+				while (b < e && (*b == ' ' || *b == '\t'))
+					b++;
+				while (e > b && (e[-1] == ' ' || e[-1] == '\t'))
 					e--;
-				if (token_eq(s, (size_t)(e - s), "close"))
+				if (token_eq(b, (size_t)(e - b), "close"))
 					conn_close = 1;
-				else if (token_eq(s, (size_t)(e - s), "keep-alive"))
+				else if (token_eq(b, (size_t)(e - b), "keep-alive"))
 					conn_keep = 1;
 				s += n;
 				if (*s == ',')

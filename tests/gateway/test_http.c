@@ -222,6 +222,9 @@ static void test_keep_alive_rules(void **state)
 		{ "GET / HTTP/1.0\r\n\r\n", 0 },
 		{ "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", 1 },
 		{ "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", 0 },
+		/* found by fuzz_http: leading spaces in a list element */
+		{ "GET / HTTP/1.0\r\nConnection:   ,  keep-alive  ,\r\n\r\n", 1 },
+		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: x,      close\r\n\r\n", 0 },
 	};
 
 	(void)state;
