@@ -48,6 +48,7 @@
 
 #define HEADER_TIMEOUT_MS 1000 /* generous: curl starts slowly on a loaded machine */
 #define IDLE_TIMEOUT_MS 1500
+#define BODY_TIMEOUT_MS 1500
 #define DEADLINE_MS 5000
 
 static char dir[64];
@@ -302,7 +303,7 @@ static void test_config(struct gw_server_config *c)
 	c->connections = 64;
 	c->out_bytes = 64 * 1024;
 	c->header_timeout_ms = HEADER_TIMEOUT_MS;
-	c->body_timeout_ms = 2000;
+	c->body_timeout_ms = BODY_TIMEOUT_MS;
 	c->idle_timeout_ms = IDLE_TIMEOUT_MS;
 }
 
@@ -554,6 +555,12 @@ static void test_http10_and_keepalive(void **state)
 			      dir, port), 0);
 	assert_int_equal(strncmp(out, "HTTP/1.0 200 OK\r\n", 17), 0);
 	assert_non_null(strcasestr(out, "Connection: close"));
+	/* HEAD: the length of the body, no body */
+	assert_int_equal(curl(out, sizeof(out), "-I --cacert %s/a.crt https://127.0.0.1:%u/hello",
+			      dir, port), 0);
+	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
+	assert_non_null(strcasestr(out, "Content-Length: 6\r\n"));
+	assert_null(strstr(out, "hello"));
 	/* two requests, one connection */
 	s0 = stats_of(srv);
 	assert_int_equal(curl(out, sizeof(out), "-o /dev/null -o /dev/null -w '%%{num_connects} ' "
@@ -734,6 +741,22 @@ static void test_idle_timeout(void **state)
 	tcli_close(&c);
 	s1 = stats_of(srv);
 	assert_int_equal(s1.timeouts_idle - s0.timeouts_idle, 1);
+}
+
+static void test_body_timeout(void **state)
+{
+	struct tcli c;
+	long w;
+	struct gw_server_stats s0 = stats_of(srv), s1;
+
+	(void)state;
+	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	tcli_send(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
+	w = wait_closed(c.fd, &c);
+	assert_true(w >= BODY_TIMEOUT_MS - 100 && w < DEADLINE_MS);
+	tcli_close(&c);
+	s1 = stats_of(srv);
+	assert_int_equal(s1.timeouts_body - s0.timeouts_body, 1);
 }
 
 static void test_streaming(void **state)
@@ -1036,6 +1059,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_instead_of_tls),
 		cmocka_unit_test(test_slowloris),
 		cmocka_unit_test(test_idle_timeout),
+		cmocka_unit_test(test_body_timeout),
 		cmocka_unit_test(test_streaming),
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_reload),
