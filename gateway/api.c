@@ -1299,38 +1299,107 @@ static enum cm_status ndjson_line(struct cm_buf *out, json_t *j)
 	return st;
 }
 
+/*
+ * Appends s[0..n) escaped as the inside of a JSON string.  The per-token
+ * path renders by hand (no jansson tree per token); `s` must be valid UTF-8.
+ */
+static enum cm_status esc_append(struct cm_buf *out, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t start = 0;
+	enum cm_status st = CM_OK;
+
+	for (size_t i = 0; i < n && st == CM_OK; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char u[7];
+		const char *rep;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		switch (c) {
+		case '"': rep = "\\\""; break;
+		case '\\': rep = "\\\\"; break;
+		case '\n': rep = "\\n"; break;
+		case '\r': rep = "\\r"; break;
+		case '\t': rep = "\\t"; break;
+		case '\b': rep = "\\b"; break;
+		case '\f': rep = "\\f"; break;
+		default:
+			u[0] = '\\';
+			u[1] = 'u';
+			u[2] = '0';
+			u[3] = '0';
+			u[4] = hex[c >> 4];
+			u[5] = hex[c & 15];
+			u[6] = '\0';
+			rep = u;
+			break;
+		}
+		st = cm_buf_append(out, s + start, i - start);
+		if (st == CM_OK)
+			st = cm_buf_append_str(out, rep);
+		start = i + 1;
+	}
+	if (st == CM_OK)
+		st = cm_buf_append(out, s + start, n - start);
+	return st;
+}
+
 enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
 				   const char *text, size_t len)
 {
-	json_t *o;
+	size_t mark = cm_buf_len(out);
 	enum cm_status st;
 
+	/* the worker sends validated UTF-8; never emit invalid JSON */
+	if (!cm_utf8_valid(text, len))
+		len = 0;
 	if (s->kind == GW_API_OLLAMA_GENERATE || s->kind == GW_API_OLLAMA_CHAT) {
-		o = ollama_base(s);
-		if (!o)
-			return CM_ENOMEM;
-		ollama_text(o, s, text, len);
-		json_object_set_new(o, "done", json_false());
-		st = ndjson_line(out, o);
-	} else {
-		json_t *choices = json_array();
+		char ts[32];
 
-		o = openai_base(s, 1);
-		if (!o || !choices) {
-			json_decref(o);
-			json_decref(choices);
-			return CM_ENOMEM;
-		}
-		json_array_append_new(choices, openai_choice(s, 1, s->chunks == 0,
-							     text, len, NULL));
-		json_object_set_new(o, "choices", choices);
-		if (s->include_usage)
-			json_object_set_new(o, "usage", json_null());
-		st = sse_event(out, o);
+		cm_wall_iso8601(cm_wall_ns(), ts);
+		st = cm_buf_append_str(out, "{\"model\":\"");
+		if (st == CM_OK)
+			st = esc_append(out, s->model, strlen(s->model));
+		if (st == CM_OK)
+			st = cm_buf_printf(out, "\",\"created_at\":\"%s\",%s", ts,
+					   s->kind == GW_API_OLLAMA_CHAT
+						   ? "\"message\":{\"role\":\"assistant\",\"content\":\""
+						   : "\"response\":\"");
+		if (st == CM_OK)
+			st = esc_append(out, text, len);
+		if (st == CM_OK)
+			st = cm_buf_append_str(out, s->kind == GW_API_OLLAMA_CHAT
+							    ? "\"},\"done\":false}\n"
+							    : "\",\"done\":false}\n");
+	} else {
+		int compl = s->kind == GW_API_OPENAI_COMPLETIONS;
+
+		st = cm_buf_printf(out, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%" PRId64
+				   ",\"model\":\"", s->id,
+				   compl ? "text_completion" : "chat.completion.chunk",
+				   s->created_s);
+		if (st == CM_OK)
+			st = esc_append(out, s->model, strlen(s->model));
+		if (st == CM_OK)
+			st = cm_buf_append_str(out, compl ? "\",\"choices\":[{\"index\":0,\"text\":\""
+						  : s->chunks == 0
+							  ? "\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\""
+							  : "\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+		if (st == CM_OK)
+			st = esc_append(out, text, len);
+		if (st == CM_OK)
+			st = cm_buf_append_str(out, compl ? "\",\"logprobs\":null,\"finish_reason\":null}]"
+						  : "\"},\"logprobs\":null,\"finish_reason\":null}]");
+		if (st == CM_OK)
+			st = cm_buf_append_str(out, s->include_usage ? ",\"usage\":null}\n\n" : "}\n\n");
 	}
-	if (st == CM_OK)
-		s->chunks++;
-	return st;
+	if (st != CM_OK) {
+		cm_buf_truncate(out, mark);
+		return st;
+	}
+	s->chunks++;
+	return CM_OK;
 }
 
 enum cm_status gw_api_render_final(struct cm_buf *out, struct gw_api_stream *s,

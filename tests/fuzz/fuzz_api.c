@@ -100,8 +100,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		check_json(&b);
 		cm_buf_reset(&b);
-		if (gw_api_render_chunk(&b, &gs, text, tlen) != CM_OK ||
-		    gw_api_render_final(&b, &gs, &res) != CM_OK)
+		if (gw_api_render_chunk(&b, &gs, text, tlen) != CM_OK)
+			abort();
+		{
+			/* one NDJSON line or one SSE event holding valid JSON */
+			const char *p = (const char *)cm_buf_data(&b);
+			size_t n = cm_buf_len(&b);
+			json_t *j;
+
+			if (r.style == GW_STYLE_OPENAI) {
+				if (n < 8 || memcmp(p, "data: ", 6) != 0 || memcmp(p + n - 2, "\n\n", 2) != 0)
+					abort();
+				p += 6;
+				n -= 8;
+			} else {
+				if (n < 2 || p[n - 1] != '\n' || memchr(p, '\n', n - 1))
+					abort();
+				n -= 1;
+			}
+			j = json_loadb(p, n, 0, NULL);
+			if (!j)
+				abort();
+			json_decref(j);
+		}
+		if (gw_api_render_final(&b, &gs, &res) != CM_OK)
 			abort();
 	}
 out:

@@ -920,6 +920,86 @@ static void test_render_errors(void **state)
 	cm_buf_deinit(&b);
 }
 
+/* The hand-rendered per-token chunks escape everything JSON requires. */
+static void test_render_chunk_escaping(void **state)
+{
+	static const char nasty[] = "q\"b\\s/ \n\r\t\b\f\x01\x1f\x7f \xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x98\x80 </script>";
+	const char *bodies[] = {
+		"{\"model\":\"m\\\"x\",\"prompt\":\"p\"}",
+		"{\"model\":\"m\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+		"{\"model\":\"m\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+		"{\"model\":\"m\\\"x\",\"prompt\":\"p\",\"stream\":true}",
+	};
+	struct gw_api_request r;
+	struct gw_api_stream st;
+	struct cm_buf b;
+
+	(void)state;
+	cm_buf_init(&b, 1 << 16);
+	for (int k = 0; k < 4; k++) {
+		json_t *j, *c;
+		const char *got;
+
+		ok((enum gw_api_kind)k, bodies[k], &r);
+		gw_api_stream_init(&st, &r, 1, 0);
+		for (int rep = 0; rep < 2; rep++) {
+			const char *p;
+			size_t n;
+
+			cm_buf_reset(&b);
+			assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1), CM_OK);
+			p = (const char *)cm_buf_data(&b);
+			n = cm_buf_len(&b);
+			if (k >= 2) {
+				assert_int_equal(strncmp(p, "data: ", 6), 0);
+				assert_int_equal(strcmp(p + n - 2, "\n\n"), 0);
+				p += 6;
+				n -= 8;
+			} else {
+				assert_int_equal(p[n - 1], '\n');
+				assert_null(memchr(p, '\n', n - 1)); /* one line */
+				n -= 1;
+			}
+			j = json_loadb(p, n, 0, NULL);
+			assert_non_null(j);
+			assert_string_equal(json_string_value(json_object_get(j, "model")), "m\"x");
+			if (k == 0)
+				got = json_string_value(json_object_get(j, "response"));
+			else if (k == 1)
+				got = json_string_value(json_object_get(json_object_get(j, "message"), "content"));
+			else if (k == 2)
+				got = json_string_value(json_object_get(json_object_get(
+					json_array_get(json_object_get(j, "choices"), 0), "delta"), "content"));
+			else
+				got = json_string_value(json_object_get(
+					json_array_get(json_object_get(j, "choices"), 0), "text"));
+			assert_non_null(got);
+			assert_string_equal(got, nasty);
+			if (k == 2) {
+				c = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+				assert_int_equal(json_object_get(c, "role") != NULL, rep == 0);
+				assert_true(json_is_null(json_object_get(j, "usage")));
+			}
+			json_decref(j);
+		}
+		/* invalid UTF-8 from a broken worker never produces invalid JSON */
+		cm_buf_reset(&b);
+		assert_int_equal(gw_api_render_chunk(&b, &st, "\xff\xfe", 2), CM_OK);
+		if (k < 2) {
+			j = json_loadb((const char *)cm_buf_data(&b), cm_buf_len(&b) - 1, 0, NULL);
+			assert_non_null(j);
+			json_decref(j);
+		}
+	}
+	/* at the buffer's cap: refused and the buffer is unchanged */
+	cm_buf_deinit(&b);
+	cm_buf_init(&b, 40);
+	assert_int_equal(cm_buf_append_str(&b, "keep"), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1), CM_ELIMIT);
+	assert_int_equal(cm_buf_len(&b), 4);
+	cm_buf_deinit(&b);
+}
+
 static void test_render_fixed(void **state)
 {
 	struct gw_api_model m[2] = {
@@ -1006,6 +1086,7 @@ int main(void)
 		cmocka_unit_test(test_render_ollama),
 		cmocka_unit_test(test_render_openai),
 		cmocka_unit_test(test_render_errors),
+		cmocka_unit_test(test_render_chunk_escaping),
 		cmocka_unit_test(test_render_fixed),
 	};
 
