@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/crypto.h"
@@ -180,7 +182,7 @@ static int cmd_inspect(int argc, char **argv)
 	const char *path = NULL;
 	uint64_t count[WK_Q_COUNT_] = { 0 }, bytes[WK_Q_COUNT_] = { 0 }, i, n;
 	int want_sha = 0, rc = 1, t;
-	char h[32], hex[CM_SHA256_HEX_LEN + 1];
+	char h[32], hex[CM_SHA256_HEX_LEN + 1], err[ERR_LEN];
 
 	for (int a = 0; a < argc; a++) {
 		if (strcmp(argv[a], "--sha") == 0)
@@ -196,7 +198,7 @@ static int cmd_inspect(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (open_model(path, &g, &c) != 0)
+	if (open_model(path, &g, NULL) != 0)
 		goto out;
 	n = wk_gguf_n_tensors(g);
 	for (i = 0; i < n; i++) {
@@ -209,10 +211,7 @@ static int cmd_inspect(int argc, char **argv)
 	printf("gguf version: %u\n", wk_gguf_version(g));
 	printf("file size: %" PRIu64 " bytes (%s)\n", wk_gguf_file_size(g),
 	       human(wk_gguf_file_size(g), h, sizeof(h)));
-	printf("architecture: %s\n", c->arch_name);
-	printf("parameters: %" PRIu64 " (%.3f B)\n", c->n_params, (double)c->n_params / 1e9);
-	printf("weight bytes: %" PRIu64 " (%s)\n", c->weight_bytes,
-	       human(c->weight_bytes, h, sizeof(h)));
+	printf("metadata keys: %" PRIu64 "\n", wk_gguf_n_kv(g));
 	printf("tensors: %" PRIu64 "\n", n);
 	printf("tensor types:\n");
 	for (t = 0; t < WK_Q_COUNT_; t++)
@@ -220,6 +219,19 @@ static int cmd_inspect(int argc, char **argv)
 			printf("  %-6s %6" PRIu64 " tensors %14" PRIu64 " bytes (%s)\n",
 			       wk_qtype_name((uint32_t)t), count[t], bytes[t],
 			       human(bytes[t], h, sizeof(h)));
+	if (wk_mcfg_load(g, &c, err, sizeof(err)) != CM_OK) {
+		struct wk_gguf_str arch;
+
+		if (wk_gguf_get_str(g, "general.architecture", &arch) == CM_OK)
+			printf("architecture: %.*s (not loadable)\n",
+			       (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+		fprintf(stderr, "sluice-model: %s: %s\n", path, err);
+		goto out;
+	}
+	printf("architecture: %s\n", c->arch_name);
+	printf("parameters: %" PRIu64 " (%.3f B)\n", c->n_params, (double)c->n_params / 1e9);
+	printf("weight bytes: %" PRIu64 " (%s)\n", c->weight_bytes,
+	       human(c->weight_bytes, h, sizeof(h)));
 	printf("context length: %u\n", c->n_ctx_train);
 	printf("vocabulary: %u tokens, tokenizer model '%.*s'\n", c->n_vocab,
 	       (int)(c->tokenizer_model.len > 64 ? 64 : c->tokenizer_model.len),
@@ -1078,7 +1090,12 @@ static int cmd_synth(int argc, char **argv)
 		return 2;
 	}
 	if (synth_write(&o, err, sizeof(err)) != CM_OK) {
+		struct stat sb;
+
 		fprintf(stderr, "sluice-model: synth: %s\n", err);
+		/* no half-written model left behind (but never unlink a device) */
+		if (stat(o.out, &sb) == 0 && S_ISREG(sb.st_mode))
+			unlink(o.out);
 		return 1;
 	}
 	return 0;

@@ -162,13 +162,11 @@ int wk_cli_generate(int argc, char **argv)
 
 		if (system) {
 			msgs[n].role = "system";
-			msgs[n].role_len = 6;
 			msgs[n].content = system;
 			msgs[n].content_len = strlen(system);
 			n++;
 		}
 		msgs[n].role = "user";
-		msgs[n].role_len = 4;
 		msgs[n].content = prompt;
 		msgs[n].content_len = strlen(prompt);
 		n++;

@@ -46,10 +46,8 @@ enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size
 		const struct wk_chat_template *t = m->chat;
 
 		if (tmpl_name && tmpl_name[0]) {
-			t = wk_chat_template_by_name(tmpl_name);
+			t = wk_chat_template_by_name(tmpl_name, err, err_len);
 			if (!t) {
-				snprintf(err, err_len, "chat template: unknown '%s' (known: %s)",
-					 tmpl_name, wk_chat_template_names());
 				st = CM_ENOTFOUND;
 				goto out;
 			}
@@ -60,7 +58,7 @@ enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size
 			st = CM_ENOTFOUND;
 			goto out;
 		}
-		st = wk_chat_encode(t, m->tok, msgs, n_msgs, toks, cap, &n, err, err_len);
+		st = wk_chat_encode(m->tok, t, msgs, n_msgs, 1, toks, cap, &n, err, err_len);
 	}
 	if (st == CM_ELIMIT) {
 		snprintf(err, err_len, "prompt is %zu tokens, over the limit of %u", n, max_tokens);

@@ -14,18 +14,13 @@
 #include <stdint.h>
 
 #include "common/status.h"
+#include "worker/chat.h"
 #include "worker/sampler.h"
 
 struct wk_model;
 struct wk_gen;
 struct wk_sampler_ws;
 
-struct wk_chat_msg {
-	const char *role;
-	size_t role_len;
-	const char *content;
-	size_t content_len;
-};
 
 /*
  * Encodes a prompt.  Raw text (n_msgs == 0): BOS first when add_bos and

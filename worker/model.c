@@ -151,10 +151,8 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 	if (st != CM_OK)
 		goto out;
 	if (opts && opts->chat_template && opts->chat_template[0]) {
-		m->chat = wk_chat_template_by_name(opts->chat_template);
+		m->chat = wk_chat_template_by_name(opts->chat_template, err, err_len);
 		if (!m->chat) {
-			snprintf(err, err_len, "chat_template: unknown template '%s' (known: %s)",
-				 opts->chat_template, wk_chat_template_names());
 			st = CM_EINVAL;
 			goto out;
 		}

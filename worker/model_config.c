@@ -361,6 +361,51 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 	return st;
 }
 
+/*
+ * Per-token arrays must have one entry per token with the expected element
+ * type, and special token ids must be inside the vocabulary: the tokenizer
+ * indexes with them.
+ */
+static enum cm_status check_token_meta(struct mcfg_load *l)
+{
+	static const struct { const char *key; enum wk_gguf_vtype type; } arrs[] = {
+		{ "tokenizer.ggml.scores", WK_GGUF_F32 },
+		{ "tokenizer.ggml.token_type", WK_GGUF_I32 },
+	};
+	static const char *const ids[] = {
+		"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+		"tokenizer.ggml.eot_token_id", "tokenizer.ggml.unknown_token_id",
+	};
+	enum wk_gguf_vtype et;
+	uint64_t n, id;
+	enum cm_status st;
+	size_t i;
+
+	for (i = 0; i < sizeof(arrs) / sizeof(arrs[0]); i++) {
+		st = wk_gguf_get_arr(l->g, arrs[i].key, &et, &n);
+		if (st == CM_ENOTFOUND)
+			continue;
+		if (st != CM_OK || et != arrs[i].type)
+			return fail(l, CM_EFORMAT, "key '%s': expected an array of %s", arrs[i].key,
+				    arrs[i].type == WK_GGUF_F32 ? "f32" : "i32");
+		if (n != l->c->n_vocab)
+			return fail(l, CM_EFORMAT, "key '%s': %llu entries, expected %u (one per "
+				    "token)", arrs[i].key, (unsigned long long)n, l->c->n_vocab);
+	}
+	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		st = wk_gguf_get_u64(l->g, ids[i], &id);
+		if (st == CM_ENOTFOUND)
+			continue;
+		if (st != CM_OK)
+			return fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer", ids[i]);
+		if (id >= l->c->n_vocab)
+			return fail(l, CM_EFORMAT, "key '%s': token id %llu is out of range "
+				    "(vocabulary of %u tokens)", ids[i], (unsigned long long)id,
+				    l->c->n_vocab);
+	}
+	return CM_OK;
+}
+
 static enum cm_status read_vocab(struct mcfg_load *l)
 {
 	struct wk_mcfg *c = l->c;
@@ -398,7 +443,7 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 			    (unsigned long long)n_vocab, WK_MCFG_MAX_VOCAB);
 	c->n_vocab = (uint32_t)n_vocab;
 	c->token_embd = te;
-	return CM_OK;
+	return check_token_meta(l);
 }
 
 static enum cm_status read_tensors(struct mcfg_load *l)

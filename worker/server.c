@@ -433,8 +433,20 @@ static void handle_submit(struct server *s, struct conn *c, const struct proto_m
 		if (!msgs)
 			goto nomem;
 		for (uint32_t i = 0; i < sb->n_messages; i++) {
-			msgs[i].role = sb->messages[i].role.ptr;
-			msgs[i].role_len = sb->messages[i].role.len;
+			static const char *const roles[] = { "system", "user", "assistant" };
+			const struct proto_str *role = &sb->messages[i].role;
+
+			msgs[i].role = NULL;
+			for (size_t k = 0; k < 3; k++)
+				if (role->len == strlen(roles[k]) &&
+				    memcmp(role->ptr, roles[k], role->len) == 0)
+					msgs[i].role = roles[k];
+			if (!msgs[i].role) {
+				snprintf(err, sizeof(err),
+					 "messages[%u].role: expected system, user or assistant, found '%.*s'",
+					 i, (int)(role->len > 32 ? 32 : role->len), role->ptr);
+				goto fail;
+			}
 			msgs[i].content = sb->messages[i].content.ptr;
 			msgs[i].content_len = sb->messages[i].content.len;
 		}

@@ -1,17 +1,12 @@
 /*
- * tokenizer.c - SentencePiece-style and byte-level BPE tokenizers, the
- * pre-tokenizers of the byte-level BPE families, and the streaming
- * detokenizer (see tokenizer.h and docs/tokenizers.md).
+ * tokenizer.c - SentencePiece-style and byte-level BPE tokenizers and the
+ * streaming detokenizer (see tokenizer.h and docs/tokenizers.md).
  *
  * Owns: copies of the token texts, their decoded pieces, scores and types,
  * a text -> id hash map and a (left id, right id) -> rank merge map.  All
  * of it is built once and read-only afterwards; encode allocates its
  * scratch per call, so one struct wk_tok serves any number of threads.
- *
- * The pre-tokenizers are hand-written matchers over code points that give
- * the same splits as the regular expressions the reference tokenizers use
- * (leftmost match, alternatives tried in order, greedy quantifiers, text
- * between matches kept as its own word).  No regex engine is involved.
+ * The pre-tokenizers live in tokenizer_pre.c.
  */
 #include "worker/tokenizer.h"
 
@@ -22,7 +17,7 @@
 #include "common/alloc.h"
 #include "common/utf8.h"
 #include "worker/gguf.h"
-#include "worker/unicode.h"
+#include "worker/tokenizer_pre.h"
 
 #define TOK_A_EOG 0x01u
 #define TOK_A_RSTRIP 0x02u
@@ -30,52 +25,6 @@
 
 #define TOK_MAX_INPUT_BYTES (64u << 20)
 
-enum tok_pat {
-	PAT_GPT2,          /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S) */
-	PAT_LLAMA3,        /* (?i:'s..'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-	PAT_QWEN2,         /* the same with \p{N} */
-	PAT_NEWLINE,       /* [\r\n] */
-	PAT_DSL_LETTERS,   /* \s?[A-Za-zµÀ-Ö...]+ (deepseek-llm cased letters) */
-	PAT_DSL_PUNCT,     /* \s?[!-/:-~！-／：-～‘-‟　-。]+ */
-	PAT_WS_END,        /* \s+$ */
-	PAT_CJK,           /* [一-龥ࠀ-一가-퟿]+ */
-	PAT_NUMS,          /* \p{N}+ */
-	PAT_NUM1,          /* \p{N} */
-	PAT_DSC_LETTERS,   /* \s?\p{L}+ */
-	PAT_DSC_PUNCT,     /* \s?\p{P}+ */
-	PAT_FALCON_PUNCT,  /* [\p{P}\$\+<=>\^~\|`]+ */
-	PAT_DEFAULT_PUNCT, /* [\p{P}\$\+<=>\^~\|]+ */
-	PAT_DIGITS3,       /* [0-9][0-9][0-9] */
-};
-
-#define PRE_MAX_PATS 6
-
-struct tok_pre {
-	const char *name;       /* canonical name */
-	const char *aliases[8]; /* tokenizer.ggml.pre values, NULL-terminated */
-	uint8_t n_pats;
-	uint8_t pats[PRE_MAX_PATS];
-	uint8_t ignore_merges;  /* a word that is a token is taken whole */
-	uint8_t add_bos;        /* default of add_bos_token */
-};
-
-static const struct tok_pre tok_pres[] = {
-	{ "default", { "default", NULL }, 4,
-	  { PAT_DEFAULT_PUNCT, PAT_GPT2, PAT_NUMS, PAT_DIGITS3 }, 0, 0 },
-	{ "llama3", { "llama3", "llama-v3", "llama-bpe", "falcon3", NULL }, 1,
-	  { PAT_LLAMA3 }, 1, 1 },
-	{ "dbrx", { "dbrx", "smaug-bpe", NULL }, 1, { PAT_LLAMA3 }, 0, 0 },
-	{ "deepseek-llm", { "deepseek-llm", NULL }, 6,
-	  { PAT_NEWLINE, PAT_DSL_LETTERS, PAT_DSL_PUNCT, PAT_WS_END, PAT_CJK, PAT_NUMS }, 0, 0 },
-	{ "deepseek-coder", { "deepseek-coder", NULL }, 5,
-	  { PAT_NEWLINE, PAT_DSC_LETTERS, PAT_DSC_PUNCT, PAT_CJK, PAT_NUM1 }, 0, 0 },
-	{ "falcon", { "falcon", NULL }, 3, { PAT_FALCON_PUNCT, PAT_GPT2, PAT_DIGITS3 }, 0, 0 },
-	{ "gpt-2", { "gpt-2", "gpt2", "mpt", "phi-2", "olmo", "jais", NULL }, 1, { PAT_GPT2 }, 0, 0 },
-	{ "starcoder", { "starcoder", "refact", "command-r", "smollm", "codeshell",
-			 "exaone", "minerva-7b", NULL }, 2, { PAT_NUM1, PAT_GPT2 }, 0, 0 },
-	{ "qwen2", { "qwen2", "stablelm2", NULL }, 1, { PAT_QWEN2 }, 0, 0 },
-};
-#define N_PRES (sizeof(tok_pres) / sizeof(tok_pres[0]))
 
 struct tok_merge {
 	uint32_t left, right; /* token ids */
@@ -84,7 +33,7 @@ struct tok_merge {
 
 struct wk_tok {
 	int is_bpe;
-	const struct tok_pre *pre;
+	const struct wk_tok_pre *pre;
 	uint32_t n_vocab;
 	char *text;          /* token texts back to back */
 	uint32_t *text_off;  /* [n_vocab + 1] */
@@ -154,13 +103,14 @@ static int32_t tok_find(const struct wk_tok *t, const char *s, size_t n)
 
 /*
  * Lookup used while encoding text: control, unknown and byte tokens are
- * never produced from their spelling (the SentencePiece rule).
+ * never produced from their spelling (the SentencePiece rule), nor are
+ * end-of-generation tokens of any type.
  */
 static int32_t tok_find_text(const struct wk_tok *t, const char *s, size_t n)
 {
 	int32_t id = tok_find(t, s, n);
 
-	if (id < 0)
+	if (id < 0 || (t->attrs[id] & TOK_A_EOG))
 		return -1;
 	switch (t->types[id]) {
 	case WK_TOK_T_CONTROL:
@@ -345,7 +295,7 @@ static int cmp_special(const void *a, const void *b, void *arg)
 static const char *const tok_eog_names[] = {
 	"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
 	"<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>",
-	"<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+	("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),
 };
 
 static int name_has(const char *name, const char *needle)
@@ -469,10 +419,7 @@ enum cm_status wk_tok_new_from_vocab(const struct wk_tok_vocab *v, struct wk_tok
 		goto out;
 	}
 	if (t->is_bpe) {
-		for (size_t i = 0; i < N_PRES && !t->pre; i++)
-			for (size_t j = 0; tok_pres[i].aliases[j] && !t->pre; j++)
-				if (strcmp(tok_pres[i].aliases[j], pre_name) == 0)
-					t->pre = &tok_pres[i];
+		t->pre = wk_tok_pre_find(pre_name);
 		if (!t->pre) {
 			snprintf(err, err_len, "tokenizer.ggml.pre: unsupported pre-tokenizer \"%.64s\" "
 				 "(known: default, llama3/llama-bpe, qwen2, deepseek-llm, deepseek-coder, "
@@ -481,12 +428,12 @@ enum cm_status wk_tok_new_from_vocab(const struct wk_tok_vocab *v, struct wk_tok
 			goto out;
 		}
 	} else {
-		t->pre = &tok_pres[0];
+		t->pre = wk_tok_pre_default();
 	}
-	if (n == 0 || n > WK_TOK_MAX_VOCAB) {
+	if (n == 0 || n > WK_TOK_MAX_VOCAB || !v->tokens) {
 		snprintf(err, err_len, "tokenizer.ggml.tokens: expected 1..%u tokens, found %zu",
-			 WK_TOK_MAX_VOCAB, n);
-		st = n ? CM_ELIMIT : CM_EFORMAT;
+			 WK_TOK_MAX_VOCAB, v->tokens ? n : 0);
+		st = n > WK_TOK_MAX_VOCAB ? CM_ELIMIT : CM_EFORMAT;
 		goto out;
 	}
 	t->n_vocab = (uint32_t)n;
@@ -941,283 +888,6 @@ int32_t wk_tok_lookup(const struct wk_tok *t, const char *text)
 }
 
 /* ================================================================ */
-/* pre-tokenizers                                                   */
-/* ================================================================ */
-
-struct cp_range {
-	uint32_t lo, hi;
-};
-
-/* deepseek-llm's letter class (cased letters of the BMP and a few planes) */
-static const struct cp_range dsl_letters[] = {
-	{ 0x0041, 0x005A }, { 0x0061, 0x007A }, { 0x00B5, 0x00B5 }, { 0x00C0, 0x00D6 },
-	{ 0x00D8, 0x00F6 }, { 0x00F8, 0x01BA }, { 0x01BC, 0x01BF }, { 0x01C4, 0x0293 },
-	{ 0x0295, 0x02AF }, { 0x0370, 0x0373 }, { 0x0376, 0x0377 }, { 0x037B, 0x037D },
-	{ 0x037F, 0x037F }, { 0x0386, 0x0386 }, { 0x0388, 0x038A }, { 0x038C, 0x038C },
-	{ 0x038E, 0x03A1 }, { 0x03A3, 0x03F5 }, { 0x03F7, 0x0481 }, { 0x048A, 0x052F },
-	{ 0x0531, 0x0556 }, { 0x10A0, 0x10C5 }, { 0x13A0, 0x13F5 }, { 0x13F8, 0x13FD },
-	{ 0x1C90, 0x1CBA }, { 0x1CBD, 0x1CBF }, { 0x1D00, 0x1D2B }, { 0x1D6B, 0x1D77 },
-	{ 0x1D79, 0x1D9A }, { 0x1E00, 0x1F15 }, { 0x1F18, 0x1F1D }, { 0x1F20, 0x1F45 },
-	{ 0x1F48, 0x1F4D }, { 0x1F50, 0x1F57 }, { 0x1F59, 0x1F59 }, { 0x1F5B, 0x1F5B },
-	{ 0x1F5D, 0x1F5D }, { 0x1F5F, 0x1F7D }, { 0x1F80, 0x1FB4 }, { 0x1FB6, 0x1FBC },
-	{ 0x1FBE, 0x1FBE }, { 0x1FC2, 0x1FC4 }, { 0x1FC6, 0x1FCC }, { 0x1FD0, 0x1FD3 },
-	{ 0x1FD6, 0x1FDB }, { 0x1FE0, 0x1FEC }, { 0x1FF2, 0x1FF4 }, { 0x1FF6, 0x1FFC },
-	{ 0x2102, 0x2102 }, { 0x2107, 0x2107 }, { 0x210A, 0x2113 }, { 0x2115, 0x2115 },
-	{ 0x2119, 0x211D }, { 0x2124, 0x2124 }, { 0x2126, 0x2126 }, { 0x2128, 0x2128 },
-	{ 0x212A, 0x212D }, { 0x212F, 0x2134 }, { 0x2139, 0x2139 }, { 0x213C, 0x213F },
-	{ 0x2145, 0x2149 }, { 0x214E, 0x214E }, { 0x2183, 0x2184 }, { 0x2C00, 0x2C7B },
-	{ 0x2C7E, 0x2CE4 }, { 0x2CEB, 0x2CEE }, { 0x2CF2, 0x2CF3 }, { 0xA640, 0xA66D },
-	{ 0xA680, 0xA69B }, { 0xA722, 0xA76F }, { 0xA771, 0xA787 }, { 0xA78B, 0xA78E },
-	{ 0xAB70, 0xABBF }, { 0xFB00, 0xFB06 }, { 0xFB13, 0xFB17 }, { 0xFF21, 0xFF3A },
-	{ 0xFF41, 0xFF5A }, { 0x10400, 0x1044F }, { 0x104B0, 0x104D3 }, { 0x104D8, 0x104FB },
-	{ 0x10C80, 0x10CB2 }, { 0x10CC0, 0x10CF2 }, { 0x118A0, 0x118DF }, { 0x1E900, 0x1E943 },
-};
-
-/* deepseek-llm's punctuation class: !-/ :-~ ！-／ ：-～ ‘-‟ 　-。 */
-static const struct cp_range dsl_punct[] = {
-	{ 0x0021, 0x002F }, { 0x003A, 0x007E }, { 0x2018, 0x201F }, { 0x3000, 0x3002 },
-	{ 0xFF01, 0xFF0F }, { 0xFF1A, 0xFF5E },
-};
-
-/* CJK, Korean and more: [一-龥ࠀ-一가-퟿] */
-static const struct cp_range cjk[] = {
-	{ 0x0800, 0x9FA5 }, { 0xAC00, 0xD7FF },
-};
-
-static int in_ranges(const struct cp_range *r, size_t n, uint32_t c)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (c < r[mid].lo)
-			hi = mid;
-		else if (c > r[mid].hi)
-			lo = mid + 1;
-		else
-			return 1;
-	}
-	return 0;
-}
-
-#define IN(tab, c) in_ranges((tab), sizeof(tab) / sizeof((tab)[0]), (c))
-
-static inline int is_ws(uint32_t c) { return wk_uc_is_space(c); }
-static inline int is_l(uint32_t c) { return wk_uc_is_letter(c); }
-static inline int is_n(uint32_t c) { return wk_uc_is_number(c); }
-static inline int is_other(uint32_t c) { return !is_ws(c) && !is_l(c) && !is_n(c); }
-static inline int is_nl(uint32_t c) { return c == '\r' || c == '\n'; }
-
-static int is_dsl_letter(uint32_t c) { return IN(dsl_letters, c); }
-static int is_dsl_punct(uint32_t c) { return IN(dsl_punct, c); }
-static int is_cjk(uint32_t c) { return IN(cjk, c); }
-static int is_p(uint32_t c) { return wk_uc_is_punct(c); }
-
-static int is_falcon_punct(uint32_t c)
-{
-	return is_p(c) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
-	       c == '^' || c == '~' || c == '|' || c == '`';
-}
-
-static int is_default_punct(uint32_t c)
-{
-	return c != '`' && is_falcon_punct(c);
-}
-
-/* Length of the run of `pred` starting at pos. */
-static size_t run(const uint32_t *c, size_t pos, size_t end, int (*pred)(uint32_t))
-{
-	size_t i = pos;
-
-	while (i < end && pred(c[i]))
-		i++;
-	return i - pos;
-}
-
-/* \s?X+ */
-static size_t opt_ws_run(const uint32_t *c, size_t pos, size_t end, int (*pred)(uint32_t))
-{
-	size_t k;
-
-	if (is_ws(c[pos]) && pos + 1 < end) {
-		k = run(c, pos + 1, end, pred);
-		if (k)
-			return k + 1;
-	}
-	return run(c, pos, end, pred);
-}
-
-static uint32_t lower_ascii(uint32_t c)
-{
-	return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
-
-/* 's 't 're 've 'm 'll 'd, optionally case-insensitive. */
-static size_t contraction(const uint32_t *c, size_t pos, size_t end, int icase)
-{
-	uint32_t a, b;
-
-	if (c[pos] != '\'' || pos + 1 >= end)
-		return 0;
-	a = icase ? lower_ascii(c[pos + 1]) : c[pos + 1];
-	if (a == 's' || a == 't' || a == 'm' || a == 'd')
-		return 2;
-	if (pos + 2 >= end)
-		return 0;
-	b = icase ? lower_ascii(c[pos + 2]) : c[pos + 2];
-	if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
-		return 3;
-	return 0;
-}
-
-static size_t match_gpt2(const uint32_t *c, size_t pos, size_t end)
-{
-	size_t j = pos, k;
-
-	if ((k = contraction(c, pos, end, 0)))
-		return k;
-	if (c[pos] == ' ' && pos + 1 < end)
-		j = pos + 1;
-	if (is_l(c[j]))
-		return j - pos + run(c, j, end, is_l);
-	if (is_n(c[j]))
-		return j - pos + run(c, j, end, is_n);
-	if (is_other(c[j]))
-		return j - pos + run(c, j, end, is_other);
-	/* \s+(?!\S) */
-	k = run(c, pos, end, is_ws);
-	if (k == 0)
-		return 0;
-	if (pos + k == end)
-		return k;
-	return k > 1 ? k - 1 : 0;
-}
-
-static size_t match_llama3(const uint32_t *c, size_t pos, size_t end, size_t max_digits)
-{
-	uint32_t c0 = c[pos];
-	size_t k, j;
-
-	if ((k = contraction(c, pos, end, 1)))
-		return k;
-	/* [^\r\n\p{L}\p{N}]?\p{L}+ */
-	if (is_l(c0))
-		return run(c, pos, end, is_l);
-	if (!is_nl(c0) && !is_n(c0) && pos + 1 < end && is_l(c[pos + 1]))
-		return 1 + run(c, pos + 1, end, is_l);
-	/* \p{N}{1,3} */
-	if (is_n(c0)) {
-		k = run(c, pos, end, is_n);
-		return k < max_digits ? k : max_digits;
-	}
-	/*  ?[^\s\p{L}\p{N}]+[\r\n]* */
-	j = (c0 == ' ' && pos + 1 < end) ? pos + 1 : pos;
-	if (is_other(c[j])) {
-		k = j + run(c, j, end, is_other);
-		return k - pos + run(c, k, end, is_nl);
-	}
-	k = run(c, pos, end, is_ws);
-	if (k == 0)
-		return 0;
-	/* \s*[\r\n]+ : up to and including the last newline of the run */
-	for (size_t i = pos + k; i > pos; i--)
-		if (is_nl(c[i - 1]))
-			return i - pos;
-	/* \s+(?!\S) then \s+ */
-	if (pos + k == end || k == 1)
-		return k;
-	return k - 1;
-}
-
-/*
- * Match of pattern `p` at pos inside a chunk ending at `end`: its length,
- * or 0 with *skip = positions that cannot start a match either.
- */
-static size_t pat_match(enum tok_pat p, const uint32_t *c, size_t pos, size_t end, size_t *skip)
-{
-	uint32_t c0 = c[pos];
-	size_t k;
-
-	*skip = 1;
-	switch (p) {
-	case PAT_GPT2:
-		return match_gpt2(c, pos, end);
-	case PAT_LLAMA3:
-		return match_llama3(c, pos, end, 3);
-	case PAT_QWEN2:
-		return match_llama3(c, pos, end, 1);
-	case PAT_NEWLINE:
-		return is_nl(c0) ? 1 : 0;
-	case PAT_DSL_LETTERS:
-		return opt_ws_run(c, pos, end, is_dsl_letter);
-	case PAT_DSL_PUNCT:
-		return opt_ws_run(c, pos, end, is_dsl_punct);
-	case PAT_WS_END:
-		k = run(c, pos, end, is_ws);
-		if (k && pos + k == end)
-			return k;
-		*skip = k ? k : 1;
-		return 0;
-	case PAT_CJK:
-		return run(c, pos, end, is_cjk);
-	case PAT_NUMS:
-		return run(c, pos, end, is_n);
-	case PAT_NUM1:
-		return is_n(c0) ? 1 : 0;
-	case PAT_DSC_LETTERS:
-		return opt_ws_run(c, pos, end, is_l);
-	case PAT_DSC_PUNCT:
-		return opt_ws_run(c, pos, end, is_p);
-	case PAT_FALCON_PUNCT:
-		return run(c, pos, end, is_falcon_punct);
-	case PAT_DEFAULT_PUNCT:
-		return run(c, pos, end, is_default_punct);
-	case PAT_DIGITS3:
-		if (pos + 3 <= end && c[pos] >= '0' && c[pos] <= '9' && c[pos + 1] >= '0' &&
-		    c[pos + 1] <= '9' && c[pos + 2] >= '0' && c[pos + 2] <= '9')
-			return 3;
-		return 0;
-	}
-	return 0;
-}
-
-struct chunk {
-	uint32_t start, len; /* in code points */
-};
-
-/*
- * One regex pass over every chunk, as a regex-split does: matches become
- * chunks and so does the text between them.  out has room for n_cps.
- */
-static size_t pre_pass(enum tok_pat p, const uint32_t *c, const struct chunk *in, size_t n_in,
-		       struct chunk *out)
-{
-	size_t n_out = 0;
-
-	for (size_t i = 0; i < n_in; i++) {
-		size_t end = (size_t)in[i].start + in[i].len, pos = in[i].start, gap = pos;
-
-		while (pos < end) {
-			size_t skip, m = pat_match(p, c, pos, end, &skip);
-
-			if (m == 0) {
-				pos += skip;
-				continue;
-			}
-			if (gap < pos)
-				out[n_out++] = (struct chunk){ (uint32_t)gap, (uint32_t)(pos - gap) };
-			out[n_out++] = (struct chunk){ (uint32_t)pos, (uint32_t)m };
-			pos += m;
-			gap = pos;
-		}
-		if (gap < end)
-			out[n_out++] = (struct chunk){ (uint32_t)gap, (uint32_t)(end - gap) };
-	}
-	return n_out;
-}
-
-/* ================================================================ */
 /* encoding                                                         */
 /* ================================================================ */
 
@@ -1246,7 +916,7 @@ struct enc {
 	size_t heap_n, heap_cap;
 	uint32_t *cps;
 	uint32_t *boff;
-	struct chunk *ch[2];
+	struct wk_tok_chunk *ch[2];
 	size_t cps_cap;
 };
 
@@ -1512,11 +1182,11 @@ static int encode_bpe_word(struct enc *e, const char *s, size_t len)
  * chunks e->ch[*which][0..*n_ch) are the words, in code points, and
  * e->boff maps code points to byte offsets.
  */
-static int pre_split(struct enc *e, const char *s, size_t len, struct chunk **words, size_t *n_words)
+static int pre_split(struct enc *e, const char *s, size_t len, struct wk_tok_chunk **words, size_t *n_words)
 {
-	const struct tok_pre *pre = e->tok->pre;
+	const struct wk_tok_pre *pre = e->tok->pre;
 	size_t n = 0, n_ch = 1;
-	struct chunk *cur, *nxt;
+	struct wk_tok_chunk *cur, *nxt;
 	size_t old_cap = e->cps_cap;
 
 	*n_words = 0;
@@ -1525,16 +1195,16 @@ static int pre_split(struct enc *e, const char *s, size_t len, struct chunk **wo
 	if (e->cps_cap != old_cap || !e->boff) {
 		/* the other per-code-point arrays follow cps_cap */
 		uint32_t *b = cm_reallocarray(e->boff, e->cps_cap, sizeof(uint32_t));
-		struct chunk *c0, *c1;
+		struct wk_tok_chunk *c0, *c1;
 
 		if (!b)
 			return -1;
 		e->boff = b;
-		c0 = cm_reallocarray(e->ch[0], e->cps_cap, sizeof(struct chunk));
+		c0 = cm_reallocarray(e->ch[0], e->cps_cap, sizeof(struct wk_tok_chunk));
 		if (!c0)
 			return -1;
 		e->ch[0] = c0;
-		c1 = cm_reallocarray(e->ch[1], e->cps_cap, sizeof(struct chunk));
+		c1 = cm_reallocarray(e->ch[1], e->cps_cap, sizeof(struct wk_tok_chunk));
 		if (!c1)
 			return -1;
 		e->ch[1] = c1;
@@ -1555,11 +1225,11 @@ static int pre_split(struct enc *e, const char *s, size_t len, struct chunk **wo
 		return 0;
 	cur = e->ch[0];
 	nxt = e->ch[1];
-	cur[0] = (struct chunk){ 0, (uint32_t)n };
+	cur[0] = (struct wk_tok_chunk){ 0, (uint32_t)n };
 	for (size_t p = 0; p < pre->n_pats; p++) {
-		struct chunk *tmp;
+		struct wk_tok_chunk *tmp;
 
-		n_ch = pre_pass((enum tok_pat)pre->pats[p], e->cps, cur, n_ch, nxt);
+		n_ch = wk_tok_pre_pass((enum wk_tok_pat)pre->pats[p], e->cps, cur, n_ch, nxt);
 		tmp = cur;
 		cur = nxt;
 		nxt = tmp;
@@ -1572,7 +1242,7 @@ static int pre_split(struct enc *e, const char *s, size_t len, struct chunk **wo
 /* Byte-level BPE: one raw fragment (valid UTF-8). */
 static int encode_bpe(struct enc *e, const char *s, size_t len)
 {
-	struct chunk *w;
+	struct wk_tok_chunk *w;
 	size_t n_w;
 
 	if (pre_split(e, s, len, &w, &n_w))
@@ -1601,7 +1271,7 @@ enum cm_status wk_tok_pre_split(const struct wk_tok *tok, const char *text, size
 				size_t *ends, size_t cap, size_t *n_words)
 {
 	struct enc e = { .tok = tok };
-	struct chunk *w;
+	struct wk_tok_chunk *w;
 	size_t n_w;
 	enum cm_status st = CM_OK;
 
@@ -1651,33 +1321,70 @@ static int is_ascii_space(char c)
 	return c == ' ' || (c >= 9 && c <= 13);
 }
 
-static int partition(const struct wk_tok *t, const char *s, size_t len, int parse_special,
-		     struct frag **fr, size_t *n_fr)
+struct span {
+	size_t start, end;
+};
+
+/* 1 when [off, off + n) lies inside one of the sorted, merged spans. */
+static int span_covers(const struct span *sp, size_t n_sp, size_t off, size_t n)
+{
+	size_t lo = 0, hi = n_sp;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (off < sp[mid].start)
+			hi = mid;
+		else if (off >= sp[mid].end)
+			lo = mid + 1;
+		else
+			return off + n <= sp[mid].end;
+	}
+	return 0;
+}
+
+static int partition(const struct wk_tok *t, const char *s, size_t len,
+		     const struct span *sp, size_t n_sp, struct frag **fr, size_t *n_fr)
 {
 	struct frag_list cur = { 0 }, nxt = { 0 };
 	uint8_t present[256] = { 0 };
+	uint64_t pairs[65536 / 64] = { 0 }; /* byte pairs present in the text */
 
 	*fr = NULL;
 	*n_fr = 0;
 	if (len && frag_add(&cur, 0, len, -1))
 		goto fail;
-	for (size_t i = 0; i < len; i++)
+	for (size_t i = 0; i < len; i++) {
 		present[(uint8_t)s[i]] = 1;
+		if (i + 1 < len) {
+			unsigned pr = (unsigned)(uint8_t)s[i] << 8 | (uint8_t)s[i + 1];
+
+			pairs[pr / 64] |= 1ull << (pr % 64);
+		}
+	}
 	for (size_t k = 0; k < t->n_specials; k++) {
 		int32_t id = t->specials[k];
 		size_t tl;
 		const char *tt = tok_text(t, (uint32_t)id, &tl);
 		uint8_t attr = t->attrs[id];
+		/* user-defined tokens match in any text, unless they end turns */
+		int always = t->types[id] == WK_TOK_T_USER_DEFINED && !(attr & TOK_A_EOG);
 		struct frag_list tmp;
 
-		if (!parse_special && t->types[id] != WK_TOK_T_USER_DEFINED)
+		if (!always && n_sp == 0)
 			continue;
 		if (!present[(uint8_t)tt[0]] || tl > len)
 			continue;
+		if (tl > 1) {
+			unsigned pr = (unsigned)(uint8_t)tt[0] << 8 | (uint8_t)tt[1];
+
+			if (!(pairs[pr / 64] & (1ull << (pr % 64))))
+				continue;
+		}
 		nxt.n = 0;
 		for (size_t i = 0; i < cur.n; i++) {
 			const struct frag *f = &cur.f[i];
-			size_t pos = f->off, end = f->off + f->len;
+			size_t pos = f->off, at = f->off, end = f->off + f->len;
 			const char *hit;
 
 			if (f->id >= 0 || f->len < tl) {
@@ -1685,18 +1392,23 @@ static int partition(const struct wk_tok *t, const char *s, size_t len, int pars
 					goto fail;
 				continue;
 			}
-			while (pos < end && (hit = memmem(s + pos, end - pos, tt, tl)) != NULL) {
-				size_t ll = (size_t)(hit - (s + pos));
+			while (at < end && (hit = memmem(s + at, end - at, tt, tl)) != NULL) {
+				size_t h = (size_t)(hit - s), ll = h - pos;
 
+				if (!always && !span_covers(sp, n_sp, h, tl)) {
+					at = h + 1; /* user text: not a token here */
+					continue;
+				}
 				if (attr & TOK_A_LSTRIP)
 					while (ll > 0 && is_ascii_space(s[pos + ll - 1]))
 						ll--;
 				if ((ll && frag_add(&nxt, pos, ll, -1)) || frag_add(&nxt, 0, 0, id))
 					goto fail;
-				pos = (size_t)(hit - s) + tl;
+				pos = h + tl;
 				if (attr & TOK_A_RSTRIP)
 					while (pos < end && is_ascii_space(s[pos]))
 						pos++;
+				at = pos;
 			}
 			if (pos < end && frag_add(&nxt, pos, end - pos, -1))
 				goto fail;
@@ -1715,55 +1427,71 @@ fail:
 	return -1;
 }
 
-/* Copy of s with every byte that starts no valid sequence replaced by U+FFFD. */
-static char *sanitize(const char *s, size_t len, size_t *out_len)
+/*
+ * Appends s[0..len) to d at *n with every byte that starts no valid UTF-8
+ * sequence replaced by U+FFFD (d has room for 3 * len).
+ */
+static void sanitize_into(char *d, size_t *n, const char *s, size_t len)
 {
-	size_t n = 0;
-	char *d;
-
-	if (len > (SIZE_MAX - 1) / 3)
-		return NULL;
-	d = cm_malloc(len * 3 + 1);
-	if (!d)
-		return NULL;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp;
 		int k = cm_utf8_decode((const uint8_t *)s + i, len - i, &cp);
 
 		if (k == 0) {
-			memcpy(d + n, "\xEF\xBF\xBD", 3);
-			n += 3;
+			memcpy(d + *n, "\xEF\xBF\xBD", 3);
+			*n += 3;
 			i++;
 		} else {
-			memcpy(d + n, s + i, (size_t)k);
-			n += (size_t)k;
+			memcpy(d + *n, s + i, (size_t)k);
+			*n += (size_t)k;
 			i += (size_t)k;
 		}
 	}
-	*out_len = n;
-	return d;
 }
 
-enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t len,
-			     unsigned flags, int32_t *out, size_t cap, size_t *n_out)
+enum cm_status wk_tok_encode_segments(const struct wk_tok *t, const struct wk_tok_seg *segs,
+				      size_t n_segs, unsigned flags, int32_t *out, size_t cap,
+				      size_t *n_out)
 {
 	struct enc e = { .tok = t, .out = out, .cap = cap };
 	struct frag *fr = NULL;
-	size_t n_fr = 0;
-	char *clean = NULL;
+	struct span *sp = NULL;
+	size_t n_fr = 0, n_sp = 0, total = 0, len = 0;
+	char *text = NULL;
 	enum cm_status st = CM_OK;
 	int prev_special = !(flags & WK_TOK_NO_DUMMY_PREFIX);
 
 	*n_out = 0;
-	if (len > TOK_MAX_INPUT_BYTES)
-		return CM_ELIMIT;
-	if (!cm_utf8_valid(text, len)) {
-		clean = sanitize(text, len, &len);
-		if (!clean)
-			return CM_ENOMEM;
-		text = clean;
+	for (size_t i = 0; i < n_segs; i++) {
+		if (segs[i].len > TOK_MAX_INPUT_BYTES - total)
+			return CM_ELIMIT;
+		total += segs[i].len;
 	}
-	if (partition(t, text, len, (flags & WK_TOK_PARSE_SPECIAL) != 0, &fr, &n_fr)) {
+	text = cm_malloc(total * 3 + 1);
+	sp = cm_calloc(n_segs ? n_segs : 1, sizeof(*sp));
+	if (!text || !sp) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n_segs; i++) {
+		size_t start = len;
+
+		if (segs[i].len == 0)
+			continue;
+		if (cm_utf8_valid(segs[i].text, segs[i].len)) {
+			memcpy(text + len, segs[i].text, segs[i].len);
+			len += segs[i].len;
+		} else {
+			sanitize_into(text, &len, segs[i].text, segs[i].len);
+		}
+		if (!segs[i].parse_special || len == start)
+			continue;
+		if (n_sp && sp[n_sp - 1].end == start)
+			sp[n_sp - 1].end = len; /* adjacent template text: one span */
+		else
+			sp[n_sp++] = (struct span){ start, len };
+	}
+	if (partition(t, text, len, sp, n_sp, &fr, &n_fr)) {
 		st = CM_ENOMEM;
 		goto out;
 	}
@@ -1788,16 +1516,25 @@ enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t le
 		}
 		prev_special = 0;
 	}
-	if ((flags & WK_TOK_ADD_BOS) && t->add_eos && t->eos >= 0)
+	if ((flags & WK_TOK_ADD_EOS) && t->add_eos && t->eos >= 0)
 		emit(&e, t->eos);
 	*n_out = e.n;
 	if (e.n > cap)
 		st = CM_ELIMIT;
 out:
 	cm_free(fr);
-	cm_free(clean);
+	cm_free(sp);
+	cm_free(text);
 	enc_deinit(&e);
 	return st;
+}
+
+enum cm_status wk_tok_encode(const struct wk_tok *t, const char *text, size_t len,
+			     unsigned flags, int32_t *out, size_t cap, size_t *n_out)
+{
+	struct wk_tok_seg seg = { text, len, (flags & WK_TOK_PARSE_SPECIAL) != 0 };
+
+	return wk_tok_encode_segments(t, &seg, 1, flags, out, cap, n_out);
 }
 
 /* ================================================================ */

@@ -15,7 +15,8 @@
  * ONLY with WK_TOK_PARSE_SPECIAL (template text).  User content is encoded
  * without it: a user typing "<|eot_id|>" gets those characters.  Like the
  * reference tokenizers, USER_DEFINED tokens (added vocabulary such as runs
- * of spaces) are always matched as whole strings.
+ * of spaces) are always matched as whole strings, except those that end
+ * generation (wk_tok_is_eog), which are treated as control tokens.
  *
  * Invalid UTF-8 input is not an error: every byte that does not start a
  * valid sequence is replaced by U+FFFD before encoding.
@@ -94,12 +95,14 @@ void wk_tok_free(struct wk_tok *tok);
 
 /* ---- encoding ---- */
 enum wk_tok_flags {
-	/* add BOS (and EOS) where the model's metadata asks for them */
+	/* add BOS where the model's metadata asks for it (add_bos_token) */
 	WK_TOK_ADD_BOS = 1u << 0,
 	/* recognise CONTROL/UNKNOWN tokens written in the text */
 	WK_TOK_PARSE_SPECIAL = 1u << 1,
 	/* SPM only: do not prepend the dummy "▁" (continuation segments) */
 	WK_TOK_NO_DUMMY_PREFIX = 1u << 2,
+	/* add EOS where the model's metadata asks for it (add_eos_token) */
+	WK_TOK_ADD_EOS = 1u << 3,
 };
 
 /*
@@ -117,6 +120,25 @@ enum cm_status wk_tok_encode(const struct wk_tok *tok, const char *text, size_t 
  */
 enum cm_status wk_tok_pre_split(const struct wk_tok *tok, const char *text, size_t len,
 				size_t *ends, size_t cap, size_t *n_words) CM_WUR;
+
+/*
+ * A text made of segments, for chat prompts: special tokens are recognised
+ * only inside segments with parse_special set (template text), and only
+ * when the whole token lies in such segments; user content segments are
+ * plain text.  The segments are otherwise tokenized as ONE text (pieces
+ * merge across segment boundaries, the SPM dummy prefix goes only at the
+ * start and after special tokens), exactly as the whole string would be.
+ */
+struct wk_tok_seg {
+	const char *text;
+	size_t len;
+	int parse_special;
+};
+
+/* As wk_tok_encode over the concatenated segments; WK_TOK_PARSE_SPECIAL is ignored. */
+enum cm_status wk_tok_encode_segments(const struct wk_tok *tok, const struct wk_tok_seg *segs,
+				      size_t n_segs, unsigned flags, int32_t *out, size_t cap,
+				      size_t *n_out) CM_WUR;
 
 /* ---- vocabulary ---- */
 size_t wk_tok_n_vocab(const struct wk_tok *tok);

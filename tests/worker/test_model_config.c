@@ -36,6 +36,8 @@ struct mopts {
 	int qwen_bias;         /* add q/k/v biases */
 	int norm_f16;          /* norms in F16 */
 	int rope_freqs;        /* add rope_freqs.weight */
+	uint32_t bos;          /* bos_token_id (default 1) */
+	uint32_t n_scores;     /* scores entries (default n_tokens) */
 	uint32_t kv_heads;     /* default 2 */
 	uint32_t n_tokens;     /* default V */
 };
@@ -92,6 +94,17 @@ static uint8_t *build_model(const struct mopts *o, size_t *len)
 	assert_int_equal(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, ntok),
 			 CM_OK);
 	assert_int_equal(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama"), CM_OK);
+	{
+		uint32_t ns = o->n_scores ? o->n_scores : ntok;
+		float *sc = calloc(ns, sizeof(float));
+
+		assert_non_null(sc);
+		assert_int_equal(wk_gguf_writer_add_arr(w, "tokenizer.ggml.scores", WK_GGUF_F32,
+							sc, ns), CM_OK);
+		free(sc);
+	}
+	assert_int_equal(wk_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id",
+						o->bos ? o->bos : 1), CM_OK);
 	addt(w, o, "token_embd.weight", 2, E, V);
 	if (o->rope_freqs)
 		addt(w, o, "rope_freqs.weight", 1, 4, 1);
@@ -268,6 +281,11 @@ static void test_bad_models(void **state)
 	o = (struct mopts){ .norm_f16 = 1 };
 	expect_load_error(&o, CM_EFORMAT,
 			  "tensor 'output_norm.weight': expected type F32, found F16");
+	o = (struct mopts){ .bos = 40 };
+	expect_load_error(&o, CM_EFORMAT, "key 'tokenizer.ggml.bos_token_id': token id 40 is "
+			  "out of range (vocabulary of 40 tokens)");
+	o = (struct mopts){ .n_scores = 39 };
+	expect_load_error(&o, CM_EFORMAT, "key 'tokenizer.ggml.scores': 39 entries, expected 40");
 	o = (struct mopts){ .n_tokens = 41 };
 	expect_load_error(&o, CM_EFORMAT, "has 41 tokens");
 }
@@ -395,8 +413,8 @@ static void test_synth_tiny(void **state)
 	uint64_t count, u;
 	int b;
 	char err[512];
-	const float *scores;
-	const int32_t *types;
+	float scores[512];
+	int32_t types[512];
 
 	(void)state;
 	NEED_TOOL();
@@ -421,10 +439,11 @@ static void test_synth_tiny(void **state)
 	/* the generated SentencePiece-style vocabulary */
 	assert_int_equal(wk_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &count), CM_OK);
 	assert_int_equal(count, 512);
-	scores = wk_gguf_arr_data(g, "tokenizer.ggml.scores");
-	types = wk_gguf_arr_data(g, "tokenizer.ggml.token_type");
-	assert_non_null(scores);
-	assert_non_null(types);
+	/* array data may be unaligned in the mapping: copy it out */
+	assert_non_null(wk_gguf_arr_data(g, "tokenizer.ggml.scores"));
+	assert_non_null(wk_gguf_arr_data(g, "tokenizer.ggml.token_type"));
+	memcpy(scores, wk_gguf_arr_data(g, "tokenizer.ggml.scores"), sizeof(scores));
+	memcpy(types, wk_gguf_arr_data(g, "tokenizer.ggml.token_type"), sizeof(types));
 	assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", 0, &s), CM_OK);
 	assert_memory_equal(s.ptr, "<unk>", 5);
 	assert_int_equal(types[0], 2);

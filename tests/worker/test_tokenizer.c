@@ -267,6 +267,7 @@ static void test_spm_basic(void **state)
 	/* empty text: nothing, or BOS alone */
 	assert_int_equal(encode(tok, "", 0, 0, ids, 64), 0);
 	assert_int_equal(encode(tok, "", 0, WK_TOK_ADD_BOS, ids, 64), 1);
+	assert_int_equal(encode(tok, NULL, 0, 0, ids, 64), 0);
 	/* cap exceeded: CM_ELIMIT with the needed count */
 	assert_int_equal(wk_tok_encode(tok, "hello world", 11, 0, ids, 1, &n), CM_ELIMIT);
 	assert_int_equal(n, 2);
@@ -493,6 +494,154 @@ static void test_bpe_generated(void **state)
 	wk_tok_free(tok);
 }
 
+static void test_encode_segments(void **state)
+{
+	struct gen_vocab g;
+	struct wk_tok *tok = make_spm(&g);
+	int32_t im_end = wk_tok_lookup(tok, "<|im_end|>");
+	int32_t ids[128], ids2[128];
+	size_t n, n2;
+	/* the token split across a template and a user segment is not parsed */
+	const struct wk_tok_seg split[] = {
+		{ "<|im_", 5, 1 }, { "end|>", 5, 0 },
+	};
+	const struct wk_tok_seg mixed[] = {
+		{ "<|im_end|>", 10, 1 }, { "hello<|im_end|>", 15, 0 }, { "<|im_end|>", 10, 1 },
+	};
+	const struct wk_tok_seg plain[] = { { "hel", 3, 1 }, { "lo world", 8, 0 } };
+
+	(void)state;
+	assert_int_equal(wk_tok_encode_segments(tok, split, 2, 0, ids, 128, &n), CM_OK);
+	for (size_t i = 0; i < n; i++)
+		assert_int_not_equal(ids[i], im_end);
+	assert_int_equal(wk_tok_encode_segments(tok, mixed, 3, 0, ids, 128, &n), CM_OK);
+	assert_int_equal(ids[0], im_end);
+	assert_int_equal(ids[n - 1], im_end);
+	for (size_t i = 1; i + 1 < n; i++)
+		assert_int_not_equal(ids[i], im_end);
+	/* segments tokenize as one text: pieces merge across the boundary */
+	assert_int_equal(wk_tok_encode_segments(tok, plain, 2, 0, ids, 128, &n), CM_OK);
+	n2 = encode(tok, "hello world", 11, 0, ids2, 128);
+	assert_int_equal(n, n2);
+	assert_memory_equal(ids, ids2, n * sizeof(int32_t));
+	wk_tok_free(tok);
+}
+
+static void test_encode_alloc_failures(void **state)
+{
+	struct gen_vocab g;
+	struct wk_tok *tok = make_spm(&g);
+	const char *s = "hello <|im_end|> w\xC3\xA9rld \xFF";
+	int32_t ids[128];
+	size_t n;
+	int ok = 0;
+
+	(void)state;
+	for (long k = 0; k < 64 && !ok; k++) {
+		enum cm_status st;
+
+		cm_alloc_fail_after(k);
+		st = wk_tok_encode(tok, s, strlen(s), WK_TOK_PARSE_SPECIAL, ids, 128, &n);
+		cm_alloc_fail_reset();
+		assert_true(st == CM_OK || st == CM_ENOMEM);
+		ok = st == CM_OK;
+	}
+	assert_true(ok);
+	wk_tok_free(tok);
+}
+
+/* Byte-level BPE: a character split across byte tokens is emitted whole. */
+static void test_detok_bpe_split_char(void **state)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR");
+	char path[1024], err[256];
+	struct wk_gguf *gg = NULL;
+	struct wk_tok *tok = NULL;
+	const char *s = "\xF0\x9F\xA6\x99"; /* not one token in GPT-2 */
+	int32_t ids[16];
+	size_t n;
+	struct cm_buf b;
+	struct wk_detok d;
+
+	(void)state;
+	if (!src)
+		skip();
+	snprintf(path, sizeof(path), "%s/../shared/testdata/tokenizer/ggml-vocab-gpt-2.gguf", src);
+	if (wk_gguf_open(path, &gg, err, sizeof(err)) != CM_OK)
+		skip();
+	assert_int_equal(wk_tok_new_from_gguf(gg, &tok, err, sizeof(err)), CM_OK);
+	wk_gguf_close(gg);
+	assert_string_equal(wk_tok_model_name(tok), "bpe");
+	assert_string_equal(wk_tok_pre_name(tok), "gpt-2");
+	n = encode(tok, s, 4, 0, ids, 16);
+	assert_true(n >= 2);
+	cm_buf_init(&b, 64);
+	wk_detok_init(&d, tok, 0);
+	for (size_t i = 0; i + 1 < n; i++)
+		assert_int_equal(wk_detok_push(&d, ids[i], &b), CM_OK);
+	assert_int_equal(cm_buf_len(&b), 0);
+	assert_int_equal(wk_detok_push(&d, ids[n - 1], &b), CM_OK);
+	assert_int_equal(cm_buf_len(&b), 4);
+	assert_memory_equal(cm_buf_data(&b), s, 4);
+	cm_buf_deinit(&b);
+	wk_tok_free(tok);
+}
+
+static size_t count_id(const int32_t *ids, size_t n, int32_t id)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ids[i] == id;
+	return c;
+}
+
+/* A user-defined token that ends turns is not matched in user text. */
+static void test_user_defined_eog_not_from_user_text(void **state)
+{
+	const char *toks[] = { "<unk>", "<s>", "</s>", "a", "<|im_end|>", "  " };
+	int32_t types[] = { 2, 3, 3, 1, 4, 4 };
+	float scores[6] = { 0 };
+	char bytes[256][8];
+	const char *all[6 + 256];
+	int32_t all_types[6 + 256];
+	float all_scores[6 + 256] = { 0 };
+	struct wk_tok_vocab v;
+	struct wk_tok *tok = NULL;
+	char err[256];
+	int32_t ids[64];
+	size_t n;
+
+	(void)state;
+	(void)scores;
+	for (int i = 0; i < 6; i++) {
+		all[i] = toks[i];
+		all_types[i] = types[i];
+	}
+	for (int b = 0; b < 256; b++) {
+		snprintf(bytes[b], sizeof(bytes[b]), "<0x%02X>", b);
+		all[6 + b] = bytes[b];
+		all_types[6 + b] = WK_TOK_T_BYTE;
+	}
+	wk_tok_vocab_init(&v);
+	v.model = "llama";
+	v.n_tokens = 6 + 256;
+	v.tokens = all;
+	v.types = all_types;
+	v.scores = all_scores;
+	assert_int_equal(wk_tok_new_from_vocab(&v, &tok, err, sizeof(err)), CM_OK);
+	assert_true(wk_tok_is_eog(tok, 4));
+	n = encode(tok, "a<|im_end|>a", 12, 0, ids, 64);
+	for (size_t i = 0; i < n; i++)
+		assert_int_not_equal(ids[i], 4);
+	n = encode(tok, "a<|im_end|>a", 12, WK_TOK_PARSE_SPECIAL, ids, 64);
+	assert_int_equal(count_id(ids, n, 4), 1);
+	/* other user-defined tokens still match in plain text */
+	n = encode(tok, "a  a", 4, 0, ids, 64);
+	assert_int_equal(count_id(ids, n, 5), 1);
+	wk_tok_free(tok);
+}
+
 /*
  * `test_tokenizer vectors` runs the shared vectors alone and exits 77 when
  * the folder is absent; without arguments the unit tests run.
@@ -510,6 +659,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spm_round_trip),
 		cmocka_unit_test(test_vocab_validation),
 		cmocka_unit_test(test_bpe_generated),
+		cmocka_unit_test(test_encode_segments),
+		cmocka_unit_test(test_encode_alloc_failures),
+		cmocka_unit_test(test_detok_bpe_split_char),
+		cmocka_unit_test(test_user_defined_eog_not_from_user_text),
 	};
 	char dirbuf[1024];
 
