@@ -221,6 +221,15 @@ struct proto_errmsg {
 /* ---- STATS ---------------------------------------------------------- */
 #define PROTO_HIST_BUCKETS 16 /* bounds documented in docs/protocol.md */
 
+/*
+ * Upper bounds (inclusive, ns) of the STATS histogram buckets, the same for
+ * TTFT and inter-token latency: 1-2-5 steps from 1 ms to 30 s, and the last
+ * bucket is INT64_MAX (+Inf).  Bucket i counts the observations <= bound i
+ * since the worker started, so counts never decrease along i and the last
+ * one is the total (Prometheus "le" buckets).
+ */
+extern const int64_t proto_hist_bounds_ns[PROTO_HIST_BUCKETS];
+
 struct proto_stats {
 	uint32_t queue_depth;
 	uint32_t running;
@@ -278,9 +287,9 @@ struct proto_msg {
 
 /*
  * Appends one frame for `msg` to `out`.  Fails with CM_ELIMIT when the
- * frame would exceed `max_frame` or the buffer's cap (out is left as it
- * was), CM_EINVAL when a field is invalid (a str that is not UTF-8, a count
- * over its limit).
+ * frame's payload would exceed `max_frame` or the frame the buffer's cap
+ * (out is left as it was), CM_EINVAL when a field is invalid (a str that is
+ * not UTF-8, a count over its limit, any value the decoder would refuse).
  */
 enum cm_status proto_encode(struct cm_buf *out, const struct proto_msg *msg,
 			    uint32_t max_frame) CM_WUR;
@@ -308,8 +317,10 @@ enum proto_error proto_decoder_error(const struct proto_decoder *d);
 
 /*
  * Decodes exactly one frame from a complete buffer (header + payload).
- * `scratch` backs the borrowed arrays; the message borrows from `frame`
- * and `scratch`.  Used by the decoder and by tests.
+ * `scratch` backs the borrowed arrays (it is reset first); the message
+ * borrows from `frame` and `scratch`.  Used by the decoder and by tests.
+ * CM_OK, CM_EPROTO with *err set (err may be NULL), CM_ENOMEM, CM_ELIMIT
+ * when `scratch`'s cap is too small for the arrays.
  */
 enum cm_status proto_decode_frame(const uint8_t *frame, size_t len,
 				  uint32_t max_frame, struct proto_msg *msg,

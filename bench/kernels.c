@@ -1,0 +1,254 @@
+/*
+ * kernels.c - bench-kernels: memory read bandwidth and the CPU matmul
+ * kernels on TinyLlama-sized weights.
+ *
+ *   bench-kernels [--threads N] [--isa scalar|avx2|avx512] [--types F16,Q8_0,...]
+ *                 [--reps N] [--gemm-n N]
+ *
+ * Prints one header line (CPU model, ISA, threads), the measured read
+ * bandwidth with 1 and N threads (sum over a 512 MiB buffer, best of 3),
+ * then per type and shape: GEMV (n = 1) streaming many copies of the
+ * weight so that it comes from memory, as GB/s of weight bytes and as a
+ * fraction of the N-thread bandwidth; and GEMM (n = --gemm-n, default 128)
+ * as GFLOP/s.  Each figure is the median of --reps runs (default 5).
+ * Shapes: 5632x2048 (FFN up/gate: rows x cols) and 2048x5632 (FFN down).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "worker/cpu/matmul.h"
+#include "worker/cpu/pool.h"
+#include "worker/quant.h"
+
+#define BW_BYTES ((size_t)512 << 20)
+#define GEMV_SET_BYTES ((size_t)768 << 20) /* weights streamed per GEMV pass */
+
+struct bw_job {
+	const uint64_t *buf;
+	size_t words;
+	int parts;
+	uint64_t sums[64];
+};
+
+static void bw_task(void *ctx, int task, int thread)
+{
+	struct bw_job *j = ctx;
+	size_t per = j->words / (size_t)j->parts;
+	const uint64_t *p = j->buf + per * (size_t)task;
+	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+	for (size_t i = 0; i + 4 <= per; i += 4) {
+		s0 += p[i];
+		s1 += p[i + 1];
+		s2 += p[i + 2];
+		s3 += p[i + 3];
+	}
+	j->sums[task] = s0 + s1 + s2 + s3;
+	(void)thread;
+}
+
+static double measure_bw(struct wk_pool *pool, const uint64_t *buf, int parts)
+{
+	struct bw_job j = { .buf = buf, .words = BW_BYTES / 8, .parts = parts };
+	double best = 0;
+	for (int rep = 0; rep < 3; rep++) {
+		int64_t t0 = cm_mono_ns();
+		wk_pool_run(pool, bw_task, &j, parts);
+		double s = (double)(cm_mono_ns() - t0) / 1e9;
+		double gbs = (double)BW_BYTES / s / 1e9;
+		if (gbs > best)
+			best = gbs;
+	}
+	return best;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void cpu_model(char *out, size_t cap)
+{
+	snprintf(out, cap, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (f == NULL)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, "model name", 10) == 0) {
+			char *c = strchr(line, ':');
+			if (c) {
+				c += 2;
+				c[strcspn(c, "\n")] = 0;
+				snprintf(out, cap, "%s", c);
+			}
+			break;
+		}
+	fclose(f);
+}
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static float rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, int reps,
+		       int gemm_n, double bw)
+{
+	size_t rb = wk_qtype_row_bytes(type, (uint64_t)cols), wbytes = rb * (size_t)rows;
+	int copies = (int)((GEMV_SET_BYTES + wbytes - 1) / wbytes);
+	uint8_t *w = malloc(wbytes * (size_t)copies);
+	float *x = malloc(sizeof(float) * (size_t)gemm_n * cols);
+	float *y = malloc(sizeof(float) * (size_t)gemm_n * rows);
+	float *tmp = malloc(sizeof(float) * (size_t)cols);
+	double *t = malloc(sizeof(double) * (size_t)reps);
+	int rc = 1;
+	if (!w || !x || !y || !tmp || !t) {
+		fprintf(stderr, "bench-kernels: out of memory for %s %dx%d\n", wk_qtype_name(type), rows, cols);
+		goto out;
+	}
+	for (int r = 0; r < rows; r++) {
+		for (int k = 0; k < cols; k++)
+			tmp[k] = rnd();
+		wk_quantize_row(type, tmp, w + rb * (size_t)r, (uint64_t)cols);
+	}
+	for (int c = 1; c < copies; c++)
+		memcpy(w + wbytes * (size_t)c, w, wbytes);
+	for (int i = 0; i < gemm_n * cols; i++)
+		x[i] = rnd();
+
+	/* GEMV: one pass over all copies per rep */
+	for (int rep = -1; rep < reps; rep++) {
+		int64_t t0 = cm_mono_ns();
+		for (int c = 0; c < copies; c++)
+			if (wk_cpu_matmul(mm, type, w + wbytes * (size_t)c, rows, cols, x, 1, y) != CM_OK)
+				goto out;
+		if (rep >= 0)
+			t[rep] = (double)(cm_mono_ns() - t0) / 1e9 / copies;
+	}
+	double gemv = median(t, reps);
+	double gbs = (double)wbytes / gemv / 1e9;
+
+	/* GEMM */
+	for (int rep = -1; rep < reps; rep++) {
+		int64_t t0 = cm_mono_ns();
+		if (wk_cpu_matmul(mm, type, w, rows, cols, x, gemm_n, y) != CM_OK)
+			goto out;
+		if (rep >= 0)
+			t[rep] = (double)(cm_mono_ns() - t0) / 1e9;
+	}
+	double gemm = median(t, reps);
+	double gflops = 2.0 * rows * cols * gemm_n / gemm / 1e9;
+	printf("%-5s %5dx%-5d  gemv %7.3f ms %6.2f GB/s (%3.0f%% of bw)   gemm(n=%d) %8.2f ms %7.1f GFLOP/s\n",
+	       wk_qtype_name(type), rows, cols, gemv * 1e3, gbs, 100 * gbs / bw, gemm_n, gemm * 1e3,
+	       gflops);
+	fflush(stdout);
+	rc = 0;
+out:
+	free(w);
+	free(x);
+	free(y);
+	free(tmp);
+	free(t);
+	return rc;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: bench-kernels [--threads N] [--isa scalar|avx2|avx512] "
+			"[--types F16,Q8_0,...] [--reps N] [--gemm-n N]\n");
+}
+
+int main(int argc, char **argv)
+{
+	int threads = 2, reps = 5, gemm_n = 128;
+	const char *isa_name = NULL;
+	char types_arg[256] = "F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q5_K,Q6_K";
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 < argc && strcmp(argv[i], "--threads") == 0)
+			threads = atoi(argv[++i]);
+		else if (i + 1 < argc && strcmp(argv[i], "--isa") == 0)
+			isa_name = argv[++i];
+		else if (i + 1 < argc && strcmp(argv[i], "--types") == 0)
+			snprintf(types_arg, sizeof types_arg, "%s", argv[++i]);
+		else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0)
+			reps = atoi(argv[++i]);
+		else if (i + 1 < argc && strcmp(argv[i], "--gemm-n") == 0)
+			gemm_n = atoi(argv[++i]);
+		else {
+			usage();
+			return 2;
+		}
+	}
+	if (threads < 1 || threads > 64 || reps < 1 || reps > 1000 || gemm_n < 1 || gemm_n > 4096) {
+		usage();
+		return 2;
+	}
+	struct wk_pool *pool = NULL, *pool1 = NULL;
+	struct wk_cpu_mm *mm = NULL;
+	if (wk_pool_new(threads, &pool) != CM_OK || wk_pool_new(1, &pool1) != CM_OK ||
+	    wk_cpu_mm_new(pool, &mm) != CM_OK) {
+		fprintf(stderr, "bench-kernels: cannot start %d threads\n", threads);
+		return 1;
+	}
+	if (isa_name) {
+		int found = 0;
+		for (int i = 0; i < WK_CPU_ISA_COUNT_; i++)
+			if (strcmp(isa_name, wk_cpu_isa_name((enum wk_cpu_isa)i)) == 0) {
+				found = 1;
+				if (wk_cpu_mm_set_isa(mm, (enum wk_cpu_isa)i) != CM_OK) {
+					fprintf(stderr, "bench-kernels: ISA %s not available on this CPU\n", isa_name);
+					return 1;
+				}
+			}
+		if (!found) {
+			usage();
+			return 2;
+		}
+	}
+	char model[256];
+	cpu_model(model, sizeof model);
+	printf("bench-kernels: cpu \"%s\", isa %s, threads %d, reps %d (medians)\n", model,
+	       wk_cpu_isa_name(wk_cpu_mm_isa(mm)), threads, reps);
+
+	uint64_t *buf = malloc(BW_BYTES);
+	if (buf == NULL) {
+		fprintf(stderr, "bench-kernels: cannot allocate the bandwidth buffer\n");
+		return 1;
+	}
+	for (size_t i = 0; i < BW_BYTES / 8; i++)
+		buf[i] = i;
+	double bw1 = measure_bw(pool1, buf, 1);
+	double bwn = measure_bw(pool, buf, threads);
+	free(buf);
+	printf("read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", bw1, bwn, threads);
+
+	char *save = NULL;
+	for (char *tok = strtok_r(types_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int type = wk_qtype_parse(tok);
+		if (type < 0 || !wk_qtype_supported((uint32_t)type)) {
+			fprintf(stderr, "bench-kernels: unknown weight type %s\n", tok);
+			return 2;
+		}
+		if (bench_shape(mm, (uint32_t)type, 5632, 2048, reps, gemm_n, bwn) ||
+		    bench_shape(mm, (uint32_t)type, 2048, 5632, reps, gemm_n, bwn))
+			return 1;
+	}
+	wk_cpu_mm_free(mm);
+	wk_pool_free(pool);
+	wk_pool_free(pool1);
+	return 0;
+}

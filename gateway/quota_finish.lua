@@ -1,0 +1,48 @@
+-- finish: releases the lease and reconciles the token estimate with the
+-- real count.  Never refuses: tokens already produced are always counted.
+-- KEYS[1..8]  as for admit
+-- ARGV[1..8]  limits as for admit
+-- ARGV[9]     estimate reserved at admission, ARGV[10] real token count
+-- ARGV[11]    lease id
+-- Returns {leases released, now_ms}.
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local sec = tonumber(t[1])
+local now_us = sec * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+local WIN = 60000000
+local day = math.floor(sec / 86400)
+local to_midnight = (day + 1) * 86400000 - now_ms
+local delta = tonumber(ARGV[10]) - tonumber(ARGV[9])
+local released = 0
+for s = 1, 2 do
+  local k = (s - 1) * 4
+  local tpm, dl = tonumber(ARGV[k + 2]), tonumber(ARGV[k + 4])
+  released = released + redis.call('ZREM', KEYS[k + 3], ARGV[11])
+  if tpm > 0 and delta ~= 0 then
+    local tat = tonumber(redis.call('GET', KEYS[k + 2]) or '0') or 0
+    if delta > 0 and tat < now_us then tat = now_us end
+    local new_tat = tat + delta * (WIN / tpm)
+    if new_tat <= now_us then
+      redis.call('DEL', KEYS[k + 2])
+    else
+      local px = math.ceil((new_tat - now_us) / 1000) + 1
+      redis.call('SET', KEYS[k + 2], string.format('%.3f', new_tat), 'PX', px)
+    end
+  end
+  if dl > 0 and delta ~= 0 then
+    local v = redis.call('HMGET', KEYS[k + 4], 'day', 'used')
+    local used = nil
+    if tonumber(v[1]) == day then
+      used = (tonumber(v[2]) or 0) + delta
+      if used < 0 then used = 0 end
+    elseif delta > 0 then
+      used = delta
+    end
+    if used then
+      redis.call('HSET', KEYS[k + 4], 'day', day, 'used', used)
+      redis.call('PEXPIRE', KEYS[k + 4], to_midnight + 86400000)
+    end
+  end
+end
+return {released, now_ms}

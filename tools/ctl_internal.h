@@ -1,0 +1,136 @@
+/*
+ * ctl_internal.h - shared by the sluicectl command modules (tools/ctl_*.c).
+ *
+ * sluicectl's governance commands talk to Redis synchronously (hiredis) with
+ * the data model of docs/data-model.md.  Exit codes (docs/sluicectl.md):
+ * 0 ok, 1 usage, 2 not found, 3 conflict, 4 Redis unavailable, 5 invalid
+ * value.  Commands print readable tables, or JSON with --json.  Messages go
+ * to stderr and name what was expected and what was found; a key's secret
+ * is printed once, by `key issue`, and nowhere else.
+ *
+ * Single-threaded: a command runs start to finish on the calling thread.
+ */
+#ifndef SLUICE_TOOLS_CTL_INTERNAL_H
+#define SLUICE_TOOLS_CTL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "common/status.h"
+
+enum ctl_exit {
+	CTL_EXIT_OK = 0,
+	CTL_EXIT_USAGE = 1,
+	CTL_EXIT_NOTFOUND = 2,
+	CTL_EXIT_CONFLICT = 3,
+	CTL_EXIT_REDIS = 4,
+	CTL_EXIT_INVALID = 5,
+};
+
+#define CTL_NAME_MAX 63
+#define CTL_NS_MAX 32
+#define CTL_KEYNAME_MAX 256
+
+/* Global options and the Redis connection of one sluicectl run. */
+struct ctl {
+	const char *redis_url;   /* unix:///path or redis://host[:port] */
+	const char *pepper_file; /* for `key issue` */
+	const char *ns;          /* key namespace, "sluice:" by default */
+	int json;                /* --json */
+	redisContext *rc;        /* NULL until ctl_connect() */
+};
+
+/* The quota and weight fields a tenant or client may carry. */
+enum ctl_field {
+	CTL_F_WEIGHT = 0,
+	CTL_F_RPM,
+	CTL_F_TPM,
+	CTL_F_CONCURRENCY,
+	CTL_F_QUEUE,
+	CTL_F_DAILY_TOKENS,
+	CTL_F_MAX_PROMPT,
+	CTL_F_MAX_OUTPUT,
+	CTL_F_COUNT
+};
+
+struct ctl_field_def {
+	const char *option;  /* "--rpm" */
+	const char *field;   /* Redis hash field, "rpm" */
+	const char *column;  /* table heading */
+	long long min, max;  /* accepted range */
+};
+
+extern const struct ctl_field_def ctl_fields[CTL_F_COUNT];
+
+/* Values given on the command line; set[i] says whether val[i] was given. */
+struct ctl_quota_args {
+	int set[CTL_F_COUNT];
+	long long val[CTL_F_COUNT];
+};
+
+/* ---- ctl_redis.c ---- */
+
+/* Connects to ctl->redis_url; CTL_EXIT_REDIS (message printed) on failure. */
+int ctl_connect(struct ctl *ctl);
+void ctl_disconnect(struct ctl *ctl);
+/*
+ * Runs a command built from argv; returns the reply (caller frees) or NULL
+ * after printing a message (connection lost, or an error reply).
+ */
+redisReply *ctl_cmd_argv(struct ctl *ctl, int argc, const char **argv);
+/* printf-style command (hiredis's %s/%b formats). */
+redisReply *ctl_cmd(struct ctl *ctl, const char *fmt, ...);
+/* Runs a Lua script with EVAL: numkeys keys then args (all C strings). */
+redisReply *ctl_eval(struct ctl *ctl, const char *script, int nkeys,
+		     const char **keys, int nargs, const char **args);
+
+/* "<ns><what>" or "<ns><what>:<name>" built into out[CTL_KEYNAME_MAX]. */
+void ctl_key(const struct ctl *ctl, char out[CTL_KEYNAME_MAX], const char *what,
+	     const char *name, const char *suffix);
+/* The revocation channel name. */
+void ctl_channel(const struct ctl *ctl, char out[CTL_KEYNAME_MAX]);
+
+/* [a-z0-9][a-z0-9_.-]{0,62}; prints a message naming `what` when not. */
+int ctl_name_ok(const char *what, const char *s);
+/* Splits "TENANT/CLIENT" into two validated names (copied into t and c). */
+int ctl_split_client(const char *arg, char t[CTL_NAME_MAX + 1],
+		     char c[CTL_NAME_MAX + 1]);
+/*
+ * Parses quota options from args[*i] (and its value); returns 1 when the
+ * option was one of ctl_fields (*i advanced past the value), 0 when not a
+ * quota option, -1 after printing a message on a bad or missing value
+ * (CTL_EXIT_INVALID or CTL_EXIT_USAGE in *exit_code).
+ */
+int ctl_quota_opt(int argc, char **argv, int *i, struct ctl_quota_args *q,
+		  int *exit_code);
+/* Strict decimal parse into [min, max]; 0 on success. */
+int ctl_parse_ll(const char *s, long long min, long long max, long long *out);
+
+/* Seconds since the Unix epoch, from this machine's clock. */
+long long ctl_now_s(void);
+/* "2026-11-30T20:01:02Z", or "-" for 0. */
+void ctl_fmt_time(long long unix_s, char out[32]);
+
+/* Field `name` of a HGETALL reply, or NULL. */
+const char *ctl_hash_get(const redisReply *r, const char *name);
+
+/* Prints a JSON value on stdout (indent 2) and frees it. */
+void ctl_print_json(json_t *v);
+
+/* A simple text table: fixed columns, rows added as strings. */
+struct ctl_table;
+struct ctl_table *ctl_table_new(int ncols, const char *const *headings);
+/* Adds a row of ncols strings (copied); 0 ok, -1 out of memory. */
+int ctl_table_add(struct ctl_table *t, const char *const *cells);
+void ctl_table_print(struct ctl_table *t);
+void ctl_table_free(struct ctl_table *t);
+
+/* ---- command groups (each returns an exit code) ---- */
+int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv);
+int ctl_client_cmd(struct ctl *ctl, int argc, char **argv);
+int ctl_key_cmd(struct ctl *ctl, int argc, char **argv);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * internal.h - shared inside worker/cpu/ only: the kernel table each ISA
+ * build fills in, the GEMM argument block, and the activation row formats.
+ *
+ * Activation formats (one row per token, row stride a multiple of 64):
+ *   WK_CPU_ACT_F32   float[cols]                         (F32, F16, BF16 weights)
+ *   WK_CPU_ACT_Q8_32 i8 qs[cols] | f32 d[cols/32] | i32 s[cols/32]
+ *                    (Q4_0, Q8_0 weights; x = d * q; s = sum of the 32 qs)
+ *   WK_CPU_ACT_Q8_256 i8 qs[cols] | f32 d[cols/256] | i16 bsums[cols/16]
+ *                    (Q4_K, Q5_K, Q6_K weights; the Q8_K format split into arrays)
+ * qs are in -127..127.
+ */
+#ifndef SLUICE_WORKER_CPU_INTERNAL_H
+#define SLUICE_WORKER_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "worker/quant.h"
+
+enum wk_cpu_act {
+	WK_CPU_ACT_F32 = 0,
+	WK_CPU_ACT_Q8_32 = 1,
+	WK_CPU_ACT_Q8_256 = 2,
+};
+
+/* Y[t][r] = sum_k W[r][k] * X[t][k] for r in [r0, r1), t in [0, n). */
+struct wk_cpu_gemm {
+	int cols;
+	const uint8_t *w;   /* weight rows, GGUF layout */
+	size_t w_stride;    /* bytes per weight row */
+	const uint8_t *x;   /* activation rows in the type's format */
+	size_t x_stride;    /* bytes per activation row */
+	int n;              /* tokens */
+	float *y;
+	size_t y_stride;    /* floats per output row */
+};
+
+typedef void (*wk_cpu_gemm_fn)(const struct wk_cpu_gemm *g, int r0, int r1);
+typedef void (*wk_cpu_actq_fn)(const float *x, uint8_t *dst, int cols);
+
+struct wk_cpu_kernels {
+	const char *name;
+	wk_cpu_gemm_fn gemm[WK_Q_COUNT_];
+	wk_cpu_actq_fn actq_q8_32;
+	wk_cpu_actq_fn actq_q8_256;
+};
+
+extern const struct wk_cpu_kernels wk_cpu_kernels_scalar;
+#if defined(__x86_64__)
+extern const struct wk_cpu_kernels wk_cpu_kernels_avx2;
+extern const struct wk_cpu_kernels wk_cpu_kernels_avx512;
+#endif
+
+/* Activation format for a weight type, and its bytes per row. */
+enum wk_cpu_act wk_cpu_act_of(uint32_t wtype);
+size_t wk_cpu_act_row_bytes(enum wk_cpu_act act, int cols);
+
+#endif

@@ -1,0 +1,235 @@
+/*
+ * kern_scalar.c - portable C kernels: the fallback on CPUs without AVX2
+ * and on other architectures.  Same contract as the SIMD builds (see
+ * internal.h): every output element is one dot product accumulated in a
+ * fixed order (integer sum per block, then one float accumulator over the
+ * blocks in order), so results are identical for any batch or thread count.
+ */
+#include <string.h>
+
+#include "worker/cpu/actq.h"
+#include "worker/cpu/internal.h"
+
+static float ks_f16(const uint8_t *p)
+{
+	return wk_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
+}
+
+/* ---- float weights ---------------------------------------------------- */
+
+static void ks_gemm_f32(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	for (int r = r0; r < r1; r++) {
+		const float *w = (const float *)(g->w + (size_t)r * g->w_stride);
+		for (int t = 0; t < g->n; t++) {
+			const float *x = (const float *)(g->x + (size_t)t * g->x_stride);
+			float acc = 0;
+			for (int k = 0; k < g->cols; k++)
+				acc += w[k] * x[k];
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+static void ks_gemm_f16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const float *x = (const float *)(g->x + (size_t)t * g->x_stride);
+			float acc = 0;
+			for (int k = 0; k < g->cols; k++)
+				acc += ks_f16(w + 2 * k) * x[k];
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+static void ks_gemm_bf16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const float *x = (const float *)(g->x + (size_t)t * g->x_stride);
+			float acc = 0;
+			for (int k = 0; k < g->cols; k++)
+				acc += wk_bf16_to_f32((uint16_t)(w[2 * k] | (w[2 * k + 1] << 8))) * x[k];
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+/* ---- Q4_0 / Q8_0 x Q8_32 --------------------------------------------- */
+
+static void ks_gemm_q4_0(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 32;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 18 * b;
+				int s = 0;
+				for (int i = 0; i < 16; i++) {
+					s += ((blk[2 + i] & 15) - 8) * xq[32 * b + i];
+					s += ((blk[2 + i] >> 4) - 8) * xq[32 * b + 16 + i];
+				}
+				acc += (float)s * (ks_f16(blk) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+static void ks_gemm_q8_0(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 32;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 34 * b;
+				int s = 0;
+				for (int i = 0; i < 32; i++)
+					s += (int8_t)blk[2 + i] * xq[32 * b + i];
+				acc += (float)s * (ks_f16(blk) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+/* ---- K-quants x Q8_256 ------------------------------------------------ */
+
+static void ks_k4_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = s[j] & 63;
+		*m = s[j + 4] & 63;
+	} else {
+		*sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+		*m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+	}
+}
+
+/*
+ * Q4_K and Q5_K share the math: value = d*sc_j*q - dmin*m_j, so a block
+ * contributes d*dx*sum_j sc_j*dot_j - dmin*dx*sum_j m_j*xsum_j.
+ */
+static void ks_gemm_q45_k(const struct wk_cpu_gemm *g, int r0, int r1, int five)
+{
+	int nb = g->cols / 256;
+	size_t bb = five ? 176 : 144;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			const int16_t *bs = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + bb * b;
+				const uint8_t *qh = blk + 16, *qs = blk + (five ? 48 : 16);
+				const int8_t *x = xq + 256 * b;
+				int isum = 0, imin = 0;
+				for (int c = 0; c < 4; c++) {
+					int sc0, m0, sc1, m1, s0 = 0, s1 = 0;
+					ks_k4_scale_min(blk + 4, 2 * c, &sc0, &m0);
+					ks_k4_scale_min(blk + 4, 2 * c + 1, &sc1, &m1);
+					for (int l = 0; l < 32; l++) {
+						int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+						if (five) {
+							lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+							hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+						}
+						s0 += lo * x[64 * c + l];
+						s1 += hi * x[64 * c + 32 + l];
+					}
+					isum += sc0 * s0 + sc1 * s1;
+					imin += m0 * (bs[16 * b + 4 * c] + bs[16 * b + 4 * c + 1]) +
+						m1 * (bs[16 * b + 4 * c + 2] + bs[16 * b + 4 * c + 3]);
+				}
+				acc += (float)isum * (ks_f16(blk) * xd[b]);
+				acc -= (float)imin * (ks_f16(blk + 2) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+static void ks_gemm_q4_k(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	ks_gemm_q45_k(g, r0, r1, 0);
+}
+
+static void ks_gemm_q5_k(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	ks_gemm_q45_k(g, r0, r1, 1);
+}
+
+static void ks_gemm_q6_k(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 256;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 210 * (size_t)b;
+				const int8_t *sc = (const int8_t *)(blk + 192);
+				const int8_t *x = xq + 256 * b;
+				int isum = 0;
+				for (int h = 0; h < 2; h++) {
+					const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+					for (int k = 0; k < 4; k++) {
+						int s0 = 0, s1 = 0;
+						for (int l = 0; l < 32; l++) {
+							int lb = ql[32 * (k & 1) + l];
+							int q = (k >= 2 ? lb >> 4 : lb & 15) |
+								(((qh[l] >> (2 * k)) & 3) << 4);
+							int v = (q - 32) * x[128 * h + 32 * k + l];
+							if (l < 16)
+								s0 += v;
+							else
+								s1 += v;
+						}
+						isum += sc[8 * h + 2 * k] * s0 + sc[8 * h + 2 * k + 1] * s1;
+					}
+				}
+				acc += (float)isum * (ks_f16(blk + 208) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+const struct wk_cpu_kernels wk_cpu_kernels_scalar = {
+	.name = "scalar",
+	.gemm = {
+		[WK_Q_F32] = ks_gemm_f32,
+		[WK_Q_F16] = ks_gemm_f16,
+		[WK_Q_BF16] = ks_gemm_bf16,
+		[WK_Q_Q4_0] = ks_gemm_q4_0,
+		[WK_Q_Q8_0] = ks_gemm_q8_0,
+		[WK_Q_Q4_K] = ks_gemm_q4_k,
+		[WK_Q_Q5_K] = ks_gemm_q5_k,
+		[WK_Q_Q6_K] = ks_gemm_q6_k,
+	},
+	.actq_q8_32 = wk_actq_q8_32,
+	.actq_q8_256 = wk_actq_q8_256,
+};
+
+#define WO_TABLE wk_cpu_ops_scalar
+#include "worker/cpu/ops_impl.h"

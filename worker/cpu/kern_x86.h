@@ -1,0 +1,585 @@
+/*
+ * kern_x86.h - x86 SIMD kernels, written once and compiled twice:
+ *   kern_avx2.c   (-mavx2 -mfma -mf16c)             KX_512 0: ymm, maddubs
+ *   kern_avx512.c (+ avx512f/bw/vl/vnni/bf16)       KX_512 1: zmm float math,
+ *                                                    vpdpbusd / vpdpwssd
+ * Each build defines KX_512 and KX_TABLE before including this file.
+ *
+ * Structure: one tile function per weight type computes an R x T block of
+ * outputs (R weight rows x T tokens); it is always inlined with constant R
+ * and T, and a driver walks the row range in tiles.  Each weight block is
+ * unpacked once per tile and reused for the T tokens, which is where the
+ * prefill speed comes from.
+ *
+ * Batch invariance: the operations that produce one output element do not
+ * depend on R, T, the tile position, n or the thread: per block an exact
+ * integer dot product (identical however it is computed), converted to
+ * float and folded into one vector accumulator per element with the same
+ * FMA sequence, then one fixed horizontal sum.  Integer paths give the same
+ * integers in both builds; float results of the two builds may differ
+ * (vector width changes the summation order).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "worker/cpu/actq.h"
+#include "worker/cpu/internal.h"
+
+#define KX_INLINE static inline __attribute__((always_inline))
+#define KX_UNROLL _Pragma("GCC unroll 8")
+#define KX_MR 4 /* largest tile, rows */
+#define KX_MT 4 /* largest tile, tokens */
+
+KX_INLINE float kx_f16(const uint8_t *p)
+{
+	uint16_t h;
+	memcpy(&h, p, 2);
+	return _cvtsh_ss(h);
+}
+
+KX_INLINE float kx_hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+KX_INLINE __m256i kx_load256(const void *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* acc + dot(u8 a, i8 b) per 32-bit lane (groups of 4); b*a pairs must not
+ * saturate int16 in the non-VNNI build (a <= 127 or |b| small enough). */
+KX_INLINE __m256i kx_dpbusd(__m256i acc, __m256i a, __m256i b)
+{
+#if KX_512
+	return _mm256_dpbusd_epi32(acc, a, b);
+#else
+	__m256i p = _mm256_maddubs_epi16(a, b);
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
+}
+
+/* acc + pairwise (i16 a * i16 b) per 32-bit lane. */
+KX_INLINE __m256i kx_dpwssd(__m256i acc, __m256i a, __m256i b)
+{
+#if KX_512
+	return _mm256_dpwssd_epi32(acc, a, b);
+#else
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+/* Walks rows [r0, r1) x tokens [0, n) in tiles of RT x TT, edges with 1. */
+#define KX_DRIVER(name, tile, RT, TT)                                              \
+	static void name(const struct wk_cpu_gemm *g, int r0, int r1)              \
+	{                                                                          \
+		int r = r0;                                                        \
+		if (g->n == 1) {                                                   \
+			for (; r + 4 <= r1; r += 4)                                \
+				tile(g, r, 0, 4, 1);                               \
+			for (; r < r1; r++)                                        \
+				tile(g, r, 0, 1, 1);                               \
+			return;                                                    \
+		}                                                                  \
+		for (; r + (RT) <= r1; r += (RT)) {                                \
+			int t = 0;                                                 \
+			for (; t + (TT) <= g->n; t += (TT))                        \
+				tile(g, r, t, RT, TT);                             \
+			for (; t < g->n; t++)                                      \
+				tile(g, r, t, RT, 1);                              \
+		}                                                                  \
+		for (; r < r1; r++) {                                              \
+			int t = 0;                                                 \
+			for (; t + (TT) <= g->n; t += (TT))                        \
+				tile(g, r, t, 1, TT);                              \
+			for (; t < g->n; t++)                                      \
+				tile(g, r, t, 1, 1);                               \
+		}                                                                  \
+	}
+
+/* ==== float weights: F32, F16, BF16 x F32 activations ==================== */
+
+#if KX_512
+#define KX_FW 16
+typedef __m512 kx_fvec;
+#define kx_fzero() _mm512_setzero_ps()
+#define kx_fmadd(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define kx_fload(p) _mm512_loadu_ps(p)
+#define kx_fload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define kx_fload_bf16(p) \
+	_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+KX_INLINE float kx_fhsum(__m512 v)
+{
+	__m256 s = _mm256_add_ps(_mm512_castps512_ps256(v),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+	return kx_hsum8(s);
+}
+#else
+#define KX_FW 8
+typedef __m256 kx_fvec;
+#define kx_fzero() _mm256_setzero_ps()
+#define kx_fmadd(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define kx_fload(p) _mm256_loadu_ps(p)
+#define kx_fload_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define kx_fload_bf16(p) \
+	_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+#define kx_fhsum(v) kx_hsum8(v)
+#endif
+
+/*
+ * WT: 0 f32, 1 f16, 2 bf16.  The last partial vector (cols % KX_FW) is
+ * copied into zero-padded buffers and handled as one more full step.
+ */
+KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
+{
+	if (WT == 0)
+		return kx_fload((const float *)w + k);
+	if (WT == 1)
+		return kx_fload_f16(w + 2 * (size_t)k);
+	return kx_fload_bf16(w + 2 * (size_t)k);
+}
+
+KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			     const int WT)
+{
+	const int cols = g->cols, kmain = cols - cols % KX_FW;
+	const size_t wsz = WT == 0 ? 4 : 2;
+	kx_fvec acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const float *x[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = kx_fzero();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
+	for (int k = 0; k < kmain; k += KX_FW) {
+		kx_fvec wv[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++)
+			wv[i] = kx_fw_load(w[i], k, WT);
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			kx_fvec xv = kx_fload(x[j] + k);
+			KX_UNROLL
+			for (int i = 0; i < R; i++)
+				acc[i][j] = kx_fmadd(wv[i], xv, acc[i][j]);
+		}
+	}
+	if (kmain < cols) {
+		int rem = cols - kmain;
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			uint8_t wt[KX_FW * 4] = { 0 };
+			memcpy(wt, w[i] + wsz * (size_t)kmain, wsz * (size_t)rem);
+			kx_fvec wv = kx_fw_load(wt, 0, WT);
+			KX_UNROLL
+			for (int j = 0; j < T; j++) {
+				float xt[KX_FW] = { 0 };
+				memcpy(xt, x[j] + kmain, 4 * (size_t)rem);
+				acc[i][j] = kx_fmadd(wv, kx_fload(xt), acc[i][j]);
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(acc[i][j]);
+}
+
+KX_INLINE void kx_f32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_float_tile(g, r, t, R, T, 0);
+}
+KX_INLINE void kx_f16_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_float_tile(g, r, t, R, T, 1);
+}
+KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_float_tile(g, r, t, R, T, 2);
+}
+
+#if KX_512
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 4, 4)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 4, 4)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 4, 4)
+#else
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 4)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 4)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 4)
+#endif
+
+/* ==== Q4_0 / Q8_0 x Q8_32 ================================================ */
+
+/*
+ * Per block of 32: an exact integer dot product in 8 lanes, then
+ * acc += float(idot) * (dw * dx).
+ * Q4_0: idot = dot(q, x) - 8 * sum(x), q the unsigned nibbles; the
+ *   correction is spread as -sum(x) in each of the 8 lanes.
+ * Q8_0, VNNI: idot = dot(w ^ 0x80, x) - 128 * sum(x) (-16 * sum per lane);
+ *   AVX2: maddubs(|w|, sign(x, w)) (no int16 saturation: |w| <= 128,
+ *   |x| <= 127).  Both give the same integers.
+ */
+KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			     const int Q4)
+{
+	const int nb = g->cols / 32;
+	const size_t bb = Q4 ? 18 : 34;
+	__m256 acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int32_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
+	}
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	for (int b = 0; b < nb; b++) {
+		__m256i wq[KX_MR];
+		__m256 wd[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + bb * (size_t)b;
+			wd[i] = _mm256_set1_ps(kx_f16(blk));
+			if (Q4) {
+				__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+				__m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v),
+								       _mm_srli_epi16(v, 4), 1);
+				wq[i] = _mm256_and_si256(both, m4);
+			} else {
+				wq[i] = kx_load256(blk + 2);
+#if KX_512
+				wq[i] = _mm256_xor_si256(wq[i], _mm256_set1_epi8((char)0x80));
+#endif
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			__m256i xv = kx_load256(xq[j] + 32 * (size_t)b);
+			__m256 dx = _mm256_set1_ps(xd[j][b]);
+			__m256i corr;
+			if (Q4)
+				corr = _mm256_set1_epi32(-xs[j][b]);
+			else
+				corr = _mm256_set1_epi32(-16 * xs[j][b]);
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				__m256i id;
+				if (Q4) {
+					id = kx_dpbusd(corr, wq[i], xv);
+				} else {
+#if KX_512
+					id = kx_dpbusd(corr, wq[i], xv);
+#else
+					__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[i], wq[i]),
+									 _mm256_sign_epi8(xv, wq[i]));
+					id = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+					(void)corr;
+#endif
+				}
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id),
+							    _mm256_mul_ps(wd[i], dx), acc[i][j]);
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+}
+
+KX_INLINE void kx_q4_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q8_32_tile(g, r, t, R, T, 1);
+}
+KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q8_32_tile(g, r, t, R, T, 0);
+}
+
+#if KX_512
+KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 4, 4)
+KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 4, 4)
+#else
+KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
+KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
+#endif
+
+/* ==== K-quants x Q8_256 ================================================== */
+
+/* shuffle masks broadcasting int16 word k of each 128-bit lane */
+KX_INLINE __m256i kx_word_bcast_mask(int lo, int hi)
+{
+	return _mm256_setr_epi8((char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+				(char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+				(char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+				(char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+				(char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+				(char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+				(char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+				(char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1));
+}
+
+/*
+ * Q4_K / Q5_K scales: returns the 8 six-bit scales as int16 in both lanes
+ * (for word broadcasts) and the 8 mins duplicated pairwise
+ * (m0 m0 m1 m1 ... m7 m7) to multiply the 16 bsums of the block.
+ */
+KX_INLINE void kx_k4_scales(const uint8_t *s12, __m256i *sc, __m256i *mn)
+{
+	uint32_t u[3];
+	memcpy(u, s12, 12);
+	uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
+	uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+	uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+	__m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo));
+	__m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+	*sc = _mm256_broadcastsi128_si256(s16);
+	*mn = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+}
+
+KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			    const int Q5)
+{
+	const int nb = g->cols / 256;
+	const size_t bb = Q5 ? 176 : 144;
+	__m256 acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int16_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+	}
+	const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+	for (int b = 0; b < nb; b++) {
+		__m256i sc[KX_MR], mn[KX_MR], qh[KX_MR], iacc[KX_MR][KX_MT];
+		float d[KX_MR], dmin[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + bb * (size_t)b;
+			d[i] = kx_f16(blk);
+			dmin[i] = kx_f16(blk + 2);
+			kx_k4_scales(blk + 4, &sc[i], &mn[i]);
+			if (Q5)
+				qh[i] = kx_load256(blk + 16);
+			KX_UNROLL
+			for (int j = 0; j < T; j++)
+				iacc[i][j] = _mm256_setzero_si256();
+		}
+		KX_UNROLL
+		for (int c = 0; c < 4; c++) {
+			__m256i lo[KX_MR], hi[KX_MR], s0[KX_MR], s1[KX_MR];
+			const __m256i mk0 = kx_word_bcast_mask(2 * c, 2 * c);
+			const __m256i mk1 = kx_word_bcast_mask(2 * c + 1, 2 * c + 1);
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				const uint8_t *qs = w[i] + bb * (size_t)b + (Q5 ? 48 : 16) + 32 * c;
+				__m256i v = kx_load256(qs);
+				lo[i] = _mm256_and_si256(v, m4);
+				hi[i] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+				if (Q5) {
+					__m256i h = _mm256_srli_epi16(qh[i], 2 * c);
+					lo[i] = _mm256_or_si256(lo[i], _mm256_and_si256(_mm256_slli_epi16(h, 4), b4));
+					hi[i] = _mm256_or_si256(hi[i], _mm256_and_si256(_mm256_slli_epi16(h, 3), b4));
+				}
+				s0[i] = _mm256_shuffle_epi8(sc[i], mk0);
+				s1[i] = _mm256_shuffle_epi8(sc[i], mk1);
+			}
+			KX_UNROLL
+			for (int j = 0; j < T; j++) {
+				const int8_t *x = xq[j] + 256 * (size_t)b + 64 * c;
+				__m256i x0 = kx_load256(x), x1 = kx_load256(x + 32);
+				KX_UNROLL
+				for (int i = 0; i < R; i++) {
+					iacc[i][j] = kx_dpwssd(iacc[i][j], _mm256_maddubs_epi16(lo[i], x0), s0[i]);
+					iacc[i][j] = kx_dpwssd(iacc[i][j], _mm256_maddubs_epi16(hi[i], x1), s1[i]);
+				}
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			__m256i bs = kx_load256(xs[j] + 16 * (size_t)b);
+			float dx = xd[j][b];
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				__m256i im = _mm256_madd_epi16(mn[i], bs);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[i][j]),
+							    _mm256_set1_ps(d[i] * dx), acc[i][j]);
+				acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(im),
+							     _mm256_set1_ps(dmin[i] * dx), acc[i][j]);
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+}
+
+KX_INLINE void kx_q4_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q45k_tile(g, r, t, R, T, 0);
+}
+KX_INLINE void kx_q5_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q45k_tile(g, r, t, R, T, 1);
+}
+
+/*
+ * Q6_K: per half h and quarter k, 32 six-bit values (q - 32 signed) with
+ * scales sc[8h+2k] (first 16) and sc[8h+2k+1] (next 16).  The -32 offset
+ * is folded in once per block as 32 * sum_g sc_g * bsum_g.
+ */
+KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	const int nb = g->cols / 256;
+	__m256 acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int16_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+	}
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03),
+		      m30 = _mm256_set1_epi8(0x30);
+	for (int b = 0; b < nb; b++) {
+		__m256i sc16[KX_MR], iacc[KX_MR][KX_MT];
+		float d[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + 210 * (size_t)b;
+			d[i] = kx_f16(blk + 208);
+			sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+			KX_UNROLL
+			for (int j = 0; j < T; j++)
+				iacc[i][j] = _mm256_setzero_si256();
+		}
+		KX_UNROLL
+		for (int h = 0; h < 2; h++) {
+			KX_UNROLL
+			for (int k = 0; k < 4; k++) {
+				__m256i q[KX_MR], s[KX_MR];
+				const __m256i mk = kx_word_bcast_mask(2 * k, 2 * k + 1);
+				KX_UNROLL
+				for (int i = 0; i < R; i++) {
+					const uint8_t *blk = w[i] + 210 * (size_t)b;
+					__m256i l = kx_load256(blk + 64 * h + 32 * (k & 1));
+					__m256i hb = kx_load256(blk + 128 + 32 * h);
+					__m256i lo, up;
+					if (k < 2)
+						lo = _mm256_and_si256(l, m4);
+					else
+						lo = _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+					if (k == 0)
+						up = _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4);
+					else if (k == 1)
+						up = _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30);
+					else if (k == 2)
+						up = _mm256_and_si256(hb, m30);
+					else
+						up = _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30);
+					q[i] = _mm256_or_si256(lo, up);
+					__m256i sh = h ? _mm256_permute4x64_epi64(sc16[i], 0xEE)
+						       : _mm256_permute4x64_epi64(sc16[i], 0x44);
+					s[i] = _mm256_shuffle_epi8(sh, mk);
+				}
+				KX_UNROLL
+				for (int j = 0; j < T; j++) {
+					__m256i xv = kx_load256(xq[j] + 256 * (size_t)b + 128 * h + 32 * k);
+					KX_UNROLL
+					for (int i = 0; i < R; i++)
+						iacc[i][j] = kx_dpwssd(iacc[i][j], _mm256_maddubs_epi16(q[i], xv), s[i]);
+				}
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			__m256i bs = kx_load256(xs[j] + 16 * (size_t)b);
+			float dx = xd[j][b];
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16[i], bs), 5);
+				__m256i id = _mm256_sub_epi32(iacc[i][j], corr);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id),
+							    _mm256_set1_ps(d[i] * dx), acc[i][j]);
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+}
+
+#if KX_512
+KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 4, 4)
+KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 4, 4)
+#else
+KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)
+KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)
+KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 2, 4)
+#endif
+
+const struct wk_cpu_kernels KX_TABLE = {
+	.name = KX_512 ? "avx512" : "avx2",
+	.gemm = {
+		[WK_Q_F32] = kx_gemm_f32,
+		[WK_Q_F16] = kx_gemm_f16,
+		[WK_Q_BF16] = kx_gemm_bf16,
+		[WK_Q_Q4_0] = kx_gemm_q4_0,
+		[WK_Q_Q8_0] = kx_gemm_q8_0,
+		[WK_Q_Q4_K] = kx_gemm_q4_k,
+		[WK_Q_Q5_K] = kx_gemm_q5_k,
+		[WK_Q_Q6_K] = kx_gemm_q6_k,
+	},
+	.actq_q8_32 = wk_actq_q8_32,
+	.actq_q8_256 = wk_actq_q8_256,
+};

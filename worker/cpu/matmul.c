@@ -1,0 +1,259 @@
+/*
+ * matmul.c - ISA selection and the matmul driver (see matmul.h): checks the
+ * arguments, quantises the activations (in parallel over tokens), then runs
+ * the chosen ISA's kernel over one contiguous row range per pool thread.
+ * The per-element arithmetic lives in the kernel files (kern_*.c).
+ */
+#include "worker/cpu/matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/alloc.h"
+#include "worker/cpu/internal.h"
+#include "worker/quant.h"
+
+struct wk_cpu_mm {
+	struct wk_pool *pool;     /* borrowed */
+	enum wk_cpu_isa isa;
+	const struct wk_cpu_kernels *k;
+	void *scratch_raw;        /* cm_malloc'd */
+	uint8_t *scratch;         /* activation rows, 64-byte aligned in scratch_raw */
+	size_t scratch_bytes;     /* usable bytes at scratch */
+};
+
+/* ---- ISA -------------------------------------------------------------- */
+
+const char *wk_cpu_isa_name(enum wk_cpu_isa isa)
+{
+	switch (isa) {
+	case WK_CPU_ISA_SCALAR: return "scalar";
+	case WK_CPU_ISA_AVX2: return "avx2";
+	case WK_CPU_ISA_AVX512: return "avx512";
+	default: return "?";
+	}
+}
+
+int wk_cpu_isa_available(enum wk_cpu_isa isa)
+{
+	switch (isa) {
+	case WK_CPU_ISA_SCALAR:
+		return 1;
+#if defined(__x86_64__)
+	case WK_CPU_ISA_AVX2:
+		__builtin_cpu_init();
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		       __builtin_cpu_supports("f16c");
+	case WK_CPU_ISA_AVX512:
+		__builtin_cpu_init();
+		return wk_cpu_isa_available(WK_CPU_ISA_AVX2) &&
+		       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+	default:
+		return 0;
+	}
+}
+
+enum wk_cpu_isa wk_cpu_isa_default(void)
+{
+	const char *env = getenv("SLUICE_CPU_ISA");
+	if (env != NULL)
+		for (int i = 0; i < WK_CPU_ISA_COUNT_; i++)
+			if (strcasecmp(env, wk_cpu_isa_name((enum wk_cpu_isa)i)) == 0 &&
+			    wk_cpu_isa_available((enum wk_cpu_isa)i))
+				return (enum wk_cpu_isa)i;
+	for (int i = WK_CPU_ISA_COUNT_ - 1; i > 0; i--)
+		if (wk_cpu_isa_available((enum wk_cpu_isa)i))
+			return (enum wk_cpu_isa)i;
+	return WK_CPU_ISA_SCALAR;
+}
+
+static const struct wk_cpu_kernels *wk_cpu_kernels_of(enum wk_cpu_isa isa)
+{
+	switch (isa) {
+#if defined(__x86_64__)
+	case WK_CPU_ISA_AVX2: return &wk_cpu_kernels_avx2;
+	case WK_CPU_ISA_AVX512: return &wk_cpu_kernels_avx512;
+#endif
+	default: return &wk_cpu_kernels_scalar;
+	}
+}
+
+/* ---- activation formats ----------------------------------------------- */
+
+enum wk_cpu_act wk_cpu_act_of(uint32_t wtype)
+{
+	switch (wtype) {
+	case WK_Q_Q4_0:
+	case WK_Q_Q8_0:
+		return WK_CPU_ACT_Q8_32;
+	case WK_Q_Q4_K:
+	case WK_Q_Q5_K:
+	case WK_Q_Q6_K:
+		return WK_CPU_ACT_Q8_256;
+	default:
+		return WK_CPU_ACT_F32;
+	}
+}
+
+size_t wk_cpu_act_row_bytes(enum wk_cpu_act act, int cols)
+{
+	size_t c = (size_t)cols, b;
+	switch (act) {
+	case WK_CPU_ACT_Q8_32: b = c + 8 * (c / 32); break;
+	case WK_CPU_ACT_Q8_256: b = c + 4 * (c / 256) + 2 * (c / 16); break;
+	default: b = 4 * c; break;
+	}
+	return (b + 63) & ~(size_t)63;
+}
+
+/* ---- context ---------------------------------------------------------- */
+
+enum cm_status wk_cpu_mm_new(struct wk_pool *pool, struct wk_cpu_mm **out)
+{
+	struct wk_cpu_mm *mm = cm_calloc(1, sizeof *mm);
+	*out = NULL;
+	if (mm == NULL)
+		return CM_ENOMEM;
+	mm->pool = pool;
+	mm->isa = wk_cpu_isa_default();
+	mm->k = wk_cpu_kernels_of(mm->isa);
+	*out = mm;
+	return CM_OK;
+}
+
+void wk_cpu_mm_free(struct wk_cpu_mm *mm)
+{
+	if (mm == NULL)
+		return;
+	cm_free(mm->scratch_raw);
+	cm_free(mm);
+}
+
+enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa)
+{
+	if (!wk_cpu_isa_available(isa))
+		return CM_EUNSUPPORTED;
+	mm->isa = isa;
+	mm->k = wk_cpu_kernels_of(isa);
+	return CM_OK;
+}
+
+enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm)
+{
+	return mm->isa;
+}
+
+struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm)
+{
+	return mm->pool;
+}
+
+static enum cm_status wk_cpu_mm_reserve(struct wk_cpu_mm *mm, size_t bytes)
+{
+	if (bytes <= mm->scratch_bytes)
+		return CM_OK;
+	if (bytes > WK_CPU_MM_SCRATCH_MAX)
+		return CM_ELIMIT;
+	size_t sz = (bytes + 4095) & ~(size_t)4095;
+	void *p = cm_malloc(sz + 64);
+	if (p == NULL)
+		return CM_ENOMEM;
+	cm_free(mm->scratch_raw);
+	mm->scratch_raw = p;
+	mm->scratch = (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+	mm->scratch_bytes = sz;
+	return CM_OK;
+}
+
+/* ---- parallel work ---------------------------------------------------- */
+
+struct wk_cpu_mm_job {
+	const struct wk_cpu_kernels *k;
+	struct wk_cpu_gemm g;
+	wk_cpu_gemm_fn fn;
+	int rows;
+	int n_parts;
+	/* activation quantisation */
+	wk_cpu_actq_fn actq;
+	const float *xf;
+};
+
+static void wk_cpu_mm_actq_task(void *ctx, int task, int thread)
+{
+	struct wk_cpu_mm_job *j = ctx;
+	(void)thread;
+	for (int t = task; t < j->g.n; t += j->n_parts)
+		j->actq(j->xf + (size_t)t * j->g.cols, (uint8_t *)j->g.x + (size_t)t * j->g.x_stride,
+			j->g.cols);
+}
+
+static void wk_cpu_mm_gemm_task(void *ctx, int task, int thread)
+{
+	struct wk_cpu_mm_job *j = ctx;
+	(void)thread;
+	/* contiguous row ranges, boundaries on multiples of 16 rows */
+	int per = (j->rows + j->n_parts - 1) / j->n_parts;
+	per = (per + 15) & ~15;
+	int r0 = task * per, r1 = r0 + per;
+	if (r1 > j->rows)
+		r1 = j->rows;
+	if (r0 < r1)
+		j->fn(&j->g, r0, r1);
+}
+
+enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
+			     int cols, const float *x, int n, float *y)
+{
+	enum cm_status st;
+	if (!wk_qtype_supported(wtype) || mm->k->gemm[wtype] == NULL)
+		return CM_EUNSUPPORTED;
+	if (rows <= 0 || cols <= 0 || n <= 0 || cols % (int)wk_qtype_block_elems(wtype) != 0)
+		return CM_EINVAL;
+
+	struct wk_cpu_mm_job j = { 0 };
+	j.k = mm->k;
+	j.fn = mm->k->gemm[wtype];
+	j.rows = rows;
+	j.g.cols = cols;
+	j.g.w = w;
+	j.g.w_stride = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
+	j.g.n = n;
+	j.g.y = y;
+	j.g.y_stride = (size_t)rows;
+	int threads = mm->pool ? wk_pool_threads(mm->pool) : 1;
+
+	enum wk_cpu_act act = wk_cpu_act_of(wtype);
+	if (act == WK_CPU_ACT_F32) {
+		j.g.x = (const uint8_t *)x;
+		j.g.x_stride = 4 * (size_t)cols;
+	} else {
+		size_t rb = wk_cpu_act_row_bytes(act, cols);
+		if ((size_t)n > WK_CPU_MM_SCRATCH_MAX / rb)
+			return CM_ELIMIT;
+		st = wk_cpu_mm_reserve(mm, rb * (size_t)n);
+		if (st != CM_OK)
+			return st;
+		j.g.x = mm->scratch;
+		j.g.x_stride = rb;
+		j.actq = act == WK_CPU_ACT_Q8_32 ? mm->k->actq_q8_32 : mm->k->actq_q8_256;
+		j.xf = x;
+		j.n_parts = n < threads ? n : threads;
+		if (j.n_parts > 1)
+			wk_pool_run(mm->pool, wk_cpu_mm_actq_task, &j, j.n_parts);
+		else
+			wk_cpu_mm_actq_task(&j, 0, 0);
+	}
+
+	/* at least 16 rows per part so that tiny matrices stay on one thread */
+	j.n_parts = threads;
+	while (j.n_parts > 1 && rows / j.n_parts < 16)
+		j.n_parts--;
+	if (j.n_parts > 1)
+		wk_pool_run(mm->pool, wk_cpu_mm_gemm_task, &j, j.n_parts);
+	else
+		wk_cpu_mm_gemm_task(&j, 0, 0);
+	return CM_OK;
+}

@@ -1,0 +1,69 @@
+/*
+ * matmul.h - the CPU matrix product Y = X . W^T for every weight type.
+ *
+ *   W  [rows][cols] weight rows in GGUF layout (dims[0] = cols), any type
+ *      with wk_qtype_supported(); cols a multiple of the type's block size
+ *   X  [n][cols]    float32 activations of n tokens
+ *   Y  [n][rows]    float32
+ *
+ * Quantised weights: X is quantised once per call to 8-bit activations
+ * (blocks of 32 for Q4_0/Q8_0, of 256 for the K-quants) and the dot
+ * products are integer; float weights use float32 FMA on exact products.
+ * Rows are split into one contiguous range per pool thread.
+ *
+ * Batch invariance: for one build on one machine with one ISA, Y[t][r]
+ * depends only on W row r and X row t, bit for bit: not on n, on the other
+ * rows of X, on the thread count or on timing.  Different ISAs (scalar,
+ * avx2, avx512) may give different (equally accurate) bits.
+ *
+ * The ISA is the best the CPU supports unless SLUICE_CPU_ISA=scalar|avx2|
+ * avx512 asks for one (an unavailable request falls back to the best).
+ *
+ * Threads: a struct wk_cpu_mm is used by one thread at a time (it owns the
+ * activation scratch); it borrows the pool.
+ */
+#ifndef SLUICE_WORKER_CPU_MATMUL_H
+#define SLUICE_WORKER_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/cpu/pool.h"
+
+enum wk_cpu_isa {
+	WK_CPU_ISA_SCALAR = 0,
+	WK_CPU_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
+	WK_CPU_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/VNNI + the above */
+	WK_CPU_ISA_COUNT_ = 3,
+};
+
+/* Largest activation scratch one wk_cpu_mm may hold (bytes). */
+#define WK_CPU_MM_SCRATCH_MAX ((size_t)1 << 30)
+
+const char *wk_cpu_isa_name(enum wk_cpu_isa isa);
+/* 1 when this CPU (and this build) can run isa. */
+int wk_cpu_isa_available(enum wk_cpu_isa isa);
+/* The best available ISA, or the one SLUICE_CPU_ISA names if available. */
+enum wk_cpu_isa wk_cpu_isa_default(void);
+
+struct wk_cpu_mm;
+
+/* pool is borrowed and must outlive the wk_cpu_mm. */
+enum cm_status wk_cpu_mm_new(struct wk_pool *pool, struct wk_cpu_mm **out) CM_WUR;
+void wk_cpu_mm_free(struct wk_cpu_mm *mm);
+/* CM_EUNSUPPORTED when the CPU lacks isa. */
+enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa) CM_WUR;
+enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm);
+struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
+
+/*
+ * y[t*rows + r] = sum_k W[r][k] * x[t*cols + k].  x and y must not
+ * overlap.  Refuses (CM_EUNSUPPORTED) types without a kernel, (CM_EINVAL)
+ * cols not a multiple of the block size or non-positive sizes, (CM_ENOMEM /
+ * CM_ELIMIT) when the activation scratch cannot grow.
+ */
+enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
+			     int cols, const float *x, int n, float *y) CM_WUR;
+
+#endif

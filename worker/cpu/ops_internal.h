@@ -1,0 +1,28 @@
+/*
+ * ops_internal.h - the ops table each ISA build fills in (worker/cpu/ only).
+ */
+#ifndef SLUICE_WORKER_CPU_OPS_INTERNAL_H
+#define SLUICE_WORKER_CPU_OPS_INTERNAL_H
+
+#include <stdint.h>
+
+#include "worker/quant.h"
+
+struct wk_cpu_ops {
+	void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
+	void (*add)(float *y, const float *x, int n);
+	void (*silu_mul)(float *out, const float *gate, const float *up, int n);
+	void (*softmax)(float *x, int n);
+	float (*dot_f16)(const uint16_t *a, const float *b, int n);
+	void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int n);
+	void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
+	float (*expf)(float x);
+};
+
+extern const struct wk_cpu_ops wk_cpu_ops_scalar;
+#if defined(__x86_64__)
+extern const struct wk_cpu_ops wk_cpu_ops_avx2;
+extern const struct wk_cpu_ops wk_cpu_ops_avx512;
+#endif
+
+#endif
