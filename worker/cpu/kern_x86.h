@@ -348,13 +348,17 @@ KX_INLINE __m256i kx_word_bcast_mask(int lo, int hi)
  */
 KX_INLINE void kx_k4_scales(const uint8_t *s12, __m256i *sc, __m256i *mn)
 {
-	uint32_t u[3];
-	memcpy(u, s12, 12);
-	uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
-	uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
-	uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
-	__m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo));
-	__m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+	/* 16-byte load: the 12 scale bytes sit at offset 4 of a 144/176-byte
+	 * block, so the 4 extra bytes are inside the block */
+	__m128i v = _mm_loadu_si128((const __m128i *)s12); /* u0 u1 u2 - */
+	__m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f)); /* sc0-3, m0-3 */
+	__m128i u2 = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2));
+	__m128i t2 = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi8(0x0f));
+	__m128i t3 = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
+	__m128i hi = _mm_or_si128(t2, t3);                  /* sc4-7, m4-7 */
+	__m128i all = _mm_unpacklo_epi32(lo, hi);           /* sc0-3 sc4-7 m0-3 m4-7 */
+	__m128i s16 = _mm_cvtepu8_epi16(all);
+	__m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(all, 8));
 	*sc = _mm256_broadcastsi128_si256(s16);
 	*mn = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
 }
@@ -450,6 +454,10 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
 
+#if KX_512
+#include "worker/cpu/kern_x86_kq512.h"
+#endif
+
 KX_INLINE void kx_q4_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
 	kx_q45k_tile(g, r, t, R, T, 0);
@@ -464,6 +472,7 @@ KX_INLINE void kx_q5_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
  * scales sc[8h+2k] (first 16) and sc[8h+2k+1] (next 16).  The -32 offset
  * is folded in once per block as 32 * sum_g sc_g * bsum_g.
  */
+#if !KX_512
 KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
 	const int nb = g->cols / 256;
@@ -557,6 +566,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
+
+#endif /* !KX_512 */
 
 #if KX_512
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 4, 4)
