@@ -30,6 +30,25 @@
 #define KX_MR 4 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
 
+/*
+ * Decode (T == 1) streams weights from memory; software prefetch KX_PF
+ * bytes ahead on every row keeps enough misses in flight for the integer
+ * kernels, whose work per byte would otherwise fill the reorder window.
+ */
+#ifndef KX_PF
+#define KX_PF 6144
+#endif
+KX_INLINE void kx_prefetch_block(const uint8_t *blk, size_t bytes)
+{
+#if KX_PF > 0
+	for (size_t o = 0; o < bytes; o += 64)
+		_mm_prefetch((const char *)(blk + KX_PF + o), _MM_HINT_T0);
+#else
+	(void)blk;
+	(void)bytes;
+#endif
+}
+
 KX_INLINE float kx_f16(const uint8_t *p)
 {
 	uint16_t h;
@@ -260,6 +279,8 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + bb * (size_t)b;
+			if (T == 1 && (b & 1) == 0)
+				kx_prefetch_block(blk, 64);
 			wd[i] = _mm256_set1_ps(kx_f16(blk));
 			if (Q4) {
 				__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
@@ -394,6 +415,8 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + bb * (size_t)b;
+			if (T == 1)
+				kx_prefetch_block(blk, bb);
 			d[i] = kx_f16(blk);
 			dmin[i] = kx_f16(blk + 2);
 			kx_k4_scales(blk + 4, &sc[i], &mn[i]);
@@ -503,6 +526,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 210 * (size_t)b;
+			if (T == 1)
+				kx_prefetch_block(blk, 210);
 			d[i] = kx_f16(blk + 208);
 			sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
 			KX_UNROLL

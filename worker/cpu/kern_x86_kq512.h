@@ -63,6 +63,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 210 * (size_t)b;
+			if (T == 1)
+				kx_prefetch_block(blk, 210);
 			d[i] = kx_f16(blk + 208);
 			sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
 			scz[i] = _mm512_castsi256_si512(sc16[i]);
