@@ -27,7 +27,7 @@
 
 #define KX_INLINE static inline __attribute__((always_inline))
 #define KX_UNROLL _Pragma("GCC unroll 8")
-#define KX_MR 4 /* largest tile, rows */
+#define KX_MR 8 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
 
 /*
@@ -228,9 +228,9 @@ KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, 4, 4)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, 4, 4)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 4, 4)
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
 #else
 KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 4)
 KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 4)
