@@ -51,19 +51,24 @@ struct bw_job {
 	uint64_t sums[64];
 };
 
+/* Sums this task's share as 4 interleaved streams (like a 4-row GEMV
+ * tile) with prefetch ahead, so that the figure is what a well-fed core
+ * can read, not the latency of one stream. */
 static void bw_task(void *ctx, int task, int thread)
 {
 	struct bw_job *j = ctx;
-	size_t per = j->words / (size_t)j->parts;
+	size_t per = j->words / (size_t)j->parts, q = per / 4;
 	const uint64_t *p = j->buf + per * (size_t)task;
-	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-	for (size_t i = 0; i + 4 <= per; i += 4) {
-		s0 += p[i];
-		s1 += p[i + 1];
-		s2 += p[i + 2];
-		s3 += p[i + 3];
+	uint64_t s[8] = { 0 };
+	for (size_t i = 0; i + 2 <= q; i += 2) {
+		for (int k = 0; k < 4; k++) {
+			if (i % 8 == 0)
+				__builtin_prefetch(p + k * q + i + 768);
+			s[2 * k] += p[k * q + i];
+			s[2 * k + 1] += p[k * q + i + 1];
+		}
 	}
-	j->sums[task] = s0 + s1 + s2 + s3;
+	j->sums[task] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 	(void)thread;
 }
 

@@ -182,8 +182,11 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	for (int k = 0; k < kmain; k += KX_FW) {
 		kx_fvec wv[KX_MR];
 		KX_UNROLL
-		for (int i = 0; i < R; i++)
+		for (int i = 0; i < R; i++) {
+			if (T == 1 && (k * wsz) % 64 == 0)
+				kx_prefetch_block(w[i] + wsz * (size_t)k, 64);
 			wv[i] = kx_fw_load(w[i], k, WT);
+		}
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			kx_fvec xv = kx_fload(x[j] + k);
