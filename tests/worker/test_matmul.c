@@ -144,6 +144,8 @@ static void test_accuracy(void **state)
 			check_accuracy(f->mm2, types[i], 3, 256, 1);
 			if (wk_qtype_block_elems(types[i]) == 1) /* tails of the vector loops */
 				check_accuracy(f->mm2, types[i], 21, 100, 6);
+			if (wk_qtype_block_elems(types[i]) <= 32) /* 11 blocks: partial groups */
+				check_accuracy(f->mm2, types[i], 19, 352, 9);
 		}
 	}
 }
@@ -155,10 +157,18 @@ static void run(struct wk_cpu_mm *mm, uint32_t type, const uint8_t *w, int rows,
 	assert_int_equal(wk_cpu_matmul(mm, type, w, rows, cols, x + (size_t)t0 * cols, n, out), CM_OK);
 }
 
+static void batch_invariance(struct fixture *f, int cols, int only_small_blocks);
+
 static void test_batch_invariance(void **state)
 {
 	struct fixture *f = *state;
-	const int rows = 45, cols = 768, n = 64;
+	batch_invariance(f, 768, 0);
+	batch_invariance(f, 352, 1); /* an odd number of 32-blocks */
+}
+
+static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
+{
+	const int rows = 45, n = 64;
 	float *x = malloc(sizeof(float) * n * cols), *x2 = malloc(sizeof(float) * n * cols);
 	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
 	assert_non_null(x);
@@ -174,6 +184,8 @@ static void test_batch_invariance(void **state)
 		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
 		for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
 			uint32_t type = types[ti];
+			if (only_small_blocks && wk_qtype_block_elems(type) > 32)
+				continue;
 			uint8_t *w = make_weights(type, rows, cols);
 			/* n = 64 with two threads is the reference */
 			run(f->mm2, type, w, rows, cols, x, 0, n, ya);

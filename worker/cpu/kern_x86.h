@@ -251,6 +251,7 @@ KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 4)
  *   AVX2: maddubs(|w|, sign(x, w)) (no int16 saturation: |w| <= 128,
  *   |x| <= 127).  Both give the same integers.
  */
+#if !KX_512
 KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			     const int Q4)
 {
@@ -332,6 +333,10 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
+
+#else
+#include "worker/cpu/kern_x86_q8_512.h"
+#endif
 
 KX_INLINE void kx_q4_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
