@@ -1,8 +1,10 @@
 /*
  * kern_x86.h - x86 SIMD kernels, written once and compiled twice:
  *   kern_avx2.c   (-mavx2 -mfma -mf16c)             KX_512 0: ymm, maddubs
- *   kern_avx512.c (+ avx512f/bw/vl/vnni/bf16)       KX_512 1: zmm float math,
- *                                                    vpdpbusd / vpdpwssd
+ *   kern_avx512.c (+ avx512f/bw/vl/vnni)            KX_512 1: zmm float math,
+ *                                                    vpdpbusd / vpdpwssd; its
+ *                                                    own Q4_0/Q8_0 and Q6_K
+ *                                                    tiles (kern_x86_*512.h)
  * Each build defines KX_512 and KX_TABLE before including this file.
  *
  * Structure: one tile function per weight type computes an R x T block of
