@@ -357,7 +357,10 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		    (st = mm(be, &L->wk, be->h, T, be->kk, &L->bk)) != CM_OK ||
 		    (st = mm(be, &L->wv, be->h, T, be->vv, &L->bv)) != CM_OK)
 			return st;
-		wk_pool_run(be->pool, rope_store_task, &tc, (int)T);
+		if (T == 1) /* decode of one sequence: not worth a dispatch */
+			rope_store_task(&tc, 0, 0);
+		else
+			wk_pool_run(be->pool, rope_store_task, &tc, (int)T);
 		wk_pool_run(be->pool, att_task, &ac, (int)(T * hp->n_head_kv));
 		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
 			return st;
