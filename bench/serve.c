@@ -19,7 +19,12 @@
  * stream's end; needs --gen well above the prompt cost), per-request
  * inter-token latency p50/p95 (gaps between TOKEN frames divided by the
  * tokens they carry, after the first) and TTFT p50/p95 (SUBMIT sent to
- * first TOKEN received).  The header names model, quantisation, threads
+ * first TOKEN received).  When it started the worker it also prints the
+ * worker's cpu share over the level (its CPU time / wall x threads, from
+ * /proc) and the wall-clock generated tokens/s scaled to a 100% share:
+ * on a shared machine that estimate moves far less with the neighbours'
+ * load than the raw figures (memory-bandwidth contention still shows).
+ * The header names model, quantisation, threads
  * and hardware.  Single client thread; the worker does all the compute.
  */
 #include <errno.h>
@@ -239,6 +244,30 @@ done:
 	worker_pid = -1;
 }
 
+/* CPU seconds the worker has used (utime + stime); -1 when unknown. */
+static double worker_cpu_seconds(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+	size_t n;
+
+	if (worker_pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)worker_pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* comm may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			 &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- one level ------------------------------------------------------------ */
 
 static const char *const words[] = {
@@ -284,6 +313,7 @@ static int run_level(const char *sock, int n, const struct opts *o, uint64_t *ne
 	uint64_t base = *next_id, gen = 0, prompt = 0;
 	int active = n, rc = -1;
 	int64_t t0, t1;
+	double cpu0, cpu1;
 
 	if (!st || !c || !ev) {
 		fprintf(stderr, "bench-serve: cannot connect to %s\n", sock);
@@ -294,6 +324,7 @@ static int run_level(const char *sock, int n, const struct opts *o, uint64_t *ne
 		goto out;
 	}
 	t0 = cm_mono_ns();
+	cpu0 = worker_cpu_seconds();
 	for (int i = 0; i < n; i++)
 		if (submit(c, &st[i], i, base + (uint64_t)i * (uint64_t)o->rounds, o)) {
 			fprintf(stderr, "bench-serve: send failed\n");
@@ -354,6 +385,7 @@ static int run_level(const char *sock, int n, const struct opts *o, uint64_t *ne
 		}
 	}
 	t1 = cm_mono_ns();
+	cpu1 = worker_cpu_seconds();
 	{
 		/* steady decode: from the moment every stream has its first token
 		 * until the first stream finishes, all N are decoding together */
@@ -369,10 +401,16 @@ static int run_level(const char *sock, int n, const struct opts *o, uint64_t *ne
 				toks += ev_n.v[i];
 		if (w1 > w0 && toks > 0)
 			steady = toks / ((double)(w1 - w0) / 1e9);
-		printf("%7d %9llu %9llu %8.2f %10.2f %10.2f %8.1f %8.1f %9.1f %9.1f\n", n,
-		       (unsigned long long)prompt, (unsigned long long)gen,
+		double share = cpu0 >= 0 && cpu1 >= 0
+				       ? (cpu1 - cpu0) / ((double)(t1 - t0) / 1e9) / o->threads
+				       : -1;
+
+		printf("%7d %9llu %9llu %8.2f %10.2f %10.2f %8.1f %8.1f %9.1f %9.1f %6.0f%% %10.2f\n",
+		       n, (unsigned long long)prompt, (unsigned long long)gen,
 		       (double)(t1 - t0) / 1e9, (double)gen / ((double)(t1 - t0) / 1e9), steady,
-		       pct(&itl, 0.5), pct(&itl, 0.95), pct(&ttft, 0.5), pct(&ttft, 0.95));
+		       pct(&itl, 0.5), pct(&itl, 0.95), pct(&ttft, 0.5), pct(&ttft, 0.95),
+		       100.0 * share,
+		       share > 0 ? (double)gen / ((double)(t1 - t0) / 1e9) / share : 0.0);
 	}
 	fflush(stdout);
 	rc = 0;
@@ -426,10 +464,11 @@ static void print_header(const struct opts *o, const char *sock, struct pc_conn 
 	printf("per request: ~%d prompt words, %d generated tokens (ignore EOS, greedy), "
 	       "%d round(s) per stream\n",
 	       o->prompt_words, o->gen, o->rounds);
-	printf("%7s %9s %9s %8s %10s %10s %8s %8s %9s %9s\n", "streams", "prompt", "gen",
-	       "wall_s", "gen_tok/s", "decode", "itl_p50", "itl_p95", "ttft_p50", "ttft_p95");
-	printf("%7s %9s %9s %8s %10s %10s %8s %8s %9s %9s\n", "", "tokens", "tokens", "",
-	       "(wall)", "tok/s", "ms", "ms", "ms", "ms");
+	printf("%7s %9s %9s %8s %10s %10s %8s %8s %9s %9s %7s %10s\n", "streams", "prompt",
+	       "gen", "wall_s", "gen_tok/s", "decode", "itl_p50", "itl_p95", "ttft_p50",
+	       "ttft_p95", "cpu", "gen_tok/s");
+	printf("%7s %9s %9s %8s %10s %10s %8s %8s %9s %9s %7s %10s\n", "", "tokens", "tokens",
+	       "", "(wall)", "tok/s", "ms", "ms", "ms", "ms", "share", "at 100%");
 	free(ev);
 }
 
