@@ -1073,7 +1073,16 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 			s->drain_deadline = now + cfg->drain_timeout_ms * CM_NS_PER_MS;
 			cm_logf(CM_LOG_INFO, "draining", "SIGTERM: no new requests; running ones finish");
 		}
-		if (s->draining && (wk_sched_idle(s->sched) || now >= s->drain_deadline))
+		if (s->draining && !wk_sched_idle(s->sched) && now >= s->drain_deadline) {
+			/* out of patience: what still runs ends DONE(cancelled) */
+			cm_logf(CM_LOG_WARN, "drain_timeout", "cancelling what still runs");
+			for (uint32_t i = 0; i < s->n_conns; i++) {
+				while (s->conns[i]->reqs)
+					wk_sched_cancel(s->sched, s->conns[i]->reqs->seq);
+				conn_flush(s->conns[i]);
+			}
+		}
+		if (s->draining && wk_sched_idle(s->sched))
 			break;
 		timeout = wk_sched_idle(s->sched)
 				  ? (int)((s->next_stats - now) / CM_NS_PER_MS + 1)
