@@ -7,6 +7,10 @@
  */
 #include "worker/cpu/matmul.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -42,10 +46,16 @@ int wk_cpu_isa_available(enum wk_cpu_isa isa)
 	case WK_CPU_ISA_SCALAR:
 		return 1;
 #if defined(__x86_64__)
-	case WK_CPU_ISA_AVX2:
+	case WK_CPU_ISA_AVX2: {
+		/* F16C through cpuid (leaf 1, ecx bit 29): clang 14's
+		 * __builtin_cpu_supports does not know "f16c" */
+		unsigned a, b, c, d;
+
 		__builtin_cpu_init();
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       __builtin_cpu_supports("f16c");
+		if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29)))
+			return 0;
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
 	case WK_CPU_ISA_AVX512:
 		__builtin_cpu_init();
 		return wk_cpu_isa_available(WK_CPU_ISA_AVX2) &&
