@@ -168,7 +168,7 @@ static void test_batch_invariance(void **state)
 
 static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 {
-	const int rows = 45, n = 64;
+	const int rows = 203, n = 64; /* several 64-row tasks, ragged last tile */
 	float *x = malloc(sizeof(float) * n * cols), *x2 = malloc(sizeof(float) * n * cols);
 	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
 	assert_non_null(x);
