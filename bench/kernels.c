@@ -12,11 +12,17 @@
  * fraction of the N-thread bandwidth; and GEMM (n = --gemm-n, default 128)
  * as GFLOP/s.  Each figure is the median of --reps runs (default 5).
  * Shapes: 5632x2048 (FFN up/gate: rows x cols) and 2048x5632 (FFN down).
+ * --pass runs instead every matmul of a TinyLlama-1.1B-shaped model
+ * (22 layers + output) for F16, Q8_0 or a Q4_K_M-like mix: decode (n = 1)
+ * tokens/s against the bandwidth bound, and prefill (n = --gemm-n) tok/s,
+ * counting matmuls only (no attention, norms or sampling).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/resource.h>
 
 #include "common/clock.h"
 #include "worker/cpu/matmul.h"
@@ -26,6 +32,18 @@
 #define BW_BYTES ((size_t)512 << 20)
 #define GEMV_SET_BYTES ((size_t)768 << 20) /* weights streamed per GEMV pass */
 
+/* Process CPU seconds (user + system), to show how much of the machine a
+ * run really got when others share it. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+static int g_threads = 1;
+
 struct bw_job {
 	const uint64_t *buf;
 	size_t words;
@@ -33,19 +51,24 @@ struct bw_job {
 	uint64_t sums[64];
 };
 
+/* Sums this task's share as 4 interleaved streams (like a 4-row GEMV
+ * tile) with prefetch ahead, so that the figure is what a well-fed core
+ * can read, not the latency of one stream. */
 static void bw_task(void *ctx, int task, int thread)
 {
 	struct bw_job *j = ctx;
-	size_t per = j->words / (size_t)j->parts;
+	size_t per = j->words / (size_t)j->parts, q = per / 4;
 	const uint64_t *p = j->buf + per * (size_t)task;
-	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-	for (size_t i = 0; i + 4 <= per; i += 4) {
-		s0 += p[i];
-		s1 += p[i + 1];
-		s2 += p[i + 2];
-		s3 += p[i + 3];
+	uint64_t s[8] = { 0 };
+	for (size_t i = 0; i + 2 <= q; i += 2) {
+		for (int k = 0; k < 4; k++) {
+			if (i % 8 == 0)
+				__builtin_prefetch(p + k * q + i + 768);
+			s[2 * k] += p[k * q + i];
+			s[2 * k + 1] += p[k * q + i + 1];
+		}
 	}
-	j->sums[task] = s0 + s1 + s2 + s3;
+	j->sums[task] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
 	(void)thread;
 }
 
@@ -166,10 +189,130 @@ out:
 	return rc;
 }
 
+/* ---- whole-model matmul pass (TinyLlama shape) ---------------------- */
+
+struct pass_mat {
+	uint32_t type;
+	int rows, cols;
+	uint8_t *w;
+};
+
+enum { PASS_LAYERS = 22, PASS_PER_LAYER = 7 };
+
+/*
+ * Matmul-only forward pass over a TinyLlama-1.1B-shaped model: per layer
+ * q 2048x2048, k and v 256x2048, o 2048x2048, gate and up 5632x2048,
+ * down 2048x5632, then the 32000x2048 output.  mix "Q4_K_M" follows
+ * llama.cpp's recipe: Q4_K, with Q6_K for attn_v and ffn_down in the first
+ * and last eighth of the layers and every third in between, and output.
+ * Weights are quantised once per distinct shape and copied to every layer,
+ * so each layer streams its own memory.
+ */
+static int bench_pass(struct wk_cpu_mm *mm, const char *mix, int reps, int gemm_n, double bw)
+{
+	static const int shapes[PASS_PER_LAYER][2] = {
+		{ 2048, 2048 }, { 256, 2048 }, { 256, 2048 }, { 2048, 2048 },
+		{ 5632, 2048 }, { 5632, 2048 }, { 2048, 5632 },
+	};
+	struct pass_mat m[PASS_LAYERS * PASS_PER_LAYER + 1];
+	int nm = 0, rc = 1;
+	int kq = strcmp(mix, "Q4_K_M") == 0;
+	int base = kq ? WK_Q_Q4_K : wk_qtype_parse(mix);
+	if (base < 0) {
+		fprintf(stderr, "bench-kernels: unknown pass type %s\n", mix);
+		return 1;
+	}
+	for (int l = 0; l < PASS_LAYERS; l++) {
+		int more = l < PASS_LAYERS / 8 || l >= 7 * PASS_LAYERS / 8 ||
+			   (l - PASS_LAYERS / 8) % 3 == 2;
+		for (int k = 0; k < PASS_PER_LAYER; k++) {
+			uint32_t t = (uint32_t)base;
+			if (kq && more && (k == 2 || k == 6))
+				t = WK_Q_Q6_K;
+			m[nm++] = (struct pass_mat){ t, shapes[k][0], shapes[k][1], NULL };
+		}
+	}
+	m[nm++] = (struct pass_mat){ kq ? WK_Q_Q6_K : (uint32_t)base, 32000, 2048, NULL };
+	float *tmp = malloc(sizeof(float) * 5632);
+	float *x = malloc(sizeof(float) * (size_t)gemm_n * 5632);
+	float *y = malloc(sizeof(float) * (size_t)gemm_n * 32000);
+	double *t = malloc(sizeof(double) * (size_t)reps);
+	double bytes = 0;
+	if (!tmp || !x || !y || !t)
+		goto out;
+	for (int i = 0; i < gemm_n * 5632; i++)
+		x[i] = rnd();
+	for (int i = 0; i < nm; i++) {
+		size_t rb = wk_qtype_row_bytes(m[i].type, (uint64_t)m[i].cols);
+		m[i].w = malloc(rb * (size_t)m[i].rows);
+		if (m[i].w == NULL)
+			goto out;
+		bytes += (double)(rb * (size_t)m[i].rows);
+		/* copy from an earlier matrix of the same type and shape */
+		int src = -1;
+		for (int k = 0; k < i && src < 0; k++)
+			if (m[k].type == m[i].type && m[k].cols == m[i].cols && m[k].rows >= m[i].rows)
+				src = k;
+		if (src >= 0) {
+			memcpy(m[i].w, m[src].w, rb * (size_t)m[i].rows);
+			continue;
+		}
+		for (int r = 0; r < m[i].rows; r++) {
+			if (r < 64 || i == nm - 1) { /* 64 distinct rows, then repeats */
+				for (int k = 0; k < m[i].cols; k++)
+					tmp[k] = rnd();
+				if (r < 64 || r % 4096 == 0)
+					wk_quantize_row(m[i].type, tmp, m[i].w + rb * (size_t)r, (uint64_t)m[i].cols);
+				else
+					memcpy(m[i].w + rb * (size_t)r, m[i].w + rb * (size_t)(r % 64), rb);
+			} else {
+				memcpy(m[i].w + rb * (size_t)r, m[i].w + rb * (size_t)(r % 64), rb);
+			}
+		}
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		int n = pass == 0 ? 1 : gemm_n;
+		int nreps = pass == 0 ? reps : (reps < 3 ? reps : 3);
+		double c0 = 0, w0 = 0;
+		for (int rep = -1; rep < nreps; rep++) {
+			if (rep == 0) {
+				c0 = cpu_seconds();
+				w0 = (double)cm_mono_ns() / 1e9;
+			}
+			int64_t t0 = cm_mono_ns();
+			for (int i = 0; i < nm; i++)
+				if (wk_cpu_matmul(mm, m[i].type, m[i].w, m[i].rows, m[i].cols, x, n, y) != CM_OK)
+					goto out;
+			if (rep >= 0)
+				t[rep] = (double)(cm_mono_ns() - t0) / 1e9;
+		}
+		double share = (cpu_seconds() - c0) / ((double)cm_mono_ns() / 1e9 - w0) / g_threads;
+		double s = median(t, nreps);
+		printf("[cpu share %3.0f%%] ", 100 * share);
+		if (pass == 0)
+			printf("pass %-6s weights %.0f MB: decode (n=1) %7.2f ms/token = %6.2f tok/s, %5.2f GB/s "
+			       "(%3.0f%% of bw; bound %.1f tok/s)\n",
+			       mix, bytes / 1e6, s * 1e3, 1 / s, bytes / s / 1e9, 100 * bytes / s / 1e9 / bw,
+			       bw * 1e9 / bytes);
+		else
+			printf("pass %-6s prefill (n=%d) %8.1f ms = %7.1f tok/s\n", mix, n, s * 1e3, n / s);
+		fflush(stdout);
+	}
+	rc = 0;
+out:
+	for (int i = 0; i < nm; i++)
+		free(m[i].w);
+	free(tmp);
+	free(x);
+	free(y);
+	free(t);
+	return rc;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench-kernels [--threads N] [--isa scalar|avx2|avx512] "
-			"[--types F16,Q8_0,...] [--reps N] [--gemm-n N]\n");
+			"[--types F16,Q8_0,...] [--reps N] [--gemm-n N] [--pass F16,Q8_0,Q4_K_M]\n");
 }
 
 int main(int argc, char **argv)
@@ -177,6 +320,7 @@ int main(int argc, char **argv)
 	int threads = 2, reps = 5, gemm_n = 128;
 	const char *isa_name = NULL;
 	char types_arg[256] = "F32,F16,BF16,Q8_0,Q4_0,Q4_K,Q5_K,Q6_K";
+	char pass_arg[256] = "";
 	for (int i = 1; i < argc; i++) {
 		if (i + 1 < argc && strcmp(argv[i], "--threads") == 0)
 			threads = atoi(argv[++i]);
@@ -184,6 +328,8 @@ int main(int argc, char **argv)
 			isa_name = argv[++i];
 		else if (i + 1 < argc && strcmp(argv[i], "--types") == 0)
 			snprintf(types_arg, sizeof types_arg, "%s", argv[++i]);
+		else if (i + 1 < argc && strcmp(argv[i], "--pass") == 0)
+			snprintf(pass_arg, sizeof pass_arg, "%s", argv[++i]);
 		else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0)
 			reps = atoi(argv[++i]);
 		else if (i + 1 < argc && strcmp(argv[i], "--gemm-n") == 0)
@@ -197,6 +343,7 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
+	g_threads = threads;
 	struct wk_pool *pool = NULL, *pool1 = NULL;
 	struct wk_cpu_mm *mm = NULL;
 	if (wk_pool_new(threads, &pool) != CM_OK || wk_pool_new(1, &pool1) != CM_OK ||
@@ -237,6 +384,12 @@ int main(int argc, char **argv)
 	printf("read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", bw1, bwn, threads);
 
 	char *save = NULL;
+	if (pass_arg[0]) { /* whole-model passes instead of single shapes */
+		for (char *tok = strtok_r(pass_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+			if (bench_pass(mm, tok, reps, gemm_n, bwn))
+				return 1;
+		types_arg[0] = 0;
+	}
 	for (char *tok = strtok_r(types_arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		int type = wk_qtype_parse(tok);
 		if (type < 0 || !wk_qtype_supported((uint32_t)type)) {

@@ -4,6 +4,7 @@
  * internal.h): every output element is one dot product accumulated in a
  * fixed order (integer sum per block, then one float accumulator over the
  * blocks in order), so results are identical for any batch or thread count.
+ * The scalar build of the ops (ops_impl.h) is instantiated at the end.
  */
 #include <string.h>
 

@@ -1,8 +1,10 @@
 /*
  * kern_x86.h - x86 SIMD kernels, written once and compiled twice:
  *   kern_avx2.c   (-mavx2 -mfma -mf16c)             KX_512 0: ymm, maddubs
- *   kern_avx512.c (+ avx512f/bw/vl/vnni/bf16)       KX_512 1: zmm float math,
- *                                                    vpdpbusd / vpdpwssd
+ *   kern_avx512.c (+ avx512f/bw/vl/vnni)            KX_512 1: zmm float math,
+ *                                                    vpdpbusd / vpdpwssd; its
+ *                                                    own Q4_0/Q8_0 and Q6_K
+ *                                                    tiles (kern_x86_*512.h)
  * Each build defines KX_512 and KX_TABLE before including this file.
  *
  * Structure: one tile function per weight type computes an R x T block of
@@ -27,8 +29,27 @@
 
 #define KX_INLINE static inline __attribute__((always_inline))
 #define KX_UNROLL _Pragma("GCC unroll 8")
-#define KX_MR 4 /* largest tile, rows */
+#define KX_MR 8 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
+
+/*
+ * Decode (T == 1) streams weights from memory; software prefetch KX_PF
+ * bytes ahead on every row keeps enough misses in flight for the integer
+ * kernels, whose work per byte would otherwise fill the reorder window.
+ */
+#ifndef KX_PF
+#define KX_PF 6144
+#endif
+KX_INLINE void kx_prefetch_block(const uint8_t *blk, size_t bytes)
+{
+#if KX_PF > 0
+	for (size_t o = 0; o < bytes; o += 64)
+		_mm_prefetch((const char *)(blk + KX_PF + o), _MM_HINT_T0);
+#else
+	(void)blk;
+	(void)bytes;
+#endif
+}
 
 KX_INLINE float kx_f16(const uint8_t *p)
 {
@@ -163,8 +184,11 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	for (int k = 0; k < kmain; k += KX_FW) {
 		kx_fvec wv[KX_MR];
 		KX_UNROLL
-		for (int i = 0; i < R; i++)
+		for (int i = 0; i < R; i++) {
+			if (T == 1 && (k * wsz) % 64 == 0)
+				kx_prefetch_block(w[i] + wsz * (size_t)k, 64);
 			wv[i] = kx_fw_load(w[i], k, WT);
+		}
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			kx_fvec xv = kx_fload(x[j] + k);
@@ -209,9 +233,9 @@ KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, 4, 4)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, 4, 4)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 4, 4)
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
 #else
 KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 4)
 KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 4)
@@ -229,6 +253,7 @@ KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 4)
  *   AVX2: maddubs(|w|, sign(x, w)) (no int16 saturation: |w| <= 128,
  *   |x| <= 127).  Both give the same integers.
  */
+#if !KX_512
 KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			     const int Q4)
 {
@@ -260,6 +285,8 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + bb * (size_t)b;
+			if (T == 1 && (b & 1) == 0)
+				kx_prefetch_block(blk, 64);
 			wd[i] = _mm256_set1_ps(kx_f16(blk));
 			if (Q4) {
 				__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
@@ -309,6 +336,10 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
 
+#else
+#include "worker/cpu/kern_x86_q8_512.h"
+#endif
+
 KX_INLINE void kx_q4_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
 	kx_q8_32_tile(g, r, t, R, T, 1);
@@ -348,13 +379,17 @@ KX_INLINE __m256i kx_word_bcast_mask(int lo, int hi)
  */
 KX_INLINE void kx_k4_scales(const uint8_t *s12, __m256i *sc, __m256i *mn)
 {
-	uint32_t u[3];
-	memcpy(u, s12, 12);
-	uint32_t sc_lo = u[0] & 0x3f3f3f3fu, m_lo = u[1] & 0x3f3f3f3fu;
-	uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
-	uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
-	__m128i s16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo));
-	__m128i m16 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)m_hi, (int)m_lo));
+	/* 16-byte load: the 12 scale bytes sit at offset 4 of a 144/176-byte
+	 * block, so the 4 extra bytes are inside the block */
+	__m128i v = _mm_loadu_si128((const __m128i *)s12); /* u0 u1 u2 - */
+	__m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f)); /* sc0-3, m0-3 */
+	__m128i u2 = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2));
+	__m128i t2 = _mm_and_si128(_mm_srlv_epi32(u2, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi8(0x0f));
+	__m128i t3 = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
+	__m128i hi = _mm_or_si128(t2, t3);                  /* sc4-7, m4-7 */
+	__m128i all = _mm_unpacklo_epi32(lo, hi);           /* sc0-3 sc4-7 m0-3 m4-7 */
+	__m128i s16 = _mm_cvtepu8_epi16(all);
+	__m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(all, 8));
 	*sc = _mm256_broadcastsi128_si256(s16);
 	*mn = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
 }
@@ -390,6 +425,8 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + bb * (size_t)b;
+			if (T == 1)
+				kx_prefetch_block(blk, bb);
 			d[i] = kx_f16(blk);
 			dmin[i] = kx_f16(blk + 2);
 			kx_k4_scales(blk + 4, &sc[i], &mn[i]);
@@ -450,6 +487,10 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
 
+#if KX_512
+#include "worker/cpu/kern_x86_kq512.h"
+#endif
+
 KX_INLINE void kx_q4_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
 	kx_q45k_tile(g, r, t, R, T, 0);
@@ -464,6 +505,7 @@ KX_INLINE void kx_q5_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
  * scales sc[8h+2k] (first 16) and sc[8h+2k+1] (next 16).  The -32 offset
  * is folded in once per block as 32 * sum_g sc_g * bsum_g.
  */
+#if !KX_512
 KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
 	const int nb = g->cols / 256;
@@ -494,6 +536,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 210 * (size_t)b;
+			if (T == 1)
+				kx_prefetch_block(blk, 210);
 			d[i] = kx_f16(blk + 208);
 			sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
 			KX_UNROLL
@@ -557,6 +601,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
+
+#endif /* !KX_512 */
 
 #if KX_512
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 4, 4)

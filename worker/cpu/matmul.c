@@ -1,7 +1,8 @@
 /*
  * matmul.c - ISA selection and the matmul driver (see matmul.h): checks the
  * arguments, quantises the activations (in parallel over tokens), then runs
- * the chosen ISA's kernel over one contiguous row range per pool thread.
+ * the chosen ISA's kernel over ranges of output rows (multiples of 64)
+ * claimed by the pool threads.
  * The per-element arithmetic lives in the kernel files (kern_*.c).
  */
 #include "worker/cpu/matmul.h"
@@ -185,7 +186,7 @@ struct wk_cpu_mm_job {
 	struct wk_cpu_gemm g;
 	wk_cpu_gemm_fn fn;
 	int rows;
-	int n_parts;
+	int chunk_rows; /* output rows per task */
 	/* activation quantisation */
 	wk_cpu_actq_fn actq;
 	const float *xf;
@@ -195,23 +196,29 @@ static void wk_cpu_mm_actq_task(void *ctx, int task, int thread)
 {
 	struct wk_cpu_mm_job *j = ctx;
 	(void)thread;
-	for (int t = task; t < j->g.n; t += j->n_parts)
-		j->actq(j->xf + (size_t)t * j->g.cols, (uint8_t *)j->g.x + (size_t)t * j->g.x_stride,
-			j->g.cols);
+	j->actq(j->xf + (size_t)task * j->g.cols, (uint8_t *)j->g.x + (size_t)task * j->g.x_stride,
+		j->g.cols);
+}
+
+/*
+ * Rows per GEMM task: about 4 tasks per thread (few claims, yet a thread
+ * that the OS deschedules holds back at most a quarter of its share), a
+ * multiple of 64 (every tile height divides it), at most 1024.
+ */
+static int wk_cpu_mm_chunk_rows(int rows, int threads)
+{
+	int c = (rows / (4 * threads) + 63) & ~63;
+	return c < 64 ? 64 : c > 1024 ? 1024 : c;
 }
 
 static void wk_cpu_mm_gemm_task(void *ctx, int task, int thread)
 {
 	struct wk_cpu_mm_job *j = ctx;
 	(void)thread;
-	/* contiguous row ranges, boundaries on multiples of 16 rows */
-	int per = (j->rows + j->n_parts - 1) / j->n_parts;
-	per = (per + 15) & ~15;
-	int r0 = task * per, r1 = r0 + per;
+	int r0 = task * j->chunk_rows, r1 = r0 + j->chunk_rows;
 	if (r1 > j->rows)
 		r1 = j->rows;
-	if (r0 < r1)
-		j->fn(&j->g, r0, r1);
+	j->fn(&j->g, r0, r1);
 }
 
 enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
@@ -250,20 +257,21 @@ enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w
 		j.g.x_stride = rb;
 		j.actq = act == WK_CPU_ACT_Q8_32 ? mm->k->actq_q8_32 : mm->k->actq_q8_256;
 		j.xf = x;
-		j.n_parts = n < threads ? n : threads;
-		if (j.n_parts > 1)
-			wk_pool_run(mm->pool, wk_cpu_mm_actq_task, &j, j.n_parts);
+		if (threads > 1 && n > 1)
+			wk_pool_run(mm->pool, wk_cpu_mm_actq_task, &j, n);
 		else
-			wk_cpu_mm_actq_task(&j, 0, 0);
+			for (int t = 0; t < n; t++)
+				wk_cpu_mm_actq_task(&j, t, 0);
 	}
 
-	/* at least 16 rows per part so that tiny matrices stay on one thread */
-	j.n_parts = threads;
-	while (j.n_parts > 1 && rows / j.n_parts < 16)
-		j.n_parts--;
-	if (j.n_parts > 1)
-		wk_pool_run(mm->pool, wk_cpu_mm_gemm_task, &j, j.n_parts);
+	/* Each task owns a fixed range of output rows: which thread runs it
+	 * does not change any value. */
+	j.chunk_rows = wk_cpu_mm_chunk_rows(rows, threads);
+	int n_chunks = (rows + j.chunk_rows - 1) / j.chunk_rows;
+	if (threads > 1 && n_chunks > 1)
+		wk_pool_run(mm->pool, wk_cpu_mm_gemm_task, &j, n_chunks);
 	else
-		wk_cpu_mm_gemm_task(&j, 0, 0);
+		for (int c = 0; c < n_chunks; c++)
+			wk_cpu_mm_gemm_task(&j, c, 0);
 	return CM_OK;
 }

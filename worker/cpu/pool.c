@@ -1,14 +1,18 @@
 /*
  * pool.c - compute thread pool (see pool.h).
  *
- * Dispatch: the caller publishes fn/ctx/n_tasks, sets `pending` to the
- * number of workers and bumps the generation counter `gen`.  Workers wait
- * for `gen` to change (spinning first, then futex), run their share of the
- * tasks, and decrement `pending`; the last one wakes the caller if it went
- * to sleep.  Sleepers are counted so that a run with every worker spinning
- * makes no system call.  All shared fields are C11 atomics; the seq_cst
- * store of `gen` and load of `sleepers` pair with the workers' seq_cst
- * increment of `sleepers` before their futex check, so no wakeup is lost.
+ * One run: the caller writes fn/ctx, stores the claim word
+ * (gen << 32 | n_tasks << 16 | next = 0), resets `done` and bumps `gen`.
+ * Every thread (caller included) claims task indices by CAS on the claim
+ * word, which fails once the generation moved on, so a late worker can
+ * never take a task of a newer run by mistake; fn/ctx are read only after
+ * a successful claim, when the run cannot have completed.  Each finished
+ * task increments `done`; the caller returns when done == n_tasks.
+ * Workers wait for `gen` to change (spin, then futex); sleepers are
+ * counted so that a run with every worker spinning makes no system call.
+ * The seq_cst store of `gen` and load of `sleepers` pair with the workers'
+ * seq_cst increment of `sleepers` before their futex check (no lost
+ * wakeup); the same pattern guards the caller's sleep on `done`.
  */
 #include "worker/cpu/pool.h"
 
@@ -16,13 +20,14 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 
-/* spin iterations before sleeping (each a pause, ~10-40 ns) */
-#define WK_POOL_SPIN 200000
+/* spin iterations before sleeping (each a pause, tens of ns) */
+#define WK_POOL_SPIN 100000
 
 struct wk_pool_worker {
 	struct wk_pool *pool;
@@ -33,13 +38,13 @@ struct wk_pool_worker {
 struct wk_pool {
 	int n_threads;
 	struct wk_pool_worker *workers; /* n_threads - 1 */
-	wk_pool_fn fn;
+	wk_pool_fn fn;                  /* valid while a run is incomplete */
 	void *ctx;
-	int n_tasks;
 	_Alignas(64) atomic_uint gen;
 	atomic_int sleepers;
 	atomic_int stop;
-	_Alignas(64) atomic_uint pending;
+	_Alignas(64) _Atomic uint64_t claim; /* gen << 32 | n_tasks << 16 | next */
+	_Alignas(64) atomic_uint done;
 	atomic_int caller_sleeping;
 };
 
@@ -62,10 +67,21 @@ static inline void wk_cpu_relax(void)
 #endif
 }
 
-static void wk_pool_do_tasks(struct wk_pool *p, int thread)
+/* Claims and runs tasks of run `g` until none is left. */
+static void wk_pool_work(struct wk_pool *p, unsigned g, int thread)
 {
-	for (int k = thread; k < p->n_tasks; k += p->n_threads)
-		p->fn(p->ctx, k, thread);
+	for (;;) {
+		uint64_t v = atomic_load_explicit(&p->claim, memory_order_acquire);
+		unsigned next = (unsigned)(v & 0xffff), n = (unsigned)((v >> 16) & 0xffff);
+		if ((unsigned)(v >> 32) != g || next >= n)
+			return;
+		if (!atomic_compare_exchange_weak_explicit(&p->claim, &v, v + 1, memory_order_acq_rel,
+							   memory_order_acquire))
+			continue;
+		p->fn(p->ctx, (int)next, thread);
+		if (atomic_fetch_add(&p->done, 1) + 1 == n && atomic_load(&p->caller_sleeping))
+			wk_futex_wake(&p->done, 1);
+	}
 }
 
 static void *wk_pool_main(void *arg)
@@ -90,17 +106,14 @@ static void *wk_pool_main(void *arg)
 		seen = g;
 		if (atomic_load_explicit(&p->stop, memory_order_acquire))
 			break;
-		wk_pool_do_tasks(p, w->index);
-		if (atomic_fetch_sub(&p->pending, 1) == 1 &&
-		    atomic_load(&p->caller_sleeping))
-			wk_futex_wake(&p->pending, 1);
+		wk_pool_work(p, g, w->index);
 	}
 	return NULL;
 }
 
-static void wk_pool_publish(struct wk_pool *p)
+static void wk_pool_publish(struct wk_pool *p, unsigned g)
 {
-	atomic_store(&p->gen, atomic_load_explicit(&p->gen, memory_order_relaxed) + 1);
+	atomic_store(&p->gen, g);
 	if (atomic_load(&p->sleepers) > 0)
 		wk_futex_wake(&p->gen, INT_MAX);
 }
@@ -121,7 +134,8 @@ enum cm_status wk_pool_new(int n_threads, struct wk_pool **out)
 	atomic_init(&p->gen, 0);
 	atomic_init(&p->sleepers, 0);
 	atomic_init(&p->stop, 0);
-	atomic_init(&p->pending, 0);
+	atomic_init(&p->claim, 0);
+	atomic_init(&p->done, 0);
 	atomic_init(&p->caller_sleeping, 0);
 	if (n_threads > 1) {
 		p->workers = cm_calloc((size_t)n_threads - 1, sizeof *p->workers);
@@ -155,7 +169,7 @@ void wk_pool_free(struct wk_pool *p)
 		return;
 	if (p->n_threads > 1) {
 		atomic_store(&p->stop, 1);
-		wk_pool_publish(p);
+		wk_pool_publish(p, atomic_load(&p->gen) + 1);
 		for (int i = 0; i < p->n_threads - 1; i++)
 			pthread_join(p->workers[i].tid, NULL);
 	}
@@ -168,33 +182,55 @@ int wk_pool_threads(const struct wk_pool *p)
 	return p->n_threads;
 }
 
+struct wk_pool_round {
+	wk_pool_fn fn;
+	void *ctx;
+	int base;
+};
+
+static void wk_pool_round_task(void *ctx, int task, int thread)
+{
+	struct wk_pool_round *r = ctx;
+	r->fn(r->ctx, r->base + task, thread);
+}
+
 void wk_pool_run(struct wk_pool *p, wk_pool_fn fn, void *ctx, int n_tasks)
 {
 	if (n_tasks <= 0)
 		return;
 	if (p->n_threads == 1 || n_tasks == 1) {
 		for (int k = 0; k < n_tasks; k++)
-			fn(ctx, k, k % p->n_threads);
+			fn(ctx, k, 0);
 		return;
 	}
+	if (n_tasks > WK_POOL_MAX_TASKS) {
+		for (int base = 0; base < n_tasks; base += WK_POOL_MAX_TASKS) {
+			struct wk_pool_round r = { fn, ctx, base };
+			int n = n_tasks - base < WK_POOL_MAX_TASKS ? n_tasks - base : WK_POOL_MAX_TASKS;
+			wk_pool_run(p, wk_pool_round_task, &r, n);
+		}
+		return;
+	}
+	unsigned g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
 	p->fn = fn;
 	p->ctx = ctx;
-	p->n_tasks = n_tasks;
-	atomic_store_explicit(&p->pending, (unsigned)(p->n_threads - 1), memory_order_relaxed);
-	wk_pool_publish(p);
-	wk_pool_do_tasks(p, 0);
+	atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+	atomic_store_explicit(&p->claim, ((uint64_t)g << 32) | ((uint64_t)n_tasks << 16),
+			      memory_order_release);
+	wk_pool_publish(p, g);
+	wk_pool_work(p, g, 0);
 
 	int spins = 0;
-	unsigned left;
-	while ((left = atomic_load_explicit(&p->pending, memory_order_acquire)) != 0) {
+	unsigned d;
+	while ((d = atomic_load_explicit(&p->done, memory_order_acquire)) != (unsigned)n_tasks) {
 		if (++spins < WK_POOL_SPIN) {
 			wk_cpu_relax();
 			continue;
 		}
 		atomic_store(&p->caller_sleeping, 1);
-		left = atomic_load(&p->pending);
-		if (left != 0)
-			wk_futex_wait(&p->pending, left);
+		d = atomic_load(&p->done);
+		if (d != (unsigned)n_tasks)
+			wk_futex_wait(&p->done, d);
 		atomic_store(&p->caller_sleeping, 0);
 		spins = 0;
 	}

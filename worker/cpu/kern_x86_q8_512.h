@@ -1,0 +1,139 @@
+/*
+ * kern_x86_q8_512.h - the Q4_0 / Q8_0 tile of the AVX-512 build (included
+ * by kern_x86.h when KX_512): two blocks per 512-bit vpdpbusd, and the
+ * per-block scales of 8 blocks fetched at once (one gather of the f16 d
+ * fields, one load of the activation scales) and spread with permutes
+ * instead of a scalar conversion and broadcast per block and row.
+ *
+ * Per output element: 16 float lanes, lanes 0-7 accumulate the even
+ * blocks and 8-15 the odd ones (Q8_0; Q4_0 interleaves by 4), in block
+ * order, then one fixed horizontal sum.  The integer block sums are exact
+ * (the same integers as the 256-bit form); every tile shape of this build
+ * uses this function, so batch invariance holds as kern_x86.h describes.
+ */
+
+KX_INLINE float kx_hsum16(__m512 v)
+{
+	__m256 s = _mm256_add_ps(_mm512_castps512_ps256(v),
+				 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+	return kx_hsum8(s);
+}
+
+/* Lane -> block-of-the-pair index (0 or 1) pattern, plus the pair base p. */
+KX_INLINE __m512i kx_pair_idx(int p, const int Q4)
+{
+	if (Q4)
+		return _mm512_add_epi32(_mm512_set1_epi32(p),
+					_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1));
+	return _mm512_add_epi32(_mm512_set1_epi32(p),
+				_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+}
+
+KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			     const int Q4)
+{
+	const int nb = g->cols / 32;
+	const int bb = Q4 ? 18 : 34;
+	__m512 acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int32_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm512_setzero_ps();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
+	}
+	const __m256i gidx = _mm256_setr_epi32(0, bb, 2 * bb, 3 * bb, 4 * bb, 5 * bb, 6 * bb, 7 * bb);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m80 = _mm512_set1_epi8((char)0x80);
+	for (int b8 = 0; b8 < nb; b8 += 8) {
+		const int nblk = nb - b8 < 8 ? nb - b8 : 8;
+		const __mmask8 km = (__mmask8)((1u << nblk) - 1);
+		__m256 dw[KX_MR], dx[KX_MT];
+		__m256i cr[KX_MT];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + (size_t)bb * b8;
+			if (T == 1)
+				kx_prefetch_block(blk, 8 * (size_t)bb);
+			__m256i d16 = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), km, gidx,
+								   (const int *)blk, 1);
+			dw[i] = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(d16));
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			dx[j] = _mm256_maskz_loadu_ps(km, xd[j] + b8);
+			__m256i s = _mm256_maskz_loadu_epi32(km, xs[j] + b8);
+			/* Q4_0: -sum per lane (x 8 lanes = -8 sum); Q8_0: -16 sum (= -128 sum) */
+			cr[j] = _mm256_sub_epi32(_mm256_setzero_si256(), Q4 ? s : _mm256_slli_epi32(s, 4));
+		}
+		/*
+		 * d_w * d_x: decode multiplies once per 8 blocks and permutes per
+		 * pair; tiles with several tokens permute d_w and d_x per pair and
+		 * multiply (fewer live registers).  Permutes are exact, so both
+		 * give the same products bit for bit.
+		 */
+		__m256 s8[KX_MR];
+		if (T == 1) {
+			KX_UNROLL
+			for (int i = 0; i < R; i++)
+				s8[i] = _mm256_mul_ps(dw[i], dx[0]);
+		}
+		KX_UNROLL
+		for (int p = 0; p < 8; p += 2) {
+			if (p >= nblk)
+				break;
+			const int two = p + 1 < nblk;
+			const __m512i pidx = kx_pair_idx(p, Q4);
+			__m512i q[KX_MR];
+			__m512 sw[KX_MR];
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				const uint8_t *b0 = w[i] + (size_t)bb * (b8 + p);
+				if (Q4) {
+					__m128i v0 = _mm_loadu_si128((const __m128i *)(b0 + 2));
+					__m128i v1 = two ? _mm_loadu_si128((const __m128i *)(b0 + bb + 2))
+							 : _mm_setzero_si128();
+					__m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(v0), v1, 1);
+					q[i] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v),
+										   _mm256_srli_epi16(v, 4), 1), m4);
+				} else {
+					__m256i v0 = kx_load256(b0 + 2);
+					__m256i v1 = two ? kx_load256(b0 + bb + 2) : _mm256_set1_epi8((char)0x80);
+					q[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1), m80);
+				}
+				sw[i] = _mm512_permutexvar_ps(pidx, _mm512_castps256_ps512(T == 1 ? s8[i] : dw[i]));
+			}
+			KX_UNROLL
+			for (int j = 0; j < T; j++) {
+				const int8_t *x0 = xq[j] + 32 * (size_t)(b8 + p);
+				__m512i xv = two ? _mm512_loadu_si512(x0) : _mm512_zextsi256_si512(kx_load256(x0));
+				if (Q4) /* 128-bit lanes [x_p lo, x_p+1 lo, x_p hi, x_p+1 hi] */
+					xv = _mm512_shuffle_i64x2(xv, xv, _MM_SHUFFLE(3, 1, 2, 0));
+				__m512i corr = _mm512_permutexvar_epi32(pidx, _mm512_castsi256_si512(cr[j]));
+				__m512 sx = T == 1 ? _mm512_setzero_ps()
+						   : _mm512_permutexvar_ps(pidx, _mm512_castps256_ps512(dx[j]));
+				KX_UNROLL
+				for (int i = 0; i < R; i++) {
+					__m512i id = _mm512_dpbusd_epi32(corr, q[i], xv);
+					__m512 sc = T == 1 ? sw[i] : _mm512_mul_ps(sw[i], sx);
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[i][j]);
+				}
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum16(acc[i][j]);
+}
