@@ -33,6 +33,7 @@
 #include "worker/backend.h"
 #include "worker/cpu/cpu_backend.h"
 #include "worker/cpu/matmul.h"
+#include "worker/cpu/ops.h"
 #include "worker/cpu/pool.h"
 #include "worker/model.h"
 #include "worker/quant.h"
@@ -55,36 +56,13 @@ struct cpu_backend {
 	float *x, *h, *q, *kk, *vv, *att, *g, *u;
 	float *att_scratch;      /* per thread: [group][max_ctx] scores */
 	uint32_t att_scratch_ctx;
-	float *rope_cos, *rope_sin; /* not cached: computed per token */
+	float *rope_cs;          /* [cap_tokens][rope_dim]: cos/sin per token */
+	struct wk_cpu_rope rope;
 };
 
-/* ---- elementwise ops (per token; fixed order, so batch-invariant) ---- */
+/* ---- elementwise ops not in ops.h (F32 KV cache only) ---- */
 
-static void op_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
-{
-	double ss = 0;
-	float scale;
-
-	for (uint32_t i = 0; i < n; i++)
-		ss += (double)x[i] * x[i];
-	scale = (float)(1.0 / sqrt(ss / n + eps));
-	for (uint32_t i = 0; i < n; i++)
-		y[i] = x[i] * scale * w[i];
-}
-
-static void op_add(float *y, const float *x, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		y[i] += x[i];
-}
-
-static void op_silu_mul(float *g, const float *u, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-static float op_dot(const float *a, const float *b, uint32_t n)
+static float op_dot_f32(const float *a, const float *b, uint32_t n)
 {
 	float acc[8] = { 0 };
 	uint32_t i = 0;
@@ -97,67 +75,10 @@ static float op_dot(const float *a, const float *b, uint32_t n)
 	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-static void op_axpy(float *y, float a, const float *x, uint32_t n)
+static void op_axpy_f32(float *y, float a, const float *x, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++)
 		y[i] += a * x[i];
-}
-
-static void op_softmax(float *x, uint32_t n)
-{
-	float mx = x[0];
-	double sum = 0;
-
-	for (uint32_t i = 1; i < n; i++)
-		if (x[i] > mx)
-			mx = x[i];
-	for (uint32_t i = 0; i < n; i++) {
-		x[i] = expf(x[i] - mx);
-		sum += x[i];
-	}
-	for (uint32_t i = 0; i < n; i++)
-		x[i] = (float)(x[i] / sum);
-}
-
-static void op_f16_to_f32(const uint16_t *h, float *f, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		f[i] = wk_f16_to_f32(h[i]);
-}
-
-static void op_f32_to_f16(const float *f, uint16_t *h, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		h[i] = wk_f32_to_f16(f[i]);
-}
-
-/*
- * Rotary embedding of one head vector v[hd] at position pos: the first
- * rope_dim dimensions are rotated, in adjacent pairs (NORM) or halves
- * (NEOX); freqs (Llama 3.1) divide the per-pair frequency.
- */
-static void op_rope(float *v, const struct wk_hparams *hp, uint32_t pos)
-{
-	uint32_t d = hp->rope_dim;
-	double p = (double)pos * hp->rope_pos_scale;
-
-	for (uint32_t i = 0; i < d / 2; i++) {
-		double freq = pow(hp->rope_base, -2.0 * i / d);
-		double ang;
-		float c, s, a, b;
-		uint32_t i0 = hp->rope_style == WK_ROPE_NEOX ? i : 2 * i;
-		uint32_t i1 = hp->rope_style == WK_ROPE_NEOX ? i + d / 2 : 2 * i + 1;
-
-		if (hp->rope_freqs)
-			freq /= hp->rope_freqs[i];
-		ang = p * freq;
-		c = (float)cos(ang);
-		s = (float)sin(ang);
-		a = v[i0];
-		b = v[i1];
-		v[i0] = a * c - b * s;
-		v[i1] = a * s + b * c;
-	}
 }
 
 /* ---- helpers ----------------------------------------------------------- */
@@ -188,7 +109,7 @@ static enum cm_status mm(struct cpu_backend *be, const struct wk_tensor *w, cons
 
 		vec_from_tensor(bias, b);
 		for (uint32_t t = 0; t < n; t++)
-			op_add(y + (uint64_t)t * w->rows, b, (uint32_t)w->rows);
+			wk_cpu_add(y + (uint64_t)t * w->rows, b, (int)w->rows);
 	}
 	return CM_OK;
 }
@@ -213,7 +134,10 @@ static const void *kv_row(const struct cpu_backend *be, uint8_t *base,
 
 /*
  * One task = one token x one KV head: the query heads sharing that KV head
- * (GQA group) attend over positions 0..pos of the token's sequence.
+ * (GQA group) attend over positions 0..pos of the token's sequence.  Each
+ * K and V row is read once for the whole group; every output element still
+ * accumulates over j in increasing order, so the result depends only on the
+ * token's own sequence.
  */
 static void att_task(void *arg, int task_i, int thread)
 {
@@ -229,38 +153,52 @@ static void att_task(void *arg, int task_i, int thread)
 	float *scores = be->att_scratch + (uint64_t)thread * group * be->att_scratch_ctx;
 	const float scale = 1.0f / sqrtf((float)hd);
 	uint32_t q_dim = hp->n_head * hd;
-	float kf[hd];
+	const float *q0 = be->q + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
+	float *out0 = be->att + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
+	const uint64_t koff = (uint64_t)g * hd;
+	const uint32_t bt = be->block_tokens;
+	const uint64_t row_bytes = (uint64_t)be->kv_dim * be->kv_elem;
+	const uint8_t *kbase = be->k[c->layer], *vbase = be->v[c->layer];
 
-	for (uint32_t j = 0; j <= pos; j++) {
-		const void *kr = kv_row(be, be->k[c->layer], s, j);
-		const float *krow;
+	/* scores, one KV block at a time */
+	for (uint32_t j0 = 0; j0 <= pos; j0 += bt) {
+		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
+		const uint8_t *blk = kbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
 
-		if (be->kv_type == WK_Q_F16) {
-			op_f16_to_f32((const uint16_t *)kr + (uint64_t)g * hd, kf, hd);
-			krow = kf;
-		} else {
-			krow = (const float *)kr + (uint64_t)g * hd;
-		}
-		for (uint32_t hh = 0; hh < group; hh++) {
-			const float *q = be->q + (uint64_t)t * q_dim + (uint64_t)(g * group + hh) * hd;
+		for (uint32_t j = j0; j <= j1; j++) {
+			const uint8_t *kr = blk + (uint64_t)(j - j0) * row_bytes;
 
-			scores[(uint64_t)hh * be->att_scratch_ctx + j] = op_dot(q, krow, hd) * scale;
+			for (uint32_t hh = 0; hh < group; hh++) {
+				const float *q = q0 + (uint64_t)hh * hd;
+				float d;
+
+				if (be->kv_type == WK_Q_F16)
+					d = wk_cpu_dot_f16((const uint16_t *)kr + koff, q, (int)hd);
+				else
+					d = op_dot_f32((const float *)kr + koff, q, hd);
+				scores[(uint64_t)hh * be->att_scratch_ctx + j] = d * scale;
+			}
 		}
 	}
 	for (uint32_t hh = 0; hh < group; hh++) {
-		float *sc = scores + (uint64_t)hh * be->att_scratch_ctx;
-		float *out = be->att + (uint64_t)t * q_dim + (uint64_t)(g * group + hh) * hd;
+		wk_cpu_softmax(scores + (uint64_t)hh * be->att_scratch_ctx, (int)pos + 1);
+		memset(out0 + (uint64_t)hh * hd, 0, hd * sizeof(float));
+	}
+	for (uint32_t j0 = 0; j0 <= pos; j0 += bt) {
+		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
+		const uint8_t *blk = vbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
 
-		op_softmax(sc, pos + 1);
-		memset(out, 0, hd * sizeof(float));
-		for (uint32_t j = 0; j <= pos; j++) {
-			const void *vr = kv_row(be, be->v[c->layer], s, j);
+		for (uint32_t j = j0; j <= j1; j++) {
+			const uint8_t *vr = blk + (uint64_t)(j - j0) * row_bytes;
 
-			if (be->kv_type == WK_Q_F16) {
-				op_f16_to_f32((const uint16_t *)vr + (uint64_t)g * hd, kf, hd);
-				op_axpy(out, sc[j], kf, hd);
-			} else {
-				op_axpy(out, sc[j], (const float *)vr + (uint64_t)g * hd, hd);
+			for (uint32_t hh = 0; hh < group; hh++) {
+				float w = scores[(uint64_t)hh * be->att_scratch_ctx + j];
+				float *out = out0 + (uint64_t)hh * hd;
+
+				if (be->kv_type == WK_Q_F16)
+					wk_cpu_axpy_f16(out, w, (const uint16_t *)vr + koff, (int)hd);
+				else
+					op_axpy_f32(out, w, (const float *)vr + koff, hd);
 			}
 		}
 	}
@@ -287,17 +225,16 @@ static void rope_store_task(void *arg, int t_i, int thread)
 	float *q = be->q + (uint64_t)t * q_dim;
 	float *k = be->kk + (uint64_t)t * be->kv_dim;
 	const float *v = be->vv + (uint64_t)t * be->kv_dim;
+	const float *cs = be->rope_cs + (uint64_t)t * hp->rope_dim;
 	uint8_t *kd = (uint8_t *)kv_row(be, be->k[c->layer], s, pos);
 	uint8_t *vd = (uint8_t *)kv_row(be, be->v[c->layer], s, pos);
 
 	(void)thread;
-	for (uint32_t h = 0; h < hp->n_head; h++)
-		op_rope(q + (uint64_t)h * hd, hp, pos);
-	for (uint32_t h = 0; h < hp->n_head_kv; h++)
-		op_rope(k + (uint64_t)h * hd, hp, pos);
+	wk_cpu_rope_apply(&be->rope, cs, q, (int)hp->n_head, (int)hd);
+	wk_cpu_rope_apply(&be->rope, cs, k, (int)hp->n_head_kv, (int)hd);
 	if (be->kv_type == WK_Q_F16) {
-		op_f32_to_f16(k, (uint16_t *)kd, be->kv_dim);
-		op_f32_to_f16(v, (uint16_t *)vd, be->kv_dim);
+		wk_cpu_f32_to_f16((uint16_t *)kd, k, (int)be->kv_dim);
+		wk_cpu_f32_to_f16((uint16_t *)vd, v, (int)be->kv_dim);
 	} else {
 		memcpy(kd, k, be->kv_dim * sizeof(float));
 		memcpy(vd, v, be->kv_dim * sizeof(float));
@@ -316,7 +253,9 @@ static void free_scratch(struct cpu_backend *be)
 	cm_free(be->att);
 	cm_free(be->g);
 	cm_free(be->u);
+	cm_free(be->rope_cs);
 	be->x = be->h = be->q = be->kk = be->vv = be->att = be->g = be->u = NULL;
+	be->rope_cs = NULL;
 	be->cap_tokens = 0;
 }
 
@@ -339,8 +278,10 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 		be->att = cm_calloc((uint64_t)cap * qd, sizeof(float));
 		be->g = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
 		be->u = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
+		be->rope_cs = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
+					sizeof(float));
 		if (!be->x || !be->h || !be->q || !be->kk || !be->vv || !be->att ||
-		    !be->g || !be->u) {
+		    !be->g || !be->u || !be->rope_cs) {
 			free_scratch(be);
 			return CM_ENOMEM;
 		}
@@ -397,8 +338,12 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 	if (st != CM_OK)
 		return st;
 
-	for (uint32_t t = 0; t < T; t++)
+	for (uint32_t t = 0; t < T; t++) {
 		embed_row(&m->tok_embd, b->tokens[t], be->x + (uint64_t)t * e);
+		/* the rotation angles depend only on the position: once per step */
+		wk_cpu_rope_sincos(&be->rope, (int)b->pos[t],
+				   be->rope_cs + (uint64_t)t * hp->rope_dim);
+	}
 
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
 		const struct wk_layer *L = &m->layers[l];
@@ -406,8 +351,8 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		struct att_ctx ac = { be, b, l, hp->n_head_kv };
 
 		for (uint32_t t = 0; t < T; t++)
-			op_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
-				   L->attn_norm.data, e, hp->rms_eps);
+			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
+				       L->attn_norm.data, (int)e, hp->rms_eps);
 		if ((st = mm(be, &L->wq, be->h, T, be->q, &L->bq)) != CM_OK ||
 		    (st = mm(be, &L->wk, be->h, T, be->kk, &L->bk)) != CM_OK ||
 		    (st = mm(be, &L->wv, be->h, T, be->vv, &L->bv)) != CM_OK)
@@ -417,28 +362,28 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
 			return st;
 		for (uint32_t t = 0; t < T; t++)
-			op_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, e);
+			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
 
 		for (uint32_t t = 0; t < T; t++)
-			op_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
-				   L->ffn_norm.data, e, hp->rms_eps);
+			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
+				       L->ffn_norm.data, (int)e, hp->rms_eps);
 		if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
 		    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
 			return st;
 		for (uint32_t t = 0; t < T; t++)
-			op_silu_mul(be->g + (uint64_t)t * hp->n_ff,
-				    be->u + (uint64_t)t * hp->n_ff, hp->n_ff);
+			wk_cpu_silu_mul(be->g + (uint64_t)t * hp->n_ff, be->g + (uint64_t)t * hp->n_ff,
+					be->u + (uint64_t)t * hp->n_ff, (int)hp->n_ff);
 		if ((st = mm(be, &L->w_down, be->g, T, be->h, NULL)) != CM_OK)
 			return st;
 		for (uint32_t t = 0; t < T; t++)
-			op_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, e);
+			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
 	}
 	(void)q_dim;
 
 	/* final norm of the requested rows only, then the vocabulary projection */
 	for (uint32_t o = 0; o < b->n_out; o++)
-		op_rmsnorm(be->h + (uint64_t)o * e, be->x + (uint64_t)b->out[o] * e,
-			   m->output_norm.data, e, hp->rms_eps);
+		wk_cpu_rmsnorm(be->h + (uint64_t)o * e, be->x + (uint64_t)b->out[o] * e,
+			       m->output_norm.data, (int)e, hp->rms_eps);
 	if (b->n_out)
 		return mm(be, &m->output, be->h, b->n_out, logits, NULL);
 	return CM_OK;
@@ -496,6 +441,11 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	be->kv_elem = kv_type == WK_Q_F16 ? 2 : 4;
 	be->kv_dim = hp->n_head_kv * hp->head_dim;
 	be->n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
+	be->rope.n_rot = (int)hp->rope_dim;
+	be->rope.neox = hp->rope_style == WK_ROPE_NEOX;
+	be->rope.base = hp->rope_base;
+	be->rope.freq_scale = hp->rope_pos_scale;
+	be->rope.freq_factors = hp->rope_freqs;
 	st = wk_pool_new(be->n_threads, &be->pool);
 	if (st != CM_OK)
 		goto out;
