@@ -400,9 +400,12 @@ enum cm_status gw_audit_verify_sync(redisContext *c, const char *ns,
 				goto out;
 			}
 			if (e.seq != seq + 1) {
+				char found[24];
+
 				snprintf(seqs, sizeof(seqs), "%" PRId64, seq + 1);
+				snprintf(found, sizeof(found), "%" PRId64, e.seq);
 				fail(v, &e, id, "expected seq %s, found %s (a record is missing "
-				     "or out of order)", seqs, "another");
+				     "or out of order)", seqs, found);
 				goto out;
 			}
 			if (strcmp(e.prev, prev) != 0) {
