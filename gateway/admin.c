@@ -1017,7 +1017,7 @@ static void read_stage(struct adm_op *op)
 			if (days * op->nnames * (op->with_clients ? 2u : 1u) >
 			    GW_ADMIN_USAGE_READS_MAX) {
 				op_finish(op, 400, error_body("invalid_value", "from",
-					  "the query would read more than %d counters: narrow "
+					  "from: the query would read more than %d counters: narrow "
 					  "the range or name a tenant", GW_ADMIN_USAGE_READS_MAX));
 				return;
 			}
