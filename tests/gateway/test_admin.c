@@ -650,6 +650,24 @@ static void test_peer_check(void **state)
 	close(sv[1]);
 	/* Not a Unix socket: the credentials cannot be read. */
 	assert_int_equal(gw_admin_peer_check(adm, 0 /* stdin */, &uid) == CM_OK, 0);
+	/* An admin that allows another uid only: this peer is refused. */
+	{
+		struct gw_admin_config c;
+		struct gw_admin *other = NULL;
+		uint32_t someone = (uint32_t)getuid() + 4242;
+		char err[256];
+
+		memset(&c, 0, sizeof(c));
+		c.allowed_uids = &someone;
+		c.n_allowed_uids = 1;
+		assert_int_equal(gw_admin_new(&c, NULL, &other, err, sizeof(err)), CM_OK);
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		assert_int_equal(gw_admin_peer_check(other, sv[0], &uid), CM_EPERM);
+		assert_int_equal(uid, (uint32_t)getuid());
+		close(sv[0]);
+		close(sv[1]);
+		gw_admin_free(other);
+	}
 }
 
 static void test_bad_config(void **state)
