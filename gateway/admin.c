@@ -533,7 +533,7 @@ static void on_audit(void *arg, enum cm_status st, const struct gw_audit_entry *
 		/* The action happened: say so, and that it is not recorded. */
 		if (op->body && json_is_object(op->body))
 			json_object_set_new(op->body, "audit", json_string("failed"));
-		op_finish(op, op->status, op->body);
+		op_finish(op, op->status, json_incref(op->body));
 		return;
 	}
 	op->a->stats.mutations++;
@@ -564,7 +564,6 @@ static void set_error(struct adm_op *op, int status, json_t *body)
 /* Fills the body of a successful issue/rotate and wipes the local copy. */
 static void issued_body(struct adm_op *op)
 {
-	char when[32];
 	json_t *o = json_object();
 
 	json_object_set_new(o, "key_id", json_string(op->key_id));
@@ -578,7 +577,6 @@ static void issued_body(struct adm_op *op)
 		json_object_set_new(o, "replaces", json_string(op->old_id));
 		json_object_set_new(o, "replaced_expires", json_integer(op->old_expires));
 	}
-	(void)when;
 	cm_wipe(op->key, sizeof(op->key));
 	set_error(op, op->old_id[0] ? 200 : 201, o);
 }

@@ -693,6 +693,34 @@ static void test_bad_config(void **state)
 	assert_null(a);
 }
 
+/* The audit append fails (the stream key has the wrong type): the write
+ * is still reported, with "audit": "failed", and the chain is untouched. */
+static void test_audit_failure(void **state)
+{
+	redisReply *x;
+	struct resp r;
+	struct gw_audit_verify v;
+
+	(void)state;
+	x = redisCommand(rc, "RENAME sluice:audit sluice:audit-saved");
+	freeReplyObject(x);
+	x = redisCommand(rc, "SET sluice:audit not-a-stream");
+	freeReplyObject(x);
+	call(&r, NULL, "POST", "/admin/tenants", "{\"name\":\"unaudited\"}");
+	assert_int_equal(r.status, 201);
+	assert_string_equal(json_string_value(json_object_get(r.body, "audit")), "failed");
+	json_decref(r.body);
+	x = redisCommand(rc, "EXISTS sluice:tenant:unaudited");
+	assert_int_equal(x->integer, 1);
+	freeReplyObject(x);
+	x = redisCommand(rc, "DEL sluice:audit");
+	freeReplyObject(x);
+	x = redisCommand(rc, "RENAME sluice:audit-saved sluice:audit");
+	freeReplyObject(x);
+	assert_int_equal(gw_audit_verify_sync(rc, NULL, &v), CM_OK);
+	assert_int_equal(v.intact, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -703,6 +731,7 @@ int main(void)
 		cmocka_unit_test(test_same_state_as_sluicectl),
 		cmocka_unit_test(test_peer_check),
 		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_audit_failure),
 	};
 
 	if (!redis_fixture_available()) {
