@@ -8,13 +8,16 @@
  * prefill tokens/s (one batch of --prompt tokens), decode tokens/s (batch
  * 1, --gen steps after the prompt), measured read bandwidth and the decode
  * bound = bandwidth / weight bytes, and the fraction reached.  Medians of
- * --reps runs.  The batch is driven straight through the backend (no
+ * --reps runs.  "cpu share" is the process's CPU time over wall time x
+ * threads during the phase: the machine is shared, and a share well under
+ * 100% means the figure is the neighbours' as much as ours.  The batch is driven straight through the backend (no
  * sampling, no text), so this measures the forward pass alone.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -87,6 +90,16 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* CPU seconds (user + system) of this process so far. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
 static double median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(double), cmp_d);
@@ -122,7 +135,7 @@ int main(int argc, char **argv)
 	struct wk_model *m = NULL;
 	struct wk_model_opts mo = { 0 };
 	char err[512] = "", mix[128];
-	double pf[16], dc[16], bw;
+	double pf[16], dc[16], pf_share[16], dc_share[16], bw, c0, load[3] = { -1, -1, -1 };
 	struct utsname un;
 	uint32_t bt = 16;
 
@@ -186,10 +199,13 @@ int main(int argc, char **argv)
 		out = (uint32_t)n_prompt - 1;
 		b.out = &out;
 		t0 = cm_mono_ns();
+		c0 = cpu_seconds();
 		if (be->ops->forward(be, &b, logits) != CM_OK)
 			return 1;
 		pf[r] = n_prompt / ((cm_mono_ns() - t0) / 1e9);
+		pf_share[r] = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
 		t0 = cm_mono_ns();
+		c0 = cpu_seconds();
 		for (int g = 0; g < n_gen; g++) {
 			uint32_t p = (uint32_t)(n_prompt + g);
 
@@ -201,6 +217,7 @@ int main(int argc, char **argv)
 				return 1;
 		}
 		dc[r] = n_gen / ((cm_mono_ns() - t0) / 1e9);
+		dc_share[r] = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
 		be->ops->destroy(be);
 		free(blocks);
 		free(toks);
@@ -208,21 +225,32 @@ int main(int argc, char **argv)
 		free(seq);
 		free(logits);
 	}
+	if (getloadavg(load, 3) < 0)
+		load[0] = -1;
 	bw = read_bandwidth(threads);
 	type_mix(m, mix, sizeof(mix));
 	uname(&un);
 	{
 		double p = median(pf, reps), d = median(dc, reps);
-		double bound = bw / (double)m->weight_bytes;
+		/* a decode step streams every weight but the embedding table (one
+		 * row), unless the output projection is that table (tied) */
+		double streamed = (double)m->weight_bytes -
+				  (m->output.data == m->tok_embd.data
+					   ? 0.0
+					   : (double)m->tok_embd.rows * m->tok_embd.row_bytes);
+		double bound = bw / streamed;
 
 		printf("model=%s params=%.2fB weights=%.2fGiB types=%s threads=%d isa=%s host=%s/%ld-cpu\n",
 		       m->name, m->n_params / 1e9, m->weight_bytes / 1073741824.0, mix, threads,
 		       wk_cpu_isa_name(wk_cpu_isa_default()), un.machine,
 		       sysconf(_SC_NPROCESSORS_ONLN));
-		printf("prefill(%d tokens): %.1f tokens/s\n", n_prompt, p);
-		printf("decode(batch 1, %d steps): %.2f tokens/s\n", n_gen, d);
-		printf("read bandwidth: %.1f GB/s -> decode bound %.2f tokens/s; decode reaches %.0f%% of it\n",
-		       bw / 1e9, bound, 100.0 * d / bound);
+		printf("load average %.2f (1 min) before the bandwidth probe\n", load[0]);
+		printf("prefill(%d tokens): %.1f tokens/s (cpu share %.0f%%)\n", n_prompt, p,
+		       100.0 * median(pf_share, reps));
+		printf("decode(batch 1, %d steps): %.2f tokens/s (cpu share %.0f%%, %.1f GB/s streamed)\n",
+		       n_gen, d, 100.0 * median(dc_share, reps), d * streamed / 1e9);
+		printf("read bandwidth: %.1f GB/s over %.2f GB per token -> decode bound %.2f tokens/s; decode reaches %.0f%% of it\n",
+		       bw / 1e9, streamed / 1e9, bound, 100.0 * d / bound);
 	}
 	wk_model_free(m);
 	return 0;
