@@ -18,7 +18,8 @@
 #
 # Environment: SLUICE_MODEL (GGUF file), SLUICE_PORT (8443), SLUICE_ADMIN_PORT
 # (9464), SLUICE_JOBS (default nproc), SLUICE_CUDA (AUTO, ON, OFF),
-# SLUICE_SKIP_DEPS=1 (no apt step), SLUICE_SKIP_BUILD=1 (use build/ as is),
+# SLUICE_SKIP_DEPS=1 (no apt step), SLUICE_SKIP_BUILD=1 (use the build as is),
+# SLUICE_BUILD_DIR (where the binaries are, default build),
 # SLUICE_QUICKSTART_DIR (state directory, default build/quickstart),
 # SLUICE_QUICKSTART_EXIT_AFTER_CHECK=1 (stop after the check: tests).
 set -euo pipefail
@@ -61,10 +62,11 @@ if [ "${SLUICE_SKIP_BUILD:-0}" != 1 ]; then
 	grep 'sluice: CUDA backend' build/quickstart-configure.log || true
 	cmake --build build -j"$jobs" --target sluice-worker sluice-gateway sluicectl sluice-model
 fi
-worker_bin=$root/build/worker/sluice-worker
-gateway_bin=$root/build/gateway/sluice-gateway
-ctl_bin=$root/build/tools/sluicectl
-model_bin=$root/build/tools/sluice-model
+build=${SLUICE_BUILD_DIR:-$root/build}
+worker_bin=$build/worker/sluice-worker
+gateway_bin=$build/gateway/sluice-gateway
+ctl_bin=$build/tools/sluicectl
+model_bin=$build/tools/sluice-model
 
 for tool in openssl redis-server curl; do
 	command -v "$tool" >/dev/null || { echo "quickstart: $tool is required" >&2; exit 1; }

@@ -50,6 +50,7 @@ struct gw_job {
 	char lease[64];
 	struct gw_queue_item qi;
 	int batch;
+	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
 	long worker;                /* -1 none */
 	struct gw_api_stream stream;
 	int streaming;
@@ -532,6 +533,8 @@ static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
 	enum cm_status st;
 
 	gw_api_to_submit(&j->api, &s, &flags);
+	if (j->ignore_eos)
+		flags |= PROTO_SUBMIT_F_IGNORE_EOS;
 	s.tenant_id.ptr = j->ident.tenant;
 	s.tenant_id.len = (uint32_t)strlen(j->ident.tenant);
 	memcpy(s.cache_salt, j->ident.salt, PROTO_DIGEST_LEN);
@@ -894,6 +897,8 @@ static void start_generation(struct gw_job *j)
 	} else {
 		j->batch = j->ident.batch;
 	}
+	cls = gw_request_header(j->req, "X-Sluice-Ignore-EOS");
+	j->ignore_eos = cls && (strcmp(cls, "1") == 0 || strcasecmp(cls, "true") == 0);
 	gw_api_stream_init(&j->stream, &j->api, j->id, cm_wall_ns());
 	quota_then_queue(j);
 }
