@@ -284,8 +284,13 @@ static void log_request(struct gw_job *j)
 		cm_log_i64(&r, "decode_ns", j->done.decode_ns);
 		cm_log_i64(&r, "worker_ttft_ns", j->done.ttft_ns);
 	}
-	if (j->enq_ns)
+	if (j->enq_ns) {
+		/* received -> queued: auth, parse, quota admission */
+		cm_log_i64(&r, "admit_ns", j->enq_ns - j->start_ns);
 		cm_log_i64(&r, "queue_ns", (j->disp_ns ? j->disp_ns : now) - j->enq_ns);
+	}
+	if (j->disp_ns && j->first_ns)
+		cm_log_i64(&r, "dispatch_to_first_token_ns", j->first_ns - j->disp_ns);
 	if (j->first_ns)
 		cm_log_i64(&r, "ttft_ns", j->first_ns - j->start_ns);
 	cm_log_i64(&r, "total_ns", now - j->start_ns);
