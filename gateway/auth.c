@@ -25,6 +25,7 @@
 
 struct gw_auth_entry {
 	int used;
+	int refreshing;              /* a refresh-ahead lookup is in flight */
 	int64_t expires_ns;          /* cache expiry (monotonic) */
 	int64_t key_expires_s;       /* the key's own expiry, 0 never */
 	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1];
@@ -56,6 +57,7 @@ struct gw_auth_lookup {
 	gw_auth_done_fn done;
 	void *arg;
 	int abandoned;     /* done must not be called */
+	int refresh;       /* refresh-ahead of a cache entry: no caller */
 	int finished;      /* done was called */
 	int outstanding;   /* Redis replies still to come */
 	struct event *timer;
@@ -149,11 +151,29 @@ static void lookup_free_if_idle(struct gw_auth_lookup *l)
 	cm_free(l);
 }
 
+static void refresh_finished(struct gw_auth *a, const char *key_id, int status)
+{
+	struct gw_auth_entry *e = &a->cache[slot_of(key_id)];
+
+	if (!e->used || strcmp(e->id.key_id, key_id) != 0)
+		return;
+	e->refreshing = 0;
+	if (status == 401)
+		cm_wipe(e, sizeof(*e)); /* revoked, disabled, gone: drop it now */
+}
+
 static void lookup_finish(struct gw_auth_lookup *l, int status)
 {
 	if (l->finished)
 		return;
 	l->finished = 1;
+	if (l->refresh) {
+		if (l->timer)
+			evtimer_del(l->timer);
+		gw_key_wipe(&l->parts);
+		refresh_finished(l->a, l->id.key_id, status);
+		return;
+	}
 	if (l->timer)
 		evtimer_del(l->timer);
 	gw_key_wipe(&l->parts);
@@ -318,6 +338,40 @@ out:
 	lookup_free_if_idle(l);
 }
 
+/*
+ * An entry past half its TTL that is still being used is re-read in the
+ * background, so that active keys never pay a Redis round trip; the entry
+ * is still only served while younger than the TTL, and a refresh that
+ * finds the key refused drops it at once.
+ */
+static void refresh_ahead(struct gw_auth *a, const struct gw_key_parts *parts,
+			  struct gw_auth_entry *e)
+{
+	struct gw_auth_lookup *l = cm_calloc(1, sizeof(*l));
+	char name[GW_KEY_NAME_MAX + 64];
+	struct timeval tv;
+
+	if (!l)
+		return;
+	l->a = a;
+	l->refresh = 1;
+	l->parts = *parts;
+	snprintf(l->id.key_id, sizeof(l->id.key_id), "%s", parts->id);
+	if (gw_key_record_name(name, sizeof(name), a->ns, parts->id) != CM_OK ||
+	    redisAsyncCommand(a->cmd, key_cb, l, "HGETALL %s", name) != REDIS_OK) {
+		gw_key_wipe(&l->parts);
+		cm_free(l);
+		return;
+	}
+	e->refreshing = 1;
+	l->outstanding++;
+	l->timer = evtimer_new(a->base, timeout_cb, l);
+	if (l->timer) {
+		tv = ms_tv(a->cfg.timeout_ms);
+		evtimer_add(l->timer, &tv);
+	}
+}
+
 void gw_auth_check(struct gw_auth *a, const char *authz, gw_auth_done_fn done,
 		   void *arg, struct gw_auth_lookup **handle)
 {
@@ -356,6 +410,9 @@ void gw_auth_check(struct gw_auth *a, const char *authz, gw_auth_done_fn done,
 		a->stats.cache_hits++;
 		if (gw_key_verify(a->pepper, &l->parts, e->hmac_hex, strlen(e->hmac_hex))) {
 			l->id = e->id;
+			if (!e->refreshing && a->cmd_up &&
+			    e->expires_ns - cm_mono_ns() < a->cfg.cache_ttl_ms * 500000LL)
+				refresh_ahead(a, &l->parts, e);
 			lookup_finish(l, 200);
 		} else {
 			refuse(l, "secret mismatch");
