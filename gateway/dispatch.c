@@ -51,6 +51,7 @@ struct gw_job {
 	struct gw_queue_item qi;
 	int batch;
 	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
+	int retried;                /* re-dispatched once after a lost worker */
 	long worker;                /* -1 none */
 	struct gw_api_stream stream;
 	int streaming;
@@ -449,6 +450,18 @@ static void on_error(void *arg, uint16_t code, const char *msg, size_t len)
 
 	(void)msg;
 	(void)len;
+	if (code == GW_WORKERS_E_LOST && j->req && !j->first_ns && !j->retried) {
+		/* nothing reached the client yet: back to the head of its
+		 * queue, once, for another worker (or this one, reconnected) */
+		cm_logf(CM_LOG_WARN, "redispatch", "request %llu: worker connection lost "
+			"before the first token; queued again", (unsigned long long)j->id);
+		j->retried = 1;
+		j->worker = -1;
+		j->stage = GW_ST_QUEUED;
+		gw_queue_unpop(j->d->dep.queue, &j->qi);
+		pump(j->d);
+		return;
+	}
 	switch (code) {
 	case PROTO_E_BAD_REQUEST: status = 400; text = "invalid request parameters"; break;
 	case PROTO_E_TOO_LONG: status = 400; text = "the prompt and max tokens exceed the model's context"; break;

@@ -54,6 +54,7 @@
 static struct h_proc redis, worker, gateway;
 static char dir[512], redis_sock[600], worker_sock[600], cert[600], pepper[600];
 static int port, admin_port;
+static char worker_cfg[2048];
 static char key_a[64], key_b[64], key_night[64], key_small[64];
 
 /* ---- helpers --------------------------------------------------------- */
@@ -304,7 +305,7 @@ static int start_redis(void)
 
 static int setup(void **state)
 {
-	char cmd[2048], cfg[4096], path[700];
+	char cmd[2048], path[700];
 	const char *model;
 	int rc;
 	FILE *f;
@@ -336,11 +337,11 @@ static int setup(void **state)
 	model = h_model("tiny", "Q8_0", "llama");
 	if (!model)
 		return -1;
-	snprintf(cfg, sizeof(cfg),
+	snprintf(worker_cfg, sizeof(worker_cfg),
 		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
 		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
 		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, worker_sock);
-	if (h_worker_start(&worker, "worker", cfg) != 0)
+	if (h_worker_start(&worker, "worker", worker_cfg) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/gateway.json", dir);
 	f = fopen(path, "w");
@@ -1019,6 +1020,61 @@ static void test_disconnect_frees_blocks(void **state)
 	assert_served();
 }
 
+static void test_worker_lost_mid_stream(void **state)
+{
+	int fds[2];
+	pid_t pid;
+	char cmd[2048], buf[65536];
+	size_t got = 0;
+	ssize_t n;
+	struct pollfd pfd;
+	int status;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key_a,
+		 holder_body, port);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+	n = read(fds[0], buf, sizeof(buf) - 1);
+	assert_true(n > 0); /* streaming */
+	got = (size_t)n;
+	assert_int_equal(kill(worker.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(worker.pid, &status, 0), worker.pid);
+	/* the stream ends (curl exits) with an error line in Ollama's format */
+	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fds[0]);
+	wait_pid(pid);
+	assert_non_null(strstr(buf, "{\"error\":"));
+	assert_null(strstr(buf, "\"done\":true"));
+	/* not ready while the worker is away, then back once it returns */
+	{
+		struct resp r;
+
+		req(&r, "/readyz", NULL, NULL, 0, NULL);
+		assert_int_equal(r.code, 503);
+		assert_non_null(strstr(r.body, "w0"));
+		resp_free(&r);
+	}
+	assert_int_equal(h_worker_start(&worker, "worker", worker_cfg), 0);
+	assert_int_equal(wait_ready(), 0);
+	assert_served();
+}
+
 /* ---- keys and secrets ---------------------------------------------------- */
 
 static void test_revoked_key_refused(void **state)
@@ -1171,6 +1227,7 @@ int main(void)
 		cmocka_unit_test(test_tenant_queue_full_429),
 		cmocka_unit_test(test_interactive_ahead_of_64_batch),
 		cmocka_unit_test(test_disconnect_frees_blocks),
+		cmocka_unit_test(test_worker_lost_mid_stream),
 		cmocka_unit_test(test_revoked_key_refused),
 		cmocka_unit_test(test_canary_never_logged_or_stored),
 		cmocka_unit_test(test_quickstart),
