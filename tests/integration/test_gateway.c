@@ -15,6 +15,10 @@
  *    interactive one is dispatched first;
  *  - a client that disconnects mid-stream frees its KV blocks (worker
  *    STATS through /metrics);
+ *  - a worker killed mid-stream: the stream ends with an error event,
+ *    /readyz names the worker, service resumes when it is back;
+ *  - a revoked key is refused on the next request, and a revocation stops
+ *    that key's stream in flight; a quota over its limit is a 429 naming it;
  *  - a canary sent in prompts is in no log file and nowhere in Redis;
  *  - the quickstart script ends with a curl that returns text.
  * Synchronisation is by polling with deadlines, never by sleeping.
@@ -1096,6 +1100,76 @@ static void test_revoked_key_refused(void **state)
 	assert_served();
 }
 
+static void test_quota_429_names_the_limit(void **state)
+{
+	char key[64];
+	struct resp r;
+	json_t *j;
+
+	(void)state;
+	ctl(NULL, 0, "tenant create metered --rpm 1");
+	ctl(NULL, 0, "client create metered/app");
+	issue_key("metered/app", key);
+	req(&r, "/api/generate", key,
+	    "{\"model\":\"tiny\",\"prompt\":\"q\",\"stream\":false,\"options\":{\"num_predict\":2}}", 0, NULL);
+	assert_int_equal(r.code, 200);
+	resp_free(&r);
+	req(&r, "/v1/completions", key, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":2}", 0, NULL);
+	assert_int_equal(r.code, 429);
+	assert_non_null(strcasestr(r.headers, "\nRetry-After: "));
+	j = parse(r.body);
+	assert_non_null(strstr(openai_error(j), "tenant rpm"));
+	json_decref(j);
+	resp_free(&r);
+	assert_served(); /* other tenants are not affected */
+}
+
+static void test_revocation_stops_a_stream(void **state)
+{
+	char key[64], id[GW_KEY_ID_LEN + 1], cmd[2048], buf[65536];
+	int fds[2];
+	pid_t pid;
+	size_t got;
+	ssize_t n;
+	struct pollfd pfd;
+
+	(void)state;
+	issue_key("beta/app", key);
+	snprintf(id, sizeof(id), "%.*s", GW_KEY_ID_LEN, key + 4);
+	assert_int_equal(pipe(fds), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key,
+		 holder_body, port);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+	n = read(fds[0], buf, sizeof(buf) - 1);
+	assert_true(n > 0);
+	got = (size_t)n;
+	ctl(NULL, 0, "key revoke %s", id);
+	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fds[0]);
+	wait_pid(pid);
+	/* the reply stops with an error, never reaching its end */
+	assert_non_null(strstr(buf, "{\"error\":"));
+	assert_null(strstr(buf, "\"done\":true"));
+	/* and the worker's blocks are freed */
+	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
+}
+
 static void scan_redis_for(const char *needle)
 {
 	redisContext *c = redisConnectUnix(redis_sock);
@@ -1229,6 +1303,8 @@ int main(void)
 		cmocka_unit_test(test_disconnect_frees_blocks),
 		cmocka_unit_test(test_worker_lost_mid_stream),
 		cmocka_unit_test(test_revoked_key_refused),
+		cmocka_unit_test(test_quota_429_names_the_limit),
+		cmocka_unit_test(test_revocation_stops_a_stream),
 		cmocka_unit_test(test_canary_never_logged_or_stored),
 		cmocka_unit_test(test_quickstart),
 	};
