@@ -46,11 +46,13 @@ struct gw_job {
 	int have_ident;
 	struct gw_auth_lookup *lookup;
 	int quota_used, quota_admitted;
+	struct event *renew_ev;     /* renews the concurrency lease every TTL/3 */
 	int64_t estimate;
 	char lease[64];
 	struct gw_queue_item qi;
 	int batch;
 	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
+	int retried;                /* re-dispatched once after a lost worker */
 	long worker;                /* -1 none */
 	struct gw_api_stream stream;
 	int streaming;
@@ -310,6 +312,10 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 		j->lookup = NULL;
 	}
 	j->stage = GW_ST_ENDED;
+	if (j->renew_ev) {
+		event_free(j->renew_ev);
+		j->renew_ev = NULL;
+	}
 	j->status = status;
 	j->outcome = outcome;
 	active_del(d, j);
@@ -449,6 +455,18 @@ static void on_error(void *arg, uint16_t code, const char *msg, size_t len)
 
 	(void)msg;
 	(void)len;
+	if (code == GW_WORKERS_E_LOST && j->req && !j->first_ns && !j->retried) {
+		/* nothing reached the client yet: back to the head of its
+		 * queue, once, for another worker (or this one, reconnected) */
+		cm_logf(CM_LOG_WARN, "redispatch", "request %llu: worker connection lost "
+			"before the first token; queued again", (unsigned long long)j->id);
+		j->retried = 1;
+		j->worker = -1;
+		j->stage = GW_ST_QUEUED;
+		gw_queue_unpop(j->d->dep.queue, &j->qi);
+		pump(j->d);
+		return;
+	}
 	switch (code) {
 	case PROTO_E_BAD_REQUEST: status = 400; text = "invalid request parameters"; break;
 	case PROTO_E_TOO_LONG: status = 400; text = "the prompt and max tokens exceed the model's context"; break;
@@ -650,6 +668,44 @@ static void enqueue(struct gw_job *j)
 
 /* ---- quota ----------------------------------------------------------- */
 
+static void quota_renew_done(void *arg, enum cm_status st,
+			     const struct gw_quota_verdict *v, int64_t held)
+{
+	struct gw_job *j = arg;
+
+	(void)v;
+	if (st == CM_OK && held == 0 && j->stage != GW_ST_ENDED)
+		cm_logf(CM_LOG_WARN, "quota_lease_lost", "request %llu: concurrency lease "
+			"had expired before its renewal", (unsigned long long)j->id);
+	job_unref(j);
+}
+
+static void arm_renew(struct gw_job *j)
+{
+	int64_t ms = j->d->cfg.lease_ttl_ms / 3;
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	if (j->renew_ev)
+		evtimer_add(j->renew_ev, &tv);
+}
+
+static void renew_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_job *j = arg;
+	struct gw_quota_subject s;
+	redisAsyncContext *ac = gw_auth_redis(j->d->dep.auth);
+
+	(void)fd;
+	(void)what;
+	if (j->stage == GW_ST_ENDED || !j->quota_admitted)
+		return;
+	quota_subject(j, &s);
+	if (ac && gw_quota_renew_async(ac, &s, j->lease, j->d->cfg.lease_ttl_ms,
+				       quota_renew_done, j) == CM_OK)
+		j->refs++;
+	arm_renew(j);
+}
+
 static int limits_set(const struct gw_quota_limits *l)
 {
 	return l->rpm || l->tpm || l->concurrency || l->daily_tokens;
@@ -693,6 +749,10 @@ static void quota_admit_done(void *arg, enum cm_status st,
 				 v->retry_after_ms < 0 ? " (the request alone exceeds the limit)" : "");
 		job_fail(j, &e, ra ? ra : (v->retry_after_ms < 0 ? 0 : 1), "quota");
 	} else {
+		if (limits_set(&j->ident.tenant_limits) || limits_set(&j->ident.client_limits)) {
+			j->renew_ev = evtimer_new(j->d->base, renew_cb, j);
+			arm_renew(j);
+		}
 		enqueue(j);
 	}
 	job_unref(j);

@@ -218,7 +218,7 @@ static int gw_run(const char *path)
 		dc.route_prefix_bytes = (size_t)set.route_prefix_bytes;
 		dc.route_load_factor = set.route_load_factor;
 		dc.ns = set.redis.ns;
-		dc.lease_ttl_ms = 10 * 60 * 1000;
+		dc.lease_ttl_ms = 60 * 1000; /* renewed every 20 s while the request lives */
 		dc.out_bytes = set.limits.output_bytes;
 		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)
 			goto out;

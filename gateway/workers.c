@@ -116,7 +116,7 @@ static void fail_all(struct gw_wconn *c, const char *why)
 		arg = s->arg;
 		slot_release(c, s);
 		if (ops)
-			ops->on_error(arg, PROTO_E_INTERNAL, why, strlen(why));
+			ops->on_error(arg, GW_WORKERS_E_LOST, why, strlen(why));
 	}
 }
 

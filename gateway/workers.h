@@ -23,7 +23,7 @@
  * are routed to the callbacks given at submit by request id.  A cancelled
  * request stays counted (detached) until the worker's DONE/ERROR for it,
  * so the in-flight count matches what the worker runs.  When a connection
- * drops, every attached request gets on_error(PROTO_E_INTERNAL, "worker
+ * drops, every attached request gets on_error(GW_WORKERS_E_LOST, "worker
  * connection lost") once.
  *
  * Invariant: each attached request gets exactly one of on_done / on_error
@@ -40,6 +40,9 @@
 
 struct event_base;
 struct gw_workers;
+
+/* on_error code for a dropped connection (not a proto_errcode). */
+#define GW_WORKERS_E_LOST 0
 
 struct gw_worker_spec {
 	const char *name;   /* copied */

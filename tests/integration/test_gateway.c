@@ -15,6 +15,10 @@
  *    interactive one is dispatched first;
  *  - a client that disconnects mid-stream frees its KV blocks (worker
  *    STATS through /metrics);
+ *  - a worker killed mid-stream: the stream ends with an error event,
+ *    /readyz names the worker, service resumes when it is back;
+ *  - a revoked key is refused on the next request, and a revocation stops
+ *    that key's stream in flight; a quota over its limit is a 429 naming it;
  *  - a canary sent in prompts is in no log file and nowhere in Redis;
  *  - the quickstart script ends with a curl that returns text.
  * Synchronisation is by polling with deadlines, never by sleeping.
@@ -54,6 +58,7 @@
 static struct h_proc redis, worker, gateway;
 static char dir[512], redis_sock[600], worker_sock[600], cert[600], pepper[600];
 static int port, admin_port;
+static char worker_cfg[2048];
 static char key_a[64], key_b[64], key_night[64], key_small[64];
 
 /* ---- helpers --------------------------------------------------------- */
@@ -304,7 +309,7 @@ static int start_redis(void)
 
 static int setup(void **state)
 {
-	char cmd[2048], cfg[4096], path[700];
+	char cmd[2048], path[700];
 	const char *model;
 	int rc;
 	FILE *f;
@@ -336,11 +341,11 @@ static int setup(void **state)
 	model = h_model("tiny", "Q8_0", "llama");
 	if (!model)
 		return -1;
-	snprintf(cfg, sizeof(cfg),
+	snprintf(worker_cfg, sizeof(worker_cfg),
 		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
 		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
 		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, worker_sock);
-	if (h_worker_start(&worker, "worker", cfg) != 0)
+	if (h_worker_start(&worker, "worker", worker_cfg) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/gateway.json", dir);
 	f = fopen(path, "w");
@@ -384,10 +389,17 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	int rc;
+
 	(void)state;
-	h_stop(&gateway, 10000);
+	/* a clean stop on SIGTERM (under ASan: no leak, no error report) */
+	rc = h_stop(&gateway, 10000);
 	h_stop(&worker, 10000);
 	h_stop(&redis, 10000);
+	if (rc != 0) {
+		fprintf(stderr, "gateway exit status %d; log kept: %s\n", rc, gateway.log);
+		return -1;
+	}
 	h_cleanup();
 	return 0;
 }
@@ -1012,6 +1024,61 @@ static void test_disconnect_frees_blocks(void **state)
 	assert_served();
 }
 
+static void test_worker_lost_mid_stream(void **state)
+{
+	int fds[2];
+	pid_t pid;
+	char cmd[2048], buf[65536];
+	size_t got = 0;
+	ssize_t n;
+	struct pollfd pfd;
+	int status;
+
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key_a,
+		 holder_body, port);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+	n = read(fds[0], buf, sizeof(buf) - 1);
+	assert_true(n > 0); /* streaming */
+	got = (size_t)n;
+	assert_int_equal(kill(worker.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(worker.pid, &status, 0), worker.pid);
+	/* the stream ends (curl exits) with an error line in Ollama's format */
+	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fds[0]);
+	wait_pid(pid);
+	assert_non_null(strstr(buf, "{\"error\":"));
+	assert_null(strstr(buf, "\"done\":true"));
+	/* not ready while the worker is away, then back once it returns */
+	{
+		struct resp r;
+
+		req(&r, "/readyz", NULL, NULL, 0, NULL);
+		assert_int_equal(r.code, 503);
+		assert_non_null(strstr(r.body, "w0"));
+		resp_free(&r);
+	}
+	assert_int_equal(h_worker_start(&worker, "worker", worker_cfg), 0);
+	assert_int_equal(wait_ready(), 0);
+	assert_served();
+}
+
 /* ---- keys and secrets ---------------------------------------------------- */
 
 static void test_revoked_key_refused(void **state)
@@ -1031,6 +1098,76 @@ static void test_revoked_key_refused(void **state)
 	resp_free(&r);
 	expect("/api/generate", key, "{\"model\":\"tiny\",\"prompt\":\"x\"}", 0, NULL, 401);
 	assert_served();
+}
+
+static void test_quota_429_names_the_limit(void **state)
+{
+	char key[64];
+	struct resp r;
+	json_t *j;
+
+	(void)state;
+	ctl(NULL, 0, "tenant create metered --rpm 1");
+	ctl(NULL, 0, "client create metered/app");
+	issue_key("metered/app", key);
+	req(&r, "/api/generate", key,
+	    "{\"model\":\"tiny\",\"prompt\":\"q\",\"stream\":false,\"options\":{\"num_predict\":2}}", 0, NULL);
+	assert_int_equal(r.code, 200);
+	resp_free(&r);
+	req(&r, "/v1/completions", key, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":2}", 0, NULL);
+	assert_int_equal(r.code, 429);
+	assert_non_null(strcasestr(r.headers, "\nRetry-After: "));
+	j = parse(r.body);
+	assert_non_null(strstr(openai_error(j), "tenant rpm"));
+	json_decref(j);
+	resp_free(&r);
+	assert_served(); /* other tenants are not affected */
+}
+
+static void test_revocation_stops_a_stream(void **state)
+{
+	char key[64], id[GW_KEY_ID_LEN + 1], cmd[2048], buf[65536];
+	int fds[2];
+	pid_t pid;
+	size_t got;
+	ssize_t n;
+	struct pollfd pfd;
+
+	(void)state;
+	issue_key("beta/app", key);
+	snprintf(id, sizeof(id), "%.*s", GW_KEY_ID_LEN, key + 4);
+	assert_int_equal(pipe(fds), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key,
+		 holder_body, port);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+	n = read(fds[0], buf, sizeof(buf) - 1);
+	assert_true(n > 0);
+	got = (size_t)n;
+	ctl(NULL, 0, "key revoke %s", id);
+	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fds[0]);
+	wait_pid(pid);
+	/* the reply stops with an error, never reaching its end */
+	assert_non_null(strstr(buf, "{\"error\":"));
+	assert_null(strstr(buf, "\"done\":true"));
+	/* and the worker's blocks are freed */
+	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
 }
 
 static void scan_redis_for(const char *needle)
@@ -1164,7 +1301,10 @@ int main(void)
 		cmocka_unit_test(test_tenant_queue_full_429),
 		cmocka_unit_test(test_interactive_ahead_of_64_batch),
 		cmocka_unit_test(test_disconnect_frees_blocks),
+		cmocka_unit_test(test_worker_lost_mid_stream),
 		cmocka_unit_test(test_revoked_key_refused),
+		cmocka_unit_test(test_quota_429_names_the_limit),
+		cmocka_unit_test(test_revocation_stops_a_stream),
 		cmocka_unit_test(test_canary_never_logged_or_stored),
 		cmocka_unit_test(test_quickstart),
 	};
