@@ -901,6 +901,9 @@ static void test_tenant_queue_full_429(void **state)
 		snprintf(out[i], sizeof(out[i]), "%s/q429-%d", dir, i);
 	holder = bg_curl("/api/generate", key_a, holder_body, NULL, out[0]);
 	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
+	/* the worker is paused so that its one slot stays taken however fast
+	 * the holder would otherwise finish */
+	assert_int_equal(kill(worker.pid, SIGSTOP), 0);
 	queued = bg_curl("/api/generate", key_small,
 			 "{\"model\":\"tiny\",\"prompt\":\"q\",\"options\":{\"num_predict\":4}}",
 			 NULL, out[1]);
@@ -914,7 +917,8 @@ static void test_tenant_queue_full_429(void **state)
 	assert_non_null(strstr(openai_error(j), "queue"));
 	json_decref(j);
 	resp_free(&r);
-	/* another tenant is still served */
+	/* another tenant is still admitted and served */
+	assert_int_equal(kill(worker.pid, SIGCONT), 0);
 	req(&r, "/api/generate", key_b,
 	    "{\"model\":\"tiny\",\"prompt\":\"b\",\"stream\":false,\"options\":{\"num_predict\":3}}", 0, NULL);
 	assert_int_equal(r.code, 200);
@@ -984,6 +988,25 @@ static void test_interactive_ahead_of_64_batch(void **state)
 	free(log);
 }
 
+/* Polls a log file until it contains `needle` (or the deadline). */
+static int wait_log(const char *path, const char *needle)
+{
+	int64_t end = now_ms() + DEADLINE_MS;
+
+	while (now_ms() < end) {
+		size_t len;
+		char *log = h_read_file(path, &len);
+		int found = log && strstr(log, needle) != NULL;
+
+		free(log);
+		if (found)
+			return 0;
+		pause_ms(10);
+	}
+	fprintf(stderr, "%s never contained %s\n", path, needle);
+	return -1;
+}
+
 static void test_disconnect_frees_blocks(void **state)
 {
 	int fds[2];
@@ -1013,11 +1036,17 @@ static void test_disconnect_frees_blocks(void **state)
 	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
 	n = read(fds[0], buf, sizeof(buf));
 	assert_true(n > 0); /* the stream has begun */
-	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 1, 1), 0);
+	/* pause the worker so the generation cannot finish on its own before
+	 * the client goes away: what frees its blocks must be the CANCEL */
+	assert_int_equal(kill(worker.pid, SIGSTOP), 0);
 	kill(pid, SIGKILL);
 	wait_pid(pid);
 	close(fds[0]);
-	/* CANCEL reached the worker: every block is free again */
+	assert_int_equal(wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
+	assert_int_equal(kill(worker.pid, SIGCONT), 0);
+	/* CANCEL reached the worker: it ended the request as cancelled, and
+	 * every block is free again */
+	assert_int_equal(wait_log(worker.log, "\"end\":\"cancelled\""), 0);
 	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
 	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
 	assert_int_equal(wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
