@@ -24,7 +24,7 @@ for f in tools/sluice-model worker/sluice-worker bench/bench-gpu bench/bench-ser
 	strip --strip-debug "$C/build/$f"
 	ldd "$B/$f" | awk '$3 ~ /^\// { print $3 }' | while read -r lib; do
 		case "$(basename "$lib")" in
-		libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcudart.so*|libcublas*) ;;
+		libc.so*|libstdc++*|libgcc_s*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcudart.so*|libcublas*) ;;
 		*) cp -L "$lib" "$C/lib/" ;;
 		esac
 	done

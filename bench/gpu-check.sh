@@ -180,14 +180,14 @@ if [ "$DRY" = 0 ]; then
 fi
 
 # ---- serve ---------------------------------------------------------------------------------
-serve_stage() { # NAME FILE BACKEND CONCS TTFT_CONC GEN
-	local n=$1 f=$2 be=$3 concs=$4 tconc=$5 gen=$6 sock="$LOG/worker.sock" pid rc
+serve_stage() { # NAME FILE BACKEND CONCS TTFT_CONC GEN TTFT_TOKENS KV_JSON
+	local n=$1 f=$2 be=$3 concs=$4 tconc=$5 gen=$6 ttok=$7 kvj=$8 sock="$LOG/worker.sock" pid rc
 	stage "serve $n" 120 || return 1
 	if ! wait_model "$f" 120; then say "serve $n: model not ready ($f)"; return 1; fi
 	rm -f "$sock"
 	cat >"$LOG/worker-$n.json" <<EOF
 {"worker": {"model": "$MODELS/$f", "socket": "$sock", "backend": "$be",
- "kv_cache_fraction": 0.9, "max_running": 128, "step_tokens": 2048, "max_waiting": 4096}}
+ $kvj, "max_running": 128, "step_tokens": 2048, "max_waiting": 4096}}
 EOF
 	"$WORKER" serve --config "$LOG/worker-$n.json" >"$LOG/worker-$n.log" 2>&1 &
 	pid=$!
@@ -200,12 +200,12 @@ EOF
 		R[s_${n}_$c]="$(kv "$LOG/serve-$n-$c.log" decode_tok_s) $(kv "$LOG/serve-$n-$c.log" itl_p50_ms) $(kv "$LOG/serve-$n-$c.log" itl_p99_ms)"
 	done
 	if [ "$(left)" -ge 30 ]; then
-		# calibrate words -> tokens with one short request, then aim at 1024 tokens
-		timeout 60 "$BSERVE" --socket "$sock" --conc 1 --prompt-words 200 --gen 1 \
+		# calibrate words -> tokens with one short request, then aim at ttok tokens
+		timeout 60 "$BSERVE" --socket "$sock" --conc 1 --prompt-words 40 --gen 1 \
 			>"$LOG/serve-$n-cal.log" 2>&1
 		local pt words
 		pt=$(kv "$LOG/serve-$n-cal.log" prompt_tokens); pt=${pt%.*}
-		words=$(( pt > 0 ? 200 * 1024 / pt : 400 ))
+		words=$(( ${pt:-0} > 0 ? 40 * ttok / pt : ttok / 3 ))
 		timeout 120 "$BSERVE" --socket "$sock" --conc "$tconc" --prompt-words "$words" --gen 4 \
 			--timeout-s 100 >"$LOG/serve-$n-ttft.log" 2>&1
 		say "serve $n ttft conc=$tconc words=$words: $(tail -1 "$LOG/serve-$n-ttft.log")"
@@ -215,13 +215,14 @@ EOF
 	grep -m1 worker_ready "$LOG/worker-$n.log" | cut -c1-400 | sed 's/^/    /'
 }
 if [ "$DRY" = 1 ]; then
-	serve_stage tiny-cpu tiny-BF16.gguf cpu "1 8" 8 16
+	# tiny model: 512-token context, so the TTFT prompt is 256 tokens; 64 MiB of KV
+	serve_stage tiny-cpu tiny-BF16.gguf cpu "1 8" 8 16 256 '"kv_cache_bytes": 67108864, "threads": 2' 
 	SERVE_N=tiny-cpu
 elif [ "$NO8B" = 0 ]; then
-	serve_stage 8b-BF16 8b-BF16.gguf cuda "1 8 32 128" 32 64
+	serve_stage 8b-BF16 8b-BF16.gguf cuda "1 8 32 128" 32 64 1024 '"kv_cache_fraction": 0.9' 
 	SERVE_N=8b-BF16
 else
-	serve_stage 1b-BF16 1b-BF16.gguf cuda "1 8 32 128" 32 64
+	serve_stage 1b-BF16 1b-BF16.gguf cuda "1 8 32 128" 32 64 1024 '"kv_cache_fraction": 0.9' 
 	SERVE_N=1b-BF16
 fi
 

@@ -75,8 +75,8 @@ int main(int argc, char **argv)
 	struct rq *r;
 	struct tev *tv;
 	int64_t *itl, *ttft, t0, t_win0 = 0, t_win1 = INT64_MAX;
-	size_t n_itl = 0, n_tv = 0, cap_tv;
-	uint32_t n_done = 0;
+	size_t n_itl = 0, n_tv = 0, cap_tv, n_ttft = 0;
+	uint32_t n_done = 0, n_err = 0, n_ok = 0;
 	uint64_t total = 0, win_tok = 0, prompt_sum = 0;
 	int rc = 0;
 	char **texts;
@@ -166,16 +166,22 @@ int main(int argc, char **argv)
 				(unsigned long long)ev->request_id, ev->err_code, ev->err_msg);
 			q->done = 1;
 			n_done++;
+			n_err++;
 			rc = 1;
 		}
 	}
 	for (uint32_t i = 0; i < conc; i++) {
-		ttft[i] = r[i].t_first - r[i].t_submit;
+		if (r[i].n_tok == 0)
+			continue; /* failed or unfinished: no TTFT, not in the window */
+		ttft[n_ttft++] = r[i].t_first - r[i].t_submit;
 		if (r[i].t_first > t_win0)
 			t_win0 = r[i].t_first;
 		if (r[i].t_done && r[i].t_done < t_win1)
 			t_win1 = r[i].t_done;
-		prompt_sum += r[i].prompt_tokens;
+		if (r[i].t_done) {
+			prompt_sum += r[i].prompt_tokens;
+			n_ok++;
+		}
 	}
 	for (size_t i = 0; i < n_tv; i++)
 		if (tv[i].t > t_win0 && tv[i].t <= t_win1)
@@ -186,12 +192,12 @@ int main(int argc, char **argv)
 				     ? win_tok / ((t_win1 - t_win0) / 1e9)
 				     : total / wall;
 
-		printf("conc=%u gen=%u prompt_tokens=%.0f total_tokens=%llu wall_s=%.2f "
-		       "decode_tok_s=%.1f itl_p50_ms=%.2f itl_p99_ms=%.2f ttft_p50_ms=%.1f "
-		       "ttft_p99_ms=%.1f\n",
-		       conc, gen, (double)prompt_sum / conc, (unsigned long long)total, wall, dec,
-		       pct_ms(itl, n_itl, 0.5), pct_ms(itl, n_itl, 0.99), pct_ms(ttft, conc, 0.5),
-		       pct_ms(ttft, conc, 0.99));
+		printf("conc=%u gen=%u ok=%u errors=%u prompt_tokens=%.0f total_tokens=%llu "
+		       "wall_s=%.2f decode_tok_s=%.1f itl_p50_ms=%.2f itl_p99_ms=%.2f "
+		       "ttft_p50_ms=%.1f ttft_p99_ms=%.1f\n",
+		       conc, gen, n_ok, n_err, n_ok ? (double)prompt_sum / n_ok : 0.0,
+		       (unsigned long long)total, wall, dec, pct_ms(itl, n_itl, 0.5),
+		       pct_ms(itl, n_itl, 0.99), pct_ms(ttft, n_ttft, 0.5), pct_ms(ttft, n_ttft, 0.99));
 	}
 	pc_close(c);
 	return rc;
