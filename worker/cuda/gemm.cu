@@ -39,6 +39,8 @@ struct wk_cu_gemm {
 	uint32_t max_tok;
 	struct wk_cu_algo algos[WK_CU_GEMM_ALGOS];
 	int n_algos;
+	cublasLtMatmulAlgo_t fallback;
+	int warned;
 };
 
 uint64_t wk_cu_gemm_scratch_bytes(uint64_t max_cols, uint32_t max_tok)
@@ -264,6 +266,47 @@ static enum cm_status wk_cu_lt(struct wk_cu_gemm *g, int op, const void *a, uint
 	if (st != CM_OK) {
 		wk_cu_desc_free(&d);
 		return st;
+	}
+	{
+		/* the pinned algorithm should take any token count; if this
+		 * cuBLAS refuses it for this shape, use its own choice for
+		 * the shape and say once that invariance is weakened */
+		cublasLtMatmulHeuristicResult_t chk;
+
+		if (cublasLtMatmulAlgoCheck(g->lt, d.op, d.a, d.b, d.c, d.c, algo, &chk) !=
+			    CUBLAS_STATUS_SUCCESS ||
+		    chk.workspaceSize > WK_CU_GEMM_WS) {
+			cublasLtMatmulPreference_t pref = NULL;
+			uint64_t ws = WK_CU_GEMM_WS;
+			int n_res = 0;
+
+			if (!g->warned) {
+				cm_logf(CM_LOG_WARN, "cuda_gemm_unpinned",
+					"cuBLASLt refused the pinned algorithm for %llu x %llu x %llu; "
+					"using its own choice (batch invariance not guaranteed "
+					"for prefill rows)", (unsigned long long)m,
+					(unsigned long long)n, (unsigned long long)k);
+				g->warned = 1;
+			}
+			bs = cublasLtMatmulPreferenceCreate(&pref);
+			if (bs == CUBLAS_STATUS_SUCCESS)
+				bs = cublasLtMatmulPreferenceSetAttribute(
+					pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+					sizeof(ws));
+			if (bs == CUBLAS_STATUS_SUCCESS)
+				bs = cublasLtMatmulAlgoGetHeuristic(g->lt, d.op, d.a, d.b, d.c, d.c,
+								    pref, 1, &chk, &n_res);
+			if (pref)
+				cublasLtMatmulPreferenceDestroy(pref);
+			if (bs == CUBLAS_STATUS_SUCCESS && n_res == 0)
+				bs = CUBLAS_STATUS_NOT_SUPPORTED;
+			if (bs != CUBLAS_STATUS_SUCCESS) {
+				wk_cu_desc_free(&d);
+				WK_CU(bs);
+			}
+			g->fallback = chk.algo;
+			algo = &g->fallback;
+		}
 	}
 	bs = cublasLtMatmul(g->lt, d.op, &one, a, d.a, b, d.b, &zero, c, d.c, c, d.c, algo, g->ws,
 			    WK_CU_GEMM_WS, g->s);
