@@ -15,6 +15,9 @@
  *    divergence is reported with both backends' top-1/top-2 margins;
  *  - a request's tokens are identical alone and in a batch of 64 through
  *    the scheduler, and no KV block is left allocated afterwards.
+ * Before anything else, and also without a device: the kernels' weight
+ * decoders compiled for the host match the reference bit for bit
+ * (wk_cuda_dequant_selfcheck); a mismatch fails the test (exit 1).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -363,6 +366,14 @@ int main(void)
 		cmocka_unit_test(test_logits_1b),
 	};
 
+	char err[256];
+
+	/* the kernels' weight decoders, run on the host: needs no device */
+	if (wk_cuda_dequant_selfcheck(err, sizeof(err)) != CM_OK) {
+		printf("FAILED: %s\n", err);
+		return 1;
+	}
+	printf("cuda dequant decoders match the reference (host check)\n");
 	if (wk_cuda_device_count() <= 0) {
 		printf("skipped: no CUDA device\n");
 		return 77;

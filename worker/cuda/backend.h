@@ -42,6 +42,13 @@ enum cm_status wk_cuda_kv_blocks_for(int device, const struct wk_model *model,
 				     uint32_t block_tokens, double fraction,
 				     uint32_t *out) CM_WUR;
 
+/*
+ * Host-side check (no GPU needed) that the kernels' weight decoders
+ * (dequant.cuh) give the reference dequantiser's values bit for bit, for
+ * every weight type; CM_EINTERNAL with the first difference in err.
+ */
+enum cm_status wk_cuda_dequant_selfcheck(char *err, size_t len) CM_WUR;
+
 /* create() on a chosen device. */
 enum cm_status wk_cuda_backend_create(const struct wk_model *model, int device,
 				      uint32_t n_blocks, uint32_t block_tokens,

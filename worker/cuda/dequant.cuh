@@ -6,9 +6,11 @@
  * (16 bytes) of F32, and 32 values for quantised types (one Q8_0/Q4_0
  * block, or one 32-value sub-block of a Q4_K/Q5_K/Q6_K super-block).
  * Decoding follows worker/quant.c (the reference) value for value: the
- * same scale products in float, so a dequantised weight is bit-identical
- * to wk_dequantize_row().
- * Header-only (__device__ inline); T is the ggml type id (enum wk_qtype).
+ * same scale products in float, in the same order.  On the host the result
+ * is bit-identical to wk_dequantize_row() (wk_cuda_dequant_selfcheck()
+ * checks it without a GPU); on the device nvcc may contract a product and
+ * a subtraction into one FMA, a last-bit difference.
+ * Header-only (__host__ __device__ inline); T is the ggml type id.
  */
 #ifndef SLUICE_WORKER_CUDA_DEQUANT_CUH
 #define SLUICE_WORKER_CUDA_DEQUANT_CUH
@@ -16,23 +18,57 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <string.h>
 
+extern "C" {
 #include "worker/quant.h"
+}
+
+#define WK_CU_HD __host__ __device__ __forceinline__
 
 template <int T> struct wk_cu_unit;
 
-__device__ __forceinline__ float wk_cu_h2f(const uint8_t *p)
+WK_CU_HD float wk_cu_bits_f32(uint32_t u)
 {
-	return __half2float(__ushort_as_half((unsigned short)(p[0] | (p[1] << 8))));
+#ifdef __CUDA_ARCH__
+	return __uint_as_float(u);
+#else
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+#endif
 }
 
-__device__ __forceinline__ float wk_cu_bf2f(uint16_t u)
+WK_CU_HD float wk_cu_half_f32(uint16_t h)
 {
-	return __uint_as_float((uint32_t)u << 16);
+#ifdef __CUDA_ARCH__
+	return __half2float(__ushort_as_half(h));
+#else
+	return wk_f16_to_f32(h);
+#endif
+}
+
+/* a 16-byte load: through the read-only cache on the device */
+WK_CU_HD uint4 wk_cu_ld16(const uint8_t *p)
+{
+#ifdef __CUDA_ARCH__
+	return __ldg((const uint4 *)p);
+#else
+	uint4 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+#endif
+}
+
+WK_CU_HD float wk_cu_h2f(const uint8_t *p)
+{
+	return wk_cu_half_f32((uint16_t)(p[0] | (p[1] << 8)));
 }
 
 /* 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (scales s[12]). */
-__device__ __forceinline__ void wk_cu_k4_scale_min(const uint8_t *s, int j, int *sc, int *m)
+WK_CU_HD void wk_cu_k4_scale_min(const uint8_t *s, int j, int *sc, int *m)
 {
 	if (j < 4) {
 		*sc = s[j] & 63;
@@ -45,43 +81,43 @@ __device__ __forceinline__ void wk_cu_k4_scale_min(const uint8_t *s, int j, int 
 
 template <> struct wk_cu_unit<WK_Q_F32> {
 	static constexpr int N = 4;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
-		float4 v = __ldg((const float4 *)row + u);
-		w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+		uint4 v = wk_cu_ld16(row + (uint64_t)u * 16);
+		w[0] = wk_cu_bits_f32(v.x); w[1] = wk_cu_bits_f32(v.y);
+		w[2] = wk_cu_bits_f32(v.z); w[3] = wk_cu_bits_f32(v.w);
 	}
 };
 
 template <> struct wk_cu_unit<WK_Q_F16> {
 	static constexpr int N = 8;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
-		uint4 v = __ldg((const uint4 *)row + u);
-		const __half2 *h = (const __half2 *)&v;
+		uint4 v = wk_cu_ld16(row + (uint64_t)u * 16);
+		const uint32_t p[4] = { v.x, v.y, v.z, v.w };
 		for (int i = 0; i < 4; i++) {
-			float2 f = __half22float2(h[i]);
-			w[2 * i] = f.x;
-			w[2 * i + 1] = f.y;
+			w[2 * i] = wk_cu_half_f32((uint16_t)(p[i] & 0xffffu));
+			w[2 * i + 1] = wk_cu_half_f32((uint16_t)(p[i] >> 16));
 		}
 	}
 };
 
 template <> struct wk_cu_unit<WK_Q_BF16> {
 	static constexpr int N = 8;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
-		uint4 v = __ldg((const uint4 *)row + u);
+		uint4 v = wk_cu_ld16(row + (uint64_t)u * 16);
 		const uint32_t p[4] = { v.x, v.y, v.z, v.w };
 		for (int i = 0; i < 4; i++) {
-			w[2 * i] = __uint_as_float(p[i] << 16);
-			w[2 * i + 1] = __uint_as_float(p[i] & 0xffff0000u);
+			w[2 * i] = wk_cu_bits_f32(p[i] << 16);
+			w[2 * i + 1] = wk_cu_bits_f32(p[i] & 0xffff0000u);
 		}
 	}
 };
 
 template <> struct wk_cu_unit<WK_Q_Q8_0> {
 	static constexpr int N = 32;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
 		const uint8_t *b = row + (uint64_t)u * 34;
 		const uint16_t *q16 = (const uint16_t *)(b + 2); /* 2-byte aligned */
@@ -96,7 +132,7 @@ template <> struct wk_cu_unit<WK_Q_Q8_0> {
 
 template <> struct wk_cu_unit<WK_Q_Q4_0> {
 	static constexpr int N = 32;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
 		const uint8_t *b = row + (uint64_t)u * 18;
 		const uint16_t *q16 = (const uint16_t *)(b + 2);
@@ -114,7 +150,7 @@ template <> struct wk_cu_unit<WK_Q_Q4_0> {
 
 template <> struct wk_cu_unit<WK_Q_Q4_K> {
 	static constexpr int N = 32;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
 		const uint8_t *b = row + (uint64_t)(u >> 3) * 144;
 		int j = (int)(u & 7), c = j >> 1, sc, m;
@@ -131,7 +167,7 @@ template <> struct wk_cu_unit<WK_Q_Q4_K> {
 
 template <> struct wk_cu_unit<WK_Q_Q5_K> {
 	static constexpr int N = 32;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
 		const uint8_t *b = row + (uint64_t)(u >> 3) * 176;
 		int j = (int)(u & 7), c = j >> 1, sc, m;
@@ -150,7 +186,7 @@ template <> struct wk_cu_unit<WK_Q_Q5_K> {
 
 template <> struct wk_cu_unit<WK_Q_Q6_K> {
 	static constexpr int N = 32;
-	__device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
 		const uint8_t *b = row + (uint64_t)(u >> 3) * 210;
 		int j = (int)(u & 7), h = j >> 2, k = j & 3;
