@@ -13,6 +13,9 @@
  * reduction order independently of the token count, so a token's logits
  * depend on its class, never on the rest of the batch.
  *
+ * Attention: decode rows use the position-split form (attention.cuh),
+ * prefill rows the single-pass form; both fixed by the token's position.
+ *
  * Decode graphs: a step of decode rows only (T <= 256) runs as a CUDA
  * graph, captured once per bucket B in {1,2,4,...,256} (T rounded up to B,
  * padding rows have position WK_CU_POS_NONE).  The graph's kernels read
@@ -96,6 +99,8 @@ struct cuda_backend {
 	uint32_t *d_meta, *h_meta;   /* tokens|pos|seq|out [cap] then tables [cap][stride] */
 	float *d_logits;
 	uint32_t cap_logits;
+	float *att_part;             /* split attention of decode rows */
+	uint32_t part_rows, part_nch;
 	cudaGraphExec_t graph[WK_CU_N_BUCKETS];
 	/* host staging */
 	uint32_t *perm, *inv, *cnt, *outs, *out_orig;
@@ -367,6 +372,25 @@ static enum cm_status ensure_logits(struct cuda_backend *be, uint32_t rows)
 	return CM_OK;
 }
 
+/* Scratch of the split attention for n decode rows (after ensure()). */
+static enum cm_status ensure_part(struct cuda_backend *be, uint32_t n)
+{
+	uint32_t nch = wk_cu_att_chunks(&be->geo);
+
+	if (n <= be->part_rows && nch == be->part_nch)
+		return CM_OK;
+	drop_graphs(be);
+	cudaFree(be->att_part);
+	be->att_part = NULL;
+	be->part_rows = 0;
+	n = n < WK_CU_GRAPH_MAX ? WK_CU_GRAPH_MAX : n;
+	WK_CU(cudaMalloc(&be->att_part, (uint64_t)n * be->geo.n_head * nch *
+					   (be->geo.head_dim + 2) * sizeof(float)));
+	be->part_rows = n;
+	be->part_nch = nch;
+	return CM_OK;
+}
+
 /* ---- the step -------------------------------------------------------------- */
 
 /* device views of the metadata arrays */
@@ -408,7 +432,7 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 				   uint32_t n_out, uint32_t nd_out)
 {
 	const struct wk_hparams *hp = &be->m->hp;
-	uint32_t e = hp->n_embd;
+	uint32_t e = hp->n_embd, qd = hp->n_head * hp->head_dim;
 	uint64_t layer_kv = (uint64_t)be->n_blocks * be->block_tokens * be->geo.kv_dim;
 	enum cm_status st;
 
@@ -429,8 +453,11 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 					   &be->geo, hp->rope_dim, hp->rope_style == WK_ROPE_NEOX,
 					   be->inv_freq, hp->rope_pos_scale, kc, vc, T,
 					   be->s)) != CM_OK ||
-		    (st = wk_cu_attention(be->q, M_POS(be), M_SEQ(be), M_TAB(be), &be->geo, kc, vc,
-					  be->att, T, be->s)) != CM_OK ||
+		    (st = wk_cu_attention_split(be->q, M_POS(be), M_SEQ(be), M_TAB(be), &be->geo,
+						kc, vc, be->att, be->att_part, nd, be->s)) != CM_OK ||
+		    (st = wk_cu_attention(be->q + (uint64_t)nd * qd, M_POS(be) + nd,
+					  M_SEQ(be) + nd, M_TAB(be), &be->geo, kc, vc,
+					  be->att + (uint64_t)nd * qd, T - nd, be->s)) != CM_OK ||
 		    (st = mm(be, &L->wo, be->att, T, nd, be->h, NULL)) != CM_OK ||
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, be->s)) != CM_OK ||
 		    (st = wk_cu_rmsnorm(be->x, NULL, L->ffn_norm, hp->rms_eps, e, T, be->h,
@@ -546,6 +573,9 @@ static enum cm_status cuda_forward_inner(struct cuda_backend *be, const struct w
 		bucket = bucket_of(T, &B);
 	if (bucket >= 0 && B > be->cap)
 		bucket = -1;
+	st = ensure_part(be, bucket >= 0 ? B : nd);
+	if (st != CM_OK)
+		return st;
 
 	h_tok = be->h_meta;
 	h_pos = be->h_meta + be->cap;
@@ -645,6 +675,7 @@ static void cuda_destroy(struct wk_backend *base)
 	drop_graphs(be);
 	free_scratch(be);
 	cudaFree(be->d_logits);
+	cudaFree(be->att_part);
 	cudaFree(be->kv);
 	cudaFree(be->wmem);
 	if (be->s)
@@ -683,7 +714,10 @@ extern "C" enum cm_status wk_cuda_kv_blocks_for(int device, const struct wk_mode
 	need = model_device_bytes(m) + WK_CU_RESERVE_FIXED +
 	       WK_CU_RESERVE_TOKENS * per_token_scratch(&m->hp) +
 	       wk_cu_gemm_scratch_bytes(max_cols(m), WK_CU_RESERVE_TOKENS) +
-	       (uint64_t)WK_CU_GRAPH_MAX * m->hp.n_vocab * 4;
+	       (uint64_t)WK_CU_GRAPH_MAX * m->hp.n_vocab * 4 +
+	       /* split-attention partials of 256 decode rows over n_ctx_train */
+	       (uint64_t)WK_CU_GRAPH_MAX * m->hp.n_head * (m->hp.head_dim + 2) * 4 *
+		       ((m->hp.n_ctx_train ? m->hp.n_ctx_train : 4096) / WK_CU_ATT_CHUNK + 2);
 	if (mem_free <= need || per_block == 0)
 		return CM_OK;
 	avail = (uint64_t)((double)(mem_free - need) * fraction);
@@ -698,7 +732,7 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	const struct wk_hparams *hp = &m->hp;
 	cudaDeviceProp prop;
 	enum cm_status st;
-	const struct wk_tensor *check[8];
+	const struct wk_tensor *check[9];
 
 	if (hp->head_dim % 32 || hp->head_dim > WK_CU_ATT_MAX_HD ||
 	    hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > WK_CU_ATT_MAX_GROUP ||
@@ -713,8 +747,9 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 
 		check[0] = &L->wq; check[1] = &L->wk; check[2] = &L->wv; check[3] = &L->wo;
 		check[4] = &L->w_gate; check[5] = &L->w_up; check[6] = &L->w_down;
-		check[7] = l == 0 ? &m->output : &m->tok_embd;
-		for (int i = 0; i < 8; i++)
+		check[7] = &m->output;
+		check[8] = &m->tok_embd;
+		for (int i = 0; i < 9; i++)
 			if (!type_ok(check[i])) {
 				snprintf(err, err_len, "cuda backend: tensor %s: type %s with %llu "
 					 "columns is not supported",
