@@ -306,8 +306,6 @@ static void free_scratch(struct cuda_backend *be)
 	cm_free(be->outs);
 	cm_free(be->out_orig);
 	be->perm = be->inv = be->cnt = be->outs = be->out_orig = NULL;
-	wk_cu_gemm_free(be->gemm);
-	be->gemm = NULL;
 	be->cap = 0;
 }
 
@@ -349,7 +347,9 @@ static enum cm_status ensure(struct cuda_backend *be, uint32_t n, uint32_t strid
 	be->out_orig = (uint32_t *)cm_calloc(n, 4);
 	if (!be->perm || !be->inv || !be->cnt || !be->outs || !be->out_orig)
 		return CM_ENOMEM;
-	st = wk_cu_gemm_new(be->s, max_cols(be->m), n, &be->gemm);
+	/* one GEMM helper for the backend's life: its pinned algorithms stay */
+	st = be->gemm ? wk_cu_gemm_reserve(be->gemm, n)
+		      : wk_cu_gemm_new(be->s, max_cols(be->m), n, &be->gemm);
 	if (st != CM_OK)
 		return st;
 	be->cap = n;
@@ -674,6 +674,7 @@ static void cuda_destroy(struct wk_backend *base)
 		cudaStreamSynchronize(be->s);
 	drop_graphs(be);
 	free_scratch(be);
+	wk_cu_gemm_free(be->gemm);
 	cudaFree(be->d_logits);
 	cudaFree(be->att_part);
 	cudaFree(be->kv);

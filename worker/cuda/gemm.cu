@@ -67,6 +67,18 @@ enum cm_status wk_cu_gemm_new(cudaStream_t s, uint64_t max_cols, uint32_t max_to
 	return CM_OK;
 }
 
+enum cm_status wk_cu_gemm_reserve(struct wk_cu_gemm *g, uint32_t max_tok)
+{
+	if (max_tok <= g->max_tok)
+		return CM_OK;
+	cudaFree(g->xa);
+	g->xa = NULL;
+	g->max_tok = 0;
+	WK_CU(cudaMalloc(&g->xa, (uint64_t)max_tok * g->max_cols * 4));
+	g->max_tok = max_tok;
+	return CM_OK;
+}
+
 void wk_cu_gemm_free(struct wk_cu_gemm *g)
 {
 	if (!g)

@@ -31,6 +31,8 @@ struct wk_cu_gemm;
 /* max_cols: the longest row of any weight; max_tok: tokens per call. */
 enum cm_status wk_cu_gemm_new(cudaStream_t s, uint64_t max_cols, uint32_t max_tok,
 			      struct wk_cu_gemm **out);
+/* Grows the activation buffer to max_tok tokens; the pinned algorithms are kept. */
+enum cm_status wk_cu_gemm_reserve(struct wk_cu_gemm *g, uint32_t max_tok);
 void wk_cu_gemm_free(struct wk_cu_gemm *g);
 /* Device bytes of the helper's scratch. */
 uint64_t wk_cu_gemm_scratch_bytes(uint64_t max_cols, uint32_t max_tok);
