@@ -36,6 +36,9 @@
 #include "proto/proto.h"
 #include "worker/backend.h"
 #include "worker/cpu/cpu_backend.h"
+#ifdef SLUICE_HAVE_CUDA
+#include "worker/cuda/backend.h"
+#endif
 #include "worker/gen.h"
 #include "worker/kv.h"
 #include "worker/model.h"
@@ -934,6 +937,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	int64_t t0 = cm_mono_ns();
 	struct wk_backend_info bi;
 	enum cm_status st;
+	int use_cuda = 0;
 
 	mo.sha256_hex = s->cfg->model_sha256;
 	mo.compute_sha256 = 1;
@@ -947,6 +951,28 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	per_tok = wk_model_kv_bytes_per_token(&s->model->hp, elem);
 	per_block = per_tok * bt;
 	kv_bytes = s->cfg->kv_cache_bytes;
+	/* ---- backend selection (CUDA: issue 8) ---- */
+#ifdef SLUICE_HAVE_CUDA
+	/* cuda when asked, or auto with a device present; cpu stays the fallback of auto */
+	if (s->cfg->backend == 2 || (s->cfg->backend == 0 && wk_cuda_device_count() > 0)) {
+		if (elem != 2) {
+			snprintf(err, err_len, "worker.kv_type: the cuda backend keeps F16 KV, found F32");
+			return -1;
+		}
+		use_cuda = 1;
+	}
+	if (use_cuda && kv_bytes == 0) {
+		uint32_t nb = 0;
+
+		if (wk_cuda_kv_blocks_for((int)s->cfg->device, s->model, bt,
+					  s->cfg->kv_cache_fraction, &nb) != CM_OK) {
+			snprintf(err, err_len, "worker.device %lld: no such CUDA device",
+				 (long long)s->cfg->device);
+			return -1;
+		}
+		kv_bytes = (uint64_t)nb * per_block;
+	}
+#endif
 	if (kv_bytes == 0)
 		kv_bytes = (uint64_t)(mem_available() * s->cfg->kv_cache_fraction);
 	n_blocks = per_block ? kv_bytes / per_block : 0;
@@ -964,10 +990,18 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (threads <= 0)
 		threads = 1;
+#ifdef SLUICE_HAVE_CUDA
+	if (use_cuda)
+		st = wk_cuda_backend_create(s->model, (int)s->cfg->device, (uint32_t)n_blocks, bt,
+					    &s->be, err, err_len);
+	else
+#else
+	(void)use_cuda;
 	if (s->cfg->backend == 2) {
 		snprintf(err, err_len, "worker.backend: 'cuda' is not available in this build");
 		return -1;
 	}
+#endif
 	st = wk_cpu_backend_create(s->model, (uint32_t)n_blocks, bt, threads,
 				   elem == 4 ? WK_Q_F32 : WK_Q_F16, &s->be, err, err_len);
 	if (st != CM_OK)
