@@ -101,6 +101,9 @@ static const struct cm_cfg_key gw_keys[] = {
 	CM_CFG_STRING(S, admin_addr, "127.0.0.1", 64,
 		      "Loopback address of the admin listener (`/metrics`, `/admin/`); never the public one."),
 	CM_CFG_INT(S, admin_port, 9464, 0, 65535, "Port of the admin listener (0: any free port)."),
+	CM_CFG_STRING(S, admin_credentials_file, NULL, 4096,
+		      "Admin API credentials, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); "
+		      "none: `/admin/` refuses every bearer token."),
 	CM_CFG_STRING(S, pepper_file, NULL, 4096, "File holding the API key pepper, mode 0600 (required)."),
 	CM_CFG_ENUM(S, log_level, 1, gw_log_levels, "Minimum log level."),
 	CM_CFG_OBJECT(S, limits, &gw_limits_section, "Request limits."),

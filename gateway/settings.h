@@ -65,6 +65,7 @@ struct gw_settings {
 	bool plain_http;
 	char *admin_addr;
 	int64_t admin_port;
+	char *admin_credentials_file;
 	char *pepper_file;
 	int log_level;          /* index into debug/info/warn/error */
 	struct gw_settings_limits limits;
