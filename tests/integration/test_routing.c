@@ -178,6 +178,29 @@ static void bg_start(struct bg *g, const char *name, const char *key, const char
 	assert_int_equal(h_spawn(&g->p, name, argv), 0);
 }
 
+/* A long streamed generation with a short prompt (EOS ignored). */
+static void bg_start_long(struct bg *g, const char *name, const char *key)
+{
+	char bodyf[700], cmd[4096];
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	FILE *f;
+
+	snprintf(bodyf, sizeof(bodyf), "%s/%s.json", dir, name);
+	snprintf(g->out, sizeof(g->out), "%s/%s.out", dir, name);
+	snprintf(g->code, sizeof(g->code), "%s/%s.code", dir, name);
+	f = fopen(bodyf, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":true,"
+		"\"options\":{\"num_predict\":400,\"temperature\":0}}");
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "curl -sS -N --max-time 90 -o %s -w '%%{http_code}' -H 'Authorization: Bearer %s' "
+		 "-H 'X-Sluice-Ignore-EOS: 1' -H 'Content-Type: application/json' "
+		 "--data-binary @%s 'http://127.0.0.1:%d/api/generate' > %s.tmp && mv %s.tmp %s",
+		 g->out, key, bodyf, port, g->code, g->code, g->code);
+	assert_int_equal(h_spawn(&g->p, name, argv), 0);
+}
+
 /* Waits for the request to end: 0 when HTTP 200 with a final done object
  * and no error line, -1 otherwise. */
 static int bg_wait_ok(struct bg *g)
@@ -553,6 +576,86 @@ static void test_drain(void **state)
 
 /* ---- (c) SIGKILL under load, restart ------------------------------------ */
 
+/* A worker killed while one request streams from it and others wait on it:
+ * the streaming one ends with an error event (no done), the waiting ones
+ * are re-dispatched and succeed. */
+static void test_kill_streaming(void **state)
+{
+	struct bg s, wait[2];
+	double inflight[NW];
+	char *out, wname[16], name[16], tail[32];
+	size_t len;
+	int victim = -1, tries;
+
+	(void)state;
+	for (tries = 0; tries < 5 && victim < 0; tries++) {
+		int64_t end = now_ms() + DEADLINE_MS;
+		int streamed = 0;
+
+		snprintf(name, sizeof(name), "stream%d", tries);
+		bg_start_long(&s, name, key_b);
+		/* the first token reached the client: pause every worker */
+		while (now_ms() < end && !streamed) {
+			out = h_read_file(s.out, &len);
+			streamed = out && strstr(out, "\"response\"") != NULL;
+			free(out);
+			if (!streamed)
+				pause_ms(2);
+		}
+		assert_true(streamed);
+		for (int w = 0; w < NW; w++)
+			assert_int_equal(kill(workers[w].pid, SIGSTOP), 0);
+		out = h_read_file(s.out, &len);
+		if (out && strstr(out, "\"done\":true")) {
+			/* it finished before the pause: try again */
+			free(out);
+			for (int w = 0; w < NW; w++)
+				kill(workers[w].pid, SIGCONT);
+			assert_int_equal(bg_wait_ok(&s), 0);
+			continue;
+		}
+		free(out);
+		wait_inflight_sum(1, inflight);
+		for (int w = 0; w < NW; w++)
+			if (inflight[w] == 1)
+				victim = w;
+	}
+	assert_true(victim >= 0);
+	/* two more requests wait on the paused workers (none streams yet) */
+	for (int i = 0; i < 2; i++) {
+		snprintf(name, sizeof(name), "wait%d", i);
+		snprintf(tail, sizeof(tail), "waiting %d?", i);
+		bg_start(&wait[i], name, key_a, tail);
+	}
+	wait_inflight_sum(3, inflight);
+	assert_int_equal(kill(workers[victim].pid, SIGKILL), 0);
+	h_stop(&workers[victim], 5000);
+	for (int w = 0; w < NW; w++)
+		kill(workers[w].pid, SIGCONT);
+	/* the streaming one: HTTP 200 (headers were sent), an error line, no done */
+	{
+		int64_t end = now_ms() + DEADLINE_MS;
+		char *code = NULL;
+
+		while (now_ms() < end && !(code = h_read_file(s.code, &len)))
+			pause_ms(20);
+		assert_non_null(code);
+		out = h_read_file(s.out, &len);
+		assert_non_null(out);
+		assert_non_null(strstr(out, "\"error\""));
+		assert_null(strstr(out, "\"done\":true"));
+		free(out);
+		free(code);
+		h_stop(&s.p, 5000);
+	}
+	/* the survivors carry on */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(bg_wait_ok(&wait[i]), 0);
+	snprintf(wname, sizeof(wname), "w%d", victim);
+	assert_int_equal(h_worker_start(&workers[victim], wname, wcfg[victim]), 0);
+	wait_worker_ready(victim);
+}
+
 static void test_kill_restart(void **state)
 {
 	struct bg g[3];
@@ -612,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_affinity),
 		cmocka_unit_test(test_bounded_flood),
 		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_kill_streaming),
 		cmocka_unit_test(test_kill_restart),
 	};
 
