@@ -261,6 +261,7 @@ static int gw_run(const char *path)
 		dc.max_prompt_tokens = (uint32_t)set.limits.max_prompt_tokens;
 		dc.route_prefix_bytes = (size_t)set.route_prefix_bytes;
 		dc.route_load_factor = set.route_load_factor;
+		dc.route_round_robin = set.route_policy == 1;
 		dc.ns = set.redis.ns;
 		dc.lease_ttl_ms = 60 * 1000; /* renewed every 20 s while the request lives */
 		dc.out_bytes = set.limits.output_bytes;
