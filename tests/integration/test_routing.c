@@ -10,11 +10,14 @@
  *  - bounded load: with every worker paused (SIGSTOP) a flood of one
  *    tenant's requests with one prefix stays within ceil(c x mean) per
  *    worker, and every request then finishes;
- *  - failover: a worker SIGKILLed while requests wait on it (paused, so
- *    none has streamed): every one is re-dispatched and succeeds; the
- *    worker restarted on the same socket is used again;
+ *  - failover: a worker SIGKILLed while one request streams from it (it
+ *    ends with an error line and no done) and others wait on the paused
+ *    workers (none has streamed: every one is re-dispatched and succeeds);
+ *    the worker restarted on the same socket is used again;
  *  - drain: `sluicectl worker drain` -> no new placements on that worker,
- *    its request in flight finishes without error.
+ *    its request in flight finishes without error; an unknown worker exits
+ *    2, a wrong admin token exits 7; restarting the drained worker
+ *    re-admits it (placements resume).
  * The workers are paused with SIGSTOP where a request must stay in flight;
  * PING and STATS deadlines are long so a paused worker stays ready.
  * Synchronisation is by polling with deadlines, never by sleeping.
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -562,8 +566,25 @@ static void test_drain(void **state)
 		 "--admin-token-file %s 2>&1", h_bin("tools/sluicectl"), admin_port, creds);
 	free(run_capture(cmd, &st));
 	assert_int_equal(WEXITSTATUS(st), 2);
+	/* a token the gateway does not know: refused, exit 7, nothing drained */
+	{
+		char bad[700];
+		FILE *f;
+
+		snprintf(bad, sizeof(bad), "%s/bad.token", dir);
+		f = fopen(bad, "w");
+		assert_non_null(f);
+		fprintf(f, "not-the-token-0123456789abcdef0123456789\n");
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "%s worker drain w%d --admin 127.0.0.1:%d "
+			 "--admin-token-file %s 2>&1", h_bin("tools/sluicectl"), (home + 1) % NW,
+			 admin_port, bad);
+		free(run_capture(cmd, &st));
+		assert_int_equal(WEXITSTATUS(st), 7);
+	}
 	m = metrics();
 	assert_true(wmetric(m, "sluice_worker_drained", home) == 1);
+	assert_true(wmetric(m, "sluice_worker_drained", (home + 1) % NW) == 0);
 	free(m);
 	placed(before);
 	for (int i = 0; i < 5; i++)
