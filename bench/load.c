@@ -21,6 +21,10 @@
  *        --model tiny --concurrency 1,8,32 --requests 20 --prompt-bytes 64 \
  *        --max-tokens 32 --json out.json --png out.png
  * keys.txt holds one API key per line, one per tenant (M = lines).
+ * --prefixes N: shared-prefix workload, each prompt is one of N prefixes
+ * ("system prompt k: " + the --prompt-bytes text) plus a unique tail; the
+ * gateway runs report the prefix hit rate (cached_prompt_tokens over
+ * prompt_eval_count of the final objects).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -58,6 +62,7 @@ struct run {
 	int conc;
 	struct samples ttft, itl, e2e;
 	uint64_t ok, tokens;
+	uint64_t prompt_tok, cached_tok; /* gateway: from the final object */
 	int errors[600];
 	double wall_s;
 };
@@ -91,6 +96,7 @@ static struct {
 	int n_conc;
 	int requests;
 	int prompt_bytes;
+	int prefixes;          /* > 0: shared-prefix workload */
 	int max_tokens;
 	const char *json, *png;
 } opt = { .model = "tiny", .requests = 20, .prompt_bytes = 64, .max_tokens = 32 };
@@ -178,14 +184,22 @@ static void finish_request(struct client *c, int status)
 static void http_send(struct client *c)
 {
 	const char *key = opt.keys[c->idx % opt.n_keys];
-	char body[8192];
+	char body[8192], head[48] = "", tail[48] = "";
 	int n;
 
+	/* shared-prefix workload: one of --prefixes system prompts, then a
+	 * unique tail; the prefix is picked by request so every client
+	 * spreads over all of them */
+	if (opt.prefixes > 0) {
+		snprintf(head, sizeof(head), "system prompt %d: ",
+			 (c->idx * 7 + c->done_reqs) % opt.prefixes);
+		snprintf(tail, sizeof(tail), " request %d-%d", c->idx, c->done_reqs);
+	}
 	n = snprintf(body, sizeof(body),
-		     "{\"model\":\"%s\",\"prompt\":\"%s\",\"raw\":true,\"stream\":true,"
+		     "{\"model\":\"%s\",\"prompt\":\"%s%s%s\",\"raw\":true,\"stream\":true,"
 		     "\"options\":{\"num_predict\":%d,\"temperature\":0.8,\"top_k\":40,"
 		     "\"top_p\":0.9,\"repeat_penalty\":1.1,\"repeat_last_n\":64}}",
-		     opt.model, prompt, opt.max_tokens);
+		     opt.model, head, prompt, tail, opt.max_tokens);
 	c->hs = H_HEAD;
 	c->got_first = 0;
 	c->tokens = 0;
@@ -256,6 +270,16 @@ static void http_read(struct bufferevent *bev, void *arg)
 				return;
 			d = evbuffer_pullup(in, (ev_ssize_t)c->left);
 			on_token(c, count_tokens((const char *)d, c->left));
+			{
+				const char *e = (const char *)d, *pe, *ce;
+
+				pe = memmem(e, c->left, "\"prompt_eval_count\":", 20);
+				ce = memmem(e, c->left, "\"cached_prompt_tokens\":", 23);
+				if (pe && ce) {
+					cur->prompt_tok += strtoull(pe + 20, NULL, 10);
+					cur->cached_tok += strtoull(ce + 23, NULL, 10);
+				}
+			}
 			evbuffer_drain(in, c->left + 2);
 			c->hs = H_SIZE;
 		} else if (c->hs == H_TRAIL) {
@@ -529,6 +553,8 @@ static int parse_args(int argc, char **argv)
 			opt.requests = atoi(v);
 		} else if (strcmp(a, "--prompt-bytes") == 0) {
 			opt.prompt_bytes = atoi(v);
+		} else if (strcmp(a, "--prefixes") == 0) {
+			opt.prefixes = atoi(v);
 		} else if (strcmp(a, "--max-tokens") == 0) {
 			opt.max_tokens = atoi(v);
 		} else if (strcmp(a, "--json") == 0) {
@@ -600,7 +626,8 @@ int main(int argc, char **argv)
 		fprintf(stderr,
 			"usage: load [--gateway HOST:PORT --keys FILE] [--socket WORKER_SOCK]\n"
 			"            [--model NAME] [--concurrency 1,8,32] [--requests N]\n"
-			"            [--prompt-bytes N] [--max-tokens N] [--json FILE] [--png FILE]\n");
+			"            [--prompt-bytes N] [--prefixes N] [--max-tokens N]\n"
+			"            [--json FILE] [--png FILE]\n");
 		return 2;
 	}
 	prompt = malloc((size_t)opt.prompt_bytes + 1);
@@ -631,6 +658,11 @@ int main(int argc, char **argv)
 			print_stats(stdout, &r->ttft, "ttft", 0);
 			print_stats(stdout, &r->itl, "itl", 0);
 			print_stats(stdout, &r->e2e, "e2e", 0);
+			if (r->prompt_tok)
+				printf("  prefix hit rate %.1f%% (%llu of %llu prompt tokens cached)\n",
+				       100.0 * (double)r->cached_tok / (double)r->prompt_tok,
+				       (unsigned long long)r->cached_tok,
+				       (unsigned long long)r->prompt_tok);
 			for (int s = 0; s < 600; s++)
 				if (r->errors[s])
 					printf("  errors: status %d x %d\n", s, r->errors[s]);
@@ -658,6 +690,8 @@ int main(int argc, char **argv)
 			print_stats(jf, &r->itl, "itl_ms", 1);
 			fputc(',', jf);
 			print_stats(jf, &r->e2e, "e2e_ms", 1);
+			fprintf(jf, ",\"prompt_tokens\":%llu,\"cached_prompt_tokens\":%llu",
+				(unsigned long long)r->prompt_tok, (unsigned long long)r->cached_tok);
 			fprintf(jf, ",\"errors\":{");
 			for (int s = 0; s < 600; s++)
 				if (r->errors[s]) {

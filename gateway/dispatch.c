@@ -77,6 +77,7 @@ struct gw_dispatch {
 	size_t n_active;
 	int pumping;
 	uint8_t lease_prefix[8];
+	size_t rr_next;             /* route_round_robin cursor */
 };
 
 static void pump(struct gw_dispatch *d);
@@ -539,6 +540,8 @@ static long place(struct gw_dispatch *d, struct gw_job *j)
 		return -1;
 	if (k == 1)
 		return (long)idx[0];
+	if (d->cfg.route_round_robin)
+		return (long)idx[d->rr_next++ % k];
 	cm_buf_init(&pre, d->cfg.route_prefix_bytes + 64);
 	prompt_prefix(j, &pre, d->cfg.route_prefix_bytes);
 	gw_route_key(j->ident.salt, sizeof(j->ident.salt), cm_buf_data(&pre), cm_buf_len(&pre),

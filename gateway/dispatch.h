@@ -45,6 +45,7 @@ struct gw_dispatch_config {
 	uint32_t max_prompt_tokens;  /* 0: the model's context */
 	size_t route_prefix_bytes;
 	double route_load_factor;
+	int route_round_robin;    /* 1: round robin over the ready workers */
 	const char *ns;              /* Redis namespace for quota keys */
 	int64_t lease_ttl_ms;        /* concurrency lease */
 	size_t out_bytes;            /* cap of a non-streamed reply */

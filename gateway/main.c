@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "gateway/admin.h"
 #include "gateway/apikey.h"
 #include "gateway/auth.h"
 #include "gateway/dispatch.h"
@@ -116,6 +117,30 @@ static void stop_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
+/* The admin API's view of the gateway: drain goes to the workers, Redis
+ * is the auth module's command connection (refreshed per request, since
+ * auth replaces it when it reconnects). */
+struct gw_admin_glue {
+	struct gw_admin *admin;
+	struct gw_auth *auth;
+	struct gw_workers *ws;
+};
+
+static enum cm_status admin_drain(const char *name, void *arg)
+{
+	struct gw_admin_glue *g = arg;
+
+	return gw_workers_drain(g->ws, name);
+}
+
+static void admin_handle(struct gw_request *req, void *arg)
+{
+	struct gw_admin_glue *g = arg;
+
+	gw_admin_set_redis(g->admin, gw_auth_redis(g->auth));
+	gw_admin_handle(req, g->admin);
+}
+
 static int gw_run(const char *path)
 {
 	struct gw_settings set;
@@ -127,6 +152,7 @@ static int gw_run(const char *path)
 	struct gw_auth *auth = NULL;
 	struct gw_queue *q = NULL;
 	struct gw_metrics *metrics = NULL;
+	struct gw_admin_glue glue = { NULL, NULL, NULL };
 	struct gw_dispatch *disp = NULL;
 	struct gw_server *srv = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL;
@@ -209,6 +235,24 @@ static int gw_run(const char *path)
 		}
 	}
 	{
+		struct gw_admin_config ac = {
+			.ns = set.redis.ns,
+			.credentials_file = set.admin_credentials_file,
+			.pepper_file = set.pepper_file,
+			.drain = admin_drain,
+			.drain_arg = &glue,
+		};
+
+		glue.auth = auth;
+		glue.ws = ws;
+		if (gw_admin_new(&ac, gw_auth_redis(auth), &glue.admin, err,
+				 sizeof(err)) != CM_OK) {
+			fprintf(stderr, "sluice-gateway: admin API: %s\n", err);
+			goto out;
+		}
+		gw_metrics_mount_admin(metrics, admin_handle, &glue);
+	}
+	{
 		struct gw_dispatch_config dc;
 		struct gw_dispatch_deps dd = { ws, q, auth, metrics };
 
@@ -217,6 +261,7 @@ static int gw_run(const char *path)
 		dc.max_prompt_tokens = (uint32_t)set.limits.max_prompt_tokens;
 		dc.route_prefix_bytes = (size_t)set.route_prefix_bytes;
 		dc.route_load_factor = set.route_load_factor;
+		dc.route_round_robin = set.route_policy == 1;
 		dc.ns = set.redis.ns;
 		dc.lease_ttl_ms = 60 * 1000; /* renewed every 20 s while the request lives */
 		dc.out_bytes = set.limits.output_bytes;
@@ -262,7 +307,8 @@ out:
 	gw_server_free(srv);
 	gw_metrics_free(metrics);
 	gw_queue_free(q);
-	gw_auth_free(auth);
+	gw_auth_free(auth);  /* fails the admin's pending Redis operations first */
+	gw_admin_free(glue.admin);
 	gw_workers_free(ws);
 	if (base)
 		event_base_free(base);

@@ -156,6 +156,57 @@ static void depth_one(void *ctx, const char *tenant, size_t depth)
 			st = cm_buf_printf(out, __VA_ARGS__);     \
 	} while (0)
 
+/* Routing per worker: drained, placements, prefix hits; load imbalance. */
+static enum cm_status render_routing(struct gw_metrics *m, struct cm_buf *out,
+				     char *esc, size_t esc_len)
+{
+	static const char *const c[] = {
+		"sluice_worker_requests_placed_total",
+		"Requests the gateway placed on the worker (its routing share), re-dispatches included.",
+		"sluice_worker_prompt_tokens_total", "Prompt tokens of requests the worker finished (DONE).",
+		"sluice_worker_prefix_hit_tokens_total",
+		"Prompt tokens the worker served from its prefix cache (DONE cached_tokens).",
+	};
+	size_t n = gw_workers_count(m->ws), live = 0;
+	uint64_t max = 0, sum = 0;
+	enum cm_status st = CM_OK;
+	struct gw_worker_info wi;
+
+	st = cm_buf_printf(out, "# HELP sluice_worker_drained 1 while an operator drain holds the worker "
+			    "(no new placements).\n# TYPE sluice_worker_drained gauge\n");
+	for (size_t i = 0; st == CM_OK && i < n; i++) {
+		gw_workers_info(m->ws, i, &wi);
+		label_escape(esc, esc_len, wi.name);
+		st = cm_buf_printf(out, "sluice_worker_drained{worker=\"%s\"} %d\n", esc, wi.drained);
+		if (wi.hello_ok) {
+			live++;
+			sum += wi.inflight;
+			if (wi.inflight > max)
+				max = wi.inflight;
+		}
+	}
+	for (size_t k = 0; st == CM_OK && k < sizeof(c) / sizeof(c[0]); k += 2) {
+		st = cm_buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", c[k], c[k + 1], c[k]);
+		for (size_t i = 0; st == CM_OK && i < n; i++) {
+			uint64_t v;
+
+			gw_workers_info(m->ws, i, &wi);
+			v = k == 0 ? wi.placed : k == 2 ? wi.prompt_tokens : wi.cached_tokens;
+			label_escape(esc, esc_len, wi.name);
+			st = cm_buf_printf(out, "%s{worker=\"%s\"} %llu\n", c[k], esc,
+					    (unsigned long long)v);
+		}
+	}
+	if (st == CM_OK)
+		st = cm_buf_printf(out,
+				    "# HELP sluice_gateway_worker_load_imbalance Max over mean of the in-flight "
+				    "requests of the connected workers (1 = even; 0 when none runs).\n"
+				    "# TYPE sluice_gateway_worker_load_imbalance gauge\n"
+				    "sluice_gateway_worker_load_imbalance %.3f\n",
+				    sum ? (double)max * (double)live / (double)sum : 0.0);
+	return st;
+}
+
 enum cm_status gw_metrics_render(struct gw_metrics *m, struct cm_buf *out)
 {
 	enum cm_status st = CM_OK;
@@ -250,6 +301,8 @@ enum cm_status gw_metrics_render(struct gw_metrics *m, struct cm_buf *out)
 				P("%s{worker=\"%s\"} %g\n", g[k], esc, v);
 			}
 		}
+		if (st == CM_OK)
+			st = render_routing(m, out, esc, sizeof(esc));
 	}
 	if (m->pub) {
 		struct gw_server_stats s;

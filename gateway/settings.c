@@ -92,6 +92,8 @@ static const struct cm_cfg_section gw_redis_section =
 
 static const char *const gw_log_levels[] = { "debug", "info", "warn", "error" };
 
+static const char *const gw_route_policies[] = { "affinity", "round_robin" };
+
 static const struct cm_cfg_key gw_keys[] = {
 	CM_CFG_STRING(S, listen_addr, "127.0.0.1", 64, "Numeric address of the public HTTPS listener."),
 	CM_CFG_INT(S, port, 8443, 0, 65535, "Port of the public listener (0: any free port)."),
@@ -101,6 +103,9 @@ static const struct cm_cfg_key gw_keys[] = {
 	CM_CFG_STRING(S, admin_addr, "127.0.0.1", 64,
 		      "Loopback address of the admin listener (`/metrics`, `/admin/`); never the public one."),
 	CM_CFG_INT(S, admin_port, 9464, 0, 65535, "Port of the admin listener (0: any free port)."),
+	CM_CFG_STRING(S, admin_credentials_file, NULL, 4096,
+		      "Admin API credentials, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); "
+		      "none: `/admin/` refuses every bearer token."),
 	CM_CFG_STRING(S, pepper_file, NULL, 4096, "File holding the API key pepper, mode 0600 (required)."),
 	CM_CFG_ENUM(S, log_level, 1, gw_log_levels, "Minimum log level."),
 	CM_CFG_OBJECT(S, limits, &gw_limits_section, "Request limits."),
@@ -116,6 +121,9 @@ static const struct cm_cfg_key gw_keys[] = {
 	CM_CFG_INT(S, route_prefix_bytes, 1024, 1, 1048576, "Prompt bytes in the routing key."),
 	CM_CFG_DOUBLE(S, route_load_factor, 1.25, 0, 100,
 		      "Bounded-load factor c of the placement (0: plain rendezvous)."),
+	CM_CFG_ENUM(S, route_policy, 0, gw_route_policies,
+		    "Placement: `affinity` (tenant-salted prefix key, bounded-load rendezvous) or "
+		    "`round_robin` (ignores prefixes; for comparisons, docs/routing.md)."),
 	CM_CFG_OBJECT(S, queue, &gw_queue_section, "Queues."),
 	CM_CFG_OBJECT(S, redis, &gw_redis_section, "Redis."),
 };

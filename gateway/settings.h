@@ -65,6 +65,7 @@ struct gw_settings {
 	bool plain_http;
 	char *admin_addr;
 	int64_t admin_port;
+	char *admin_credentials_file;
 	char *pepper_file;
 	int log_level;          /* index into debug/info/warn/error */
 	struct gw_settings_limits limits;
@@ -75,6 +76,7 @@ struct gw_settings {
 	int64_t stats_timeout_ms;
 	int64_t route_prefix_bytes;
 	double route_load_factor;
+	int route_policy;       /* 0 affinity, 1 round_robin */
 	struct gw_settings_queue queue;
 	struct gw_settings_redis redis;
 };

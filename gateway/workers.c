@@ -57,6 +57,8 @@ struct gw_wconn {
 	uint32_t inflight;
 	uint32_t cap;
 	struct cm_buf out;
+	int drained;            /* operator drain: no new placements */
+	uint64_t placed, prompt_tokens, cached_tokens;
 };
 
 struct gw_workers {
@@ -136,6 +138,10 @@ static void wc_close(struct gw_wconn *c, const char *why)
 {
 	int was = c->connected;
 
+	/* A drain lasts for the connection it was set on: the worker's next
+	 * HELLO (a restart or upgrade) re-admits it. */
+	if (was)
+		c->drained = 0;
 	if (c->bev) {
 		bufferevent_free(c->bev);
 		c->bev = NULL;
@@ -258,6 +264,10 @@ static void on_result(struct gw_wconn *c, const struct proto_msg *m)
 		return;
 	}
 	slot_release(c, s);
+	if (m->type == PROTO_DONE) {
+		c->prompt_tokens += m->u.done.prompt_tokens;
+		c->cached_tokens += m->u.done.cached_tokens;
+	}
 	if (ops && m->type == PROTO_DONE)
 		ops->on_done(arg, &m->u.done);
 	else if (ops)
@@ -504,6 +514,8 @@ static const char *not_ready(const struct gw_workers *ws, const struct gw_wconn 
 		return "STATS overdue";
 	if (c->have_stats && c->stats.draining)
 		return "draining";
+	if (c->drained)
+		return "drained";
 	return "";
 }
 
@@ -529,6 +541,27 @@ void gw_workers_info(const struct gw_workers *ws, size_t i,
 	o->pings_ok = c->pings_ok;
 	o->pings_failed = c->pings_failed;
 	o->reconnects = c->reconnects;
+	o->drained = c->drained;
+	o->placed = c->placed;
+	o->prompt_tokens = c->prompt_tokens;
+	o->cached_tokens = c->cached_tokens;
+}
+
+enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name)
+{
+	for (size_t i = 0; i < ws->n; i++) {
+		struct gw_wconn *c = &ws->w[i];
+
+		if (strcmp(c->name, name) != 0)
+			continue;
+		if (!c->drained)
+			cm_logf(CM_LOG_INFO, "worker_drain",
+				"worker %s: no new placements, %u request(s) in flight finish",
+				c->name, c->inflight);
+		c->drained = 1;
+		return CM_OK;
+	}
+	return CM_ENOTFOUND;
 }
 
 int gw_workers_can_take(const struct gw_workers *ws, size_t i)
@@ -585,6 +618,7 @@ enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 	slot->ops = ops;
 	slot->arg = arg;
 	c->inflight++;
+	c->placed++;
 	return CM_OK;
 }
 

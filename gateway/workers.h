@@ -15,7 +15,9 @@
  * Ready (for /readyz and for placement): connected, HELLO accepted, the
  * last PONG said ok and is younger than 3 ping intervals (or, before the
  * first PONG, none is overdue), a STATS is younger than stats_timeout and
- * the worker is not draining.
+ * the worker is not draining (its own DRAIN) nor drained by an operator
+ * (gw_workers_drain: until that connection closes; the worker's next
+ * HELLO re-admits it).
  *
  * Requests: request ids are chosen by the caller, unique per gateway
  * process.  At most `cap` requests are in flight per worker: cap =
@@ -77,6 +79,10 @@ struct gw_worker_info {
 	uint32_t inflight;
 	uint32_t cap;
 	uint64_t pings_ok, pings_failed, reconnects;
+	int drained;                   /* gw_workers_drain on this connection */
+	uint64_t placed;               /* SUBMITs accepted, since start */
+	uint64_t prompt_tokens;        /* from DONE, since start */
+	uint64_t cached_tokens;        /* DONE cached_tokens (prefix hits) */
 };
 
 /* Called when capacity may have appeared (slot freed, worker became ready). */
@@ -100,6 +106,14 @@ int gw_workers_can_take(const struct gw_workers *ws, size_t i);
 /* 1 when some connected worker (HELLO accepted) serves `model`. */
 int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
 			   size_t len);
+
+/*
+ * Operator drain of the worker named `name`: no new placements, requests
+ * in flight finish.  Lasts until the current connection closes (a restart
+ * re-admits the worker after its HELLO); set while disconnected it applies
+ * to the next connection.  CM_ENOTFOUND for an unknown name.
+ */
+enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name) CM_WUR;
 
 /*
  * Sends SUBMIT for `request_id` to worker i (msg flags `flags`).  CM_ELIMIT
