@@ -2,16 +2,36 @@
  * main.c - sluice-gateway: the HTTPS edge (TLS, API keys, quotas, queues,
  * fair dispatch to the workers).
  *
- * At this stage it only reports its version and exposes its configuration
- * table (`config-doc`, `check-config`); the issues that follow add the
- * listener and their options here and keep --help true.
+ * `sluice-gateway --config FILE` loads the `gateway` section
+ * (gateway/settings.c), reads the pepper, and builds on one event_base:
+ * the worker connections (workers.c), Redis auth (auth.c), the queue
+ * (queue.c), metrics and the admin listener (metrics.c), the dispatcher
+ * (dispatch.c) and the public HTTPS listener (server.c).  SIGPIPE is
+ * ignored, SIGHUP reloads the certificate, SIGTERM/SIGINT stop: the
+ * listener closes, requests still running are cancelled on their workers
+ * and answered 503, and the process exits 0.
  * Thread: main thread only; only main() exits.
  */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
+#include "common/alloc.h"
 #include "common/config.h"
+#include "common/log.h"
 #include "common/status.h"
+#include "gateway/admin.h"
+#include "gateway/apikey.h"
+#include "gateway/auth.h"
+#include "gateway/dispatch.h"
+#include "gateway/metrics.h"
+#include "gateway/queue.h"
+#include "gateway/server.h"
+#include "gateway/settings.h"
+#include "gateway/workers.h"
 
 #ifdef SLUICE_GIT_COMMIT
 #define GW_VERSION SLUICE_VERSION " (" SLUICE_GIT_COMMIT ")"
@@ -25,6 +45,7 @@
  * against it by tests/run.sh), `check-config` validates a file against them.
  */
 static const struct cm_cfg_section *const gw_sections[] = {
+	&gw_settings_section,
 	NULL,
 };
 
@@ -74,12 +95,14 @@ static int gw_check_config(const char *path)
 static void gw_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: sluice-gateway COMMAND [ARG] | --version | --help\n"
+		"usage: sluice-gateway --config FILE | COMMAND [ARG] | --version | --help\n"
 		"\n"
 		"The Sluice gateway: serves the Ollama- and OpenAI-compatible\n"
-		"APIs over HTTPS and dispatches to sluice-worker processes.\n"
-		"The service is not there yet; this build reports its version.\n"
+		"APIs over HTTPS and dispatches to sluice-worker processes\n"
+		"(docs/gateway.md).\n"
 		"\n"
+		"  --config FILE\n"
+		"              run the gateway with this configuration\n"
 		"  --version   print version and git commit\n"
 		"  check-config FILE\n"
 		"              validate a configuration file and exit\n"
@@ -87,8 +110,219 @@ static void gw_usage(FILE *f)
 		"  -h, --help  print this help\n");
 }
 
+static void stop_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	cm_logf(CM_LOG_INFO, "stopping", "signal %d", (int)sig);
+	event_base_loopbreak(arg);
+}
+
+/* The admin API's view of the gateway: drain goes to the workers, Redis
+ * is the auth module's command connection (refreshed per request, since
+ * auth replaces it when it reconnects). */
+struct gw_admin_glue {
+	struct gw_admin *admin;
+	struct gw_auth *auth;
+	struct gw_workers *ws;
+};
+
+static enum cm_status admin_drain(const char *name, void *arg)
+{
+	struct gw_admin_glue *g = arg;
+
+	return gw_workers_drain(g->ws, name);
+}
+
+static void admin_handle(struct gw_request *req, void *arg)
+{
+	struct gw_admin_glue *g = arg;
+
+	gw_admin_set_redis(g->admin, gw_auth_redis(g->auth));
+	gw_admin_handle(req, g->admin);
+}
+
+static int gw_run(const char *path)
+{
+	struct gw_settings set;
+	void *structs[] = { &set };
+	char err[1024];
+	struct event_base *base = NULL;
+	struct gw_key_pepper *pepper = NULL;
+	struct gw_workers *ws = NULL;
+	struct gw_auth *auth = NULL;
+	struct gw_queue *q = NULL;
+	struct gw_metrics *metrics = NULL;
+	struct gw_admin_glue glue = { NULL, NULL, NULL };
+	struct gw_dispatch *disp = NULL;
+	struct gw_server *srv = NULL;
+	struct event *ev_term = NULL, *ev_int = NULL;
+	struct gw_worker_spec *specs = NULL;
+	char (*names)[24] = NULL;
+	int rc = 1;
+	enum cm_status st;
+
+	st = cm_cfg_load_file(path, gw_sections, structs, 1, err, sizeof(err));
+	if (st != CM_OK) {
+		fprintf(stderr, "sluice-gateway: %s\n", err);
+		return 1;
+	}
+	cm_log_setup((enum cm_log_level)set.log_level, 2, "gateway");
+	signal(SIGPIPE, SIG_IGN);
+	if (gw_settings_check(&set, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "sluice-gateway: %s: %s\n", path, err);
+		goto out;
+	}
+	if (gw_key_pepper_load(set.pepper_file, &pepper, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "sluice-gateway: %s\n", err);
+		goto out;
+	}
+	base = event_base_new();
+	if (!base)
+		goto out;
+	{
+		const struct gw_settings_worker *w = set.workers.items;
+		struct gw_workers_config wc = {
+			.max_inflight = (uint32_t)set.max_inflight_per_worker,
+			.ping_interval_ms = set.ping_interval_ms,
+			.stats_timeout_ms = set.stats_timeout_ms,
+		};
+
+		specs = cm_calloc(set.workers.n, sizeof(*specs));
+		names = cm_calloc(set.workers.n, sizeof(*names));
+		if (!specs || !names)
+			goto out;
+		for (size_t i = 0; i < set.workers.n; i++) {
+			snprintf(names[i], sizeof(names[i]), "w%zu", i);
+			specs[i].name = w[i].name ? w[i].name : names[i];
+			specs[i].socket = w[i].socket;
+			specs[i].model = w[i].model;
+		}
+		if (gw_workers_new(base, specs, set.workers.n, &wc, &ws) != CM_OK)
+			goto out;
+	}
+	{
+		struct gw_auth_config ac = {
+			.redis_url = set.redis.url,
+			.ns = set.redis.ns,
+			.timeout_ms = set.redis.timeout_ms,
+			.cache_ttl_ms = set.redis.auth_cache_ttl_ms,
+		};
+
+		if (gw_auth_new(base, &ac, pepper, &auth, err, sizeof(err)) != CM_OK) {
+			fprintf(stderr, "sluice-gateway: %s\n", err);
+			goto out;
+		}
+	}
+	{
+		struct gw_queue_config qc = {
+			.tenant_max = (uint32_t)set.queue.tenant_max,
+			.global_max = (uint32_t)set.queue.global_max,
+			.timeout_ns = set.queue.timeout_ms * 1000000LL,
+		};
+
+		if (gw_queue_new(&qc, &q) != CM_OK)
+			goto out;
+	}
+	{
+		struct gw_metrics_admin_config mc = {
+			.addr = set.admin_addr,
+			.port = (uint16_t)set.admin_port,
+		};
+
+		if (gw_metrics_new(base, &mc, &metrics, err, sizeof(err)) != CM_OK) {
+			fprintf(stderr, "sluice-gateway: admin listener: %s\n", err);
+			goto out;
+		}
+	}
+	{
+		struct gw_admin_config ac = {
+			.ns = set.redis.ns,
+			.credentials_file = set.admin_credentials_file,
+			.pepper_file = set.pepper_file,
+			.drain = admin_drain,
+			.drain_arg = &glue,
+		};
+
+		glue.auth = auth;
+		glue.ws = ws;
+		if (gw_admin_new(&ac, gw_auth_redis(auth), &glue.admin, err,
+				 sizeof(err)) != CM_OK) {
+			fprintf(stderr, "sluice-gateway: admin API: %s\n", err);
+			goto out;
+		}
+		gw_metrics_mount_admin(metrics, admin_handle, &glue);
+	}
+	{
+		struct gw_dispatch_config dc;
+		struct gw_dispatch_deps dd = { ws, q, auth, metrics };
+
+		memset(&dc, 0, sizeof(dc));
+		gw_settings_api_limits(&set, &dc.limits);
+		dc.max_prompt_tokens = (uint32_t)set.limits.max_prompt_tokens;
+		dc.route_prefix_bytes = (size_t)set.route_prefix_bytes;
+		dc.route_load_factor = set.route_load_factor;
+		dc.route_round_robin = set.route_policy == 1;
+		dc.ns = set.redis.ns;
+		dc.lease_ttl_ms = 60 * 1000; /* renewed every 20 s while the request lives */
+		dc.out_bytes = set.limits.output_bytes;
+		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)
+			goto out;
+	}
+	{
+		struct gw_server_config sc;
+
+		gw_settings_server(&set, &sc);
+		if (gw_server_new(base, &sc, gw_dispatch_handle, disp, &srv, err,
+				  sizeof(err)) != CM_OK) {
+			fprintf(stderr, "sluice-gateway: %s\n", err);
+			goto out;
+		}
+		gw_server_set_error_renderer(srv, gw_api_http_error, NULL);
+		if (!set.plain_http && gw_server_watch_sighup(srv) != CM_OK)
+			goto out;
+	}
+	gw_metrics_set_sources(metrics, ws, q, srv);
+	ev_term = evsignal_new(base, SIGTERM, stop_cb, base);
+	ev_int = evsignal_new(base, SIGINT, stop_cb, base);
+	if (!ev_term || !ev_int || evsignal_add(ev_term, NULL) != 0 ||
+	    evsignal_add(ev_int, NULL) != 0)
+		goto out;
+	cm_logf(CM_LOG_INFO, "listening", "public %s:%u (%s), admin %s:%u, %zu worker(s)",
+		set.listen_addr, gw_server_port(srv), set.plain_http ? "http" : "https",
+		set.admin_addr, gw_metrics_admin_port(metrics), set.workers.n);
+	/* a line for scripts and tests that start with port 0 */
+	printf("sluice-gateway listening port=%u admin_port=%u\n", gw_server_port(srv),
+	       gw_metrics_admin_port(metrics));
+	fflush(stdout);
+	event_base_dispatch(base);
+	rc = 0;
+out:
+	if (rc != 0)
+		cm_logf(CM_LOG_ERROR, "start_failed", "the gateway did not start");
+	if (ev_term)
+		event_free(ev_term);
+	if (ev_int)
+		event_free(ev_int);
+	gw_dispatch_free(disp);
+	gw_server_free(srv);
+	gw_metrics_free(metrics);
+	gw_queue_free(q);
+	gw_auth_free(auth);  /* fails the admin's pending Redis operations first */
+	gw_admin_free(glue.admin);
+	gw_workers_free(ws);
+	if (base)
+		event_base_free(base);
+	gw_key_pepper_free(pepper);
+	cm_free(specs);
+	cm_free(names);
+	cm_cfg_free(&gw_settings_section, &set);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--config") == 0)
+		return gw_run(argv[2]);
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("sluice-gateway %s\n", GW_VERSION);
 		return 0;

@@ -4,7 +4,8 @@
  * sluicectl's governance commands talk to Redis synchronously (hiredis) with
  * the data model of docs/data-model.md.  Exit codes (docs/sluicectl.md):
  * 0 ok, 1 usage, 2 not found, 3 conflict, 4 Redis unavailable, 5 invalid
- * value.  Commands print readable tables, or JSON with --json.  Messages go
+ * value, 6 audit chain broken (`audit verify`).  Every mutating command
+ * appends an audit record (gateway/audit.h) after its write.  Commands print readable tables, or JSON with --json.  Messages go
  * to stderr and name what was expected and what was found; a key's secret
  * is printed once, by `key issue`, and nowhere else.
  *
@@ -20,6 +21,8 @@
 #include <jansson.h>
 
 #include "common/status.h"
+#include "gateway/audit.h"
+#include "gateway/gov.h"
 
 enum ctl_exit {
 	CTL_EXIT_OK = 0,
@@ -28,6 +31,7 @@ enum ctl_exit {
 	CTL_EXIT_CONFLICT = 3,
 	CTL_EXIT_REDIS = 4,
 	CTL_EXIT_INVALID = 5,
+	CTL_EXIT_AUDIT_BROKEN = 6,
 };
 
 #define CTL_NAME_MAX 63
@@ -40,35 +44,8 @@ struct ctl {
 	const char *pepper_file; /* for `key issue` */
 	const char *ns;          /* key namespace, "sluice:" by default */
 	int json;                /* --json */
+	const char *actor;       /* audit actor: --actor, else the OS user */
 	redisContext *rc;        /* NULL until ctl_connect() */
-};
-
-/* The quota and weight fields a tenant or client may carry. */
-enum ctl_field {
-	CTL_F_WEIGHT = 0,
-	CTL_F_RPM,
-	CTL_F_TPM,
-	CTL_F_CONCURRENCY,
-	CTL_F_QUEUE,
-	CTL_F_DAILY_TOKENS,
-	CTL_F_MAX_PROMPT,
-	CTL_F_MAX_OUTPUT,
-	CTL_F_COUNT
-};
-
-struct ctl_field_def {
-	const char *option;  /* "--rpm" */
-	const char *field;   /* Redis hash field, "rpm" */
-	const char *column;  /* table heading */
-	long long min, max;  /* accepted range */
-};
-
-extern const struct ctl_field_def ctl_fields[CTL_F_COUNT];
-
-/* Values given on the command line; set[i] says whether val[i] was given. */
-struct ctl_quota_args {
-	int set[CTL_F_COUNT];
-	long long val[CTL_F_COUNT];
 };
 
 /* ---- ctl_redis.c ---- */
@@ -83,6 +60,15 @@ void ctl_disconnect(struct ctl *ctl);
 redisReply *ctl_cmd_argv(struct ctl *ctl, int argc, const char **argv);
 /* printf-style command (hiredis's %s/%b formats). */
 redisReply *ctl_cmd(struct ctl *ctl, const char *fmt, ...);
+/* Runs a governance command (gateway/gov.h); reply or NULL after a message. */
+redisReply *ctl_gov(struct ctl *ctl, struct gw_gov_cmd *cmd);
+/*
+ * Appends an audit record for a mutating command (actor = ctl->actor).
+ * Returns CTL_EXIT_OK, or CTL_EXIT_REDIS after a message saying the action
+ * was done but could not be recorded.
+ */
+int ctl_audit(struct ctl *ctl, enum gw_audit_action action, const char *target,
+	      enum gw_audit_result result);
 /* Runs a Lua script with EVAL: numkeys keys then args (all C strings). */
 redisReply *ctl_eval(struct ctl *ctl, const char *script, int nkeys,
 		     const char **keys, int nargs, const char **args);
@@ -100,11 +86,11 @@ int ctl_split_client(const char *arg, char t[CTL_NAME_MAX + 1],
 		     char c[CTL_NAME_MAX + 1]);
 /*
  * Parses quota options from args[*i] (and its value); returns 1 when the
- * option was one of ctl_fields (*i advanced past the value), 0 when not a
+ * option was one of gw_gov_fields (*i advanced past the value), 0 when not a
  * quota option, -1 after printing a message on a bad or missing value
  * (CTL_EXIT_INVALID or CTL_EXIT_USAGE in *exit_code).
  */
-int ctl_quota_opt(int argc, char **argv, int *i, struct ctl_quota_args *q,
+int ctl_quota_opt(int argc, char **argv, int *i, struct gw_gov_quotas *q,
 		  int *exit_code);
 /* Strict decimal parse into [min, max]; 0 on success. */
 int ctl_parse_ll(const char *s, long long min, long long max, long long *out);
@@ -132,5 +118,7 @@ void ctl_table_free(struct ctl_table *t);
 int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv);
 int ctl_client_cmd(struct ctl *ctl, int argc, char **argv);
 int ctl_key_cmd(struct ctl *ctl, int argc, char **argv);
+int ctl_audit_cmd(struct ctl *ctl, int argc, char **argv);
+int ctl_usage_cmd(struct ctl *ctl, int argc, char **argv);
 
 #endif

@@ -1,10 +1,12 @@
 /*
- * ctl_key.c - `sluicectl key issue|list|revoke`.
+ * ctl_key.c - `sluicectl key issue|list|rotate|revoke`.
  *
  * `key issue` (and `key rotate`) is the only place a key's secret exists outside the client:
  * it is generated here, printed once, and wiped; Redis receives the key id
  * and HMAC-SHA256(pepper, id || secret) only.  `key revoke` sets the flag
- * and publishes on the revocation channel in one script.
+ * and publishes on the revocation channel in one script.  The scripts are
+ * those of gateway/gov.h (shared with the admin API); every write is
+ * followed by an audit record.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,23 +16,6 @@
 #include "common/crypto.h"
 #include "gateway/apikey.h"
 #include "tools/ctl_internal.h"
-
-static const char key_issue_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"redis.call('HSET', KEYS[2], unpack(ARGV, 2))\n"
-	"redis.call('SADD', KEYS[3], ARGV[1])\n"
-	"return 1\n";
-
-static const char key_revoke_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-	"local was = redis.call('HGET', KEYS[1], 'revoked')\n"
-	"if was ~= '1' then\n"
-	"  redis.call('HSET', KEYS[1], 'revoked', '1', 'revoked_at', ARGV[1])\n"
-	"end\n"
-	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
-	"if was == '1' then return 2 end\n"
-	"return 1\n";
 
 #define EXPIRES_MAX_S (3650LL * 86400)
 
@@ -92,66 +77,57 @@ static int issue_and_print(struct ctl *ctl, const struct gw_key_pepper *pepper,
 			   const char *t, const char *c, long long expires_in,
 			   const struct rotation *rot)
 {
-	const char *keys[3], *args[20];
-	char full[2 * CTL_NAME_MAX + 2];
-	char ckey[CTL_KEYNAME_MAX], kkey[CTL_KEYNAME_MAX], index[CTL_KEYNAME_MAX];
+	struct gw_gov_cmd *cmd = NULL;
+	char full[2 * CTL_NAME_MAX + 2], audit_target[2 * GW_KEY_ID_LEN + 2 * CTL_NAME_MAX + 8];
 	char key[GW_KEY_LEN + 1], id[GW_KEY_ID_LEN + 1];
-	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1], created_s[24], expires_s[24];
+	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1];
 	char expires_txt[32], old_txt[32];
 	uint8_t mac[GW_KEY_HMAC_LEN];
 	long long now;
 	redisReply *r = NULL;
-	int rc = CTL_EXIT_OK, nargs, done = 0;
+	int rc = CTL_EXIT_OK, audit_rc = CTL_EXIT_OK, done = 0;
 
 	memset(key, 0, sizeof(key));
 	memset(mac, 0, sizeof(mac));
 	snprintf(full, sizeof(full), "%s/%s", t, c);
-	ctl_key(ctl, ckey, "client", full, NULL);
-	ctl_key(ctl, index, "client", full, "keys");
 	now = ctl_now_s();
-	snprintf(created_s, sizeof(created_s), "%lld", now);
-	snprintf(expires_s, sizeof(expires_s), "%lld", expires_in ? now + expires_in : 0);
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd) {
+		rc = CTL_EXIT_REDIS;
+		goto out;
+	}
 	/* A key id collision (71 random bits) is retried with a new key. */
 	for (int attempt = 0; attempt < 3 && !done; attempt++) {
+		enum gw_gov_result res;
+
 		if (gw_key_generate(pepper, key, id, mac) != CM_OK) {
 			fprintf(stderr, "sluicectl: the random generator failed\n");
 			rc = CTL_EXIT_REDIS;
 			goto out;
 		}
 		cm_hex_encode(mac, sizeof(mac), hmac_hex);
-		ctl_key(ctl, kkey, "key", id, NULL);
-		nargs = 0;
-		args[nargs++] = id;
-		args[nargs++] = "id";
-		args[nargs++] = id;
-		args[nargs++] = "tenant";
-		args[nargs++] = t;
-		args[nargs++] = "client";
-		args[nargs++] = c;
-		args[nargs++] = "hmac";
-		args[nargs++] = hmac_hex;
-		args[nargs++] = "created";
-		args[nargs++] = created_s;
-		args[nargs++] = "expires";
-		args[nargs++] = expires_s;
-		args[nargs++] = "revoked";
-		args[nargs++] = "0";
-		args[nargs++] = "last_used";
-		args[nargs++] = "0";
-		keys[0] = ckey;
-		keys[1] = kkey;
-		keys[2] = index;
-		r = ctl_eval(ctl, key_issue_lua, 3, keys, nargs, args);
-		if (!r) {
+		if (gw_gov_cmd_key_issue(cmd, ctl->ns, t, c, id, hmac_hex, now,
+					 expires_in ? now + expires_in : 0) != CM_OK) {
+			fprintf(stderr, "sluicectl: key issue: cannot build the command\n");
+			rc = CTL_EXIT_INVALID;
+			goto out;
+		}
+		r = ctl_gov(ctl, cmd);
+		if (!r || gw_gov_parse(cmd, r, &res) != CM_OK) {
+			if (r)
+				fprintf(stderr, "sluicectl: unexpected reply from Redis\n");
+			(void)ctl_audit(ctl, GW_AUDIT_KEY_ISSUE, full, GW_AUDIT_ERROR);
 			rc = CTL_EXIT_REDIS;
 			goto out;
 		}
-		if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
+		if (res == GW_GOV_PARENT_MISSING) {
 			fprintf(stderr, "sluicectl: no client \"%s\"\n", full);
+			(void)ctl_audit(ctl, rot ? GW_AUDIT_KEY_ROTATE : GW_AUDIT_KEY_ISSUE,
+				       full, GW_AUDIT_NOT_FOUND);
 			rc = CTL_EXIT_NOTFOUND;
 			goto out;
 		}
-		done = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+		done = res == GW_GOV_DONE;
 		freeReplyObject(r);
 		r = NULL;
 	}
@@ -160,6 +136,14 @@ static int issue_and_print(struct ctl *ctl, const struct gw_key_pepper *pepper,
 		rc = CTL_EXIT_CONFLICT;
 		goto out;
 	}
+	/* Audit before printing: a key that cannot be recorded is still
+	 * printed (it exists), but the exit code says the record is missing. */
+	if (rot)
+		snprintf(audit_target, sizeof(audit_target), "%s>%s", rot->old_id, id);
+	else
+		snprintf(audit_target, sizeof(audit_target), "%s/%s", full, id);
+	audit_rc = ctl_audit(ctl, rot ? GW_AUDIT_KEY_ROTATE : GW_AUDIT_KEY_ISSUE,
+			     audit_target, GW_AUDIT_OK);
 	ctl_fmt_time(expires_in ? now + expires_in : 0, expires_txt);
 	if (rot)
 		ctl_fmt_time(rot->old_expires, old_txt);
@@ -188,9 +172,11 @@ static int issue_and_print(struct ctl *ctl, const struct gw_key_pepper *pepper,
 		printf("This is the only time the key is shown: store it now.\n");
 	}
 	fflush(stdout);
+	rc = audit_rc;
 out:
 	if (r)
 		freeReplyObject(r);
+	cm_free(cmd);
 	cm_wipe(key, sizeof(key));
 	cm_wipe(mac, sizeof(mac));
 	return rc;
@@ -254,27 +240,12 @@ static int key_issue(struct ctl *ctl, int argc, char **argv)
 	return rc;
 }
 
-/*
- * Sets the old key's expiry to min(current expiry, now + overlap) and
- * announces it; refuses a revoked or missing key.  Returns {status,
- * tenant, client, new expiry}: status 0 missing, 1 ok, 2 revoked.
- */
-static const char key_shorten_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', '', 0} end\n"
-	"local k = redis.call('HMGET', KEYS[1], 'tenant', 'client', 'expires', 'revoked')\n"
-	"if k[4] == '1' then return {2, k[1], k[2], 0} end\n"
-	"local exp = tonumber(ARGV[1])\n"
-	"local cur = tonumber(k[3]) or 0\n"
-	"if cur > 0 and cur < exp then exp = cur end\n"
-	"redis.call('HSET', KEYS[1], 'expires', exp)\n"
-	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
-	"return {1, k[1], k[2], exp}\n";
-
 static int key_rotate(struct ctl *ctl, int argc, char **argv)
 {
-	const char *old = NULL, *keys[1], *args[3];
-	char kkey[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[64], until[24];
+	const char *old = NULL;
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1];
+	struct gw_gov_cmd *cmd = NULL;
+	struct gw_gov_shortened sh;
 	struct gw_key_pepper *pepper = NULL;
 	long long overlap = 86400, expires_in = 0;
 	struct rotation rot;
@@ -312,46 +283,43 @@ static int key_rotate(struct ctl *ctl, int argc, char **argv)
 	rc = ctl_connect(ctl);
 	if (rc != CTL_EXIT_OK)
 		goto out;
-	ctl_key(ctl, kkey, "key", old, NULL);
-	ctl_channel(ctl, chan);
-	snprintf(msg, sizeof(msg), "update key %s", old);
-	snprintf(until, sizeof(until), "%lld", ctl_now_s() + overlap);
-	keys[0] = kkey;
-	args[0] = until;
-	args[1] = chan;
-	args[2] = msg;
-	r = ctl_eval(ctl, key_shorten_lua, 1, keys, 3, args);
-	if (!r) {
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd || gw_gov_cmd_key_shorten(cmd, ctl->ns, old, ctl_now_s() + overlap) != CM_OK) {
+		fprintf(stderr, "sluicectl: key rotate: cannot build the command\n");
+		rc = CTL_EXIT_INVALID;
+		goto out;
+	}
+	r = ctl_gov(ctl, cmd);
+	if (!r || gw_gov_parse_shorten(r, &sh) != CM_OK) {
+		if (r)
+			fprintf(stderr, "sluicectl: unexpected reply from Redis\n");
+		(void)ctl_audit(ctl, GW_AUDIT_KEY_ROTATE, old, GW_AUDIT_ERROR);
 		rc = CTL_EXIT_REDIS;
 		goto out;
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
-	    r->element[0]->type != REDIS_REPLY_INTEGER) {
-		fprintf(stderr, "sluicectl: unexpected reply from Redis\n");
-		rc = CTL_EXIT_REDIS;
-		goto out;
-	}
-	if (r->element[0]->integer == 0) {
+	if (sh.result == GW_GOV_NOTFOUND) {
 		fprintf(stderr, "sluicectl: no key \"%s\"\n", old);
+		(void)ctl_audit(ctl, GW_AUDIT_KEY_ROTATE, old, GW_AUDIT_NOT_FOUND);
 		rc = CTL_EXIT_NOTFOUND;
 		goto out;
 	}
-	if (r->element[0]->integer == 2) {
+	if (sh.result == GW_GOV_REVOKED) {
 		fprintf(stderr,
 			"sluicectl: key %s is revoked: issue a new key with "
-			"`key issue %s/%s` instead\n", old, r->element[1]->str,
-			r->element[2]->str);
+			"`key issue %s/%s` instead\n", old, sh.tenant, sh.client);
+		(void)ctl_audit(ctl, GW_AUDIT_KEY_ROTATE, old, GW_AUDIT_CONFLICT);
 		rc = CTL_EXIT_CONFLICT;
 		goto out;
 	}
-	snprintf(t, sizeof(t), "%s", r->element[1]->str);
-	snprintf(c, sizeof(c), "%s", r->element[2]->str);
+	snprintf(t, sizeof(t), "%s", sh.tenant);
+	snprintf(c, sizeof(c), "%s", sh.client);
 	rot.old_id = old;
-	rot.old_expires = r->element[3]->integer;
+	rot.old_expires = sh.expires_s;
 	rc = issue_and_print(ctl, pepper, t, c, expires_in, &rot);
 out:
 	if (r)
 		freeReplyObject(r);
+	cm_free(cmd);
 	gw_key_pepper_free(pepper);
 	return rc;
 }
@@ -580,10 +548,11 @@ out:
 
 static int key_revoke(struct ctl *ctl, int argc, char **argv)
 {
-	char kkey[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[64], now[24];
-	const char *keys[1], *args[3];
+	struct gw_gov_cmd *cmd;
+	enum gw_gov_result res;
+	enum gw_audit_result ar;
 	redisReply *r;
-	int rc;
+	int rc, arc;
 
 	if (argc != 1) {
 		fprintf(stderr, "sluicectl: key revoke: expected one KEYID\n");
@@ -600,33 +569,42 @@ static int key_revoke(struct ctl *ctl, int argc, char **argv)
 	rc = ctl_connect(ctl);
 	if (rc != CTL_EXIT_OK)
 		return rc;
-	ctl_key(ctl, kkey, "key", argv[0], NULL);
-	ctl_channel(ctl, chan);
-	snprintf(msg, sizeof(msg), "revoke key %s", argv[0]);
-	snprintf(now, sizeof(now), "%lld", ctl_now_s());
-	keys[0] = kkey;
-	args[0] = now;
-	args[1] = chan;
-	args[2] = msg;
-	r = ctl_eval(ctl, key_revoke_lua, 1, keys, 3, args);
-	if (!r)
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd || gw_gov_cmd_key_revoke(cmd, ctl->ns, argv[0], ctl_now_s()) != CM_OK) {
+		fprintf(stderr, "sluicectl: key revoke: cannot build the command\n");
+		cm_free(cmd);
+		return CTL_EXIT_INVALID;
+	}
+	r = ctl_gov(ctl, cmd);
+	if (!r || gw_gov_parse(cmd, r, &res) != CM_OK) {
+		if (r) {
+			fprintf(stderr, "sluicectl: unexpected reply from Redis\n");
+			freeReplyObject(r);
+		}
+		cm_free(cmd);
+		(void)ctl_audit(ctl, GW_AUDIT_KEY_REVOKE, argv[0], GW_AUDIT_ERROR);
 		return CTL_EXIT_REDIS;
-	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
+	}
+	freeReplyObject(r);
+	cm_free(cmd);
+	ar = res == GW_GOV_NOTFOUND ? GW_AUDIT_NOT_FOUND : GW_AUDIT_OK;
+	arc = ctl_audit(ctl, GW_AUDIT_KEY_REVOKE, argv[0], ar);
+	if (res == GW_GOV_NOTFOUND) {
 		fprintf(stderr, "sluicectl: no key \"%s\"\n", argv[0]);
-		rc = CTL_EXIT_NOTFOUND;
-	} else if (ctl->json) {
+		return CTL_EXIT_NOTFOUND;
+	}
+	if (ctl->json) {
 		json_t *o = json_object();
 
 		json_object_set_new(o, "key_id", json_string(argv[0]));
 		json_object_set_new(o, "revoked", json_true());
-		json_object_set_new(o, "already_revoked", json_boolean(r->integer == 2));
+		json_object_set_new(o, "already_revoked", json_boolean(res == GW_GOV_ALREADY));
 		ctl_print_json(o);
 	} else {
 		printf("key %s revoked%s\n", argv[0],
-		       r->integer == 2 ? " (it already was; revocation re-announced)" : "");
+		       res == GW_GOV_ALREADY ? " (it already was; revocation re-announced)" : "");
 	}
-	freeReplyObject(r);
-	return rc;
+	return arc;
 }
 
 int ctl_key_cmd(struct ctl *ctl, int argc, char **argv)

@@ -3,12 +3,16 @@
  *
  * Global options may appear anywhere on the line; everything else is
  * handed to the command group in order.  Environment defaults:
- * SLUICE_REDIS, SLUICE_PEPPER_FILE, SLUICE_NAMESPACE.
+ * SLUICE_REDIS, SLUICE_PEPPER_FILE, SLUICE_NAMESPACE.  The audit actor is
+ * --actor or the OS user running sluicectl.
  */
 #include "tools/ctl_main.h"
 
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "tools/ctl_internal.h"
@@ -33,6 +37,10 @@ void ctl_main_usage(FILE *out)
 	      "  key list [TENANT[/CLIENT]]\n"
 	      "  key rotate KEYID [--overlap 24h] [--expires-in 90d] (prints the new key once)\n"
 	      "  key revoke KEYID\n"
+	      "  usage [TENANT[/CLIENT]] [--from DAY] [--to DAY] [--format table|csv|json]\n"
+	      "                     DAY = YYYY-MM-DD (UTC); default: today\n"
+	      "  audit list [--count N] [--after ID]\n"
+	      "  audit verify       (exit 6 when the chain is broken)\n"
 	      "\n"
 	      "  --redis URL        unix:///path/to/redis.sock or redis://host[:port]\n"
 	      "                     (default $SLUICE_REDIS or redis://127.0.0.1:6379)\n"
@@ -40,9 +48,11 @@ void ctl_main_usage(FILE *out)
 	      "                     (default $SLUICE_PEPPER_FILE)\n"
 	      "  --namespace NS     Redis key prefix (default $SLUICE_NAMESPACE or sluice:)\n"
 	      "  --json             machine-readable output\n"
+	      "  --actor NAME       who is acting, for the audit log\n"
+	      "                     (default: the OS user running sluicectl)\n"
 	      "\n"
 	      "exit codes: 0 ok, 1 usage, 2 not found, 3 conflict, 4 Redis unavailable,\n"
-	      "            5 invalid value\n",
+	      "            5 invalid value, 6 audit chain broken\n",
 	      out);
 }
 
@@ -50,11 +60,12 @@ int ctl_main_handles(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "tenant") == 0 || strcmp(argv[i], "client") == 0 ||
-		    strcmp(argv[i], "key") == 0)
+		    strcmp(argv[i], "key") == 0 || strcmp(argv[i], "audit") == 0 ||
+		    strcmp(argv[i], "usage") == 0)
 			return 1;
 		/* Skip the value of a global option. */
 		if (strcmp(argv[i], "--redis") == 0 || strcmp(argv[i], "--pepper-file") == 0 ||
-		    strcmp(argv[i], "--namespace") == 0)
+		    strcmp(argv[i], "--namespace") == 0 || strcmp(argv[i], "--actor") == 0)
 			i++;
 		else if (strncmp(argv[i], "--", 2) != 0)
 			return 0;
@@ -64,23 +75,29 @@ int ctl_main_handles(int argc, char **argv)
 
 static int ns_ok(const char *ns)
 {
-	size_t n = strlen(ns);
+	return gw_gov_ns_ok(ns);
+}
 
-	if (n == 0 || n > CTL_NS_MAX)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = ns[i];
+/* The OS user running sluicectl, or "uid:<n>" when its name does not fit
+ * the audit actor charset. */
+static void default_actor(char out[GW_AUDIT_ACTOR_MAX + 1])
+{
+	uid_t uid = geteuid();
+	struct passwd pw, *res = NULL;
+	char buf[4096];
 
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-		      c == '-' || c == '.' || c == ':'))
-			return 0;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res &&
+	    gw_audit_actor_ok(res->pw_name)) {
+		snprintf(out, GW_AUDIT_ACTOR_MAX + 1, "%s", res->pw_name);
+		return;
 	}
-	return 1;
+	snprintf(out, GW_AUDIT_ACTOR_MAX + 1, "uid:%lu", (unsigned long)uid);
 }
 
 int ctl_main(int argc, char **argv)
 {
 	struct ctl ctl;
+	char actor[GW_AUDIT_ACTOR_MAX + 1];
 	char **rest;
 	int nrest = 0, rc = CTL_EXIT_USAGE;
 
@@ -116,6 +133,8 @@ int ctl_main(int argc, char **argv)
 			slot = &ctl.pepper_file;
 		else if (strcmp(argv[i], "--namespace") == 0)
 			slot = &ctl.ns;
+		else if (strcmp(argv[i], "--actor") == 0)
+			slot = &ctl.actor;
 		if (slot) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "sluicectl: %s expects a value\n", argv[i]);
@@ -133,6 +152,18 @@ int ctl_main(int argc, char **argv)
 		rc = CTL_EXIT_INVALID;
 		goto out;
 	}
+	if (ctl.actor && !gw_audit_actor_ok(ctl.actor)) {
+		fprintf(stderr,
+			"sluicectl: --actor: expected 1 to %d characters of "
+			"[A-Za-z0-9_.@:-] starting with a letter or digit\n",
+			GW_AUDIT_ACTOR_MAX);
+		rc = CTL_EXIT_INVALID;
+		goto out;
+	}
+	if (!ctl.actor) {
+		default_actor(actor);
+		ctl.actor = actor;
+	}
 	if (nrest == 0) {
 		ctl_main_usage(stderr);
 		goto out;
@@ -143,10 +174,14 @@ int ctl_main(int argc, char **argv)
 		rc = ctl_client_cmd(&ctl, nrest - 1, rest + 1);
 	else if (strcmp(rest[0], "key") == 0)
 		rc = ctl_key_cmd(&ctl, nrest - 1, rest + 1);
+	else if (strcmp(rest[0], "audit") == 0)
+		rc = ctl_audit_cmd(&ctl, nrest - 1, rest + 1);
+	else if (strcmp(rest[0], "usage") == 0)
+		rc = ctl_usage_cmd(&ctl, nrest - 1, rest + 1);
 	else
 		fprintf(stderr,
-			"sluicectl: unknown command \"%s\": expected tenant, client "
-			"or key (sluicectl --help)\n", rest[0]);
+			"sluicectl: unknown command \"%s\": expected tenant, client, "
+			"key, usage or audit (sluicectl --help)\n", rest[0]);
 out:
 	ctl_disconnect(&ctl);
 	cm_free(rest);

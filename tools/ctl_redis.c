@@ -14,23 +14,6 @@
 #include "common/clock.h"
 #include "tools/ctl_internal.h"
 
-/* Bounds: large enough for any real deployment, small enough to catch a
- * slipped finger or a unit mistake (tokens vs bytes). */
-const struct ctl_field_def ctl_fields[CTL_F_COUNT] = {
-	[CTL_F_WEIGHT] = {"--weight", "weight", "WEIGHT", 1, 1000},
-	[CTL_F_RPM] = {"--rpm", "rpm", "RPM", 1, 1000000},
-	[CTL_F_TPM] = {"--tpm", "tpm", "TPM", 1, 1000000000LL},
-	[CTL_F_CONCURRENCY] = {"--concurrency", "concurrency", "CONC", 1, 100000},
-	/* 0 is meaningful for the queue: refuse at once when busy. */
-	[CTL_F_QUEUE] = {"--queue", "queue", "QUEUE", 0, 100000},
-	[CTL_F_DAILY_TOKENS] = {"--daily-tokens", "daily_tokens", "DAILY", 1,
-				1000000000000LL},
-	[CTL_F_MAX_PROMPT] = {"--max-prompt-tokens", "max_prompt_tokens",
-			      "MAX_PROMPT", 1, 1048576},
-	[CTL_F_MAX_OUTPUT] = {"--max-output-tokens", "max_output_tokens",
-			      "MAX_OUTPUT", 1, 1048576},
-};
-
 /* ---- connection ---------------------------------------------------------- */
 
 int ctl_connect(struct ctl *ctl)
@@ -134,6 +117,28 @@ redisReply *ctl_cmd(struct ctl *ctl, const char *fmt, ...)
 	r = redisvCommand(ctl->rc, fmt, ap);
 	va_end(ap);
 	return check_reply(ctl, r);
+}
+
+redisReply *ctl_gov(struct ctl *ctl, struct gw_gov_cmd *cmd)
+{
+	return check_reply(ctl, gw_gov_send_sync(ctl->rc, cmd));
+}
+
+int ctl_audit(struct ctl *ctl, enum gw_audit_action action, const char *target,
+	      enum gw_audit_result result)
+{
+	enum cm_status st;
+
+	st = gw_audit_append_sync(ctl->rc, ctl->ns, ctl->actor, action, target,
+				  result, NULL);
+	if (st != CM_OK) {
+		fprintf(stderr,
+			"sluicectl: %s %s was %s but its audit record could not be "
+			"written (%s)\n", gw_audit_action_name(action), target,
+			result == GW_AUDIT_OK ? "done" : "attempted", cm_status_str(st));
+		return CTL_EXIT_REDIS;
+	}
+	return CTL_EXIT_OK;
 }
 
 redisReply *ctl_eval(struct ctl *ctl, const char *script, int nkeys,
@@ -241,13 +246,13 @@ int ctl_parse_ll(const char *s, long long min, long long max, long long *out)
 	return 0;
 }
 
-int ctl_quota_opt(int argc, char **argv, int *i, struct ctl_quota_args *q,
+int ctl_quota_opt(int argc, char **argv, int *i, struct gw_gov_quotas *q,
 		  int *exit_code)
 {
 	const char *opt = argv[*i];
 
-	for (int f = 0; f < CTL_F_COUNT; f++) {
-		const struct ctl_field_def *d = &ctl_fields[f];
+	for (int f = 0; f < GW_GOV_F_COUNT; f++) {
+		const struct gw_gov_field_def *d = &gw_gov_fields[f];
 
 		if (strcmp(opt, d->option) != 0)
 			continue;

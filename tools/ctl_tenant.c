@@ -1,11 +1,12 @@
 /*
  * ctl_tenant.c - `sluicectl tenant ...` and `sluicectl client ...`.
  *
- * Creates and updates are single Lua scripts (existence check + write + index update)
- * so that two admins racing on one name get one success and one conflict.
- * Disabling a tenant or client, and changing quotas, publish on the
- * revocation channel in the same script, so a gateway never sees the new
- * state without the message.
+ * Every write is one of the shared governance scripts of gateway/gov.h
+ * (the admin API runs the same ones): existence check + write + index
+ * update + announcement on the revocation channel in one script, so two
+ * admins racing on one name get one success and one conflict, and a
+ * gateway never sees a message before the state it announces.  Each
+ * write is followed by an audit record (gateway/audit.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,78 +16,13 @@
 #include "common/crypto.h"
 #include "tools/ctl_internal.h"
 
-static const char tenant_create_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-	"redis.call('HSET', KEYS[1], unpack(ARGV, 2))\n"
-	"redis.call('SADD', KEYS[2], ARGV[1])\n"
-	"return 1\n";
-
-static const char client_create_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"redis.call('HSET', KEYS[2], unpack(ARGV, 2))\n"
-	"redis.call('SADD', KEYS[3], ARGV[1])\n"
-	"return 1\n";
-
-/* Sets or clears `disabled` on a tenant or client hash and announces it. */
-static const char flag_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-	"redis.call('HSET', KEYS[1], 'disabled', ARGV[1])\n"
-	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
-	"return 1\n";
-
-/*
- * Updates quota fields of an existing tenant or client hash and announces
- * it.  ARGV[1] channel, ARGV[2] message, ARGV[3] number of field/value
- * pairs n, then n pairs, then the fields to delete.
- */
-static const char update_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-	"local n = tonumber(ARGV[3])\n"
-	"for i = 0, n - 1 do\n"
-	"  redis.call('HSET', KEYS[1], ARGV[4 + 2 * i], ARGV[5 + 2 * i])\n"
-	"end\n"
-	"for i = 4 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end\n"
-	"redis.call('PUBLISH', ARGV[1], ARGV[2])\n"
-	"return 1\n";
-
-#define MAX_PAIRS 16
-
-/* Field/value pairs for HSET, with the numbers kept in `num`. */
-struct pairs {
-	int n;
-	const char *argv[2 * MAX_PAIRS + 1];
-	char num[MAX_PAIRS][24];
-};
-
-static void pairs_add(struct pairs *p, const char *field, const char *value)
-{
-	p->argv[p->n++] = field;
-	p->argv[p->n++] = value;
-}
-
-static void pairs_add_ll(struct pairs *p, const char *field, long long v)
-{
-	char *s = p->num[p->n / 2];
-
-	snprintf(s, 24, "%lld", v);
-	pairs_add(p, field, s);
-}
-
-static void pairs_add_quotas(struct pairs *p, const struct ctl_quota_args *q)
-{
-	for (int f = 0; f < CTL_F_COUNT; f++)
-		if (q->set[f])
-			pairs_add_ll(p, ctl_fields[f].field, q->val[f]);
-}
-
 /* Adds the quota fields of a HGETALL reply to a JSON object (numbers). */
 static void json_quotas(json_t *o, const redisReply *h)
 {
-	for (int f = 0; f < CTL_F_COUNT; f++) {
-		const char *v = ctl_hash_get(h, ctl_fields[f].field);
+	for (int f = 0; f < GW_GOV_F_COUNT; f++) {
+		const char *v = ctl_hash_get(h, gw_gov_fields[f].field);
 
-		json_object_set_new(o, ctl_fields[f].field,
+		json_object_set_new(o, gw_gov_fields[f].field,
 				    v ? json_integer(strtoll(v, NULL, 10)) : json_null());
 	}
 }
@@ -116,21 +52,75 @@ static const char **sorted_members(struct ctl *ctl, const char *key,
 	return names;
 }
 
+/* Prints the outcome of a governance write, maps it to an exit code and
+ * an audit result. */
+static int gov_outcome(enum gw_gov_result res, const char *kind, const char *what,
+		       const char *parent_kind, const char *parent,
+		       enum gw_audit_result *ar)
+{
+	switch (res) {
+	case GW_GOV_DONE:
+	case GW_GOV_ALREADY:
+		*ar = GW_AUDIT_OK;
+		return CTL_EXIT_OK;
+	case GW_GOV_EXISTS:
+		fprintf(stderr, "sluicectl: %s \"%s\" already exists\n", kind, what);
+		*ar = GW_AUDIT_CONFLICT;
+		return CTL_EXIT_CONFLICT;
+	case GW_GOV_PARENT_MISSING:
+		fprintf(stderr, "sluicectl: no %s \"%s\"\n", parent_kind, parent);
+		*ar = GW_AUDIT_NOT_FOUND;
+		return CTL_EXIT_NOTFOUND;
+	case GW_GOV_NOTFOUND:
+	case GW_GOV_REVOKED:
+		break;
+	}
+	fprintf(stderr, "sluicectl: no %s \"%s\"\n", kind, what);
+	*ar = GW_AUDIT_NOT_FOUND;
+	return CTL_EXIT_NOTFOUND;
+}
+
+/* Runs `cmd`, audits it, returns the exit code. */
+static int run_gov(struct ctl *ctl, struct gw_gov_cmd *cmd, enum gw_audit_action action,
+		   const char *kind, const char *what, const char *parent_kind,
+		   const char *parent)
+{
+	enum gw_audit_result ar = GW_AUDIT_ERROR;
+	enum gw_gov_result res;
+	redisReply *r;
+	int rc, arc;
+
+	r = ctl_gov(ctl, cmd);
+	if (!r) {
+		/* The write may or may not have happened: record the attempt. */
+		(void)ctl_audit(ctl, action, what, GW_AUDIT_ERROR);
+		return CTL_EXIT_REDIS;
+	}
+	if (gw_gov_parse(cmd, r, &res) != CM_OK) {
+		fprintf(stderr, "sluicectl: unexpected reply from Redis\n");
+		freeReplyObject(r);
+		(void)ctl_audit(ctl, action, what, GW_AUDIT_ERROR);
+		return CTL_EXIT_REDIS;
+	}
+	freeReplyObject(r);
+	rc = gov_outcome(res, kind, what, parent_kind, parent, &ar);
+	arc = ctl_audit(ctl, action, what, ar);
+	return rc != CTL_EXIT_OK ? rc : arc;
+}
+
 /* ---- tenant create ------------------------------------------------------- */
 
 static int tenant_create(struct ctl *ctl, int argc, char **argv)
 {
-	struct ctl_quota_args q;
-	struct pairs p;
-	const char *name = NULL, *keys[2];
-	char tkey[CTL_KEYNAME_MAX], index[CTL_KEYNAME_MAX];
+	struct gw_gov_quotas q;
+	struct gw_gov_cmd *cmd = NULL;
+	const char *name = NULL;
 	char salt_hex[2 * 32 + 1];
 	uint8_t salt[32];
-	redisReply *r;
 	int rc = CTL_EXIT_USAGE;
 
 	memset(&q, 0, sizeof(q));
-	memset(&p, 0, sizeof(p));
+	memset(salt_hex, 0, sizeof(salt_hex));
 	for (int i = 0; i < argc; i++) {
 		int got = ctl_quota_opt(argc, argv, &i, &q, &rc);
 
@@ -151,10 +141,6 @@ static int tenant_create(struct ctl *ctl, int argc, char **argv)
 	}
 	if (!ctl_name_ok("tenant", name))
 		return CTL_EXIT_INVALID;
-	if (!q.set[CTL_F_WEIGHT]) {
-		q.set[CTL_F_WEIGHT] = 1;
-		q.val[CTL_F_WEIGHT] = 1;
-	}
 	/* The cache salt is made here, from the CSPRNG, and never accepted
 	 * from anyone. */
 	if (cm_random_bytes(salt, sizeof(salt)) != CM_OK) {
@@ -164,28 +150,24 @@ static int tenant_create(struct ctl *ctl, int argc, char **argv)
 	cm_hex_encode(salt, sizeof(salt), salt_hex);
 	cm_wipe(salt, sizeof(salt));
 
-	rc = ctl_connect(ctl);
-	if (rc != CTL_EXIT_OK)
-		goto out;
-	ctl_key(ctl, tkey, "tenant", name, NULL);
-	ctl_key(ctl, index, "tenants", NULL, NULL);
-	p.argv[p.n++] = name;
-	pairs_add(&p, "name", name);
-	pairs_add(&p, "salt", salt_hex);
-	pairs_add_ll(&p, "created", ctl_now_s());
-	pairs_add(&p, "disabled", "0");
-	pairs_add_quotas(&p, &q);
-	keys[0] = tkey;
-	keys[1] = index;
-	r = ctl_eval(ctl, tenant_create_lua, 2, keys, p.n, p.argv);
-	if (!r) {
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd) {
 		rc = CTL_EXIT_REDIS;
 		goto out;
 	}
-	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-		fprintf(stderr, "sluicectl: tenant \"%s\" already exists\n", name);
-		rc = CTL_EXIT_CONFLICT;
-	} else if (ctl->json) {
+	rc = ctl_connect(ctl);
+	if (rc != CTL_EXIT_OK)
+		goto out;
+	if (gw_gov_cmd_tenant_create(cmd, ctl->ns, name, &q, salt_hex,
+				     ctl_now_s()) != CM_OK) {
+		fprintf(stderr, "sluicectl: tenant create: invalid arguments\n");
+		rc = CTL_EXIT_INVALID;
+		goto out;
+	}
+	rc = run_gov(ctl, cmd, GW_AUDIT_TENANT_CREATE, "tenant", name, NULL, NULL);
+	if (rc != CTL_EXIT_OK)
+		goto out;
+	if (ctl->json) {
 		json_t *o = json_object();
 
 		json_object_set_new(o, "tenant", json_string(name));
@@ -194,8 +176,10 @@ static int tenant_create(struct ctl *ctl, int argc, char **argv)
 	} else {
 		printf("tenant %s created\n", name);
 	}
-	freeReplyObject(r);
 out:
+	if (cmd)
+		cm_wipe(cmd, sizeof(*cmd)); /* holds the salt */
+	cm_free(cmd);
 	cm_wipe(salt_hex, sizeof(salt_hex));
 	return rc;
 }
@@ -204,8 +188,8 @@ out:
 
 static void quota_cells(const redisReply *h, const char **cells)
 {
-	for (int f = 0; f < CTL_F_COUNT; f++)
-		cells[f] = ctl_hash_get(h, ctl_fields[f].field);
+	for (int f = 0; f < GW_GOV_F_COUNT; f++)
+		cells[f] = ctl_hash_get(h, gw_gov_fields[f].field);
 }
 
 static int tenant_list(struct ctl *ctl, int argc, char **argv)
@@ -354,10 +338,10 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 		printf("tenant:   %s\n", argv[0]);
 		printf("created:  %s\n", created);
 		printf("disabled: %s\n", dis && !strcmp(dis, "1") ? "yes" : "no");
-		for (int f = 0; f < CTL_F_COUNT; f++) {
-			const char *v = ctl_hash_get(h, ctl_fields[f].field);
+		for (int f = 0; f < GW_GOV_F_COUNT; f++) {
+			const char *v = ctl_hash_get(h, gw_gov_fields[f].field);
 
-			printf("%-18s %s\n", ctl_fields[f].field, v ? v : "unlimited");
+			printf("%-18s %s\n", gw_gov_fields[f].field, v ? v : "unlimited");
 		}
 		printf("cache salt: %s (never shown)\n",
 		       ctl_hash_get(h, "salt") ? "set" : "MISSING");
@@ -406,8 +390,8 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 			cells[0] = names[i];
 			cells[1] = cdisabled ? "yes" : "no";
 			cells[2] = nkeys;
-			for (int f = CTL_F_RPM; f < CTL_F_COUNT; f++)
-				cells[2 + f] = ctl_hash_get(ch, ctl_fields[f].field);
+			for (int f = GW_GOV_F_RPM; f < GW_GOV_F_COUNT; f++)
+				cells[2 + f] = ctl_hash_get(ch, gw_gov_fields[f].field);
 			cells[10] = ccreated;
 			if (ctl_table_add(t, cells) != 0)
 				rc = CTL_EXIT_REDIS;
@@ -437,17 +421,6 @@ out:
 	return rc;
 }
 
-/* ---- tenant/client set, tenant disable/enable ----------------------------- */
-
-/* Index of a quota field by name ("rpm"), or -1. */
-static int field_by_name(const char *name)
-{
-	for (int f = 0; f < CTL_F_COUNT; f++)
-		if (strcmp(ctl_fields[f].field, name) == 0)
-			return f;
-	return -1;
-}
-
 /*
  * `tenant set NAME opts` / `client set T/C opts`: quota options set fields,
  * `--clear FIELD` removes one (no limit).  `is_client` forbids --weight.
@@ -455,17 +428,13 @@ static int field_by_name(const char *name)
 static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 {
 	const char *kind = is_client ? "client" : "tenant";
-	const char *target = NULL, *keys[1], *args[3 + 2 * CTL_F_COUNT + CTL_F_COUNT];
+	const char *target = NULL;
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
-	char key[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[CTL_KEYNAME_MAX], npairs[8];
-	int clear[CTL_F_COUNT] = {0};
-	struct ctl_quota_args q;
-	struct pairs p;
-	redisReply *r;
-	int rc = CTL_EXIT_USAGE, nargs = 0, nset = 0, nclear = 0;
+	struct gw_gov_quotas q;
+	struct gw_gov_cmd *cmd = NULL;
+	int rc = CTL_EXIT_USAGE, nset = 0, nclear = 0;
 
 	memset(&q, 0, sizeof(q));
-	memset(&p, 0, sizeof(p));
 	for (int i = 0; i < argc; i++) {
 		int got = ctl_quota_opt(argc, argv, &i, &q, &rc);
 
@@ -474,15 +443,15 @@ static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 		if (got > 0)
 			continue;
 		if (strcmp(argv[i], "--clear") == 0) {
-			int f = i + 1 < argc ? field_by_name(argv[i + 1]) : -1;
+			int f = i + 1 < argc ? gw_gov_field_by_name(argv[i + 1]) : -1;
 
-			if (f < 0 || f == CTL_F_WEIGHT) {
+			if (f < 0 || f == GW_GOV_F_WEIGHT) {
 				fprintf(stderr,
 					"sluicectl: --clear: expected one of rpm, tpm, concurrency, "
 					"queue, daily_tokens, max_prompt_tokens, max_output_tokens\n");
 				return CTL_EXIT_USAGE;
 			}
-			clear[f] = 1;
+			q.clear[f] = 1;
 			i++;
 			continue;
 		}
@@ -497,18 +466,18 @@ static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 			is_client ? "TENANT/NAME" : "NAME");
 		return CTL_EXIT_USAGE;
 	}
-	if (is_client && q.set[CTL_F_WEIGHT]) {
+	if (is_client && q.set[GW_GOV_F_WEIGHT]) {
 		fprintf(stderr, "sluicectl: client set: --weight applies to tenants only\n");
 		return CTL_EXIT_USAGE;
 	}
-	for (int f = 0; f < CTL_F_COUNT; f++) {
-		if (q.set[f] && clear[f]) {
+	for (int f = 0; f < GW_GOV_F_COUNT; f++) {
+		if (q.set[f] && q.clear[f]) {
 			fprintf(stderr, "sluicectl: %s given with --clear %s\n",
-				ctl_fields[f].option, ctl_fields[f].field);
+				gw_gov_fields[f].option, gw_gov_fields[f].field);
 			return CTL_EXIT_USAGE;
 		}
 		nset += q.set[f];
-		nclear += clear[f];
+		nclear += q.clear[f];
 	}
 	if (nset + nclear == 0) {
 		fprintf(stderr, "sluicectl: %s set: nothing to change\n", kind);
@@ -521,32 +490,24 @@ static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 	} else {
 		if (!ctl_name_ok("tenant", target))
 			return CTL_EXIT_INVALID;
+		snprintf(t, sizeof(t), "%s", target);
 		snprintf(full, sizeof(full), "%s", target);
 	}
 	rc = ctl_connect(ctl);
 	if (rc != CTL_EXIT_OK)
 		return rc;
-	ctl_key(ctl, key, kind, full, NULL);
-	ctl_channel(ctl, chan);
-	snprintf(msg, sizeof(msg), "update %s %s", kind, full);
-	snprintf(npairs, sizeof(npairs), "%d", nset);
-	pairs_add_quotas(&p, &q);
-	args[nargs++] = chan;
-	args[nargs++] = msg;
-	args[nargs++] = npairs;
-	for (int i = 0; i < p.n; i++)
-		args[nargs++] = p.argv[i];
-	for (int f = 0; f < CTL_F_COUNT; f++)
-		if (clear[f])
-			args[nargs++] = ctl_fields[f].field;
-	keys[0] = key;
-	r = ctl_eval(ctl, update_lua, 1, keys, nargs, args);
-	if (!r)
-		return CTL_EXIT_REDIS;
-	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-		fprintf(stderr, "sluicectl: no %s \"%s\"\n", kind, full);
-		rc = CTL_EXIT_NOTFOUND;
-	} else if (ctl->json) {
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd || gw_gov_cmd_update(cmd, ctl->ns, t, is_client ? c : NULL, &q) != CM_OK) {
+		fprintf(stderr, "sluicectl: %s set: cannot build the update\n", kind);
+		cm_free(cmd);
+		return CTL_EXIT_INVALID;
+	}
+	rc = run_gov(ctl, cmd, is_client ? GW_AUDIT_CLIENT_SET : GW_AUDIT_TENANT_SET,
+		     kind, full, NULL, NULL);
+	cm_free(cmd);
+	if (rc != CTL_EXIT_OK)
+		return rc;
+	if (ctl->json) {
 		json_t *o = json_object();
 
 		json_object_set_new(o, kind, json_string(full));
@@ -555,50 +516,63 @@ static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 	} else {
 		printf("%s %s updated\n", kind, full);
 	}
-	freeReplyObject(r);
 	return rc;
 }
 
-static int tenant_flag(struct ctl *ctl, int argc, char **argv, int disable)
+/* `tenant disable|enable NAME`, `client disable|enable T/C`. */
+static int flag_cmd(struct ctl *ctl, int argc, char **argv, int is_client,
+		    int disable)
 {
-	char key[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[CTL_KEYNAME_MAX];
-	const char *keys[1], *args[3];
-	redisReply *r;
+	const char *kind = is_client ? "client" : "tenant";
+	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
+	struct gw_gov_cmd *cmd;
+	enum gw_audit_action action;
 	int rc;
 
 	if (argc != 1) {
-		fprintf(stderr, "sluicectl: tenant %s: expected one NAME\n",
-			disable ? "disable" : "enable");
+		fprintf(stderr, "sluicectl: %s %s: expected one %s\n", kind,
+			disable ? "disable" : "enable", is_client ? "TENANT/NAME" : "NAME");
 		return CTL_EXIT_USAGE;
 	}
-	if (!ctl_name_ok("tenant", argv[0]))
-		return CTL_EXIT_INVALID;
+	if (is_client) {
+		if (!ctl_split_client(argv[0], t, c))
+			return CTL_EXIT_INVALID;
+		snprintf(full, sizeof(full), "%s/%s", t, c);
+		action = disable ? GW_AUDIT_CLIENT_DISABLE : GW_AUDIT_CLIENT_ENABLE;
+	} else {
+		if (!ctl_name_ok("tenant", argv[0]))
+			return CTL_EXIT_INVALID;
+		snprintf(t, sizeof(t), "%s", argv[0]);
+		snprintf(full, sizeof(full), "%s", argv[0]);
+		action = disable ? GW_AUDIT_TENANT_DISABLE : GW_AUDIT_TENANT_ENABLE;
+	}
 	rc = ctl_connect(ctl);
 	if (rc != CTL_EXIT_OK)
 		return rc;
-	ctl_key(ctl, key, "tenant", argv[0], NULL);
-	ctl_channel(ctl, chan);
-	snprintf(msg, sizeof(msg), "%s tenant %s", disable ? "disable" : "enable", argv[0]);
-	keys[0] = key;
-	args[0] = disable ? "1" : "0";
-	args[1] = chan;
-	args[2] = msg;
-	r = ctl_eval(ctl, flag_lua, 1, keys, 3, args);
-	if (!r)
-		return CTL_EXIT_REDIS;
-	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-		fprintf(stderr, "sluicectl: no tenant \"%s\"\n", argv[0]);
-		rc = CTL_EXIT_NOTFOUND;
-	} else if (ctl->json) {
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd || gw_gov_cmd_flag(cmd, ctl->ns, t, is_client ? c : NULL, disable) != CM_OK) {
+		fprintf(stderr, "sluicectl: %s: cannot build the command\n", kind);
+		cm_free(cmd);
+		return CTL_EXIT_INVALID;
+	}
+	rc = run_gov(ctl, cmd, action, kind, full, NULL, NULL);
+	cm_free(cmd);
+	if (rc != CTL_EXIT_OK)
+		return rc;
+	if (ctl->json) {
 		json_t *o = json_object();
 
-		json_object_set_new(o, "tenant", json_string(argv[0]));
+		if (is_client) {
+			json_object_set_new(o, "tenant", json_string(t));
+			json_object_set_new(o, "client", json_string(c));
+		} else {
+			json_object_set_new(o, "tenant", json_string(t));
+		}
 		json_object_set_new(o, "disabled", json_boolean(disable));
 		ctl_print_json(o);
 	} else {
-		printf("tenant %s %s\n", argv[0], disable ? "disabled" : "enabled");
+		printf("%s %s %s\n", kind, full, disable ? "disabled" : "enabled");
 	}
-	freeReplyObject(r);
 	return rc;
 }
 
@@ -613,9 +587,9 @@ int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv)
 	if (argc >= 1 && strcmp(argv[0], "set") == 0)
 		return update_cmd(ctl, argc - 1, argv + 1, 0);
 	if (argc >= 1 && strcmp(argv[0], "disable") == 0)
-		return tenant_flag(ctl, argc - 1, argv + 1, 1);
+		return flag_cmd(ctl, argc - 1, argv + 1, 0, 1);
 	if (argc >= 1 && strcmp(argv[0], "enable") == 0)
-		return tenant_flag(ctl, argc - 1, argv + 1, 0);
+		return flag_cmd(ctl, argc - 1, argv + 1, 0, 0);
 	fprintf(stderr,
 		"sluicectl: tenant: expected create, list, show, set, disable or enable\n");
 	return CTL_EXIT_USAGE;
@@ -625,16 +599,13 @@ int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv)
 
 static int client_create(struct ctl *ctl, int argc, char **argv)
 {
-	struct ctl_quota_args q;
-	struct pairs p;
-	const char *target = NULL, *keys[3];
+	struct gw_gov_quotas q;
+	struct gw_gov_cmd *cmd;
+	const char *target = NULL;
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
-	char tkey[CTL_KEYNAME_MAX], ckey[CTL_KEYNAME_MAX], index[CTL_KEYNAME_MAX];
-	redisReply *r;
 	int rc = CTL_EXIT_USAGE;
 
 	memset(&q, 0, sizeof(q));
-	memset(&p, 0, sizeof(p));
 	for (int i = 0; i < argc; i++) {
 		int got = ctl_quota_opt(argc, argv, &i, &q, &rc);
 
@@ -653,7 +624,7 @@ static int client_create(struct ctl *ctl, int argc, char **argv)
 		fprintf(stderr, "sluicectl: client create: expected TENANT/NAME\n");
 		return CTL_EXIT_USAGE;
 	}
-	if (q.set[CTL_F_WEIGHT]) {
+	if (q.set[GW_GOV_F_WEIGHT]) {
 		fprintf(stderr, "sluicectl: client create: --weight applies to tenants only\n");
 		return CTL_EXIT_USAGE;
 	}
@@ -663,28 +634,17 @@ static int client_create(struct ctl *ctl, int argc, char **argv)
 	if (rc != CTL_EXIT_OK)
 		return rc;
 	snprintf(full, sizeof(full), "%s/%s", t, c);
-	ctl_key(ctl, tkey, "tenant", t, NULL);
-	ctl_key(ctl, ckey, "client", full, NULL);
-	ctl_key(ctl, index, "tenant", t, "clients");
-	p.argv[p.n++] = c;
-	pairs_add(&p, "tenant", t);
-	pairs_add(&p, "name", c);
-	pairs_add(&p, "disabled", "0");
-	pairs_add_ll(&p, "created", ctl_now_s());
-	pairs_add_quotas(&p, &q);
-	keys[0] = tkey;
-	keys[1] = ckey;
-	keys[2] = index;
-	r = ctl_eval(ctl, client_create_lua, 3, keys, p.n, p.argv);
-	if (!r)
-		return CTL_EXIT_REDIS;
-	if (r->type == REDIS_REPLY_INTEGER && r->integer == -1) {
-		fprintf(stderr, "sluicectl: no tenant \"%s\"\n", t);
-		rc = CTL_EXIT_NOTFOUND;
-	} else if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-		fprintf(stderr, "sluicectl: client \"%s\" already exists\n", full);
-		rc = CTL_EXIT_CONFLICT;
-	} else if (ctl->json) {
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd || gw_gov_cmd_client_create(cmd, ctl->ns, t, c, &q, ctl_now_s()) != CM_OK) {
+		fprintf(stderr, "sluicectl: client create: cannot build the command\n");
+		cm_free(cmd);
+		return CTL_EXIT_INVALID;
+	}
+	rc = run_gov(ctl, cmd, GW_AUDIT_CLIENT_CREATE, "client", full, "tenant", t);
+	cm_free(cmd);
+	if (rc != CTL_EXIT_OK)
+		return rc;
+	if (ctl->json) {
 		json_t *o = json_object();
 
 		json_object_set_new(o, "tenant", json_string(t));
@@ -694,53 +654,6 @@ static int client_create(struct ctl *ctl, int argc, char **argv)
 	} else {
 		printf("client %s created\n", full);
 	}
-	freeReplyObject(r);
-	return rc;
-}
-
-static int client_flag(struct ctl *ctl, int argc, char **argv, int disable)
-{
-	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
-	char ckey[CTL_KEYNAME_MAX], chan[CTL_KEYNAME_MAX], msg[CTL_KEYNAME_MAX];
-	const char *keys[1], *args[3];
-	redisReply *r;
-	int rc;
-
-	if (argc != 1) {
-		fprintf(stderr, "sluicectl: client %s: expected one TENANT/NAME\n",
-			disable ? "disable" : "enable");
-		return CTL_EXIT_USAGE;
-	}
-	if (!ctl_split_client(argv[0], t, c))
-		return CTL_EXIT_INVALID;
-	rc = ctl_connect(ctl);
-	if (rc != CTL_EXIT_OK)
-		return rc;
-	snprintf(full, sizeof(full), "%s/%s", t, c);
-	ctl_key(ctl, ckey, "client", full, NULL);
-	ctl_channel(ctl, chan);
-	snprintf(msg, sizeof(msg), "%s client %s", disable ? "disable" : "enable", full);
-	keys[0] = ckey;
-	args[0] = disable ? "1" : "0";
-	args[1] = chan;
-	args[2] = msg;
-	r = ctl_eval(ctl, flag_lua, 1, keys, 3, args);
-	if (!r)
-		return CTL_EXIT_REDIS;
-	if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) {
-		fprintf(stderr, "sluicectl: no client \"%s\"\n", full);
-		rc = CTL_EXIT_NOTFOUND;
-	} else if (ctl->json) {
-		json_t *o = json_object();
-
-		json_object_set_new(o, "tenant", json_string(t));
-		json_object_set_new(o, "client", json_string(c));
-		json_object_set_new(o, "disabled", json_boolean(disable));
-		ctl_print_json(o);
-	} else {
-		printf("client %s %s\n", full, disable ? "disabled" : "enabled");
-	}
-	freeReplyObject(r);
 	return rc;
 }
 
@@ -749,9 +662,9 @@ int ctl_client_cmd(struct ctl *ctl, int argc, char **argv)
 	if (argc >= 1 && strcmp(argv[0], "create") == 0)
 		return client_create(ctl, argc - 1, argv + 1);
 	if (argc >= 1 && strcmp(argv[0], "disable") == 0)
-		return client_flag(ctl, argc - 1, argv + 1, 1);
+		return flag_cmd(ctl, argc - 1, argv + 1, 1, 1);
 	if (argc >= 1 && strcmp(argv[0], "enable") == 0)
-		return client_flag(ctl, argc - 1, argv + 1, 0);
+		return flag_cmd(ctl, argc - 1, argv + 1, 1, 0);
 	if (argc >= 1 && strcmp(argv[0], "set") == 0)
 		return update_cmd(ctl, argc - 1, argv + 1, 1);
 	fprintf(stderr, "sluicectl: client: expected create, set, disable or enable\n");

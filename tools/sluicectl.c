@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tools/ctl_main.h"
+#include "tools/ctl_worker.h"
 
 #ifdef SLUICE_GIT_COMMIT
 #define CTL_VERSION SLUICE_VERSION " (" SLUICE_GIT_COMMIT ")"
@@ -29,6 +30,8 @@ static void ctl_usage(FILE *f)
 		"  -h, --help  print this help\n"
 		"\n");
 	ctl_main_usage(f);
+	fputs("\n", f);
+	ctl_worker_usage(f);
 }
 
 int main(int argc, char **argv)
@@ -42,6 +45,8 @@ int main(int argc, char **argv)
 		ctl_usage(stdout);
 		return 0;
 	}
+	if (ctl_worker_handles(argc, argv))
+		return ctl_worker_main(argc, argv);
 	if (ctl_main_handles(argc, argv))
 		return ctl_main(argc, argv);
 	if (argc >= 2)

@@ -36,6 +36,9 @@
 #include "proto/proto.h"
 #include "worker/backend.h"
 #include "worker/cpu/cpu_backend.h"
+#ifdef SLUICE_HAVE_CUDA
+#include "worker/cuda/backend.h"
+#endif
 #include "worker/gen.h"
 #include "worker/kv.h"
 #include "worker/model.h"
@@ -132,7 +135,7 @@ struct conn {
 	int draining;            /* DRAIN received on this connection */
 };
 
-struct server {
+struct wk_server {
 	const struct wk_server_cfg *cfg;
 	struct wk_model *model;
 	struct wk_backend *be;
@@ -228,7 +231,7 @@ static void conn_flush(struct conn *c)
 static int32_t cb_sample(void *owner, struct wk_seq *q, const float *logits,
 			 const int32_t *hist, uint32_t n_hist, float *logprob)
 {
-	struct server *s = owner;
+	struct wk_server *s = owner;
 	struct req *r = wk_seq_owner_data(q);
 
 	(void)hist;
@@ -239,7 +242,7 @@ static int32_t cb_sample(void *owner, struct wk_seq *q, const float *logits,
 static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 		   const float *logits)
 {
-	struct server *s = owner;
+	struct wk_server *s = owner;
 	struct req *r = wk_seq_owner_data(q);
 	const uint8_t *text;
 	size_t len;
@@ -288,7 +291,7 @@ static void req_unlink(struct req *r)
 
 static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 {
-	struct server *s = owner;
+	struct wk_server *s = owner;
 	struct req *r = wk_seq_owner_data(q);
 	const struct wk_seq_timing *tm = wk_seq_timing(q);
 	struct proto_msg m;
@@ -387,7 +390,7 @@ static void sampling_from_proto(const struct proto_sampling *ps, uint32_t flags,
 	p->has_seed = (flags & PROTO_SUBMIT_F_HAS_SEED) != 0;
 }
 
-static void handle_submit(struct server *s, struct conn *c, const struct proto_msg *m)
+static void handle_submit(struct wk_server *s, struct conn *c, const struct proto_msg *m)
 {
 	const struct proto_submit *sb = &m->u.submit;
 	char err[512] = "";
@@ -559,7 +562,7 @@ out:
 	cm_free(stop_lens);
 }
 
-static void handle_ping(struct server *s, struct conn *c, const struct proto_msg *m)
+static void handle_ping(struct wk_server *s, struct conn *c, const struct proto_msg *m)
 {
 	struct req *r = cm_calloc(1, sizeof(*r));
 	struct wk_gen_params gp;
@@ -615,7 +618,7 @@ fail:
 	}
 }
 
-static void handle_msg(struct server *s, struct conn *c, const struct proto_msg *m)
+static void handle_msg(struct wk_server *s, struct conn *c, const struct proto_msg *m)
 {
 	struct req *r;
 
@@ -648,7 +651,7 @@ static void handle_msg(struct server *s, struct conn *c, const struct proto_msg 
 
 /* ---- connections ------------------------------------------------------------------ */
 
-static void send_hello(struct server *s, struct conn *c)
+static void send_hello(struct wk_server *s, struct conn *c)
 {
 	struct proto_msg m;
 	struct proto_hello *h = &m.u.hello;
@@ -675,7 +678,7 @@ static void send_hello(struct server *s, struct conn *c)
 	conn_send(c, &m);
 }
 
-static int uid_allowed(const struct server *s, uid_t uid)
+static int uid_allowed(const struct wk_server *s, uid_t uid)
 {
 	for (size_t i = 0; i < s->n_allowed; i++)
 		if (s->allowed[i] == uid)
@@ -683,12 +686,35 @@ static int uid_allowed(const struct server *s, uid_t uid)
 	return 0;
 }
 
-static void accept_conn(struct server *s)
+/* Adopts a connected socket as a gateway connection and sends HELLO. */
+static struct conn *conn_new(struct wk_server *s, int fd, uid_t uid)
+{
+	struct conn *c;
+
+	if (s->n_conns >= (uint32_t)s->cfg->max_connections) {
+		cm_logf(CM_LOG_WARN, "conn_refused", "max_connections (%lld) reached",
+			(long long)s->cfg->max_connections);
+		return NULL;
+	}
+	c = cm_calloc(1, sizeof(*c));
+	if (!c || !(c->dec = proto_decoder_new(CM_LIM_PROTO_FRAME_BYTES))) {
+		cm_free(c);
+		return NULL;
+	}
+	c->fd = fd;
+	c->uid = uid;
+	cm_buf_init(&c->out, CM_LIM_PROTO_SENDBUF_BYTES);
+	s->conns[s->n_conns++] = c;
+	cm_logf(CM_LOG_INFO, "conn_open", "fd %d uid %ld", fd, (long)uid);
+	send_hello(s, c);
+	return c;
+}
+
+static void accept_conn(struct wk_server *s)
 {
 	int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	struct conn *c;
 
 	if (fd < 0)
 		return;
@@ -699,27 +725,11 @@ static void accept_conn(struct server *s)
 		close(fd);
 		return;
 	}
-	if (s->n_conns >= (uint32_t)s->cfg->max_connections) {
-		cm_logf(CM_LOG_WARN, "conn_refused", "max_connections (%lld) reached",
-			(long long)s->cfg->max_connections);
+	if (!conn_new(s, fd, cred.uid))
 		close(fd);
-		return;
-	}
-	c = cm_calloc(1, sizeof(*c));
-	if (!c || !(c->dec = proto_decoder_new(CM_LIM_PROTO_FRAME_BYTES))) {
-		cm_free(c);
-		close(fd);
-		return;
-	}
-	c->fd = fd;
-	c->uid = cred.uid;
-	cm_buf_init(&c->out, CM_LIM_PROTO_SENDBUF_BYTES);
-	s->conns[s->n_conns++] = c;
-	cm_logf(CM_LOG_INFO, "conn_open", "fd %d uid %ld", fd, (long)cred.uid);
-	send_hello(s, c);
 }
 
-static void conn_close(struct server *s, uint32_t idx)
+static void conn_close(struct wk_server *s, uint32_t idx)
 {
 	struct conn *c = s->conns[idx];
 
@@ -740,14 +750,39 @@ static void conn_close(struct server *s, uint32_t idx)
 	s->conns[idx] = s->conns[--s->n_conns];
 }
 
-static void conn_read(struct server *s, struct conn *c)
+/* Decodes and handles every complete frame in data[0..n). */
+static void conn_input(struct wk_server *s, struct conn *c, const void *data, size_t n)
+{
+	struct proto_msg m;
+	enum cm_status st;
+
+	if (proto_decoder_feed(c->dec, data, n) != CM_OK) {
+		c->dead = 1;
+		return;
+	}
+	while ((st = proto_decoder_next(c->dec, &m)) == CM_OK) {
+		handle_msg(s, c, &m);
+		if (c->dead)
+			return;
+	}
+	if (st != CM_AGAIN) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "malformed frame: %s",
+			 proto_error_str(proto_decoder_error(c->dec)));
+		cm_logf(CM_LOG_WARN, "proto_error", "fd %d: %s", c->fd, msg);
+		send_error(c, 0, PROTO_E_PROTOCOL, msg);
+		conn_flush(c);
+		c->dead = 1;
+	}
+}
+
+static void conn_read(struct wk_server *s, struct conn *c)
 {
 	uint8_t buf[65536];
 
-	for (;;) {
+	while (!c->dead) {
 		ssize_t n = read(c->fd, buf, sizeof(buf));
-		struct proto_msg m;
-		enum cm_status st;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -757,32 +792,13 @@ static void conn_read(struct server *s, struct conn *c)
 			c->dead = 1;
 			return;
 		}
-		if (proto_decoder_feed(c->dec, buf, (size_t)n) != CM_OK) {
-			c->dead = 1;
-			return;
-		}
-		while ((st = proto_decoder_next(c->dec, &m)) == CM_OK) {
-			handle_msg(s, c, &m);
-			if (c->dead)
-				return;
-		}
-		if (st != CM_AGAIN) {
-			char msg[128];
-
-			snprintf(msg, sizeof(msg), "malformed frame: %s",
-				 proto_error_str(proto_decoder_error(c->dec)));
-			cm_logf(CM_LOG_WARN, "proto_error", "fd %d: %s", c->fd, msg);
-			send_error(c, 0, PROTO_E_PROTOCOL, msg);
-			conn_flush(c);
-			c->dead = 1;
-			return;
-		}
+		conn_input(s, c, buf, (size_t)n);
 	}
 }
 
 /* ---- stats ---------------------------------------------------------------------- */
 
-static void send_stats(struct server *s, int64_t now)
+static void send_stats(struct wk_server *s, int64_t now)
 {
 	struct wk_sched_stats ss;
 	struct wk_kv_stats ks;
@@ -837,7 +853,7 @@ static uint64_t mem_available(void)
 	return (uint64_t)kb * 1024;
 }
 
-static int parse_allowed(struct server *s, char *err, size_t err_len)
+static int parse_allowed(struct wk_server *s, char *err, size_t err_len)
 {
 	const struct cm_cfg_strlist *l = &s->cfg->allowed_uids;
 
@@ -869,7 +885,7 @@ static int parse_allowed(struct server *s, char *err, size_t err_len)
 	return 0;
 }
 
-static int listen_socket(struct server *s, char *err, size_t err_len)
+static int listen_socket(struct wk_server *s, char *err, size_t err_len)
 {
 	struct sockaddr_un sa;
 	int fd;
@@ -909,7 +925,7 @@ static int listen_socket(struct server *s, char *err, size_t err_len)
 	return 0;
 }
 
-static int setup(struct server *s, char *err, size_t err_len)
+static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 {
 	struct wk_model_opts mo = { 0 };
 	uint32_t elem = s->cfg->kv_type == 1 ? 4 : 2;
@@ -921,6 +937,7 @@ static int setup(struct server *s, char *err, size_t err_len)
 	int64_t t0 = cm_mono_ns();
 	struct wk_backend_info bi;
 	enum cm_status st;
+	int use_cuda = 0;
 
 	mo.sha256_hex = s->cfg->model_sha256;
 	mo.compute_sha256 = 1;
@@ -934,6 +951,28 @@ static int setup(struct server *s, char *err, size_t err_len)
 	per_tok = wk_model_kv_bytes_per_token(&s->model->hp, elem);
 	per_block = per_tok * bt;
 	kv_bytes = s->cfg->kv_cache_bytes;
+	/* ---- backend selection (CUDA: issue 8) ---- */
+#ifdef SLUICE_HAVE_CUDA
+	/* cuda when asked, or auto with a device present; cpu stays the fallback of auto */
+	if (s->cfg->backend == 2 || (s->cfg->backend == 0 && wk_cuda_device_count() > 0)) {
+		if (elem != 2) {
+			snprintf(err, err_len, "worker.kv_type: the cuda backend keeps F16 KV, found F32");
+			return -1;
+		}
+		use_cuda = 1;
+	}
+	if (use_cuda && kv_bytes == 0) {
+		uint32_t nb = 0;
+
+		if (wk_cuda_kv_blocks_for((int)s->cfg->device, s->model, bt,
+					  s->cfg->kv_cache_fraction, &nb) != CM_OK) {
+			snprintf(err, err_len, "worker.device %lld: no such CUDA device",
+				 (long long)s->cfg->device);
+			return -1;
+		}
+		kv_bytes = (uint64_t)nb * per_block;
+	}
+#endif
 	if (kv_bytes == 0)
 		kv_bytes = (uint64_t)(mem_available() * s->cfg->kv_cache_fraction);
 	n_blocks = per_block ? kv_bytes / per_block : 0;
@@ -951,10 +990,18 @@ static int setup(struct server *s, char *err, size_t err_len)
 		threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (threads <= 0)
 		threads = 1;
+#ifdef SLUICE_HAVE_CUDA
+	if (use_cuda)
+		st = wk_cuda_backend_create(s->model, (int)s->cfg->device, (uint32_t)n_blocks, bt,
+					    &s->be, err, err_len);
+	else
+#else
+	(void)use_cuda;
 	if (s->cfg->backend == 2) {
 		snprintf(err, err_len, "worker.backend: 'cuda' is not available in this build");
 		return -1;
 	}
+#endif
 	st = wk_cpu_backend_create(s->model, (uint32_t)n_blocks, bt, threads,
 				   elem == 4 ? WK_Q_F32 : WK_Q_F16, &s->be, err, err_len);
 	if (st != CM_OK)
@@ -999,10 +1046,10 @@ static int setup(struct server *s, char *err, size_t err_len)
 		cm_log_i64(&lr, "load_ns", cm_mono_ns() - t0);
 		cm_log_end(&lr);
 	}
-	return listen_socket(s, err, err_len);
+	return do_listen ? listen_socket(s, err, err_len) : 0;
 }
 
-static void teardown(struct server *s)
+static void teardown(struct wk_server *s)
 {
 	while (s->n_conns)
 		conn_close(s, s->n_conns - 1);
@@ -1024,8 +1071,9 @@ static void teardown(struct server *s)
 
 int wk_server_run(const struct wk_server_cfg *cfg)
 {
-	struct server srv;
-	struct server *s = &srv;
+	struct wk_server srv;
+	struct wk_server *s = &srv;
+
 	char err[1024] = "";
 	struct pollfd *pfd = NULL;
 	struct sigaction sa;
@@ -1039,7 +1087,7 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	if (setup(s, err, sizeof(err)) != 0) {
+	if (setup(s, 1, err, sizeof(err)) != 0) {
 		cm_logf(CM_LOG_ERROR, "worker_start_failed", "%s", err[0] ? err : "setup failed");
 		fprintf(stderr, "sluice-worker: %s\n", err[0] ? err : "setup failed");
 		goto out;
@@ -1059,7 +1107,16 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 			s->drain_deadline = now + cfg->drain_timeout_ms * CM_NS_PER_MS;
 			cm_logf(CM_LOG_INFO, "draining", "SIGTERM: no new requests; running ones finish");
 		}
-		if (s->draining && (wk_sched_idle(s->sched) || now >= s->drain_deadline))
+		if (s->draining && !wk_sched_idle(s->sched) && now >= s->drain_deadline) {
+			/* out of patience: what still runs ends DONE(cancelled) */
+			cm_logf(CM_LOG_WARN, "drain_timeout", "cancelling what still runs");
+			for (uint32_t i = 0; i < s->n_conns; i++) {
+				while (s->conns[i]->reqs)
+					wk_sched_cancel(s->sched, s->conns[i]->reqs->seq);
+				conn_flush(s->conns[i]);
+			}
+		}
+		if (s->draining && wk_sched_idle(s->sched))
 			break;
 		timeout = wk_sched_idle(s->sched)
 				  ? (int)((s->next_stats - now) / CM_NS_PER_MS + 1)
@@ -1113,6 +1170,94 @@ out:
 	cm_free(pfd);
 	teardown(s);
 	return rc;
+}
+
+/* ---- embedding for tests and fuzzers -------------------------------------------- */
+
+enum cm_status wk_server_open(const struct wk_server_cfg *cfg, struct wk_server **out,
+			      char *err, size_t err_len)
+{
+	struct wk_server *s = cm_calloc(1, sizeof(*s));
+
+	if (!s)
+		return CM_ENOMEM;
+	s->cfg = cfg;
+	s->listen_fd = -1;
+	if (setup(s, 0, err, err_len) != 0) {
+		teardown(s);
+		cm_free(s);
+		return CM_EINVAL;
+	}
+	*out = s;
+	return CM_OK;
+}
+
+void wk_server_close(struct wk_server *s)
+{
+	if (!s)
+		return;
+	teardown(s);
+	cm_free(s);
+}
+
+static int conn_index(const struct wk_server *s, int fd)
+{
+	for (uint32_t i = 0; i < s->n_conns; i++)
+		if (s->conns[i]->fd == fd)
+			return (int)i;
+	return -1;
+}
+
+enum cm_status wk_server_adopt_fd(struct wk_server *s, int fd)
+{
+	return conn_new(s, fd, getuid()) ? CM_OK : CM_ELIMIT;
+}
+
+int wk_server_input(struct wk_server *s, int fd, const void *data, size_t n)
+{
+	int i = conn_index(s, fd);
+
+	if (i < 0)
+		return -1;
+	conn_input(s, s->conns[i], data, n);
+	conn_flush(s->conns[i]);
+	if (s->conns[i]->dead) {
+		conn_close(s, (uint32_t)i);
+		return -1;
+	}
+	return 0;
+}
+
+int wk_server_step(struct wk_server *s)
+{
+	if (!wk_sched_idle(s->sched)) {
+		enum cm_status st = wk_sched_step(s->sched);
+
+		(void)st;
+	}
+	for (uint32_t i = 0; i < s->n_conns; i++)
+		conn_flush(s->conns[i]);
+	for (uint32_t i = s->n_conns; i-- > 0;)
+		if (s->conns[i]->dead)
+			conn_close(s, i);
+	return !wk_sched_idle(s->sched);
+}
+
+void wk_server_drop_fd(struct wk_server *s, int fd)
+{
+	int i = conn_index(s, fd);
+
+	if (i >= 0)
+		conn_close(s, (uint32_t)i);
+}
+
+void wk_server_kv_usage(const struct wk_server *s, uint32_t *used, uint32_t *cached)
+{
+	struct wk_kv_stats ks;
+
+	wk_kv_stats(s->kv, &ks);
+	*used = ks.used;
+	*cached = ks.cached;
 }
 
 /* ---- `sluice-worker serve --config FILE` ------------------------------------------ */

@@ -57,6 +57,26 @@ extern const struct cm_cfg_section wk_server_section;
 /* Runs the server until drained; returns the process exit code. */
 int wk_server_run(const struct wk_server_cfg *cfg);
 
+/*
+ * Embedding for tests and fuzzers: the same server without the socket
+ * listener and the poll loop.  Descriptors given to wk_server_adopt_fd()
+ * (a socketpair end) belong to the server, which closes them; input is
+ * handed over with wk_server_input()
+ * (-1 when the connection was closed for a protocol error, as the real
+ * loop would), and wk_server_step() runs one scheduler step and flushes
+ * output (returns 1 while requests remain).
+ */
+struct wk_server;
+
+enum cm_status wk_server_open(const struct wk_server_cfg *cfg, struct wk_server **out,
+			      char *err, size_t err_len) CM_WUR;
+void wk_server_close(struct wk_server *s);
+enum cm_status wk_server_adopt_fd(struct wk_server *s, int fd) CM_WUR;
+int wk_server_input(struct wk_server *s, int fd, const void *data, size_t n);
+int wk_server_step(struct wk_server *s);
+void wk_server_drop_fd(struct wk_server *s, int fd);
+void wk_server_kv_usage(const struct wk_server *s, uint32_t *used, uint32_t *cached);
+
 /* `sluice-worker serve --config FILE` */
 int wk_cli_serve(int argc, char **argv);
 

@@ -243,6 +243,79 @@ grep -qF "${NEWKEY:17:32}" "$TMP/dump2" && fail "rotated key secret stored in Re
 expect 3 "rotate a revoked key" -- --pepper-file "$PEPPER" key rotate "$KID"
 expect 2 "rotate an unknown key" -- --pepper-file "$PEPPER" key rotate AAAAAAAAAAAA
 
+# ---- audit log ------------------------------------------------------------------------
+# Every mutating command above appended a record; the chain verifies.
+expect 0 "audit verify" -- audit verify
+grep -q "audit log intact" "$TMP/out" && pass "audit log intact" || fail "verify: $(cat "$TMP/out")"
+expect 0 "audit list --json" -- --json audit list --count 1000
+NREC=$(jq -r 'length' "$TMP/out")
+[ "$NREC" -ge 20 ] && pass "audit holds $NREC records" || fail "audit list: $NREC records"
+[ "$(jq -r '[.[] | select(.action=="key.revoke" and .target=="'"$KID"'" and .result=="ok")] | length' "$TMP/out")" -ge 1 ] &&
+	pass "key revoke audited" || fail "no key.revoke record"
+[ "$(jq -r '[.[] | select(.action=="tenant.create" and .target=="eng" and .result=="conflict")] | length' "$TMP/out")" = "1" ] &&
+	pass "refused create audited as conflict" || fail "no conflict record"
+[ "$(jq -r '[.[] | select(.action=="key.rotate" and (.target | startswith("'"$KID2"'>")))] | length' "$TMP/out")" = "1" ] &&
+	pass "rotation audited as old>new" || fail "no key.rotate record"
+[ "$(jq -r '.[0].actor' "$TMP/out")" = "$(id -un)" ] && pass "actor is the OS user" ||
+	fail "actor: $(jq -r '.[0].actor' "$TMP/out")"
+expect 0 "actor override" -- --actor ops-bot client create eng/audited
+[ "$(rcli XREVRANGE sluice:audit + - COUNT 1 | sed -n '7p')" = "ops-bot" ] &&
+	pass "--actor recorded" || fail "actor not recorded: $(rcli XREVRANGE sluice:audit + - COUNT 1)"
+expect 5 "bad --actor refused" -- --actor "a b" client create eng/x2
+expect 0 "audit list table" -- audit list
+grep -q "tenant.create" "$TMP/out" && pass "audit table" || fail "audit list: $(cat "$TMP/out")"
+grep -qF "$SECRET" "$TMP/dump" && fail "secret in audit" || true
+# Edit one record: delete it and re-add it with a changed field.
+MID=$(rcli XRANGE sluice:audit - + COUNT 5 | sed -n '52p') # 4th record's id (17 lines each)
+NEXT=$(rcli XRANGE sluice:audit "($MID" + COUNT 1 | head -n 1)
+mapfile -t F < <(rcli XRANGE sluice:audit "$MID" "$MID" | tail -n +2)
+rcli XDEL sluice:audit "$MID" >/dev/null
+F[5]=mallory
+rcli XADD sluice:audit '*' "${F[@]}" >/dev/null
+expect 6 "audit verify after an edited record" -- audit verify
+grep -q "$NEXT" "$TMP/err" && pass "verify names the first bad record ($NEXT)" ||
+	fail "verify message: $(cat "$TMP/err")"
+expect 6 "audit verify --json after an edit" -- --json audit verify
+[ "$(jq -r .intact "$TMP/out")" = "false" ] && pass "json says broken" || fail "$(cat "$TMP/out")"
+# A fresh namespace: verify, then XDEL one record.
+expect 0 "audited ns: tenant" -- --namespace au: tenant create t1
+expect 0 "audited ns: client" -- --namespace au: client create t1/c1
+expect 0 "audited ns: disable" -- --namespace au: client disable t1/c1
+expect 0 "audit verify (fresh)" -- --namespace au: audit verify
+SECOND=$(rcli XRANGE au:audit - + | sed -n '18p')
+rcli XDEL au:audit "$SECOND" >/dev/null
+expect 6 "audit verify after XDEL" -- --namespace au: audit verify
+grep -q "seq" "$TMP/err" && pass "removal detected: $(cat "$TMP/err")" || fail "$(cat "$TMP/err")"
+
+# ---- usage ----------------------------------------------------------------------------
+TODAY=$(date -u +%F)
+YDAY=$(date -u -d yesterday +%F)
+rcli HSET "sluice:usage:{eng}:$TODAY" requests 3 prompt_tokens 30 cached_prompt_tokens 4 completion_tokens 12 errors_quota 1 >/dev/null
+rcli HSET "sluice:usage:{eng}:c:ci-bot:$TODAY" requests 2 prompt_tokens 20 completion_tokens 10 >/dev/null
+rcli HSET "sluice:usage:{eng}:c:intern:$TODAY" requests 1 prompt_tokens 10 cached_prompt_tokens 4 completion_tokens 2 errors_quota 1 >/dev/null
+rcli HSET "sluice:usage:{eng}:$YDAY" requests 5 prompt_tokens 50 completion_tokens 5 errors_worker 2 >/dev/null
+expect 0 "usage (all tenants, today)" -- usage
+grep -q "^$TODAY  *eng  *\*  *3  *30  *4  *12  *1  *0  *0" "$TMP/out" && pass "usage table" ||
+	fail "usage: $(cat "$TMP/out")"
+expect 0 "usage csv for a tenant over two days" -- usage eng --from "$YDAY" --to "$TODAY" --format csv
+[ "$(head -n 1 "$TMP/out")" = "day,tenant,client,requests,prompt_tokens,cached_prompt_tokens,completion_tokens,errors_auth,errors_quota,errors_bad_request,errors_overloaded,errors_worker,errors_internal,errors_cancelled" ] &&
+	pass "csv header" || fail "csv header: $(head -n 1 "$TMP/out")"
+grep -qx "$YDAY,eng,\*,5,50,0,5,0,0,0,0,2,0,0" "$TMP/out" &&
+	grep -qx "$TODAY,eng,ci-bot,2,20,0,10,0,0,0,0,0,0,0" "$TMP/out" &&
+	[ "$(wc -l <"$TMP/out")" = "5" ] && pass "csv rows" || fail "csv: $(cat "$TMP/out")"
+expect 0 "usage json for a client" -- usage eng/intern --format json
+[ "$(jq -r '.[0].errors_quota' "$TMP/out")" = "1" ] && [ "$(jq -r 'length' "$TMP/out")" = "1" ] &&
+	pass "usage json" || fail "usage json: $(cat "$TMP/out")"
+expect 0 "client rows add up to the tenant" -- --json usage eng
+[ "$(jq -r '[.[] | select(.client != null) | .requests] | add' "$TMP/out")" = \
+  "$(jq -r '.[] | select(.client == null) | .requests' "$TMP/out")" ] &&
+	pass "client sums equal the tenant row" || fail "sums: $(cat "$TMP/out")"
+expect 5 "usage with a bad day" -- usage --from 2026-02-30
+expect 5 "usage --from after --to" -- usage --from "$TODAY" --to "$YDAY"
+expect 5 "usage over more than 400 days" -- usage --from 2020-01-01 --to 2026-01-01
+expect 2 "usage of an unknown tenant" -- usage nobody
+expect 1 "usage with a bad format" -- usage --format xml
+
 # ---- namespace and Redis unavailable ------------------------------------------------
 expect 0 "another namespace" -- --namespace staging: tenant create eng
 [ "$(rcli EXISTS staging:tenant:eng)" = "1" ] && pass "namespace prefixes keys" ||

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -388,6 +389,60 @@ static void test_preemption_under_kv_pressure(void **state)
 	assert_int_equal(h_stop(&small, 30000), 0);
 }
 
+static void test_sigterm_drains(void **state)
+{
+	struct h_proc w;
+	char cfg[2048], sock3[600];
+	const char *model = h_model("tiny", "Q8_0", "llama");
+	struct pc_conn *c;
+	struct pc_event ev;
+	struct proto_msg m;
+	struct proto_submit sb;
+	int got_token = 0, refused = 0, done = 0;
+	uint32_t streamed = 0;
+
+	(void)state;
+	snprintf(sock3, sizeof(sock3), "%s/drain.sock", h_tmpdir());
+	snprintf(cfg, sizeof(cfg),
+		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
+		 " \"kv_cache_bytes\": \"16MiB\", \"drain_timeout_ms\": 60000}}",
+		 model, sock3);
+	assert_int_equal(h_worker_start(&w, "drain", cfg), 0);
+	c = pc_connect(sock3, TIMEOUT_MS);
+	assert_non_null(c);
+	pc_submit_init(&m, &sb, 8000, prompts[3], 120, 1);
+	m.flags |= PROTO_SUBMIT_F_IGNORE_EOS;
+	assert_int_equal(pc_send(c, &m), 0);
+	while (!got_token) {
+		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		assert_int_not_equal(ev.type, PROTO_ERROR);
+		got_token = ev.type == PROTO_TOKEN;
+	}
+	streamed = 1;
+	kill(w.pid, SIGTERM);
+	/* a new request is refused; the running one still finishes in full */
+	pc_submit_init(&m, &sb, 8001, prompts[3], 4, 1);
+	assert_int_equal(pc_send(c, &m), 0);
+	while (!done || !refused) {
+		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		if (ev.type == PROTO_TOKEN && ev.request_id == 8000)
+			streamed += ev.n_ids;
+		if (ev.type == PROTO_ERROR && ev.request_id == 8001) {
+			assert_int_equal(ev.err_code, PROTO_E_DRAINING);
+			refused = 1;
+		}
+		if (ev.type == PROTO_DONE && ev.request_id == 8000) {
+			assert_int_equal(ev.done.finish, PROTO_FINISH_LENGTH);
+			assert_int_equal(ev.done.gen_tokens, 120);
+			done = 1;
+		}
+	}
+	assert_int_equal(streamed, 120);
+	pc_close(c);
+	/* then the worker exits 0 on its own */
+	assert_int_equal(h_stop(&w, 30000), 0);
+}
+
 static int setup(void **state)
 {
 	char cfg[2048];
@@ -431,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
+		cmocka_unit_test(test_sigterm_drains),
 	};
 
 	return cmocka_run_group_tests_name("integration/worker", tests, setup, teardown);

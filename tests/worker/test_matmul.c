@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "common/alloc.h"
 #include "worker/cpu/matmul.h"
 #include "worker/cpu/pool.h"
 #include "worker/quant.h"
@@ -168,7 +169,7 @@ static void test_batch_invariance(void **state)
 
 static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 {
-	const int rows = 45, n = 64;
+	const int rows = 203, n = 64; /* several 64-row tasks, ragged last tile */
 	float *x = malloc(sizeof(float) * n * cols), *x2 = malloc(sizeof(float) * n * cols);
 	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
 	assert_non_null(x);
@@ -237,6 +238,44 @@ static void test_refusals(void **state)
 	assert_true(wk_cpu_isa_available(WK_CPU_ISA_SCALAR));
 }
 
+/* Allocation failures are reported, not fatal, and leave the context usable. */
+static void test_alloc_failures(void **state)
+{
+	(void)state;
+	struct wk_pool *pool = NULL;
+	struct wk_cpu_mm *mm = NULL;
+	cm_alloc_fail_after(0);
+	assert_int_equal(wk_pool_new(2, &pool), CM_ENOMEM);
+	assert_null(pool);
+	cm_alloc_fail_after(1); /* the pool struct, then the worker array fails */
+	assert_int_equal(wk_pool_new(2, &pool), CM_ENOMEM);
+	cm_alloc_fail_reset();
+	assert_int_equal(wk_pool_new(2, &pool), CM_OK);
+	cm_alloc_fail_after(0);
+	assert_int_equal(wk_cpu_mm_new(pool, &mm), CM_ENOMEM);
+	cm_alloc_fail_reset();
+	assert_int_equal(wk_cpu_mm_new(pool, &mm), CM_OK);
+
+	enum { ROWS = 8, COLS = 256, N = 3 };
+	uint8_t *w = make_weights(WK_Q_Q8_0, ROWS, COLS);
+	float x[N * COLS], y[N * ROWS], y2[N * ROWS];
+	for (int i = 0; i < N * COLS; i++)
+		x[i] = rnd();
+	cm_alloc_fail_after(0); /* the activation scratch cannot grow */
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_Q8_0, w, ROWS, COLS, x, N, y), CM_ENOMEM);
+	/* float weights need no scratch */
+	uint8_t *wf = make_weights(WK_Q_F32, ROWS, COLS);
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_F32, wf, ROWS, COLS, x, N, y), CM_OK);
+	cm_alloc_fail_reset();
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_Q8_0, w, ROWS, COLS, x, N, y), CM_OK);
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_Q8_0, w, ROWS, COLS, x, N, y2), CM_OK);
+	assert_memory_equal(y, y2, sizeof y);
+	free(w);
+	free(wf);
+	wk_cpu_mm_free(mm);
+	wk_pool_free(pool);
+}
+
 struct pool_rec {
 	atomic_int hits[100];
 	int thread_of[100];
@@ -280,6 +319,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pool),
+		cmocka_unit_test(test_alloc_failures),
 		cmocka_unit_test_setup_teardown(test_accuracy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_invariance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),

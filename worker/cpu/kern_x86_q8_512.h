@@ -76,6 +76,18 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			/* Q4_0: -sum per lane (x 8 lanes = -8 sum); Q8_0: -16 sum (= -128 sum) */
 			cr[j] = _mm256_sub_epi32(_mm256_setzero_si256(), Q4 ? s : _mm256_slli_epi32(s, 4));
 		}
+		/*
+		 * d_w * d_x: decode multiplies once per 8 blocks and permutes per
+		 * pair; tiles with several tokens permute d_w and d_x per pair and
+		 * multiply (fewer live registers).  Permutes are exact, so both
+		 * give the same products bit for bit.
+		 */
+		__m256 s8[KX_MR];
+		if (T == 1) {
+			KX_UNROLL
+			for (int i = 0; i < R; i++)
+				s8[i] = _mm256_mul_ps(dw[i], dx[0]);
+		}
 		KX_UNROLL
 		for (int p = 0; p < 8; p += 2) {
 			if (p >= nblk)
@@ -99,7 +111,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 					__m256i v1 = two ? kx_load256(b0 + bb + 2) : _mm256_set1_epi8((char)0x80);
 					q[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1), m80);
 				}
-				sw[i] = _mm512_permutexvar_ps(pidx, _mm512_castps256_ps512(dw[i]));
+				sw[i] = _mm512_permutexvar_ps(pidx, _mm512_castps256_ps512(T == 1 ? s8[i] : dw[i]));
 			}
 			KX_UNROLL
 			for (int j = 0; j < T; j++) {
@@ -108,12 +120,13 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 				if (Q4) /* 128-bit lanes [x_p lo, x_p+1 lo, x_p hi, x_p+1 hi] */
 					xv = _mm512_shuffle_i64x2(xv, xv, _MM_SHUFFLE(3, 1, 2, 0));
 				__m512i corr = _mm512_permutexvar_epi32(pidx, _mm512_castsi256_si512(cr[j]));
-				__m512 sx = _mm512_permutexvar_ps(pidx, _mm512_castps256_ps512(dx[j]));
+				__m512 sx = T == 1 ? _mm512_setzero_ps()
+						   : _mm512_permutexvar_ps(pidx, _mm512_castps256_ps512(dx[j]));
 				KX_UNROLL
 				for (int i = 0; i < R; i++) {
 					__m512i id = _mm512_dpbusd_epi32(corr, q[i], xv);
-					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), _mm512_mul_ps(sw[i], sx),
-								    acc[i][j]);
+					__m512 sc = T == 1 ? sw[i] : _mm512_mul_ps(sw[i], sx);
+					acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[i][j]);
 				}
 			}
 		}

@@ -1,11 +1,15 @@
 /*
  * matmul.c - ISA selection and the matmul driver (see matmul.h): checks the
  * arguments, quantises the activations (in parallel over tokens), then runs
- * the chosen ISA's kernel over ranges of 64 output rows, claimed by the
- * pool threads.
+ * the chosen ISA's kernel over ranges of output rows (multiples of 64)
+ * claimed by the pool threads.
  * The per-element arithmetic lives in the kernel files (kern_*.c).
  */
 #include "worker/cpu/matmul.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +46,16 @@ int wk_cpu_isa_available(enum wk_cpu_isa isa)
 	case WK_CPU_ISA_SCALAR:
 		return 1;
 #if defined(__x86_64__)
-	case WK_CPU_ISA_AVX2:
+	case WK_CPU_ISA_AVX2: {
+		/* F16C through cpuid (leaf 1, ecx bit 29): clang 14's
+		 * __builtin_cpu_supports does not know "f16c" */
+		unsigned a, b, c, d;
+
 		__builtin_cpu_init();
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       __builtin_cpu_supports("f16c");
+		if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29)))
+			return 0;
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
 	case WK_CPU_ISA_AVX512:
 		__builtin_cpu_init();
 		return wk_cpu_isa_available(WK_CPU_ISA_AVX2) &&
@@ -176,6 +186,7 @@ struct wk_cpu_mm_job {
 	struct wk_cpu_gemm g;
 	wk_cpu_gemm_fn fn;
 	int rows;
+	int chunk_rows; /* output rows per task */
 	/* activation quantisation */
 	wk_cpu_actq_fn actq;
 	const float *xf;
@@ -189,14 +200,22 @@ static void wk_cpu_mm_actq_task(void *ctx, int task, int thread)
 		j->g.cols);
 }
 
-/* rows per GEMM task: a multiple of every tile height */
-#define WK_CPU_MM_CHUNK_ROWS 64
+/*
+ * Rows per GEMM task: about 4 tasks per thread (few claims, yet a thread
+ * that the OS deschedules holds back at most a quarter of its share), a
+ * multiple of 64 (every tile height divides it), at most 1024.
+ */
+static int wk_cpu_mm_chunk_rows(int rows, int threads)
+{
+	int c = (rows / (4 * threads) + 63) & ~63;
+	return c < 64 ? 64 : c > 1024 ? 1024 : c;
+}
 
 static void wk_cpu_mm_gemm_task(void *ctx, int task, int thread)
 {
 	struct wk_cpu_mm_job *j = ctx;
 	(void)thread;
-	int r0 = task * WK_CPU_MM_CHUNK_ROWS, r1 = r0 + WK_CPU_MM_CHUNK_ROWS;
+	int r0 = task * j->chunk_rows, r1 = r0 + j->chunk_rows;
 	if (r1 > j->rows)
 		r1 = j->rows;
 	j->fn(&j->g, r0, r1);
@@ -247,7 +266,8 @@ enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w
 
 	/* Each task owns a fixed range of output rows: which thread runs it
 	 * does not change any value. */
-	int n_chunks = (rows + WK_CPU_MM_CHUNK_ROWS - 1) / WK_CPU_MM_CHUNK_ROWS;
+	j.chunk_rows = wk_cpu_mm_chunk_rows(rows, threads);
+	int n_chunks = (rows + j.chunk_rows - 1) / j.chunk_rows;
 	if (threads > 1 && n_chunks > 1)
 		wk_pool_run(mm->pool, wk_cpu_mm_gemm_task, &j, n_chunks);
 	else

@@ -9,7 +9,8 @@
  * Quantised weights: X is quantised once per call to 8-bit activations
  * (blocks of 32 for Q4_0/Q8_0, of 256 for the K-quants) and the dot
  * products are integer; float weights use float32 FMA on exact products.
- * Rows are split into ranges of 64 that the pool threads claim in turn.
+ * Rows are split into ranges (multiples of 64, about 4 per thread) that
+ * the pool threads claim in turn.
  *
  * Batch invariance: for one build on one machine with one ISA, Y[t][r]
  * depends only on W row r and X row t, bit for bit: not on n, on the other

@@ -1,0 +1,644 @@
+/*
+ * workers.c - proto/ client connections to the workers (see workers.h).
+ * One struct wk_conn per configured worker, all on the gateway's loop.
+ */
+#include "gateway/workers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "common/alloc.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/limits.h"
+#include "common/log.h"
+
+#define GW_WK_BACKOFF_MIN_MS 100
+#define GW_WK_BACKOFF_MAX_MS 5000
+#define GW_WK_STR_MAX 256
+
+struct gw_slot {
+	uint64_t request_id;
+	const struct gw_request_ops *ops; /* NULL: detached (cancelled) */
+	void *arg;
+	int used;
+};
+
+struct gw_wconn {
+	struct gw_workers *ws;
+	size_t index;
+	char *name, *socket, *model;
+	struct bufferevent *bev;
+	struct proto_decoder *dec;
+	struct event *retry_ev, *ping_ev;
+	int64_t backoff_ms;
+	int connected, hello_ok;
+	/* HELLO copy with owned strings */
+	struct proto_hello hello;
+	char h_worker[GW_WK_STR_MAX], h_model[GW_WK_STR_MAX], h_backend[GW_WK_STR_MAX],
+		h_device[GW_WK_STR_MAX], h_engine[GW_WK_STR_MAX];
+	struct proto_stats stats;
+	int have_stats;
+	int64_t stats_ns;
+	uint64_t ping_nonce;
+	int64_t ping_sent_ns;   /* 0: none outstanding */
+	int64_t pong_ns;        /* last ok PONG */
+	int pong_ok;
+	uint64_t pings_ok, pings_failed, reconnects;
+	struct gw_slot *slots;
+	uint32_t n_slots;       /* capacity of the slot array */
+	uint32_t inflight;
+	uint32_t cap;
+	struct cm_buf out;
+	int drained;            /* operator drain: no new placements */
+	uint64_t placed, prompt_tokens, cached_tokens;
+};
+
+struct gw_workers {
+	struct event_base *base;
+	struct gw_workers_config cfg;
+	struct gw_wconn *w;
+	size_t n;
+	gw_workers_capacity_fn cap_fn;
+	void *cap_ctx;
+};
+
+static void wc_connect(struct gw_wconn *c);
+
+static void copy_str(char *dst, const struct proto_str *s, struct proto_str *out)
+{
+	size_t n = s->len < GW_WK_STR_MAX - 1 ? s->len : GW_WK_STR_MAX - 1;
+
+	memcpy(dst, s->ptr, n);
+	dst[n] = '\0';
+	out->ptr = dst;
+	out->len = (uint32_t)n;
+}
+
+static void notify_capacity(struct gw_workers *ws)
+{
+	if (ws->cap_fn)
+		ws->cap_fn(ws->cap_ctx);
+}
+
+static struct gw_slot *slot_find(struct gw_wconn *c, uint64_t id)
+{
+	for (uint32_t i = 0; i < c->n_slots; i++)
+		if (c->slots[i].used && c->slots[i].request_id == id)
+			return &c->slots[i];
+	return NULL;
+}
+
+static void slot_release(struct gw_wconn *c, struct gw_slot *s)
+{
+	s->used = 0;
+	s->ops = NULL;
+	s->arg = NULL;
+	c->inflight--;
+}
+
+/* Fails every attached request and forgets the detached ones. */
+static void fail_all(struct gw_wconn *c, const char *why)
+{
+	for (uint32_t i = 0; i < c->n_slots; i++) {
+		struct gw_slot *s = &c->slots[i];
+		const struct gw_request_ops *ops;
+		void *arg;
+
+		if (!s->used)
+			continue;
+		ops = s->ops;
+		arg = s->arg;
+		slot_release(c, s);
+		if (ops)
+			ops->on_error(arg, GW_WORKERS_E_LOST, why, strlen(why));
+	}
+}
+
+static void schedule_retry(struct gw_wconn *c)
+{
+	struct timeval tv;
+
+	tv.tv_sec = c->backoff_ms / 1000;
+	tv.tv_usec = (c->backoff_ms % 1000) * 1000;
+	evtimer_add(c->retry_ev, &tv);
+	c->backoff_ms *= 2;
+	if (c->backoff_ms > GW_WK_BACKOFF_MAX_MS)
+		c->backoff_ms = GW_WK_BACKOFF_MAX_MS;
+}
+
+static void wc_close(struct gw_wconn *c, const char *why)
+{
+	int was = c->connected;
+
+	/* A drain lasts for the connection it was set on: the worker's next
+	 * HELLO (a restart or upgrade) re-admits it. */
+	if (was)
+		c->drained = 0;
+	if (c->bev) {
+		bufferevent_free(c->bev);
+		c->bev = NULL;
+	}
+	if (c->dec) {
+		proto_decoder_free(c->dec);
+		c->dec = NULL;
+	}
+	evtimer_del(c->ping_ev);
+	c->connected = 0;
+	c->hello_ok = 0;
+	c->have_stats = 0;
+	c->ping_sent_ns = 0;
+	c->pong_ok = 0;
+	cm_buf_reset(&c->out);
+	if (was)
+		cm_logf(CM_LOG_WARN, "worker_disconnected", "worker %s (%s): %s",
+			c->name, c->socket, why);
+	fail_all(c, "worker connection lost");
+	schedule_retry(c);
+}
+
+static enum cm_status wc_send(struct gw_wconn *c, const struct proto_msg *m)
+{
+	enum cm_status st;
+
+	cm_buf_reset(&c->out);
+	st = proto_encode(&c->out, m, c->ws->cfg.max_frame);
+	if (st != CM_OK)
+		return st;
+	if (bufferevent_write(c->bev, cm_buf_data(&c->out), cm_buf_len(&c->out)) != 0)
+		return CM_EIO;
+	return CM_OK;
+}
+
+static void send_ping(struct gw_wconn *c)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_PING;
+	m.u.ping.nonce = ++c->ping_nonce;
+	if (wc_send(c, &m) == CM_OK)
+		c->ping_sent_ns = cm_mono_ns();
+}
+
+static void ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_wconn *c = arg;
+	struct timeval tv;
+
+	(void)fd;
+	(void)what;
+	if (!c->hello_ok)
+		return;
+	if (c->ping_sent_ns == 0)
+		send_ping(c);
+	tv.tv_sec = c->ws->cfg.ping_interval_ms / 1000;
+	tv.tv_usec = (c->ws->cfg.ping_interval_ms % 1000) * 1000;
+	evtimer_add(c->ping_ev, &tv);
+}
+
+static int on_hello(struct gw_wconn *c, const struct proto_hello *h)
+{
+	uint32_t cap;
+	struct gw_slot *slots;
+
+	if (h->proto_version < PROTO_VERSION) {
+		cm_logf(CM_LOG_ERROR, "worker_refused", "worker %s: protocol version %u, "
+			"expected %u", c->name, h->proto_version, PROTO_VERSION);
+		return -1;
+	}
+	if (c->model && (h->model_name.len != strlen(c->model) ||
+			 memcmp(h->model_name.ptr, c->model, h->model_name.len) != 0)) {
+		cm_logf(CM_LOG_ERROR, "worker_refused", "worker %s: model \"%.*s\", "
+			"expected \"%s\"", c->name, (int)(h->model_name.len > 128 ? 128 : h->model_name.len),
+			h->model_name.ptr, c->model);
+		return -1;
+	}
+	cap = h->max_seqs ? h->max_seqs : 1;
+	if (c->ws->cfg.max_inflight && c->ws->cfg.max_inflight < cap)
+		cap = c->ws->cfg.max_inflight;
+	if (cap > c->n_slots) {
+		slots = cm_reallocarray(c->slots, cap, sizeof(*slots));
+		if (!slots)
+			return -1;
+		memset(slots + c->n_slots, 0, (cap - c->n_slots) * sizeof(*slots));
+		c->slots = slots;
+		c->n_slots = cap;
+	}
+	c->cap = cap;
+	c->hello = *h;
+	copy_str(c->h_worker, &h->worker_name, &c->hello.worker_name);
+	copy_str(c->h_model, &h->model_name, &c->hello.model_name);
+	copy_str(c->h_backend, &h->backend, &c->hello.backend);
+	copy_str(c->h_device, &h->device, &c->hello.device);
+	copy_str(c->h_engine, &h->engine_version, &c->hello.engine_version);
+	c->hello_ok = 1;
+	c->backoff_ms = GW_WK_BACKOFF_MIN_MS;
+	c->stats_ns = cm_mono_ns(); /* grace period for the first STATS */
+	cm_logf(CM_LOG_INFO, "worker_connected", "worker %s: model %s, backend %s, "
+		"max_seqs %u, cap %u", c->name, c->h_model, c->h_backend, h->max_seqs, cap);
+	ping_cb(-1, 0, c);
+	return 0;
+}
+
+static void on_result(struct gw_wconn *c, const struct proto_msg *m)
+{
+	struct gw_slot *s = slot_find(c, m->request_id);
+	const struct gw_request_ops *ops;
+	void *arg;
+
+	if (!s)
+		return; /* unknown or already finished: ignore */
+	ops = s->ops;
+	arg = s->arg;
+	if (m->type == PROTO_TOKEN) {
+		if (ops)
+			ops->on_tokens(arg, &m->u.tokens);
+		return;
+	}
+	slot_release(c, s);
+	if (m->type == PROTO_DONE) {
+		c->prompt_tokens += m->u.done.prompt_tokens;
+		c->cached_tokens += m->u.done.cached_tokens;
+	}
+	if (ops && m->type == PROTO_DONE)
+		ops->on_done(arg, &m->u.done);
+	else if (ops)
+		ops->on_error(arg, m->u.error.code, m->u.error.message.ptr,
+			      m->u.error.message.len);
+	notify_capacity(c->ws);
+}
+
+/* Returns -1 when the connection must close. */
+static int on_msg(struct gw_wconn *c, const struct proto_msg *m)
+{
+	if (!c->hello_ok) {
+		if (m->type != PROTO_HELLO)
+			return -1;
+		if (on_hello(c, &m->u.hello) != 0)
+			return -1;
+		notify_capacity(c->ws);
+		return 0;
+	}
+	switch (m->type) {
+	case PROTO_STATS:
+		c->stats = m->u.stats;
+		c->have_stats = 1;
+		c->stats_ns = cm_mono_ns();
+		return 0;
+	case PROTO_PONG:
+		if (m->u.pong.nonce != c->ping_nonce)
+			return 0;
+		c->ping_sent_ns = 0;
+		c->pong_ok = m->u.pong.ok;
+		if (m->u.pong.ok) {
+			c->pong_ns = cm_mono_ns();
+			c->pings_ok++;
+			notify_capacity(c->ws);
+		} else {
+			c->pings_failed++;
+		}
+		return 0;
+	case PROTO_TOKEN:
+	case PROTO_DONE:
+		on_result(c, m);
+		return 0;
+	case PROTO_ERROR:
+		if (m->request_id == 0) {
+			cm_logf(CM_LOG_WARN, "worker_error", "worker %s: code %u: %.*s", c->name,
+				m->u.error.code, (int)(m->u.error.message.len > 200 ? 200 : m->u.error.message.len),
+				m->u.error.message.ptr);
+			return m->u.error.code == PROTO_E_PROTOCOL ? -1 : 0;
+		}
+		on_result(c, m);
+		return 0;
+	default:
+		return 0; /* unexpected but harmless */
+	}
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct gw_wconn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct proto_msg m;
+	enum cm_status st;
+
+	while (evbuffer_get_length(in) > 0) {
+		size_t n = evbuffer_get_contiguous_space(in);
+		const uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)n);
+
+		if (proto_decoder_feed(c->dec, p, n) != CM_OK) {
+			wc_close(c, "decoder buffer");
+			return;
+		}
+		evbuffer_drain(in, n);
+		for (;;) {
+			st = proto_decoder_next(c->dec, &m);
+			if (st == CM_AGAIN)
+				break;
+			if (st != CM_OK) {
+				cm_logf(CM_LOG_ERROR, "worker_protocol", "worker %s: %s", c->name,
+					proto_error_str(proto_decoder_error(c->dec)));
+				wc_close(c, "malformed frame");
+				return;
+			}
+			if (on_msg(c, &m) != 0) {
+				wc_close(c, "refused");
+				return;
+			}
+			if (!c->bev)
+				return;
+		}
+	}
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct gw_wconn *c = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		c->connected = 1;
+		return;
+	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "%s", (what & BEV_EVENT_EOF) ? "closed by the worker"
+			 : strerror(EVUTIL_SOCKET_ERROR()));
+		wc_close(c, why);
+	}
+}
+
+static void wc_connect(struct gw_wconn *c)
+{
+	struct sockaddr_un sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", c->socket);
+	c->reconnects++;
+	c->bev = bufferevent_socket_new(c->ws->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	c->dec = proto_decoder_new(c->ws->cfg.max_frame);
+	if (!c->bev || !c->dec) {
+		wc_close(c, "out of memory");
+		return;
+	}
+	bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		/* libevent frees nothing here; close and retry later */
+		if (c->bev) {
+			bufferevent_free(c->bev);
+			c->bev = NULL;
+		}
+		proto_decoder_free(c->dec);
+		c->dec = NULL;
+		schedule_retry(c);
+	}
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	wc_connect(arg);
+}
+
+enum cm_status gw_workers_new(struct event_base *base,
+			      const struct gw_worker_spec *specs, size_t n,
+			      const struct gw_workers_config *cfg,
+			      struct gw_workers **out)
+{
+	struct gw_workers *ws = cm_calloc(1, sizeof(*ws));
+
+	*out = NULL;
+	if (!ws)
+		return CM_ENOMEM;
+	ws->base = base;
+	ws->cfg = *cfg;
+	if (!ws->cfg.max_frame)
+		ws->cfg.max_frame = CM_LIM_PROTO_FRAME_BYTES;
+	ws->w = cm_calloc(n ? n : 1, sizeof(*ws->w));
+	if (!ws->w) {
+		cm_free(ws);
+		return CM_ENOMEM;
+	}
+	ws->n = n;
+	for (size_t i = 0; i < n; i++) {
+		struct gw_wconn *c = &ws->w[i];
+
+		c->ws = ws;
+		c->index = i;
+		c->name = cm_strdup(specs[i].name);
+		c->socket = cm_strdup(specs[i].socket);
+		c->model = specs[i].model ? cm_strdup(specs[i].model) : NULL;
+		c->retry_ev = evtimer_new(base, retry_cb, c);
+		c->ping_ev = evtimer_new(base, ping_cb, c);
+		c->backoff_ms = GW_WK_BACKOFF_MIN_MS;
+		cm_buf_init(&c->out, CM_LIM_PROTO_FRAME_BYTES_HARD + PROTO_HEADER_LEN);
+		if (!c->name || !c->socket || (specs[i].model && !c->model) ||
+		    !c->retry_ev || !c->ping_ev) {
+			gw_workers_free(ws);
+			return CM_ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		wc_connect(&ws->w[i]);
+	*out = ws;
+	return CM_OK;
+}
+
+void gw_workers_free(struct gw_workers *ws)
+{
+	if (!ws)
+		return;
+	for (size_t i = 0; i < ws->n; i++) {
+		struct gw_wconn *c = &ws->w[i];
+
+		for (uint32_t j = 0; j < c->n_slots; j++)
+			c->slots[j].ops = NULL;
+		if (c->bev)
+			bufferevent_free(c->bev);
+		proto_decoder_free(c->dec);
+		if (c->retry_ev)
+			event_free(c->retry_ev);
+		if (c->ping_ev)
+			event_free(c->ping_ev);
+		cm_buf_deinit(&c->out);
+		cm_free(c->slots);
+		cm_free(c->name);
+		cm_free(c->socket);
+		cm_free(c->model);
+	}
+	cm_free(ws->w);
+	cm_free(ws);
+}
+
+void gw_workers_set_capacity_cb(struct gw_workers *ws, gw_workers_capacity_fn fn,
+				void *ctx)
+{
+	ws->cap_fn = fn;
+	ws->cap_ctx = ctx;
+}
+
+size_t gw_workers_count(const struct gw_workers *ws)
+{
+	return ws->n;
+}
+
+static const char *not_ready(const struct gw_workers *ws, const struct gw_wconn *c)
+{
+	int64_t now = cm_mono_ns();
+	int64_t ping_ns = ws->cfg.ping_interval_ms * 1000000LL;
+
+	if (!c->connected || !c->bev)
+		return "not connected";
+	if (!c->hello_ok)
+		return "no HELLO";
+	if (c->pong_ns == 0)
+		return c->pings_failed ? "PING failed" : "no PONG yet";
+	if (!c->pong_ok)
+		return "PING failed";
+	if (now - c->pong_ns > 3 * ping_ns)
+		return "PONG overdue";
+	if (now - c->stats_ns > ws->cfg.stats_timeout_ms * 1000000LL)
+		return "STATS overdue";
+	if (c->have_stats && c->stats.draining)
+		return "draining";
+	if (c->drained)
+		return "drained";
+	return "";
+}
+
+void gw_workers_info(const struct gw_workers *ws, size_t i,
+		     struct gw_worker_info *o)
+{
+	const struct gw_wconn *c = &ws->w[i];
+
+	memset(o, 0, sizeof(*o));
+	o->name = c->name;
+	o->socket = c->socket;
+	o->connected = c->connected;
+	o->hello_ok = c->hello_ok;
+	o->not_ready_reason = not_ready(ws, c);
+	o->ready = o->not_ready_reason[0] == '\0';
+	if (c->hello_ok)
+		o->hello = c->hello;
+	o->have_stats = c->have_stats;
+	if (c->have_stats)
+		o->stats = c->stats;
+	o->inflight = c->inflight;
+	o->cap = c->cap;
+	o->pings_ok = c->pings_ok;
+	o->pings_failed = c->pings_failed;
+	o->reconnects = c->reconnects;
+	o->drained = c->drained;
+	o->placed = c->placed;
+	o->prompt_tokens = c->prompt_tokens;
+	o->cached_tokens = c->cached_tokens;
+}
+
+enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name)
+{
+	for (size_t i = 0; i < ws->n; i++) {
+		struct gw_wconn *c = &ws->w[i];
+
+		if (strcmp(c->name, name) != 0)
+			continue;
+		if (!c->drained)
+			cm_logf(CM_LOG_INFO, "worker_drain",
+				"worker %s: no new placements, %u request(s) in flight finish",
+				c->name, c->inflight);
+		c->drained = 1;
+		return CM_OK;
+	}
+	return CM_ENOTFOUND;
+}
+
+int gw_workers_can_take(const struct gw_workers *ws, size_t i)
+{
+	const struct gw_wconn *c = &ws->w[i];
+
+	return not_ready(ws, c)[0] == '\0' && c->inflight < c->cap;
+}
+
+int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
+			   size_t len)
+{
+	for (size_t i = 0; i < ws->n; i++) {
+		const struct gw_wconn *c = &ws->w[i];
+
+		if (c->hello_ok && c->hello.model_name.len == len &&
+		    memcmp(c->hello.model_name.ptr, model, len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
+				 uint64_t request_id, uint32_t flags,
+				 const struct proto_submit *s,
+				 const struct gw_request_ops *ops, void *arg)
+{
+	struct gw_wconn *c = &ws->w[i];
+	struct proto_msg m;
+	struct gw_slot *slot = NULL;
+	enum cm_status st;
+
+	if (!c->hello_ok || !c->bev)
+		return CM_ECLOSED;
+	if (c->inflight >= c->cap)
+		return CM_ELIMIT;
+	for (uint32_t j = 0; j < c->n_slots; j++)
+		if (!c->slots[j].used) {
+			slot = &c->slots[j];
+			break;
+		}
+	if (!slot)
+		return CM_ELIMIT;
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_SUBMIT;
+	m.flags = flags;
+	m.request_id = request_id;
+	m.u.submit = *s;
+	st = wc_send(c, &m);
+	if (st != CM_OK)
+		return st == CM_EIO ? CM_ECLOSED : CM_EINVAL;
+	slot->used = 1;
+	slot->request_id = request_id;
+	slot->ops = ops;
+	slot->arg = arg;
+	c->inflight++;
+	c->placed++;
+	return CM_OK;
+}
+
+void gw_workers_cancel(struct gw_workers *ws, size_t i, uint64_t request_id,
+		       enum proto_cancel_reason reason)
+{
+	struct gw_wconn *c = &ws->w[i];
+	struct gw_slot *s = slot_find(c, request_id);
+	struct proto_msg m;
+
+	if (!s)
+		return;
+	s->ops = NULL;
+	s->arg = NULL;
+	if (!c->bev)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_CANCEL;
+	m.request_id = request_id;
+	m.u.cancel.reason = (uint8_t)reason;
+	if (wc_send(c, &m) != CM_OK)
+		cm_logf(CM_LOG_WARN, "worker_cancel", "worker %s: CANCEL not sent", c->name);
+}
