@@ -18,6 +18,7 @@
 #include "gateway/quota.h"
 #include "gateway/route.h"
 #include "gateway/router.h"
+#include "gateway/usage.h"
 
 #define GW_TEXT_ONLY_ID 0xFFFFFFFFu
 /* For calls whose failure changes nothing (best effort). */
@@ -76,7 +77,8 @@ struct gw_dispatch {
 	struct gw_job *active;
 	size_t n_active;
 	int pumping;
-	uint8_t lease_prefix[8];
+	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
+	struct gw_usage_pending *upending; /* usage records not yet acknowledged */
 };
 
 static void pump(struct gw_dispatch *d);
@@ -193,6 +195,150 @@ static void job_failf(struct gw_job *j, int status, const char *outcome,
 
 	gw_api_error_set(&e, status, NULL, NULL, "%s", msg);
 	job_fail(j, &e, retry_after, outcome);
+}
+
+/* ---- usage records (docs/usage.md) --------------------------------------
+ * One record per finished request with an identity.  The request id is
+ * "<instance hex>-<job id>" (unique across gateways and restarts), reused
+ * on a retry so Redis counts it once.  A record whose write failed is
+ * retried GW_USAGE_TRIES times, 250 ms apart, while the gateway runs.
+ */
+#define GW_USAGE_TRIES 8
+#define GW_USAGE_RETRY_MS 250
+
+struct gw_usage_pending {
+	struct gw_dispatch *d;      /* NULL once the dispatcher is gone */
+	struct event *retry_ev;
+	int tries;
+	int in_flight;
+	char tenant[GW_KEY_NAME_MAX];
+	char client[GW_KEY_NAME_MAX];
+	char rid[GW_USAGE_REQUEST_ID_MAX + 1];
+	struct gw_usage_record rec;
+	struct gw_usage_pending *next, **pprev;
+};
+
+static void usage_pending_free(struct gw_usage_pending *u)
+{
+	if (u->pprev) {
+		*u->pprev = u->next;
+		if (u->next)
+			u->next->pprev = u->pprev;
+	}
+	if (u->retry_ev)
+		event_free(u->retry_ev);
+	cm_free(u);
+}
+
+static void usage_send(struct gw_usage_pending *u);
+
+static void usage_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	usage_send(arg);
+}
+
+static void usage_failed(struct gw_usage_pending *u)
+{
+	struct timeval tv = { 0, GW_USAGE_RETRY_MS * 1000 };
+
+	if (!u->d || u->tries >= GW_USAGE_TRIES ||
+	    (!u->retry_ev && !(u->retry_ev = evtimer_new(u->d->base, usage_retry_cb, u))) ||
+	    evtimer_add(u->retry_ev, &tv) != 0) {
+		cm_logf(CM_LOG_WARN, "usage_lost", "request %s: usage not recorded after "
+			"%d tries", u->rid, u->tries);
+		usage_pending_free(u);
+	}
+}
+
+static void usage_done(void *arg, enum cm_status st, int counted)
+{
+	struct gw_usage_pending *u = arg;
+
+	(void)counted;
+	u->in_flight = 0;
+	if (st == CM_OK)
+		usage_pending_free(u);
+	else
+		usage_failed(u);
+}
+
+static void usage_send(struct gw_usage_pending *u)
+{
+	redisAsyncContext *ac = u->d ? gw_auth_redis(u->d->dep.auth) : NULL;
+
+	u->tries++;
+	if (ac && gw_usage_record_async(ac, &u->rec, usage_done, u) == CM_OK) {
+		u->in_flight = 1;
+		return;
+	}
+	usage_failed(u);
+}
+
+static enum gw_usage_outcome usage_outcome(const struct gw_job *j)
+{
+	const char *o = j->outcome ? j->outcome : "";
+
+	if (strcmp(o, "ok") == 0)
+		return GW_USAGE_OK;
+	if (strcmp(o, "cancelled") == 0 || strcmp(o, "client_gone") == 0 ||
+	    strcmp(o, "revoked") == 0)
+		return GW_USAGE_CANCELLED;
+	if (strcmp(o, "worker_error") == 0 && j->status != 503 && j->status >= 500)
+		return GW_USAGE_WORKER;
+	switch (j->status) {
+	case 401:
+	case 403: return GW_USAGE_AUTH;
+	case 429: return GW_USAGE_QUOTA;
+	case 500: return GW_USAGE_INTERNAL;
+	case 503: return GW_USAGE_OVERLOADED;
+	default: break;
+	}
+	if (j->status >= 400 && j->status < 500)
+		return GW_USAGE_BAD_REQUEST;
+	return j->status >= 500 ? GW_USAGE_WORKER : GW_USAGE_OK;
+}
+
+static void usage_record(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	struct gw_usage_pending *u;
+	char inst[2 * sizeof(d->lease_prefix) + 1];
+
+	if (!j->have_ident)
+		return;
+	u = cm_calloc(1, sizeof(*u));
+	if (!u) {
+		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: out of memory",
+			(unsigned long long)j->id);
+		return;
+	}
+	u->d = d;
+	snprintf(u->tenant, sizeof(u->tenant), "%s", j->ident.tenant);
+	snprintf(u->client, sizeof(u->client), "%s", j->ident.client);
+	cm_hex_encode(d->lease_prefix, sizeof(d->lease_prefix), inst);
+	snprintf(u->rid, sizeof(u->rid), "%s-%llu", inst, (unsigned long long)j->id);
+	u->rec.ns = d->cfg.ns;
+	u->rec.tenant = u->tenant;
+	u->rec.client = u->client;
+	u->rec.request_id = u->rid;
+	u->rec.end_unix_s = cm_wall_ns() / 1000000000LL;
+	if (j->have_done) {
+		u->rec.prompt_tokens = j->done.prompt_tokens;
+		u->rec.cached_prompt_tokens = j->done.cached_tokens <= j->done.prompt_tokens
+						      ? j->done.cached_tokens : j->done.prompt_tokens;
+		u->rec.completion_tokens = j->done.gen_tokens;
+	} else {
+		u->rec.completion_tokens = j->tokens;
+	}
+	u->rec.outcome = usage_outcome(j);
+	u->next = d->upending;
+	if (u->next)
+		u->next->pprev = &u->next;
+	u->pprev = &d->upending;
+	d->upending = u;
+	usage_send(u);
 }
 
 /* ---- the end of a request ------------------------------------------- */
@@ -324,6 +470,7 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 		respond_raw(job_take_req(j), 500, "text/plain", "internal error\n", 15);
 	}
 	log_request(j);
+	usage_record(j);
 	if (d->dep.metrics) {
 		gw_metrics_request(d->dep.metrics, j->have_ident ? j->ident.tenant : "",
 				   status, j->have_done ? j->done.prompt_tokens : 0,
@@ -1140,6 +1287,11 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 		cm_free(d);
 		return CM_ENOMEM;
 	}
+	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK) {
+		event_free(d->qtimer);
+		cm_free(d);
+		return CM_EIO;
+	}
 	gw_workers_set_capacity_cb(d->dep.workers, capacity_cb, d);
 	gw_auth_set_revoke_cb(d->dep.auth, on_revoke, d);
 	*out = d;
@@ -1158,6 +1310,23 @@ void gw_dispatch_free(struct gw_dispatch *d)
 					  PROTO_CANCEL_SHUTDOWN);
 		j->quota_admitted = 0; /* leases expire by themselves */
 		job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
+	}
+	/* records still unacknowledged: their replies (or the context's
+	 * teardown) free them; waiting retries are dropped */
+	while (d->upending) {
+		struct gw_usage_pending *u = d->upending;
+
+		d->upending = u->next;
+		if (u->next)
+			u->next->pprev = &d->upending;
+		u->pprev = NULL;
+		u->next = NULL;
+		u->d = NULL;
+		if (!u->in_flight) {
+			cm_logf(CM_LOG_WARN, "usage_lost", "request %s: usage not recorded "
+				"(shutdown)", u->rid);
+			usage_pending_free(u);
+		}
 	}
 	gw_workers_set_capacity_cb(d->dep.workers, NULL, NULL);
 	gw_auth_set_revoke_cb(d->dep.auth, NULL, NULL);

@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "gateway/admin.h"
 #include "gateway/apikey.h"
 #include "gateway/auth.h"
 #include "gateway/dispatch.h"
@@ -116,6 +117,21 @@ static void stop_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(arg);
 }
 
+/* The admin API on the admin listener, on whatever Redis connection auth
+ * holds now (it changes after a reconnect; NULL answers 503). */
+struct gw_admin_mount {
+	struct gw_admin *admin;
+	struct gw_auth *auth;
+};
+
+static void admin_handle(struct gw_request *req, void *arg)
+{
+	struct gw_admin_mount *m = arg;
+
+	gw_admin_set_redis(m->admin, gw_auth_redis(m->auth));
+	gw_admin_handle(req, m->admin);
+}
+
 static int gw_run(const char *path)
 {
 	struct gw_settings set;
@@ -128,6 +144,8 @@ static int gw_run(const char *path)
 	struct gw_queue *q = NULL;
 	struct gw_metrics *metrics = NULL;
 	struct gw_dispatch *disp = NULL;
+	struct gw_admin *admin = NULL;
+	struct gw_admin_mount amount = { NULL, NULL };
 	struct gw_server *srv = NULL;
 	struct event *ev_term = NULL, *ev_int = NULL;
 	struct gw_worker_spec *specs = NULL;
@@ -218,7 +236,7 @@ static int gw_run(const char *path)
 		dc.route_prefix_bytes = (size_t)set.route_prefix_bytes;
 		dc.route_load_factor = set.route_load_factor;
 		dc.ns = set.redis.ns;
-		dc.lease_ttl_ms = 60 * 1000; /* renewed every 20 s while the request lives */
+		dc.lease_ttl_ms = set.redis.lease_ttl_ms; /* renewed every third */
 		dc.out_bytes = set.limits.output_bytes;
 		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)
 			goto out;
@@ -235,6 +253,21 @@ static int gw_run(const char *path)
 		gw_server_set_error_renderer(srv, gw_api_http_error, NULL);
 		if (!set.plain_http && gw_server_watch_sighup(srv) != CM_OK)
 			goto out;
+	}
+	{
+		struct gw_admin_config adc;
+
+		memset(&adc, 0, sizeof(adc));
+		adc.ns = set.redis.ns;
+		adc.credentials_file = set.admin_credentials_file;
+		adc.pepper_file = set.pepper_file;
+		if (gw_admin_new(&adc, gw_auth_redis(auth), &admin, err, sizeof(err)) != CM_OK) {
+			fprintf(stderr, "sluice-gateway: admin API: %s\n", err);
+			goto out;
+		}
+		amount.admin = admin;
+		amount.auth = auth;
+		gw_metrics_mount_admin(metrics, admin_handle, &amount);
 	}
 	gw_metrics_set_sources(metrics, ws, q, srv);
 	ev_term = evsignal_new(base, SIGTERM, stop_cb, base);
@@ -262,7 +295,8 @@ out:
 	gw_server_free(srv);
 	gw_metrics_free(metrics);
 	gw_queue_free(q);
-	gw_auth_free(auth);
+	gw_auth_free(auth); /* fails the admin's pending Redis calls first */
+	gw_admin_free(admin);
 	gw_workers_free(ws);
 	if (base)
 		event_base_free(base);

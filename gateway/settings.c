@@ -86,6 +86,9 @@ static const struct cm_cfg_key gw_redis_keys[] = {
 			"Deadline of one Redis lookup; past it the request gets 503."),
 	CM_CFG_DURATION(R, auth_cache_ttl_ms, 2000, 0, 60000,
 			"How long a verified key stays cached (revocations drop entries at once)."),
+	CM_CFG_DURATION(R, lease_ttl_ms, 60000, 300, 3600000,
+			"Lifetime of a concurrency lease in Redis, renewed every third of it while the request lives; "
+			"a crashed gateway's leases are recovered after it."),
 };
 static const struct cm_cfg_section gw_redis_section =
 	CM_CFG_SECTION("redis", R, gw_redis_keys, "Redis connection and auth cache.");
@@ -102,6 +105,8 @@ static const struct cm_cfg_key gw_keys[] = {
 		      "Loopback address of the admin listener (`/metrics`, `/admin/`); never the public one."),
 	CM_CFG_INT(S, admin_port, 9464, 0, 65535, "Port of the admin listener (0: any free port)."),
 	CM_CFG_STRING(S, pepper_file, NULL, 4096, "File holding the API key pepper, mode 0600 (required)."),
+	CM_CFG_STRING(S, admin_credentials_file, NULL, 4096,
+		      "Admin API bearer tokens, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); unset: `/admin/` refuses every request."),
 	CM_CFG_ENUM(S, log_level, 1, gw_log_levels, "Minimum log level."),
 	CM_CFG_OBJECT(S, limits, &gw_limits_section, "Request limits."),
 	CM_CFG_OBJECT(S, timeouts, &gw_timeouts_section, "Client timeouts."),
