@@ -256,8 +256,10 @@ static void usage_done(void *arg, enum cm_status st, int counted)
 {
 	struct gw_usage_pending *u = arg;
 
-	(void)counted;
 	u->in_flight = 0;
+	cm_logf(st == CM_OK ? CM_LOG_DEBUG : CM_LOG_WARN, "usage_record",
+		"request %s: %s (counted %d, try %d)", u->rid, cm_status_str(st), counted,
+		u->tries);
 	if (st == CM_OK)
 		usage_pending_free(u);
 	else

@@ -1,0 +1,615 @@
+/*
+ * test_governance.c - governance across gateways with real processes
+ * (issue 6, "Done when"): a private redis-server on a Unix socket, TWO
+ * sluice-gateways sharing it (plain HTTP on loopback), one sluice-worker on
+ * the generated tiny model, keys made with sluicectl.
+ *
+ *  - the admin API answers on each gateway's admin listener;
+ *  - usage: after requests spread over both gateways, `sluicectl usage
+ *    --format json` equals the sum of the per-request counts the clients
+ *    received (each request counted once);
+ *  - revocation: 100 keys revoked with `sluicectl key revoke`; from
+ *    sluicectl's exit to the first 401 on each gateway, polled with a tight
+ *    request loop and a deadline: p99 <= 100 ms (p50/p99 printed);
+ *  - no key secret is stored in Redis (every key and value scanned) or
+ *    written to any log;
+ *  - `sluicectl audit verify` passes, and fails once a record is deleted.
+ * Synchronisation is by polling with deadlines, never by sleeping.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "common/clock.h"
+#include "gateway/apikey.h"
+#include "harness.h"
+
+#define DEADLINE_MS 60000
+#define N_GW 2
+#define N_REVOKE 100
+#define ADMIN_TOKEN "test-admin-token-0123456789abcdef0123456789"
+
+static struct h_proc redis, worker, gw[N_GW];
+static char dir[512], redis_sock[600], worker_sock[600], pepper[600], creds[600];
+static int port[N_GW], admin_port[N_GW];
+static char key_u[64];
+
+static int64_t now_ms(void)
+{
+	return cm_mono_ns() / 1000000;
+}
+
+static int64_t now_us(void)
+{
+	return cm_mono_ns() / 1000;
+}
+
+static void pause_ms(int ms)
+{
+	/* yields while polling a condition (never as synchronisation itself) */
+	poll(NULL, 0, ms);
+}
+
+static char *run_capture(const char *cmd, int *status)
+{
+	FILE *f = popen(cmd, "r");
+	char *buf = calloc(1, 1 << 20);
+	size_t n = 0, r;
+
+	assert_non_null(f);
+	while ((r = fread(buf + n, 1, (1 << 20) - 1 - n, f)) > 0)
+		n += r;
+	*status = pclose(f);
+	return buf;
+}
+
+static int ctl_rc(char *out, size_t size, const char *fmt, ...)
+{
+	char args[512], cmd[2048];
+	va_list ap;
+	int st;
+	char *o;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
+		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
+	o = run_capture(cmd, &st);
+	if (out)
+		snprintf(out, size, "%s", o);
+	free(o);
+	return st;
+}
+
+static void ctl(char *out, size_t size, const char *fmt, ...)
+{
+	char args[512];
+	char o[65536];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	st = ctl_rc(o, sizeof(o), "%s", args);
+	if (st != 0)
+		fprintf(stderr, "sluicectl %s: %s\n", args, o);
+	assert_int_equal(st, 0);
+	if (out)
+		snprintf(out, size, "%s", o);
+}
+
+static void issue_key(const char *who, char key[64], char id[32])
+{
+	char o[2048], *p;
+
+	ctl(o, sizeof(o), "key issue %s", who);
+	p = strstr(o, "key:     ");
+	assert_non_null(p);
+	p += 9;
+	snprintf(key, 64, "%.*s", (int)strcspn(p, "\n"), p);
+	assert_int_equal(strlen(key), GW_KEY_LEN);
+	if (id) {
+		p = strstr(o, "key id:  ");
+		assert_non_null(p);
+		p += 9;
+		snprintf(id, 32, "%.*s", (int)strcspn(p, "\n"), p);
+	}
+}
+
+/*
+ * One HTTP/1.1 request over a fresh loopback connection; returns the
+ * status (-1 when the connection failed) and the body in *body (malloc'd,
+ * may be NULL).
+ */
+static int http(int p, const char *method, const char *path, const char *auth,
+		const char *data, char **body)
+{
+	struct sockaddr_in sa;
+	char head[1024];
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+	int fd, code = -1, len;
+
+	if (body)
+		*body = NULL;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)p);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		goto out;
+	len = snprintf(head, sizeof(head),
+		       "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+		       "%s%s%s"
+		       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+		       method, path, auth ? "Authorization: Bearer " : "", auth ? auth : "",
+		       auth ? "\r\n" : "", data ? strlen(data) : 0);
+	if (write(fd, head, (size_t)len) != len)
+		goto out;
+	if (data && write(fd, data, strlen(data)) != (ssize_t)strlen(data))
+		goto out;
+	for (;;) {
+		ssize_t r;
+
+		if (cap - n < 4096) {
+			cap = cap ? cap * 2 : 16384;
+			buf = realloc(buf, cap + 1);
+			assert_non_null(buf);
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (buf) {
+		buf[n] = 0;
+		if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
+			code = -1;
+		if (body) {
+			char *b = strstr(buf, "\r\n\r\n");
+
+			*body = strdup(b ? b + 4 : "");
+		}
+	}
+out:
+	free(buf);
+	close(fd);
+	return code;
+}
+
+/* ---- setup ----------------------------------------------------------- */
+
+static int start_redis(void)
+{
+	char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", redis_sock,
+			 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+			 "--dir", dir, NULL };
+	int64_t end = now_ms() + DEADLINE_MS;
+
+	if (access(argv[0], X_OK) != 0)
+		argv[0] = "/usr/local/bin/redis-server";
+	if (access(argv[0], X_OK) != 0)
+		return 77;
+	if (h_spawn(&redis, "redis", argv) != 0)
+		return -1;
+	while (now_ms() < end) {
+		redisContext *c = redisConnectUnix(redis_sock);
+
+		if (c && !c->err) {
+			redisFree(c);
+			return 0;
+		}
+		if (c)
+			redisFree(c);
+		pause_ms(20);
+	}
+	return -1;
+}
+
+static int start_gateway(int i)
+{
+	char path[700], name[16];
+	char *argv[4];
+	FILE *f;
+	int64_t end = now_ms() + DEADLINE_MS;
+
+	snprintf(path, sizeof(path), "%s/gateway%d.json", dir, i);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+		"{\"gateway\": {\"listen_addr\": \"127.0.0.1\", \"port\": 0, \"plain_http\": true,"
+		" \"admin_addr\": \"127.0.0.1\", \"admin_port\": 0, \"pepper_file\": \"%s\","
+		" \"admin_credentials_file\": \"%s\", \"log_level\": \"debug\","
+		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"tiny\"}],"
+		" \"ping_interval_ms\": 500, \"stats_timeout_ms\": 3000,"
+		" \"queue\": {\"tenant_max\": 100, \"global_max\": 400, \"timeout_ms\": \"60s\"},"
+		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 5000,"
+		"   \"lease_ttl_ms\": 1500}}}\n",
+		pepper, creds, worker_sock, redis_sock);
+	fclose(f);
+	snprintf(name, sizeof(name), "gateway%d", i);
+	argv[0] = (char *)h_bin("gateway/sluice-gateway");
+	argv[1] = "--config";
+	argv[2] = path;
+	argv[3] = NULL;
+	if (h_spawn(&gw[i], name, argv) != 0)
+		return -1;
+	while (now_ms() < end) {
+		size_t len;
+		char *log = h_read_file(gw[i].log, &len);
+		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
+
+		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &port[i],
+				&admin_port[i]) == 2) {
+			free(log);
+			break;
+		}
+		free(log);
+		if (!h_alive(&gw[i]))
+			return -1;
+		pause_ms(20);
+	}
+	while (now_ms() < end) {
+		if (http(port[i], "GET", "/readyz", NULL, NULL, NULL) == 200)
+			return 0;
+		pause_ms(50);
+	}
+	return -1;
+}
+
+static int setup(void **state)
+{
+	const char *model;
+	char worker_cfg[2048];
+	int rc;
+	FILE *f;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s", h_tmpdir());
+	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", dir);
+	snprintf(worker_sock, sizeof(worker_sock), "%s/worker.sock", dir);
+	snprintf(pepper, sizeof(pepper), "%s/pepper", dir);
+	snprintf(creds, sizeof(creds), "%s/admin.creds", dir);
+	f = fopen(pepper, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
+	fclose(f);
+	chmod(pepper, 0600);
+	f = fopen(creds, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "tester %s\n", ADMIN_TOKEN);
+	fclose(f);
+	chmod(creds, 0600);
+	rc = start_redis();
+	if (rc != 0)
+		return rc;
+	model = h_model("tiny", "Q8_0", "llama");
+	if (!model)
+		return -1;
+	snprintf(worker_cfg, sizeof(worker_cfg),
+		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
+		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
+		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, worker_sock);
+	if (h_worker_start(&worker, "worker", worker_cfg) != 0)
+		return -1;
+	for (int i = 0; i < N_GW; i++)
+		if (start_gateway(i) != 0)
+			return -1;
+	ctl(NULL, 0, "tenant create gov");
+	ctl(NULL, 0, "client create gov/app");
+	ctl(NULL, 0, "tenant create rev");
+	ctl(NULL, 0, "client create rev/app");
+	issue_key("gov/app", key_u, NULL);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	int rc = 0;
+
+	(void)state;
+	for (int i = 0; i < N_GW; i++)
+		if (h_stop(&gw[i], 10000) != 0) {
+			fprintf(stderr, "gateway%d exit status non-zero; log kept: %s\n", i,
+				gw[i].log);
+			rc = -1;
+		}
+	h_stop(&worker, 10000);
+	h_stop(&redis, 10000);
+	if (rc == 0)
+		h_cleanup();
+	return rc;
+}
+
+/* ---- the admin API is mounted -------------------------------------------- */
+
+static void test_admin_api_mounted(void **state)
+{
+	(void)state;
+	for (int i = 0; i < N_GW; i++) {
+		char *body = NULL;
+
+		assert_int_equal(http(admin_port[i], "GET", "/admin/tenants", NULL, NULL, NULL), 401);
+		assert_int_equal(http(admin_port[i], "GET", "/admin/tenants", ADMIN_TOKEN, NULL,
+				      &body), 200);
+		assert_non_null(body);
+		assert_non_null(strstr(body, "\"gov\""));
+		free(body);
+	}
+}
+
+/* ---- usage equals what the clients received ------------------------------ */
+
+static void usage_sum(int64_t *prompt, int64_t *completion, int64_t *requests)
+{
+	char *o, cmd[2048];
+	json_t *j, *row;
+	json_error_t e;
+	size_t i;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s usage gov --format json",
+		 h_bin("tools/sluicectl"), redis_sock);
+	o = run_capture(cmd, &st);
+	assert_int_equal(st, 0);
+	j = json_loads(o, 0, &e);
+	if (!j)
+		fprintf(stderr, "usage: not JSON: %.300s\n", o);
+	assert_non_null(j);
+	*prompt = *completion = *requests = 0;
+	json_array_foreach(j, i, row) {
+		if (!json_is_null(json_object_get(row, "client")))
+			continue;
+		*prompt += json_integer_value(json_object_get(row, "prompt_tokens"));
+		*completion += json_integer_value(json_object_get(row, "completion_tokens"));
+		*requests += json_integer_value(json_object_get(row, "requests"));
+	}
+	json_decref(j);
+	free(o);
+}
+
+static void test_usage_totals(void **state)
+{
+	int64_t want_p = 0, want_c = 0, p, c, n, end;
+	const int N = 20;
+
+	(void)state;
+	for (int k = 0; k < N; k++) {
+		char *body = NULL;
+		json_t *j;
+		json_error_t e;
+
+		assert_int_equal(http(port[k % N_GW], "POST", "/api/generate", key_u,
+				      "{\"model\":\"tiny\",\"prompt\":\"count me\",\"stream\":false,"
+				      "\"options\":{\"num_predict\":4}}", &body), 200);
+		j = json_loads(body, JSON_ALLOW_NUL, &e);
+		assert_non_null(j);
+		want_p += json_integer_value(json_object_get(j, "prompt_eval_count"));
+		want_c += json_integer_value(json_object_get(j, "eval_count"));
+		json_decref(j);
+		free(body);
+	}
+	assert_true(want_c > 0);
+	end = now_ms() + 10000;
+	do {
+		usage_sum(&p, &c, &n);
+		if (n == N && p == want_p && c == want_c)
+			break;
+		pause_ms(20);
+	} while (now_ms() < end);
+	fprintf(stderr, "usage: requests %lld/%d prompt %lld/%lld completion %lld/%lld\n",
+		(long long)n, N, (long long)p, (long long)want_p, (long long)c,
+		(long long)want_c);
+	if (n != N) {
+		char cmd[2200];
+		int st;
+		char *o;
+
+		snprintf(cmd, sizeof(cmd), "grep -h 'usage\\|request' %s %s | tail -3; "
+			 "redis-cli -s %s --scan --pattern '*usage*' | head", gw[0].log, gw[1].log,
+			 redis_sock);
+		o = run_capture(cmd, &st);
+		fprintf(stderr, "gateway log lines about usage:\n%s\n", o);
+		free(o);
+	}
+	assert_int_equal(n, N);
+	assert_int_equal(p, want_p);
+	assert_int_equal(c, want_c);
+}
+
+/* ---- revocation latency over both gateways -------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static char rev_keys[N_REVOKE][64];
+
+static void test_revocation_latency(void **state)
+{
+	static int64_t lat[N_REVOKE * N_GW];
+	char ids[N_REVOKE][32];
+	size_t nl = 0;
+
+	(void)state;
+	for (int k = 0; k < N_REVOKE; k++)
+		issue_key("rev/app", rev_keys[k], ids[k]);
+	for (int k = 0; k < N_REVOKE; k++) {
+		int64_t t0, end;
+		int done[N_GW] = { 0 };
+		int left = N_GW;
+
+		/* warm: both gateways hold the key in their cache */
+		for (int i = 0; i < N_GW; i++)
+			assert_int_equal(http(port[i], "GET", "/v1/models", rev_keys[k], NULL, NULL),
+					 200);
+		ctl(NULL, 0, "key revoke %s", ids[k]);
+		t0 = now_us();
+		end = t0 + 5000000;
+		while (left > 0 && now_us() < end) {
+			for (int i = 0; i < N_GW; i++) {
+				int code;
+
+				if (done[i])
+					continue;
+				code = http(port[i], "GET", "/v1/models", rev_keys[k], NULL, NULL);
+				if (code == 401) {
+					done[i] = 1;
+					left--;
+					lat[nl++] = now_us() - t0;
+				} else {
+					assert_int_equal(code, 200);
+				}
+			}
+		}
+		assert_int_equal(left, 0);
+	}
+	qsort(lat, nl, sizeof(lat[0]), cmp_i64);
+	fprintf(stderr, "revocation latency over %zu (revocation, gateway) pairs: "
+		"p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", nl, lat[nl / 2] / 1000.0,
+		lat[(nl * 99) / 100] / 1000.0, lat[nl - 1] / 1000.0);
+	assert_true(lat[(nl * 99) / 100] <= 100000);
+}
+
+/* ---- no secret stored or logged ------------------------------------------- */
+
+static int contains(const char *hay, size_t n, const char *needle)
+{
+	size_t m = strlen(needle);
+
+	for (size_t i = 0; i + m <= n; i++)
+		if (memcmp(hay + i, needle, m) == 0)
+			return 1;
+	return 0;
+}
+
+/* The secret part of a key: what follows its id (gateway/apikey.h). */
+static void check_blob(const char *what, const char *p, size_t n)
+{
+	const char *keys[N_REVOKE + 1];
+
+	keys[0] = key_u;
+	for (int k = 0; k < N_REVOKE; k++)
+		keys[k + 1] = rev_keys[k];
+	for (int k = 0; k <= N_REVOKE; k++) {
+		if (!keys[k][0])
+			continue;
+		if (contains(p, n, keys[k])) {
+			fprintf(stderr, "a key was found in %s\n", what);
+			fail();
+		}
+	}
+}
+
+static void test_no_secret_stored_or_logged(void **state)
+{
+	redisContext *c = redisConnectUnix(redis_sock);
+	redisReply *r, *v;
+	size_t nk = 0;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(c->err, 0);
+	r = redisCommand(c, "KEYS *");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	for (size_t i = 0; i < r->elements; i++) {
+		const char *k = r->element[i]->str;
+
+		check_blob("a Redis key name", k, r->element[i]->len);
+		v = redisCommand(c, "DUMP %s", k);
+		assert_non_null(v);
+		if (v->type == REDIS_REPLY_STRING)
+			check_blob("a Redis value", v->str, v->len);
+		freeReplyObject(v);
+		nk++;
+	}
+	freeReplyObject(r);
+	redisFree(c);
+	assert_true(nk > 0);
+	{
+		const char *logs[] = { gw[0].log, gw[1].log, worker.log, redis.log };
+
+		for (size_t i = 0; i < sizeof(logs) / sizeof(logs[0]); i++) {
+			size_t len;
+			char *t = h_read_file(logs[i], &len);
+
+			if (t)
+				check_blob(logs[i], t, len);
+			free(t);
+		}
+	}
+}
+
+/* ---- the audit chain ----------------------------------------------------- */
+
+static void test_audit_verify(void **state)
+{
+	redisContext *c;
+	redisReply *r;
+	char o[65536];
+
+	(void)state;
+	/* an admin API mutation joins sluicectl's records in the chain */
+	assert_int_equal(http(admin_port[0], "POST", "/admin/tenants", ADMIN_TOKEN,
+			      "{\"name\":\"viaadmin\"}", NULL), 201);
+	ctl(o, sizeof(o), "audit verify");
+	c = redisConnectUnix(redis_sock);
+	assert_non_null(c);
+	r = redisCommand(c, "XRANGE sluice:audit - + COUNT 3");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_true(r->elements == 3);
+	{
+		redisReply *d = redisCommand(c, "XDEL sluice:audit %s",
+					     r->element[1]->element[0]->str);
+
+		assert_non_null(d);
+		assert_int_equal(d->integer, 1);
+		freeReplyObject(d);
+	}
+	freeReplyObject(r);
+	redisFree(c);
+	assert_int_not_equal(ctl_rc(o, sizeof(o), "audit verify"), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_admin_api_mounted),
+		cmocka_unit_test(test_usage_totals),
+		cmocka_unit_test(test_revocation_latency),
+		cmocka_unit_test(test_no_secret_stored_or_logged),
+		cmocka_unit_test(test_audit_verify),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
