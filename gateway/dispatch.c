@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "gateway/local_limit.h"
 #include "gateway/quota.h"
 #include "gateway/route.h"
 #include "gateway/router.h"
@@ -47,6 +48,7 @@ struct gw_job {
 	int have_ident;
 	struct gw_auth_lookup *lookup;
 	int quota_used, quota_admitted;
+	int local_admitted;         /* admitted by the outage fallback */
 	struct event *renew_ev;     /* renews the concurrency lease every TTL/3 */
 	int64_t estimate;
 	char lease[64];
@@ -79,6 +81,8 @@ struct gw_dispatch {
 	int pumping;
 	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
 	struct gw_usage_pending *upending; /* usage records not yet acknowledged */
+	size_t n_upending;
+	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
 };
 
 static void pump(struct gw_dispatch *d);
@@ -201,10 +205,14 @@ static void job_failf(struct gw_job *j, int status, const char *outcome,
  * One record per finished request with an identity.  The request id is
  * "<instance hex>-<job id>" (unique across gateways and restarts), reused
  * on a retry so Redis counts it once.  A record whose write failed is
- * retried GW_USAGE_TRIES times, 250 ms apart, while the gateway runs.
+ * kept and retried (250 ms, doubling to 2 s) for GW_USAGE_TRIES tries, about
+ * 20 minutes, so a Redis outage loses nothing; at most GW_USAGE_PENDING_MAX
+ * records wait at once (older ones stay, new ones are dropped and logged).
  */
-#define GW_USAGE_TRIES 8
+#define GW_USAGE_TRIES 600
 #define GW_USAGE_RETRY_MS 250
+#define GW_USAGE_RETRY_MAX_MS 2000
+#define GW_USAGE_PENDING_MAX 65536
 
 struct gw_usage_pending {
 	struct gw_dispatch *d;      /* NULL once the dispatcher is gone */
@@ -227,6 +235,8 @@ static void usage_pending_free(struct gw_usage_pending *u)
 	}
 	if (u->retry_ev)
 		event_free(u->retry_ev);
+	if (u->d)
+		u->d->n_upending--;
 	cm_free(u);
 }
 
@@ -241,7 +251,13 @@ static void usage_retry_cb(evutil_socket_t fd, short what, void *arg)
 
 static void usage_failed(struct gw_usage_pending *u)
 {
-	struct timeval tv = { 0, GW_USAGE_RETRY_MS * 1000 };
+	int64_t ms = (int64_t)GW_USAGE_RETRY_MS << (u->tries < 4 ? u->tries - 1 : 3);
+	struct timeval tv;
+
+	if (ms > GW_USAGE_RETRY_MAX_MS)
+		ms = GW_USAGE_RETRY_MAX_MS;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
 
 	if (!u->d || u->tries >= GW_USAGE_TRIES ||
 	    (!u->retry_ev && !(u->retry_ev = evtimer_new(u->d->base, usage_retry_cb, u))) ||
@@ -257,7 +273,7 @@ static void usage_done(void *arg, enum cm_status st, int counted)
 	struct gw_usage_pending *u = arg;
 
 	u->in_flight = 0;
-	cm_logf(st == CM_OK ? CM_LOG_DEBUG : CM_LOG_WARN, "usage_record",
+	cm_logf(st == CM_OK || u->tries > 1 ? CM_LOG_DEBUG : CM_LOG_WARN, "usage_record",
 		"request %s: %s (counted %d, try %d)", u->rid, cm_status_str(st), counted,
 		u->tries);
 	if (st == CM_OK)
@@ -310,6 +326,11 @@ static void usage_record(struct gw_job *j)
 
 	if (!j->have_ident)
 		return;
+	if (d->n_upending >= GW_USAGE_PENDING_MAX) {
+		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: %zu usage records wait "
+			"already", (unsigned long long)j->id, d->n_upending);
+		return;
+	}
 	u = cm_calloc(1, sizeof(*u));
 	if (!u) {
 		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: out of memory",
@@ -340,6 +361,7 @@ static void usage_record(struct gw_job *j)
 		u->next->pprev = &u->next;
 	u->pprev = &d->upending;
 	d->upending = u;
+	d->n_upending++;
 	usage_send(u);
 }
 
@@ -478,6 +500,13 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 				   status, j->have_done ? j->done.prompt_tokens : 0,
 				   j->have_done ? j->done.gen_tokens : j->tokens);
 		gw_metrics_observe(d->dep.metrics, GW_HIST_E2E, cm_mono_ns() - j->start_ns);
+	}
+	if (j->local_admitted) {
+		struct gw_quota_subject s;
+
+		j->local_admitted = 0;
+		quota_subject(j, &s);
+		gw_local_limit_finish(d->local, &s);
 	}
 	if (j->quota_admitted) {
 		struct gw_quota_subject s;
@@ -920,7 +949,22 @@ static void quota_then_queue(struct gw_job *j)
 	}
 	ac = gw_auth_redis(d->dep.auth);
 	if (!ac) {
-		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
+		/* Redis outage: this gateway's share of the limits (docs/gateway.md) */
+		struct gw_quota_verdict v;
+
+		quota_subject(j, &s);
+		gw_local_limit_admit(d->local, &s, cm_mono_ns(), &v);
+		if (!v.allowed) {
+			struct gw_api_error e;
+
+			gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
+					 "quota exceeded: %s %s", gw_quota_scope_name(v.scope),
+					 gw_quota_limit_name(v.limit));
+			job_fail(j, &e, (uint32_t)((v.retry_after_ms + 999) / 1000), "quota");
+			return;
+		}
+		j->local_admitted = 1;
+		enqueue(j);
 		return;
 	}
 	if (cm_random_bytes(rnd, sizeof(rnd)) != CM_OK)
@@ -1289,10 +1333,12 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 		cm_free(d);
 		return CM_ENOMEM;
 	}
-	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK) {
+	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK ||
+	    gw_local_limit_new(cfg->outage_quota_fraction > 0 ? cfg->outage_quota_fraction : 1.0,
+			       &d->local) != CM_OK) {
 		event_free(d->qtimer);
 		cm_free(d);
-		return CM_EIO;
+		return CM_EINVAL;
 	}
 	gw_workers_set_capacity_cb(d->dep.workers, capacity_cb, d);
 	gw_auth_set_revoke_cb(d->dep.auth, on_revoke, d);
@@ -1332,6 +1378,7 @@ void gw_dispatch_free(struct gw_dispatch *d)
 	}
 	gw_workers_set_capacity_cb(d->dep.workers, NULL, NULL);
 	gw_auth_set_revoke_cb(d->dep.auth, NULL, NULL);
+	gw_local_limit_free(d->local);
 	event_free(d->qtimer);
 	cm_free(d);
 }

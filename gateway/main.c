@@ -238,6 +238,7 @@ static int gw_run(const char *path)
 		dc.ns = set.redis.ns;
 		dc.lease_ttl_ms = set.redis.lease_ttl_ms; /* renewed every third */
 		dc.out_bytes = set.limits.output_bytes;
+		dc.outage_quota_fraction = set.redis.outage_quota_fraction;
 		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)
 			goto out;
 	}

@@ -89,6 +89,9 @@ static const struct cm_cfg_key gw_redis_keys[] = {
 	CM_CFG_DURATION(R, lease_ttl_ms, 60000, 300, 3600000,
 			"Lifetime of a concurrency lease in Redis, renewed every third of it while the request lives; "
 			"a crashed gateway's leases are recovered after it."),
+	CM_CFG_DOUBLE(R, outage_quota_fraction, 0.5, 0.001, 1,
+		      "While Redis is unreachable, this gateway enforces this share of every RPM and concurrency "
+		      "limit by itself (set it to 1 / the number of gateways; docs/gateway.md, \"Redis outage\")."),
 };
 static const struct cm_cfg_section gw_redis_section =
 	CM_CFG_SECTION("redis", R, gw_redis_keys, "Redis connection and auth cache.");

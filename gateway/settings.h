@@ -56,6 +56,7 @@ struct gw_settings_redis {
 	int64_t timeout_ms;
 	int64_t auth_cache_ttl_ms;
 	int64_t lease_ttl_ms;  /* concurrency lease, renewed every third */
+	double outage_quota_fraction; /* local share of quotas during an outage */
 };
 
 struct gw_settings {

@@ -11,6 +11,10 @@
  *  - revocation: 100 keys revoked with `sluicectl key revoke`; from
  *    sluicectl's exit to the first 401 on each gateway, polled with a tight
  *    request loop and a deadline: p99 <= 100 ms (p50/p99 printed);
+ *  - Redis outage (stopped, then restarted from its dump): a cached key is
+ *    served, an unknown key gets 503, a key revoked before the outage stays
+ *    refused, a tenant's RPM falls back to this gateway's share (0.5 x 10),
+ *    service resumes and the outage's usage is recorded when Redis returns;
  *  - no key secret is stored in Redis (every key and value scanned) or
  *    written to any log;
  *  - `sluicectl audit verify` passes, and fails once a record is deleted.
@@ -247,7 +251,7 @@ static int start_gateway(int i)
 		" \"ping_interval_ms\": 500, \"stats_timeout_ms\": 3000,"
 		" \"queue\": {\"tenant_max\": 100, \"global_max\": 400, \"timeout_ms\": \"60s\"},"
 		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 5000,"
-		"   \"lease_ttl_ms\": 1500}}}\n",
+		"   \"lease_ttl_ms\": 1500, \"outage_quota_fraction\": 0.5}}}\n",
 		pepper, creds, worker_sock, redis_sock);
 	fclose(f);
 	snprintf(name, sizeof(name), "gateway%d", i);
@@ -499,6 +503,92 @@ static void test_revocation_latency(void **state)
 	assert_true(lat[(nl * 99) / 100] <= 100000);
 }
 
+/* ---- Redis outage policy --------------------------------------------------- */
+
+static const char gen_body[] =
+	"{\"model\":\"tiny\",\"prompt\":\"outage\",\"stream\":false,\"options\":{\"num_predict\":2}}";
+
+static void test_redis_outage(void **state)
+{
+	char fresh[64], revoked[64], revoked_id[32], metered[64], o[4096];
+	int64_t p0, c0, n0, p, c, n, end;
+	int served = 0, refused = 0, code;
+	redisContext *rc;
+	redisReply *r;
+
+	(void)state;
+	ctl(NULL, 0, "tenant create metered --rpm 10");
+	ctl(NULL, 0, "client create metered/app");
+	issue_key("metered/app", metered, NULL);
+	issue_key("gov/app", fresh, NULL);
+	issue_key("gov/app", revoked, revoked_id);
+	/* cache key_u, the revoked key and the metered key on gateway 0 */
+	assert_int_equal(http(port[0], "GET", "/v1/models", key_u, NULL, NULL), 200);
+	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 200);
+	assert_int_equal(http(port[0], "GET", "/v1/models", metered, NULL, NULL), 200);
+	ctl(o, sizeof(o), "key revoke %s", revoked_id);
+	end = now_ms() + 5000;
+	while (http(port[0], "GET", "/v1/models", revoked, NULL, NULL) != 401 && now_ms() < end)
+		;
+	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
+	usage_sum(&p0, &c0, &n0);
+	/* persist, then stop Redis (restarted below from the dump) */
+	rc = redisConnectUnix(redis_sock);
+	assert_non_null(rc);
+	r = redisCommand(rc, "SAVE");
+	assert_non_null(r);
+	freeReplyObject(r);
+	redisFree(rc);
+	assert_int_equal(h_stop(&redis, 10000), 0);
+	/* wait until the gateway has noticed (readyz names Redis) */
+	end = now_ms() + 10000;
+	while (http(port[0], "GET", "/readyz", NULL, NULL, NULL) == 200 && now_ms() < end)
+		;
+	assert_int_not_equal(http(port[0], "GET", "/readyz", NULL, NULL, NULL), 200);
+	/* a cached key keeps working (auth_cache_ttl_ms is 5 s) */
+	for (int k = 0; k < 3; k++)
+		if (http(port[0], "POST", "/api/generate", key_u, gen_body, NULL) == 200)
+			served++;
+	assert_int_equal(served, 3);
+	/* an unknown key: 503; a key revoked before the outage stays refused */
+	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
+	code = http(port[0], "GET", "/v1/models", revoked, NULL, NULL);
+	assert_true(code == 401 || code == 503);
+	/* quotas: this gateway's share, 0.5 x 10 RPM = 5 */
+	for (int k = 0; k < 8; k++) {
+		code = http(port[0], "POST", "/api/generate", metered, gen_body, NULL);
+		if (code == 200)
+			served++;
+		else if (code == 429)
+			refused++;
+	}
+	fprintf(stderr, "outage: metered 8 requests: %d admitted, %d refused (429)\n",
+		served - 3, refused);
+	assert_int_equal(served - 3, 5);
+	assert_int_equal(refused, 3);
+	/* Redis returns: the gateways reconnect, unknown keys are looked up */
+	assert_int_equal(start_redis(), 0);
+	end = now_ms() + 20000;
+	while ((code = http(port[0], "GET", "/v1/models", fresh, NULL, NULL)) != 200 &&
+	       now_ms() < end)
+		pause_ms(20);
+	assert_int_equal(code, 200);
+	assert_int_equal(http(port[1], "GET", "/v1/models", fresh, NULL, NULL), 200);
+	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
+	/* the outage's 3 requests of gov/app were recorded once Redis came back,
+	 * with the 2 /v1/models just above */
+	end = now_ms() + 20000;
+	do {
+		usage_sum(&p, &c, &n);
+		if (n >= n0 + 5)
+			break;
+		pause_ms(50);
+	} while (now_ms() < end);
+	fprintf(stderr, "outage: gov requests %lld before, %lld after\n", (long long)n0,
+		(long long)n);
+	assert_int_equal(n, n0 + 5);
+}
+
 /* ---- no secret stored or logged ------------------------------------------- */
 
 static int contains(const char *hay, size_t n, const char *needle)
@@ -607,6 +697,7 @@ int main(void)
 		cmocka_unit_test(test_admin_api_mounted),
 		cmocka_unit_test(test_usage_totals),
 		cmocka_unit_test(test_revocation_latency),
+		cmocka_unit_test(test_redis_outage),
 		cmocka_unit_test(test_no_secret_stored_or_logged),
 		cmocka_unit_test(test_audit_verify),
 	};
