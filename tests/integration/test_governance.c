@@ -20,7 +20,9 @@
  *    service resumes and the outage's usage is recorded when Redis returns;
  *  - no key secret is stored in Redis (every key and value scanned) or
  *    written to any log;
- *  - `sluicectl audit verify` passes, and fails once a record is deleted.
+ *  - `sluicectl audit verify` passes, and fails once a record is deleted
+ *    or one field of a record is edited (a copy of the log, with a control
+ *    copy whose record is replaced unchanged and still verifies).
  * Synchronisation is by polling with deadlines, never by sleeping.
  */
 #include <errno.h>
@@ -848,6 +850,68 @@ static void test_audit_verify(void **state)
 			      "{\"name\":\"viaadmin\"}", NULL), 201);
 	ctl(o, sizeof(o), "audit verify");
 	c = redisConnectUnix(redis_sock);
+	assert_non_null(c);
+	/*
+	 * Editing: streams cannot be changed in place, so a copy of the log
+	 * (namespaces "same:" and "edit:") gets its last record replaced by
+	 * one with the same fields (control: still verifies) or with one field
+	 * altered (must fail).
+	 */
+	for (int edit = 0; edit <= 1; edit++) {
+		const char *ns = edit ? "edit:" : "same:";
+		redisReply *last, *x;
+		const char *argv[32];
+		size_t argl[32], n = 0;
+
+		x = redisCommand(c, "COPY sluice:audit %saudit", ns);
+		assert_non_null(x);
+		assert_int_equal(x->integer, 1);
+		freeReplyObject(x);
+		x = redisCommand(c, "COPY sluice:audit:head %saudit:head", ns);
+		assert_non_null(x);
+		freeReplyObject(x);
+		last = redisCommand(c, "XREVRANGE %saudit + - COUNT 1", ns);
+		assert_non_null(last);
+		assert_int_equal(last->elements, 1);
+		x = redisCommand(c, "XDEL %saudit %s", ns, last->element[0]->element[0]->str);
+		assert_non_null(x);
+		freeReplyObject(x);
+		{
+			static char sname[64];
+			redisReply *f = last->element[0]->element[1];
+
+			snprintf(sname, sizeof(sname), "%saudit", ns);
+			argv[n] = "XADD";
+			argl[n++] = 4;
+			argv[n] = sname;
+			argl[n++] = strlen(sname);
+			argv[n] = "*";
+			argl[n++] = 1;
+			for (size_t i = 0; i + 1 < f->elements && n + 2 < 32; i += 2) {
+				argv[n] = f->element[i]->str;
+				argl[n++] = f->element[i]->len;
+				if (edit && strcmp(f->element[i]->str, "result") == 0) {
+					argv[n] = strcmp(f->element[i + 1]->str, "ok") == 0 ? "error"
+											     : "ok";
+					argl[n] = strlen(argv[n]);
+					n++;
+				} else {
+					argv[n] = f->element[i + 1]->str;
+					argl[n++] = f->element[i + 1]->len;
+				}
+			}
+		}
+		x = redisCommandArgv(c, (int)n, argv, argl);
+		assert_non_null(x);
+		assert_int_equal(x->type, REDIS_REPLY_STRING);
+		freeReplyObject(x);
+		freeReplyObject(last);
+		if (edit)
+			assert_int_not_equal(ctl_rc(o, sizeof(o), "--namespace %s audit verify", ns),
+					     0);
+		else
+			assert_int_equal(ctl_rc(o, sizeof(o), "--namespace %s audit verify", ns), 0);
+	}
 	assert_non_null(c);
 	r = redisCommand(c, "XRANGE sluice:audit - + COUNT 3");
 	assert_non_null(r);
