@@ -11,6 +11,8 @@
  *  - revocation: 100 keys revoked with `sluicectl key revoke`; from
  *    sluicectl's exit to the first 401 on each gateway, polled with a tight
  *    request loop and a deadline: p99 <= 100 ms (p50/p99 printed);
+ *  - a revocation ends the key's streams in flight on both gateways within
+ *    100 ms of sluicectl's exit, and the worker frees their KV blocks;
  *  - an RPM limit of 20 with 50 concurrent clients over both gateways
  *    admits exactly 20; a concurrency cap of 2 holds across gateways, and
  *    the lease of a SIGKILLed gateway is recovered within the lease TTL;
@@ -535,6 +537,120 @@ static void test_revocation_latency(void **state)
 	assert_true(lat[(nl * 99) / 100] <= 100000);
 }
 
+/* ---- a revocation ends streams in flight on both gateways ----------------- */
+
+static int stream_open(int p, const char *key, const char *body)
+{
+	struct sockaddr_in sa;
+	char head[1024];
+	int fd = socket(AF_INET, SOCK_STREAM, 0), len;
+
+	assert_true(fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)p);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	len = snprintf(head, sizeof(head),
+		       "POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+		       "Authorization: Bearer %s\r\nX-Sluice-Ignore-EOS: 1\r\n"
+		       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+		       key, strlen(body), body);
+	assert_int_equal(write(fd, head, (size_t)len), len);
+	return fd;
+}
+
+static double admin_metric(int p, const char *series)
+{
+	char *body = NULL;
+	double v = -1;
+
+	if (http(p, "GET", "/metrics", NULL, NULL, &body) == 200 && body) {
+		const char *q = body;
+		size_t n = strlen(series);
+
+		while ((q = strstr(q, series)) != NULL) {
+			if ((q == body || q[-1] == '\n') && q[n] == ' ') {
+				v = atof(q + n + 1);
+				break;
+			}
+			q += n;
+		}
+	}
+	free(body);
+	return v;
+}
+
+static void test_revocation_ends_streams(void **state)
+{
+	static const char body[] =
+		"{\"model\":\"tiny\",\"prompt\":\"stream until revoked\","
+		"\"options\":{\"num_predict\":440,\"temperature\":0}}";
+	char key[64], id[32], buf[N_GW][65536];
+	size_t got[N_GW] = { 0 };
+	int fd[N_GW], open_n = N_GW;
+	int64_t t0, end, ended_us[N_GW];
+
+	(void)state;
+	issue_key("gov/app", key, id);
+	for (int i = 0; i < N_GW; i++) {
+		struct pollfd pfd = { .events = POLLIN };
+		ssize_t n;
+
+		fd[i] = stream_open(port[i], key, body);
+		pfd.fd = fd[i];
+		/* the stream has started: its first bytes arrived */
+		assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+		n = read(fd[i], buf[i], sizeof(buf[i]) - 1);
+		assert_true(n > 0);
+		got[i] = (size_t)n;
+	}
+	ctl(NULL, 0, "key revoke %s", id);
+	t0 = now_us();
+	end = t0 + 10000000;
+	while (open_n > 0 && now_us() < end) {
+		struct pollfd pfd[N_GW];
+
+		for (int i = 0; i < N_GW; i++) {
+			pfd[i].fd = fd[i];
+			pfd[i].events = POLLIN;
+		}
+		assert_true(poll(pfd, N_GW, 1000) >= 0);
+		for (int i = 0; i < N_GW; i++) {
+			ssize_t n;
+
+			if (fd[i] < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			n = read(fd[i], buf[i] + got[i], sizeof(buf[i]) - 1 - got[i]);
+			if (n > 0 && got[i] + (size_t)n < sizeof(buf[i]) - 1) {
+				got[i] += (size_t)n;
+				continue;
+			}
+			ended_us[i] = now_us() - t0;
+			close(fd[i]);
+			fd[i] = -1;
+			open_n--;
+		}
+	}
+	assert_int_equal(open_n, 0);
+	for (int i = 0; i < N_GW; i++) {
+		buf[i][got[i]] = '\0';
+		fprintf(stderr, "gateway %d: stream of the revoked key ended %.2f ms after "
+			"sluicectl exited\n", i, ended_us[i] / 1000.0);
+		assert_null(strstr(buf[i], "\"done\":true"));
+		assert_non_null(strstr(buf[i], "{\"error\":"));
+		assert_true(ended_us[i] <= 100000);
+	}
+	/* the worker's sequences and KV blocks are freed */
+	end = now_ms() + 10000;
+	while ((admin_metric(admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") != 0 ||
+		admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") != 0) &&
+	       now_ms() < end)
+		pause_ms(20);
+	assert_true(admin_metric(admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") == 0);
+	assert_true(admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") == 0);
+}
+
 /* ---- quotas across gateways ------------------------------------------------ */
 
 struct burst_arg {
@@ -936,6 +1052,7 @@ int main(void)
 		cmocka_unit_test(test_admin_api_mounted),
 		cmocka_unit_test(test_usage_totals),
 		cmocka_unit_test(test_revocation_latency),
+		cmocka_unit_test(test_revocation_ends_streams),
 		cmocka_unit_test(test_rpm_across_gateways),
 		cmocka_unit_test(test_concurrency_across_gateways_and_crash),
 		cmocka_unit_test(test_redis_outage),
