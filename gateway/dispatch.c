@@ -82,6 +82,7 @@ struct gw_dispatch {
 	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
 	struct gw_usage_pending *upending; /* usage records not yet acknowledged */
 	size_t n_upending;
+	int closing;                /* gw_dispatch_free runs: refuse new requests */
 	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
 };
 
@@ -213,6 +214,7 @@ static void job_failf(struct gw_job *j, int status, const char *outcome,
 #define GW_USAGE_RETRY_MS 250
 #define GW_USAGE_RETRY_MAX_MS 2000
 #define GW_USAGE_PENDING_MAX 65536
+#define GW_USAGE_FLUSH_MS 2000      /* at shutdown */
 
 struct gw_usage_pending {
 	struct gw_dispatch *d;      /* NULL once the dispatcher is gone */
@@ -353,7 +355,9 @@ static void usage_record(struct gw_job *j)
 						      ? j->done.cached_tokens : j->done.prompt_tokens;
 		u->rec.completion_tokens = j->done.gen_tokens;
 	} else {
-		u->rec.completion_tokens = j->tokens;
+		/* what the client received: streamed tokens, nothing of an
+		 * unstreamed reply that ended in an error */
+		u->rec.completion_tokens = j->streaming ? j->tokens : 0;
 	}
 	u->rec.outcome = usage_outcome(j);
 	u->next = d->upending;
@@ -1225,6 +1229,11 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	struct gw_job *j;
 	struct gw_auth_lookup *lookup;
 
+	if (d->closing) {
+		/* gw_dispatch_free is flushing usage records */
+		respond_raw(req, 503, "text/plain", "shutting down\n", 14);
+		return;
+	}
 	gw_router_match(gw_request_method(req), gw_request_path(req), &m);
 	if (m.status == 404 || m.route == GW_ROUTE_METRICS) {
 		gw_api_error_set(&e, 404, NULL, NULL, "no such endpoint");
@@ -1358,6 +1367,20 @@ void gw_dispatch_free(struct gw_dispatch *d)
 					  PROTO_CANCEL_SHUTDOWN);
 		j->quota_admitted = 0; /* leases expire by themselves */
 		job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
+	}
+	/* give the usage records of the requests just ended (and any still
+	 * waiting) up to GW_USAGE_FLUSH_MS to reach Redis: the loop runs
+	 * again, new requests are refused meanwhile */
+	d->closing = 1;
+	{
+		int64_t until = cm_mono_ns() + GW_USAGE_FLUSH_MS * 1000000LL;
+
+		while (d->upending && gw_auth_redis(d->dep.auth) && cm_mono_ns() < until) {
+			struct timeval tv = { 0, 20000 };
+
+			event_base_loopexit(d->base, &tv);
+			event_base_dispatch(d->base);
+		}
 	}
 	/* records still unacknowledged: their replies (or the context's
 	 * teardown) free them; waiting retries are dropped */

@@ -8,6 +8,8 @@
  *  - usage: after requests spread over both gateways, `sluicectl usage
  *    --format json` equals the sum of the per-request counts the clients
  *    received (each request counted once);
+ *  - usage with a gateway restarted (SIGTERM) in the middle of a load run:
+ *    the tokens and successful requests counted equal what clients got;
  *  - revocation: 100 keys revoked with `sluicectl key revoke`; from
  *    sluicectl's exit to the first 401 on each gateway, polled with a tight
  *    request loop and a deadline: p99 <= 100 ms (p50/p99 printed);
@@ -651,6 +653,133 @@ static void test_revocation_ends_streams(void **state)
 	assert_true(admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") == 0);
 }
 
+/* ---- usage across a gateway restart ---------------------------------------- */
+
+struct load_arg {
+	int idx;
+	const char *key;
+	int ok;
+	int64_t prompt, completion;
+};
+
+static volatile int load_ports[N_GW];
+
+static void *load_one(void *p)
+{
+	struct load_arg *a = p;
+
+	for (int k = 0; k < 12; k++) {
+		char *body = NULL;
+		int code = http(load_ports[(a->idx + k) % N_GW], "POST", "/api/generate", a->key,
+				"{\"model\":\"tiny\",\"prompt\":\"load run\",\"stream\":false,"
+				"\"options\":{\"num_predict\":6}}", &body);
+
+		if (code == 200 && body) {
+			json_error_t e;
+			json_t *j = json_loads(body, JSON_ALLOW_NUL, &e);
+
+			if (j) {
+				a->ok++;
+				a->prompt += json_integer_value(json_object_get(j, "prompt_eval_count"));
+				a->completion += json_integer_value(json_object_get(j, "eval_count"));
+				json_decref(j);
+			}
+		}
+		free(body);
+	}
+	return NULL;
+}
+
+static void usage_of(const char *tenant, int64_t *prompt, int64_t *completion, int64_t *ok)
+{
+	char *o, cmd[2048];
+	json_t *j, *row;
+	json_error_t e;
+	size_t i;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s usage %s --format json",
+		 h_bin("tools/sluicectl"), redis_sock, tenant);
+	o = run_capture(cmd, &st);
+	assert_int_equal(st, 0);
+	j = json_loads(o, 0, &e);
+	assert_non_null(j);
+	*prompt = *completion = *ok = 0;
+	json_array_foreach(j, i, row) {
+		const char *f;
+		json_t *v;
+
+		if (!json_is_null(json_object_get(row, "client")))
+			continue;
+		*prompt += json_integer_value(json_object_get(row, "prompt_tokens"));
+		*completion += json_integer_value(json_object_get(row, "completion_tokens"));
+		json_object_foreach(row, f, v) {
+			if (strcmp(f, "requests") == 0)
+				*ok += json_integer_value(v);
+			else if (strncmp(f, "errors_", 7) == 0)
+				*ok -= json_integer_value(v);
+		}
+	}
+	json_decref(j);
+	free(o);
+}
+
+static void test_usage_across_restart(void **state)
+{
+	enum { THREADS = 6 };
+	char key[64];
+	pthread_t th[THREADS];
+	struct load_arg a[THREADS];
+	int ok = 0;
+	int64_t want_p = 0, want_c = 0, p = 0, c = 0, n = 0, end;
+
+	(void)state;
+	ctl(NULL, 0, "tenant create load");
+	ctl(NULL, 0, "client create load/app");
+	issue_key("load/app", key, NULL);
+	for (int i = 0; i < N_GW; i++)
+		load_ports[i] = port[i];
+	for (int i = 0; i < THREADS; i++) {
+		memset(&a[i], 0, sizeof(a[i]));
+		a[i].idx = i;
+		a[i].key = key;
+		assert_int_equal(pthread_create(&th[i], NULL, load_one, &a[i]), 0);
+	}
+	/* mid-run: gateway 1 stops (SIGTERM) and comes back on a new port */
+	end = now_ms() + 30000;
+	do {
+		int64_t pp, cc, nn;
+
+		usage_of("load", &pp, &cc, &nn);
+		if (nn >= 10)
+			break;
+		pause_ms(20);
+	} while (now_ms() < end);
+	assert_int_equal(h_stop(&gw[1], 10000), 0);
+	assert_int_equal(start_gateway(1), 0);
+	load_ports[1] = port[1];
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		ok += a[i].ok;
+		want_p += a[i].prompt;
+		want_c += a[i].completion;
+	}
+	end = now_ms() + 10000;
+	do {
+		usage_of("load", &p, &c, &n);
+		if (n == ok && p == want_p && c == want_c)
+			break;
+		pause_ms(20);
+	} while (now_ms() < end);
+	fprintf(stderr, "load with a gateway restart: %d answered 200 of %d; usage ok %lld, "
+		"prompt %lld/%lld, completion %lld/%lld\n", ok, THREADS * 12, (long long)n,
+		(long long)p, (long long)want_p, (long long)c, (long long)want_c);
+	assert_true(ok > 0);
+	assert_int_equal(n, ok);
+	assert_int_equal(p, want_p);
+	assert_int_equal(c, want_c);
+}
+
 /* ---- quotas across gateways ------------------------------------------------ */
 
 struct burst_arg {
@@ -1053,6 +1182,7 @@ int main(void)
 		cmocka_unit_test(test_usage_totals),
 		cmocka_unit_test(test_revocation_latency),
 		cmocka_unit_test(test_revocation_ends_streams),
+		cmocka_unit_test(test_usage_across_restart),
 		cmocka_unit_test(test_rpm_across_gateways),
 		cmocka_unit_test(test_concurrency_across_gateways_and_crash),
 		cmocka_unit_test(test_redis_outage),
