@@ -573,8 +573,11 @@ static void sub_disconnected(const redisAsyncContext *c, int status)
 	a->sub_up = 0;
 	if (a->freeing)
 		return;
-	cm_logf(CM_LOG_WARN, "redis_subscription_lost", "%s: auth cache flushed", a->url);
-	cache_flush(a);
+	/* Redis outage policy (docs/gateway.md): cached keys keep working until
+	 * their TTL; revocations seen so far already dropped their entries, and
+	 * nothing is cached again until Redis answers; re-subscribing flushes. */
+	cm_logf(CM_LOG_WARN, "redis_subscription_lost", "%s: cached keys expire "
+		"within auth_cache_ttl_ms; unknown keys get 503", a->url);
 	retry_later(a, a->sub_retry, &a->sub_backoff);
 }
 

@@ -15,9 +15,11 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "gateway/local_limit.h"
 #include "gateway/quota.h"
 #include "gateway/route.h"
 #include "gateway/router.h"
+#include "gateway/usage.h"
 
 #define GW_TEXT_ONLY_ID 0xFFFFFFFFu
 /* For calls whose failure changes nothing (best effort). */
@@ -46,6 +48,7 @@ struct gw_job {
 	int have_ident;
 	struct gw_auth_lookup *lookup;
 	int quota_used, quota_admitted;
+	int local_admitted;         /* admitted by the outage fallback */
 	struct event *renew_ev;     /* renews the concurrency lease every TTL/3 */
 	int64_t estimate;
 	char lease[64];
@@ -76,7 +79,11 @@ struct gw_dispatch {
 	struct gw_job *active;
 	size_t n_active;
 	int pumping;
-	uint8_t lease_prefix[8];
+	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
+	struct gw_usage_pending *upending; /* usage records not yet acknowledged */
+	size_t n_upending;
+	int closing;                /* gw_dispatch_free runs: refuse new requests */
+	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
 	size_t rr_next;             /* route_round_robin cursor */
 };
 
@@ -194,6 +201,173 @@ static void job_failf(struct gw_job *j, int status, const char *outcome,
 
 	gw_api_error_set(&e, status, NULL, NULL, "%s", msg);
 	job_fail(j, &e, retry_after, outcome);
+}
+
+/* ---- usage records (docs/usage.md) --------------------------------------
+ * One record per finished request with an identity.  The request id is
+ * "<instance hex>-<job id>" (unique across gateways and restarts), reused
+ * on a retry so Redis counts it once.  A record whose write failed is
+ * kept and retried (250 ms, doubling to 2 s) for GW_USAGE_TRIES tries, about
+ * 20 minutes, so a Redis outage loses nothing; at most GW_USAGE_PENDING_MAX
+ * records wait at once (older ones stay, new ones are dropped and logged).
+ */
+#define GW_USAGE_TRIES 600
+#define GW_USAGE_RETRY_MS 250
+#define GW_USAGE_RETRY_MAX_MS 2000
+#define GW_USAGE_PENDING_MAX 65536
+#define GW_USAGE_FLUSH_MS 2000      /* at shutdown */
+
+struct gw_usage_pending {
+	struct gw_dispatch *d;      /* NULL once the dispatcher is gone */
+	struct event *retry_ev;
+	int tries;
+	int in_flight;
+	char tenant[GW_KEY_NAME_MAX];
+	char client[GW_KEY_NAME_MAX];
+	char rid[GW_USAGE_REQUEST_ID_MAX + 1];
+	struct gw_usage_record rec;
+	struct gw_usage_pending *next, **pprev;
+};
+
+static void usage_pending_free(struct gw_usage_pending *u)
+{
+	if (u->pprev) {
+		*u->pprev = u->next;
+		if (u->next)
+			u->next->pprev = u->pprev;
+	}
+	if (u->retry_ev)
+		event_free(u->retry_ev);
+	if (u->d)
+		u->d->n_upending--;
+	cm_free(u);
+}
+
+static void usage_send(struct gw_usage_pending *u);
+
+static void usage_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	usage_send(arg);
+}
+
+static void usage_failed(struct gw_usage_pending *u)
+{
+	int64_t ms = (int64_t)GW_USAGE_RETRY_MS << (u->tries < 4 ? u->tries - 1 : 3);
+	struct timeval tv;
+
+	if (ms > GW_USAGE_RETRY_MAX_MS)
+		ms = GW_USAGE_RETRY_MAX_MS;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+
+	if (!u->d || u->tries >= GW_USAGE_TRIES ||
+	    (!u->retry_ev && !(u->retry_ev = evtimer_new(u->d->base, usage_retry_cb, u))) ||
+	    evtimer_add(u->retry_ev, &tv) != 0) {
+		cm_logf(CM_LOG_WARN, "usage_lost", "request %s: usage not recorded after "
+			"%d tries", u->rid, u->tries);
+		usage_pending_free(u);
+	}
+}
+
+static void usage_done(void *arg, enum cm_status st, int counted)
+{
+	struct gw_usage_pending *u = arg;
+
+	u->in_flight = 0;
+	cm_logf(st == CM_OK || u->tries > 1 ? CM_LOG_DEBUG : CM_LOG_WARN, "usage_record",
+		"request %s: %s (counted %d, try %d)", u->rid, cm_status_str(st), counted,
+		u->tries);
+	if (st == CM_OK)
+		usage_pending_free(u);
+	else
+		usage_failed(u);
+}
+
+static void usage_send(struct gw_usage_pending *u)
+{
+	redisAsyncContext *ac = u->d ? gw_auth_redis(u->d->dep.auth) : NULL;
+
+	u->tries++;
+	if (ac && gw_usage_record_async(ac, &u->rec, usage_done, u) == CM_OK) {
+		u->in_flight = 1;
+		return;
+	}
+	usage_failed(u);
+}
+
+static enum gw_usage_outcome usage_outcome(const struct gw_job *j)
+{
+	const char *o = j->outcome ? j->outcome : "";
+
+	if (strcmp(o, "ok") == 0)
+		return GW_USAGE_OK;
+	if (strcmp(o, "cancelled") == 0 || strcmp(o, "client_gone") == 0 ||
+	    strcmp(o, "revoked") == 0)
+		return GW_USAGE_CANCELLED;
+	if (strcmp(o, "worker_error") == 0 && j->status != 503 && j->status >= 500)
+		return GW_USAGE_WORKER;
+	switch (j->status) {
+	case 401:
+	case 403: return GW_USAGE_AUTH;
+	case 429: return GW_USAGE_QUOTA;
+	case 500: return GW_USAGE_INTERNAL;
+	case 503: return GW_USAGE_OVERLOADED;
+	default: break;
+	}
+	if (j->status >= 400 && j->status < 500)
+		return GW_USAGE_BAD_REQUEST;
+	return j->status >= 500 ? GW_USAGE_WORKER : GW_USAGE_OK;
+}
+
+static void usage_record(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	struct gw_usage_pending *u;
+	char inst[2 * sizeof(d->lease_prefix) + 1];
+
+	if (!j->have_ident)
+		return;
+	if (d->n_upending >= GW_USAGE_PENDING_MAX) {
+		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: %zu usage records wait "
+			"already", (unsigned long long)j->id, d->n_upending);
+		return;
+	}
+	u = cm_calloc(1, sizeof(*u));
+	if (!u) {
+		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: out of memory",
+			(unsigned long long)j->id);
+		return;
+	}
+	u->d = d;
+	snprintf(u->tenant, sizeof(u->tenant), "%s", j->ident.tenant);
+	snprintf(u->client, sizeof(u->client), "%s", j->ident.client);
+	cm_hex_encode(d->lease_prefix, sizeof(d->lease_prefix), inst);
+	snprintf(u->rid, sizeof(u->rid), "%s-%llu", inst, (unsigned long long)j->id);
+	u->rec.ns = d->cfg.ns;
+	u->rec.tenant = u->tenant;
+	u->rec.client = u->client;
+	u->rec.request_id = u->rid;
+	u->rec.end_unix_s = cm_wall_ns() / 1000000000LL;
+	if (j->have_done) {
+		u->rec.prompt_tokens = j->done.prompt_tokens;
+		u->rec.cached_prompt_tokens = j->done.cached_tokens <= j->done.prompt_tokens
+						      ? j->done.cached_tokens : j->done.prompt_tokens;
+		u->rec.completion_tokens = j->done.gen_tokens;
+	} else {
+		/* what the client received: streamed tokens, nothing of an
+		 * unstreamed reply that ended in an error */
+		u->rec.completion_tokens = j->streaming ? j->tokens : 0;
+	}
+	u->rec.outcome = usage_outcome(j);
+	u->next = d->upending;
+	if (u->next)
+		u->next->pprev = &u->next;
+	u->pprev = &d->upending;
+	d->upending = u;
+	d->n_upending++;
+	usage_send(u);
 }
 
 /* ---- the end of a request ------------------------------------------- */
@@ -325,11 +499,19 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 		respond_raw(job_take_req(j), 500, "text/plain", "internal error\n", 15);
 	}
 	log_request(j);
+	usage_record(j);
 	if (d->dep.metrics) {
 		gw_metrics_request(d->dep.metrics, j->have_ident ? j->ident.tenant : "",
 				   status, j->have_done ? j->done.prompt_tokens : 0,
 				   j->have_done ? j->done.gen_tokens : j->tokens);
 		gw_metrics_observe(d->dep.metrics, GW_HIST_E2E, cm_mono_ns() - j->start_ns);
+	}
+	if (j->local_admitted) {
+		struct gw_quota_subject s;
+
+		j->local_admitted = 0;
+		quota_subject(j, &s);
+		gw_local_limit_finish(d->local, &s);
 	}
 	if (j->quota_admitted) {
 		struct gw_quota_subject s;
@@ -774,7 +956,22 @@ static void quota_then_queue(struct gw_job *j)
 	}
 	ac = gw_auth_redis(d->dep.auth);
 	if (!ac) {
-		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
+		/* Redis outage: this gateway's share of the limits (docs/gateway.md) */
+		struct gw_quota_verdict v;
+
+		quota_subject(j, &s);
+		gw_local_limit_admit(d->local, &s, cm_mono_ns(), &v);
+		if (!v.allowed) {
+			struct gw_api_error e;
+
+			gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
+					 "quota exceeded: %s %s", gw_quota_scope_name(v.scope),
+					 gw_quota_limit_name(v.limit));
+			job_fail(j, &e, (uint32_t)((v.retry_after_ms + 999) / 1000), "quota");
+			return;
+		}
+		j->local_admitted = 1;
+		enqueue(j);
 		return;
 	}
 	if (cm_random_bytes(rnd, sizeof(rnd)) != CM_OK)
@@ -1035,6 +1232,11 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	struct gw_job *j;
 	struct gw_auth_lookup *lookup;
 
+	if (d->closing) {
+		/* gw_dispatch_free is flushing usage records */
+		respond_raw(req, 503, "text/plain", "shutting down\n", 14);
+		return;
+	}
 	gw_router_match(gw_request_method(req), gw_request_path(req), &m);
 	if (m.status == 404 || m.route == GW_ROUTE_METRICS) {
 		gw_api_error_set(&e, 404, NULL, NULL, "no such endpoint");
@@ -1143,6 +1345,13 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 		cm_free(d);
 		return CM_ENOMEM;
 	}
+	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK ||
+	    gw_local_limit_new(cfg->outage_quota_fraction > 0 ? cfg->outage_quota_fraction : 1.0,
+			       &d->local) != CM_OK) {
+		event_free(d->qtimer);
+		cm_free(d);
+		return CM_EINVAL;
+	}
 	gw_workers_set_capacity_cb(d->dep.workers, capacity_cb, d);
 	gw_auth_set_revoke_cb(d->dep.auth, on_revoke, d);
 	*out = d;
@@ -1162,8 +1371,40 @@ void gw_dispatch_free(struct gw_dispatch *d)
 		j->quota_admitted = 0; /* leases expire by themselves */
 		job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
 	}
+	/* give the usage records of the requests just ended (and any still
+	 * waiting) up to GW_USAGE_FLUSH_MS to reach Redis: the loop runs
+	 * again, new requests are refused meanwhile */
+	d->closing = 1;
+	{
+		int64_t until = cm_mono_ns() + GW_USAGE_FLUSH_MS * 1000000LL;
+
+		while (d->upending && gw_auth_redis(d->dep.auth) && cm_mono_ns() < until) {
+			struct timeval tv = { 0, 20000 };
+
+			event_base_loopexit(d->base, &tv);
+			event_base_dispatch(d->base);
+		}
+	}
+	/* records still unacknowledged: their replies (or the context's
+	 * teardown) free them; waiting retries are dropped */
+	while (d->upending) {
+		struct gw_usage_pending *u = d->upending;
+
+		d->upending = u->next;
+		if (u->next)
+			u->next->pprev = &d->upending;
+		u->pprev = NULL;
+		u->next = NULL;
+		u->d = NULL;
+		if (!u->in_flight) {
+			cm_logf(CM_LOG_WARN, "usage_lost", "request %s: usage not recorded "
+				"(shutdown)", u->rid);
+			usage_pending_free(u);
+		}
+	}
 	gw_workers_set_capacity_cb(d->dep.workers, NULL, NULL);
 	gw_auth_set_revoke_cb(d->dep.auth, NULL, NULL);
+	gw_local_limit_free(d->local);
 	event_free(d->qtimer);
 	cm_free(d);
 }

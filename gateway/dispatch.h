@@ -49,6 +49,9 @@ struct gw_dispatch_config {
 	const char *ns;              /* Redis namespace for quota keys */
 	int64_t lease_ttl_ms;        /* concurrency lease */
 	size_t out_bytes;            /* cap of a non-streamed reply */
+	/* Share of every global quota this gateway enforces by itself while
+	 * Redis is unreachable (gateway/local_limit.h); 0: 1.0. */
+	double outage_quota_fraction;
 };
 
 struct gw_dispatch_deps {

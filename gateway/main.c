@@ -263,8 +263,9 @@ static int gw_run(const char *path)
 		dc.route_load_factor = set.route_load_factor;
 		dc.route_round_robin = set.route_policy == 1;
 		dc.ns = set.redis.ns;
-		dc.lease_ttl_ms = 60 * 1000; /* renewed every 20 s while the request lives */
+		dc.lease_ttl_ms = set.redis.lease_ttl_ms; /* renewed every third */
 		dc.out_bytes = set.limits.output_bytes;
+		dc.outage_quota_fraction = set.redis.outage_quota_fraction;
 		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)
 			goto out;
 	}

@@ -86,6 +86,12 @@ static const struct cm_cfg_key gw_redis_keys[] = {
 			"Deadline of one Redis lookup; past it the request gets 503."),
 	CM_CFG_DURATION(R, auth_cache_ttl_ms, 2000, 0, 60000,
 			"How long a verified key stays cached (revocations drop entries at once)."),
+	CM_CFG_DURATION(R, lease_ttl_ms, 60000, 300, 3600000,
+			"Lifetime of a concurrency lease in Redis, renewed every third of it while the request lives; "
+			"a crashed gateway's leases are recovered after it."),
+	CM_CFG_DOUBLE(R, outage_quota_fraction, 0.5, 0.001, 1,
+		      "While Redis is unreachable, this gateway enforces this share of every RPM and concurrency "
+		      "limit by itself (set it to 1 / the number of gateways; docs/gateway.md, \"Redis outage\")."),
 };
 static const struct cm_cfg_section gw_redis_section =
 	CM_CFG_SECTION("redis", R, gw_redis_keys, "Redis connection and auth cache.");
@@ -107,6 +113,8 @@ static const struct cm_cfg_key gw_keys[] = {
 		      "Admin API credentials, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); "
 		      "none: `/admin/` refuses every bearer token."),
 	CM_CFG_STRING(S, pepper_file, NULL, 4096, "File holding the API key pepper, mode 0600 (required)."),
+	CM_CFG_STRING(S, admin_credentials_file, NULL, 4096,
+		      "Admin API bearer tokens, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); unset: `/admin/` refuses every request."),
 	CM_CFG_ENUM(S, log_level, 1, gw_log_levels, "Minimum log level."),
 	CM_CFG_OBJECT(S, limits, &gw_limits_section, "Request limits."),
 	CM_CFG_OBJECT(S, timeouts, &gw_timeouts_section, "Client timeouts."),

@@ -55,6 +55,8 @@ struct gw_settings_redis {
 	char *ns;              /* key namespace */
 	int64_t timeout_ms;
 	int64_t auth_cache_ttl_ms;
+	int64_t lease_ttl_ms;  /* concurrency lease, renewed every third */
+	double outage_quota_fraction; /* local share of quotas during an outage */
 };
 
 struct gw_settings {
@@ -67,6 +69,7 @@ struct gw_settings {
 	int64_t admin_port;
 	char *admin_credentials_file;
 	char *pepper_file;
+	char *admin_credentials_file; /* NULL: /admin/ refuses everyone */
 	int log_level;          /* index into debug/info/warn/error */
 	struct gw_settings_limits limits;
 	struct gw_settings_timeouts timeouts;
