@@ -113,8 +113,6 @@ static const struct cm_cfg_key gw_keys[] = {
 		      "Admin API credentials, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); "
 		      "none: `/admin/` refuses every bearer token."),
 	CM_CFG_STRING(S, pepper_file, NULL, 4096, "File holding the API key pepper, mode 0600 (required)."),
-	CM_CFG_STRING(S, admin_credentials_file, NULL, 4096,
-		      "Admin API bearer tokens, one `NAME TOKEN` per line, mode 0600 (docs/admin-api.md); unset: `/admin/` refuses every request."),
 	CM_CFG_ENUM(S, log_level, 1, gw_log_levels, "Minimum log level."),
 	CM_CFG_OBJECT(S, limits, &gw_limits_section, "Request limits."),
 	CM_CFG_OBJECT(S, timeouts, &gw_timeouts_section, "Client timeouts."),

@@ -69,7 +69,6 @@ struct gw_settings {
 	int64_t admin_port;
 	char *admin_credentials_file;
 	char *pepper_file;
-	char *admin_credentials_file; /* NULL: /admin/ refuses everyone */
 	int log_level;          /* index into debug/info/warn/error */
 	struct gw_settings_limits limits;
 	struct gw_settings_timeouts timeouts;
