@@ -50,6 +50,8 @@ struct gw_job {
 	int quota_used, quota_admitted;
 	int local_admitted;         /* admitted by the outage fallback */
 	struct event *renew_ev;     /* renews the concurrency lease every TTL/3 */
+	struct event *quota_to_ev;  /* deadline of the quota admission in flight */
+	int quota_pending;          /* an admission reply is awaited */
 	int64_t estimate;
 	char lease[64];
 	struct gw_queue_item qi;
@@ -491,6 +493,10 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 		event_free(j->renew_ev);
 		j->renew_ev = NULL;
 	}
+	if (j->quota_to_ev) {
+		event_free(j->quota_to_ev);
+		j->quota_to_ev = NULL;
+	}
 	j->status = status;
 	j->outcome = outcome;
 	active_del(d, j);
@@ -902,6 +908,11 @@ static void quota_admit_done(void *arg, enum cm_status st,
 	struct gw_job *j = arg;
 
 	(void)count;
+	j->quota_pending = 0;
+	if (j->quota_to_ev) {
+		event_free(j->quota_to_ev);
+		j->quota_to_ev = NULL;
+	}
 	if (st == CM_OK && v->allowed)
 		j->quota_admitted = 1;
 	if (j->stage != GW_ST_QUOTA || !j->req) {
@@ -941,6 +952,21 @@ static void quota_admit_done(void *arg, enum cm_status st,
 		enqueue(j);
 	}
 	job_unref(j);
+}
+
+/*
+ * A Redis that answers slowly: the admission's deadline passes first, the
+ * client gets 503 at once, and the late reply (if any) gives back what it
+ * admitted (quota_admit_done's "ended while in flight" path).
+ */
+static void quota_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_job *j = arg;
+
+	(void)fd;
+	(void)what;
+	if (j->quota_pending && j->stage == GW_ST_QUOTA)
+		job_failf(j, 503, "quota_timeout", 1, "quota service did not answer in time; retry later");
 }
 
 static void quota_then_queue(struct gw_job *j)
@@ -995,6 +1021,14 @@ static void quota_then_queue(struct gw_job *j)
 		return;
 	}
 	j->refs++;
+	j->quota_pending = 1;
+	j->quota_to_ev = evtimer_new(d->base, quota_timeout_cb, j);
+	if (j->quota_to_ev) {
+		int64_t ms = d->cfg.quota_timeout_ms > 0 ? d->cfg.quota_timeout_ms : 1000;
+		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+		evtimer_add(j->quota_to_ev, &tv);
+	}
 }
 
 /* ---- fixed endpoints --------------------------------------------------- */

@@ -48,6 +48,7 @@ struct gw_dispatch_config {
 	int route_round_robin;    /* 1: round robin over the ready workers */
 	const char *ns;              /* Redis namespace for quota keys */
 	int64_t lease_ttl_ms;        /* concurrency lease */
+	int64_t quota_timeout_ms;    /* deadline of a quota admission in Redis; 0: 1000 */
 	size_t out_bytes;            /* cap of a non-streamed reply */
 	/* Share of every global quota this gateway enforces by itself while
 	 * Redis is unreachable (gateway/local_limit.h); 0: 1.0. */

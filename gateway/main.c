@@ -264,6 +264,7 @@ static int gw_run(const char *path)
 		dc.route_round_robin = set.route_policy == 1;
 		dc.ns = set.redis.ns;
 		dc.lease_ttl_ms = set.redis.lease_ttl_ms; /* renewed every third */
+		dc.quota_timeout_ms = set.redis.timeout_ms;
 		dc.out_bytes = set.limits.output_bytes;
 		dc.outage_quota_fraction = set.redis.outage_quota_fraction;
 		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)

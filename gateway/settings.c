@@ -83,7 +83,7 @@ static const struct cm_cfg_key gw_redis_keys[] = {
 		      "Redis: `unix:///path/redis.sock` or `redis://host:port`."),
 	CM_CFG_STRING(R, ns, "sluice:", 32, "Key namespace (as sluicectl's `--namespace`)."),
 	CM_CFG_DURATION(R, timeout_ms, 1000, 10, 60000,
-			"Deadline of one Redis lookup; past it the request gets 503."),
+			"Deadline of one Redis call a request waits on (key lookup, quota admission); past it the request gets 503."),
 	CM_CFG_DURATION(R, auth_cache_ttl_ms, 2000, 0, 60000,
 			"How long a verified key stays cached (revocations drop entries at once)."),
 	CM_CFG_DURATION(R, lease_ttl_ms, 60000, 300, 3600000,

@@ -1035,6 +1035,49 @@ static void check_blob(const char *what, const char *p, size_t n)
 	}
 }
 
+/*
+ * A Redis that stops answering but keeps its connections open (SIGSTOP):
+ * the quota admission's deadline (redis.timeout_ms, 1 s) answers 503, an
+ * unknown key's lookup too, the event loop keeps serving meanwhile, and
+ * service resumes when Redis answers again.
+ */
+static void test_redis_slow(void **state)
+{
+	char slow[64], fresh[64];
+	int64_t t0, dt, end;
+	int code;
+
+	(void)state;
+	ctl(NULL, 0, "tenant create slowt --rpm 1000");
+	ctl(NULL, 0, "client create slowt/app");
+	issue_key("slowt/app", slow, NULL);
+	issue_key("slowt/app", fresh, NULL);
+	assert_int_equal(http(port[0], "GET", "/v1/models", slow, NULL, NULL), 200);
+	assert_int_equal(http(port[0], "POST", "/api/generate", slow, gen_body, NULL), 200);
+	assert_int_equal(kill(redis.pid, SIGSTOP), 0);
+	/* the key is cached; its quota admission waits on Redis: 503 at the deadline */
+	t0 = now_ms();
+	code = http(port[0], "POST", "/api/generate", slow, gen_body, NULL);
+	dt = now_ms() - t0;
+	fprintf(stderr, "slow redis: quota admission answered %d after %lld ms\n", code,
+		(long long)dt);
+	assert_int_equal(code, 503);
+	assert_true(dt >= 900 && dt < 5000);
+	/* an unknown key: its lookup has the same deadline */
+	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
+	/* the event loop never waited: health answers at once */
+	t0 = now_ms();
+	assert_int_equal(http(port[0], "GET", "/healthz", NULL, NULL, NULL), 200);
+	assert_true(now_ms() - t0 < 500);
+	assert_int_equal(kill(redis.pid, SIGCONT), 0);
+	end = now_ms() + 20000;
+	while ((code = http(port[0], "POST", "/api/generate", slow, gen_body, NULL)) != 200 &&
+	       now_ms() < end)
+		pause_ms(20);
+	assert_int_equal(code, 200);
+	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 200);
+}
+
 static void test_no_secret_stored_or_logged(void **state)
 {
 	redisContext *c = redisConnectUnix(redis_sock);
@@ -1186,6 +1229,7 @@ int main(void)
 		cmocka_unit_test(test_rpm_across_gateways),
 		cmocka_unit_test(test_concurrency_across_gateways_and_crash),
 		cmocka_unit_test(test_redis_outage),
+		cmocka_unit_test(test_redis_slow),
 		cmocka_unit_test(test_no_secret_stored_or_logged),
 		cmocka_unit_test(test_audit_verify),
 	};
