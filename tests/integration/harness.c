@@ -173,6 +173,35 @@ int h_stop(struct h_proc *p, int timeout_ms)
 	return -1;
 }
 
+int64_t h_now_ms(void)
+{
+	return cm_mono_ns() / CM_NS_PER_MS;
+}
+
+void h_pause_ms(int ms)
+{
+	poll(NULL, 0, ms);
+}
+
+char *h_run_capture(const char *cmd, int *status)
+{
+	FILE *f = popen(cmd, "r");
+	char *buf;
+	size_t n = 0, r;
+
+	if (!f)
+		return NULL;
+	buf = calloc(1, 1 << 20);
+	if (!buf) {
+		*status = pclose(f);
+		return NULL;
+	}
+	while ((r = fread(buf + n, 1, (1 << 20) - 1 - n, f)) > 0)
+		n += r;
+	*status = pclose(f);
+	return buf;
+}
+
 char *h_read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");

@@ -7,6 +7,7 @@
 #ifndef SLUICE_TESTS_HARNESS_H
 #define SLUICE_TESTS_HARNESS_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 struct h_proc {
@@ -35,6 +36,16 @@ int h_spawn(struct h_proc *p, const char *name, char *const argv[]);
 int h_stop(struct h_proc *p, int timeout_ms);
 /* 1 when the process is still running. */
 int h_alive(struct h_proc *p);
+/* Monotonic milliseconds. */
+int64_t h_now_ms(void);
+/* Yields ms milliseconds while a test polls a condition with a deadline
+ * (never as synchronisation itself). */
+void h_pause_ms(int ms);
+/*
+ * Runs a shell command and returns its stdout (at most 1 MiB, malloc'd,
+ * NUL-terminated) with *status = pclose()'s; NULL when it cannot start.
+ */
+char *h_run_capture(const char *cmd, int *status);
 /* Reads a whole file into a malloc'd NUL-terminated string. */
 char *h_read_file(const char *path, size_t *len);
 

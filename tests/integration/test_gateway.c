@@ -63,30 +63,6 @@ static char key_a[64], key_b[64], key_night[64], key_small[64];
 
 /* ---- helpers --------------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-	return cm_mono_ns() / 1000000;
-}
-
-static void pause_ms(int ms)
-{
-	/* yields while polling a condition (never as synchronisation itself) */
-	poll(NULL, 0, ms);
-}
-
-static char *run_capture(const char *cmd, int *status)
-{
-	FILE *f = popen(cmd, "r");
-	char *buf = calloc(1, 1 << 20);
-	size_t n = 0, r;
-
-	assert_non_null(f);
-	while ((r = fread(buf + n, 1, (1 << 20) - 1 - n, f)) > 0)
-		n += r;
-	*status = pclose(f);
-	return buf;
-}
-
 static void ctl(char *out, size_t size, const char *fmt, ...)
 {
 	char args[512], cmd[2048];
@@ -99,7 +75,8 @@ static void ctl(char *out, size_t size, const char *fmt, ...)
 	va_end(ap);
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
 		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	if (st != 0)
 		fprintf(stderr, "sluicectl %s: %s\n", args, o);
 	assert_int_equal(st, 0);
@@ -161,7 +138,8 @@ static void req(struct resp *r, const char *path, const char *key, const char *d
 		 "%s%s%s %s 'https://127.0.0.1:%d%s'",
 		 cert, bodyf, hdrf, auth, data ? "--data-binary @" : "", data ? dataf : "",
 		 data ? " -H 'Content-Type: application/json'" : "", extra ? extra : "", port, path);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	r->code = atoi(o);
 	free(o);
 	r->body = h_read_file(bodyf, &len);
@@ -207,7 +185,10 @@ static char *metrics(void)
 	int st;
 
 	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 http://127.0.0.1:%d/metrics", admin_port);
-	return run_capture(cmd, &st);
+	char *m = h_run_capture(cmd, &st);
+
+	assert_non_null(m);
+	return m;
 }
 
 /* Value of one sample line "name{labels} value" (or -1). */
@@ -226,9 +207,9 @@ static double metric(const char *text, const char *series)
 
 static int wait_port_line(void)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		size_t len;
 		char *log = h_read_file(gateway.log, &len);
 		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
@@ -241,24 +222,24 @@ static int wait_port_line(void)
 		free(log);
 		if (!h_alive(&gateway))
 			return -1;
-		pause_ms(20);
+		h_pause_ms(20);
 	}
 	return -1;
 }
 
 static int wait_ready(void)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 	struct resp r;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		req(&r, "/readyz", NULL, NULL, 0, NULL);
 		if (r.code == 200) {
 			resp_free(&r);
 			return 0;
 		}
 		resp_free(&r);
-		pause_ms(50);
+		h_pause_ms(50);
 	}
 	return -1;
 }
@@ -285,7 +266,7 @@ static int start_redis(void)
 	char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", redis_sock,
 			 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
 			 "--dir", dir, NULL };
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
 	if (access(argv[0], X_OK) != 0)
 		argv[0] = "/usr/local/bin/redis-server";
@@ -293,7 +274,7 @@ static int start_redis(void)
 		return 77;
 	if (h_spawn(&redis, "redis", argv) != 0)
 		return -1;
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		redisContext *c = redisConnectUnix(redis_sock);
 
 		if (c && !c->err) {
@@ -302,7 +283,7 @@ static int start_redis(void)
 		}
 		if (c)
 			redisFree(c);
-		pause_ms(20);
+		h_pause_ms(20);
 	}
 	return -1;
 }
@@ -776,17 +757,17 @@ static int tcp_connect(void)
 /* Reads until EOF/error; returns ms waited or -1 past the deadline. */
 static int64_t wait_closed(int fd, int64_t deadline_ms)
 {
-	int64_t start = now_ms();
+	int64_t start = h_now_ms();
 	char buf[512];
 
-	while (now_ms() - start < deadline_ms) {
+	while (h_now_ms() - start < deadline_ms) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
 		if (poll(&p, 1, 100) > 0) {
 			ssize_t n = read(fd, buf, sizeof(buf));
 
 			if (n <= 0)
-				return now_ms() - start;
+				return h_now_ms() - start;
 		}
 	}
 	return -1;
@@ -870,16 +851,16 @@ static void wait_pid(pid_t pid)
 /* Polls /metrics until `series` reaches `value` (or the deadline). */
 static int wait_metric(const char *series, double value, int at_least)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		char *m = metrics();
 		double v = metric(m, series);
 
 		free(m);
 		if (at_least ? v >= value : v == value)
 			return 0;
-		pause_ms(10);
+		h_pause_ms(10);
 	}
 	fprintf(stderr, "metric %s never reached %g\n", series, value);
 	return -1;
@@ -991,9 +972,9 @@ static void test_interactive_ahead_of_64_batch(void **state)
 /* Polls a log file until it contains `needle` (or the deadline). */
 static int wait_log(const char *path, const char *needle)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		size_t len;
 		char *log = h_read_file(path, &len);
 		int found = log && strstr(log, needle) != NULL;
@@ -1001,7 +982,7 @@ static int wait_log(const char *path, const char *needle)
 		free(log);
 		if (found)
 			return 0;
-		pause_ms(10);
+		h_pause_ms(10);
 	}
 	fprintf(stderr, "%s never contained %s\n", path, needle);
 	return -1;
@@ -1308,7 +1289,8 @@ static void test_quickstart(void **state)
 		 "SLUICE_BUILD_DIR=%s SLUICE_QUICKSTART_DIR=%s/qs SLUICE_PORT=%d "
 		 "SLUICE_ADMIN_PORT=%d timeout 150 %s/deploy/quickstart.sh 2>&1",
 		 build, dir, free_port(), free_port(), src);
-	out = run_capture(cmd, &st);
+	out = h_run_capture(cmd, &st);
+	assert_non_null(out);
 	if (st != 0)
 		fprintf(stderr, "%s\n", out);
 	assert_int_equal(st, 0);

@@ -67,33 +67,9 @@ static char dir[512], redis_sock[600], worker_sock[600], pepper[600], creds[600]
 static int port[N_GW], admin_port[N_GW];
 static char key_u[64];
 
-static int64_t now_ms(void)
-{
-	return cm_mono_ns() / 1000000;
-}
-
 static int64_t now_us(void)
 {
 	return cm_mono_ns() / 1000;
-}
-
-static void pause_ms(int ms)
-{
-	/* yields while polling a condition (never as synchronisation itself) */
-	poll(NULL, 0, ms);
-}
-
-static char *run_capture(const char *cmd, int *status)
-{
-	FILE *f = popen(cmd, "r");
-	char *buf = calloc(1, 1 << 20);
-	size_t n = 0, r;
-
-	assert_non_null(f);
-	while ((r = fread(buf + n, 1, (1 << 20) - 1 - n, f)) > 0)
-		n += r;
-	*status = pclose(f);
-	return buf;
 }
 
 static int ctl_rc(char *out, size_t size, const char *fmt, ...)
@@ -108,7 +84,8 @@ static int ctl_rc(char *out, size_t size, const char *fmt, ...)
 	va_end(ap);
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
 		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	if (out)
 		snprintf(out, size, "%s", o);
 	free(o);
@@ -243,7 +220,7 @@ static int start_redis(void)
 	char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", redis_sock,
 			 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
 			 "--dir", dir, NULL };
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
 	if (access(argv[0], X_OK) != 0)
 		argv[0] = "/usr/local/bin/redis-server";
@@ -251,7 +228,7 @@ static int start_redis(void)
 		return 77;
 	if (h_spawn(&redis, "redis", argv) != 0)
 		return -1;
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		redisContext *c = redisConnectUnix(redis_sock);
 
 		if (c && !c->err) {
@@ -260,7 +237,7 @@ static int start_redis(void)
 		}
 		if (c)
 			redisFree(c);
-		pause_ms(20);
+		h_pause_ms(20);
 	}
 	return -1;
 }
@@ -270,7 +247,7 @@ static int start_gateway(int i)
 	char path[700], name[32];
 	char *argv[4];
 	FILE *f;
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
 	snprintf(path, sizeof(path), "%s/gateway%d.json", dir, i);
 	f = fopen(path, "w");
@@ -297,7 +274,7 @@ static int start_gateway(int i)
 	argv[3] = NULL;
 	if (h_spawn(&gw[i], name, argv) != 0)
 		return -1;
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		size_t len;
 		char *log = h_read_file(gw[i].log, &len);
 		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
@@ -310,12 +287,12 @@ static int start_gateway(int i)
 		free(log);
 		if (!h_alive(&gw[i]))
 			return -1;
-		pause_ms(20);
+		h_pause_ms(20);
 	}
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		if (http(port[i], "GET", "/readyz", NULL, NULL, NULL) == 200)
 			return 0;
-		pause_ms(50);
+		h_pause_ms(50);
 	}
 	return -1;
 }
@@ -415,7 +392,8 @@ static void usage_sum(int64_t *prompt, int64_t *completion, int64_t *requests)
 
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s usage gov --format json",
 		 h_bin("tools/sluicectl"), redis_sock);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	assert_int_equal(st, 0);
 	j = json_loads(o, 0, &e);
 	if (!j)
@@ -455,13 +433,13 @@ static void test_usage_totals(void **state)
 		free(body);
 	}
 	assert_true(want_c > 0);
-	end = now_ms() + 10000;
+	end = h_now_ms() + 10000;
 	do {
 		usage_sum(&p, &c, &n);
 		if (n == N && p == want_p && c == want_c)
 			break;
-		pause_ms(20);
-	} while (now_ms() < end);
+		h_pause_ms(20);
+	} while (h_now_ms() < end);
 	fprintf(stderr, "usage: requests %lld/%d prompt %lld/%lld completion %lld/%lld\n",
 		(long long)n, N, (long long)p, (long long)want_p, (long long)c,
 		(long long)want_c);
@@ -473,7 +451,8 @@ static void test_usage_totals(void **state)
 		snprintf(cmd, sizeof(cmd), "grep -h 'usage\\|request' %s %s | tail -3; "
 			 "redis-cli -s %s --scan --pattern '*usage*' | head", gw[0].log, gw[1].log,
 			 redis_sock);
-		o = run_capture(cmd, &st);
+		o = h_run_capture(cmd, &st);
+		assert_non_null(o);
 		fprintf(stderr, "gateway log lines about usage:\n%s\n", o);
 		free(o);
 	}
@@ -644,11 +623,11 @@ static void test_revocation_ends_streams(void **state)
 		assert_true(ended_us[i] <= 100000);
 	}
 	/* the worker's sequences and KV blocks are freed */
-	end = now_ms() + 10000;
+	end = h_now_ms() + 10000;
 	while ((admin_metric(admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") != 0 ||
 		admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") != 0) &&
-	       now_ms() < end)
-		pause_ms(20);
+	       h_now_ms() < end)
+		h_pause_ms(20);
 	assert_true(admin_metric(admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") == 0);
 	assert_true(admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") == 0);
 }
@@ -700,7 +679,8 @@ static void usage_of(const char *tenant, int64_t *prompt, int64_t *completion, i
 
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s usage %s --format json",
 		 h_bin("tools/sluicectl"), redis_sock, tenant);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	assert_int_equal(st, 0);
 	j = json_loads(o, 0, &e);
 	assert_non_null(j);
@@ -746,15 +726,15 @@ static void test_usage_across_restart(void **state)
 		assert_int_equal(pthread_create(&th[i], NULL, load_one, &a[i]), 0);
 	}
 	/* mid-run: gateway 1 stops (SIGTERM) and comes back on a new port */
-	end = now_ms() + 30000;
+	end = h_now_ms() + 30000;
 	do {
 		int64_t pp, cc, nn;
 
 		usage_of("load", &pp, &cc, &nn);
 		if (nn >= 10)
 			break;
-		pause_ms(20);
-	} while (now_ms() < end);
+		h_pause_ms(20);
+	} while (h_now_ms() < end);
 	assert_int_equal(h_stop(&gw[1], 10000), 0);
 	assert_int_equal(start_gateway(1), 0);
 	load_ports[1] = port[1];
@@ -764,13 +744,13 @@ static void test_usage_across_restart(void **state)
 		want_p += a[i].prompt;
 		want_c += a[i].completion;
 	}
-	end = now_ms() + 10000;
+	end = h_now_ms() + 10000;
 	do {
 		usage_of("load", &p, &c, &n);
 		if (n == ok && p == want_p && c == want_c)
 			break;
-		pause_ms(20);
-	} while (now_ms() < end);
+		h_pause_ms(20);
+	} while (h_now_ms() < end);
 	fprintf(stderr, "load with a gateway restart: %d answered 200 of %d; usage ok %lld, "
 		"prompt %lld/%lld, completion %lld/%lld\n", ok, THREADS * 12, (long long)n,
 		(long long)p, (long long)want_p, (long long)c, (long long)want_c);
@@ -885,9 +865,9 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 	}
 	/* both slots taken (one per gateway): a third request is refused on
 	 * either gateway */
-	end = now_ms() + 10000;
-	while (leases_held("conct") < 2 && now_ms() < end)
-		pause_ms(5);
+	end = h_now_ms() + 10000;
+	while (leases_held("conct") < 2 && h_now_ms() < end)
+		h_pause_ms(5);
 	assert_int_equal(leases_held("conct"), 2);
 	for (int i = 0; i < N_GW; i++)
 		assert_int_equal(http_to(port[i], "POST", "/api/generate", key,
@@ -896,15 +876,15 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 	/* gateway 1 dies holding its lease: recovered within the lease TTL */
 	assert_int_equal(kill(gw[1].pid, SIGKILL), 0);
 	waitpid(gw[1].pid, NULL, 0);
-	t_kill = now_ms();
+	t_kill = h_now_ms();
 	end = t_kill + 10000;
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		/* admitted = no answer (the worker is paused) */
 		code = http_to(port[0], "POST", "/api/generate", key,
 			       "{\"model\":\"tiny\",\"prompt\":\"y\",\"stream\":false,"
 			       "\"options\":{\"num_predict\":1}}", NULL, 200);
 		if (code == -2) {
-			recovered_ms = now_ms() - t_kill;
+			recovered_ms = h_now_ms() - t_kill;
 			break;
 		}
 		assert_int_equal(code, 429);
@@ -943,8 +923,8 @@ static void test_redis_outage(void **state)
 	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 200);
 	assert_int_equal(http(port[0], "GET", "/v1/models", metered, NULL, NULL), 200);
 	ctl(o, sizeof(o), "key revoke %s", revoked_id);
-	end = now_ms() + 5000;
-	while (http(port[0], "GET", "/v1/models", revoked, NULL, NULL) != 401 && now_ms() < end)
+	end = h_now_ms() + 5000;
+	while (http(port[0], "GET", "/v1/models", revoked, NULL, NULL) != 401 && h_now_ms() < end)
 		;
 	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
 	usage_sum(&p0, &c0, &n0);
@@ -957,8 +937,8 @@ static void test_redis_outage(void **state)
 	redisFree(rc);
 	assert_int_equal(h_stop(&redis, 10000), 0);
 	/* wait until the gateway has noticed (readyz names Redis) */
-	end = now_ms() + 10000;
-	while (http(port[0], "GET", "/readyz", NULL, NULL, NULL) == 200 && now_ms() < end)
+	end = h_now_ms() + 10000;
+	while (http(port[0], "GET", "/readyz", NULL, NULL, NULL) == 200 && h_now_ms() < end)
 		;
 	assert_int_not_equal(http(port[0], "GET", "/readyz", NULL, NULL, NULL), 200);
 	/* a cached key keeps working (auth_cache_ttl_ms is 5 s) */
@@ -984,22 +964,22 @@ static void test_redis_outage(void **state)
 	assert_int_equal(refused, 3);
 	/* Redis returns: the gateways reconnect, unknown keys are looked up */
 	assert_int_equal(start_redis(), 0);
-	end = now_ms() + 20000;
+	end = h_now_ms() + 20000;
 	while ((code = http(port[0], "GET", "/v1/models", fresh, NULL, NULL)) != 200 &&
-	       now_ms() < end)
-		pause_ms(20);
+	       h_now_ms() < end)
+		h_pause_ms(20);
 	assert_int_equal(code, 200);
 	assert_int_equal(http(port[1], "GET", "/v1/models", fresh, NULL, NULL), 200);
 	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
 	/* the outage's 3 requests of gov/app were recorded once Redis came back,
 	 * with the 2 /v1/models just above */
-	end = now_ms() + 20000;
+	end = h_now_ms() + 20000;
 	do {
 		usage_sum(&p, &c, &n);
 		if (n >= n0 + 5)
 			break;
-		pause_ms(50);
-	} while (now_ms() < end);
+		h_pause_ms(50);
+	} while (h_now_ms() < end);
 	fprintf(stderr, "outage: gov requests %lld before, %lld after\n", (long long)n0,
 		(long long)n);
 	assert_int_equal(n, n0 + 5);
@@ -1056,9 +1036,9 @@ static void test_redis_slow(void **state)
 	assert_int_equal(http(port[0], "POST", "/api/generate", slow, gen_body, NULL), 200);
 	assert_int_equal(kill(redis.pid, SIGSTOP), 0);
 	/* the key is cached; its quota admission waits on Redis: 503 at the deadline */
-	t0 = now_ms();
+	t0 = h_now_ms();
 	code = http(port[0], "POST", "/api/generate", slow, gen_body, NULL);
-	dt = now_ms() - t0;
+	dt = h_now_ms() - t0;
 	fprintf(stderr, "slow redis: quota admission answered %d after %lld ms\n", code,
 		(long long)dt);
 	assert_int_equal(code, 503);
@@ -1066,14 +1046,14 @@ static void test_redis_slow(void **state)
 	/* an unknown key: its lookup has the same deadline */
 	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
 	/* the event loop never waited: health answers at once */
-	t0 = now_ms();
+	t0 = h_now_ms();
 	assert_int_equal(http(port[0], "GET", "/healthz", NULL, NULL, NULL), 200);
-	assert_true(now_ms() - t0 < 500);
+	assert_true(h_now_ms() - t0 < 500);
 	assert_int_equal(kill(redis.pid, SIGCONT), 0);
-	end = now_ms() + 20000;
+	end = h_now_ms() + 20000;
 	while ((code = http(port[0], "POST", "/api/generate", slow, gen_body, NULL)) != 200 &&
-	       now_ms() < end)
-		pause_ms(20);
+	       h_now_ms() < end)
+		h_pause_ms(20);
 	assert_int_equal(code, 200);
 	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 200);
 }

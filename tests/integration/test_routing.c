@@ -54,29 +54,6 @@ static int port, admin_port;
 static char key_a[64], key_b[64];
 static char prefix[2048];
 
-static int64_t now_ms(void)
-{
-	return cm_mono_ns() / 1000000;
-}
-
-static void pause_ms(int ms)
-{
-	poll(NULL, 0, ms); /* yields while polling a condition */
-}
-
-static char *run_capture(const char *cmd, int *status)
-{
-	FILE *f = popen(cmd, "r");
-	char *buf = calloc(1, 1 << 20);
-	size_t n = 0, r;
-
-	assert_non_null(f);
-	while ((r = fread(buf + n, 1, (1 << 20) - 1 - n, f)) > 0)
-		n += r;
-	*status = pclose(f);
-	return buf;
-}
-
 static void ctl(char *out, size_t size, const char *fmt, ...)
 {
 	char args[512], cmd[2048];
@@ -89,7 +66,8 @@ static void ctl(char *out, size_t size, const char *fmt, ...)
 	va_end(ap);
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
 		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	if (st != 0)
 		fprintf(stderr, "sluicectl %s: %s\n", args, o);
 	assert_int_equal(st, 0);
@@ -138,7 +116,8 @@ static int generate(const char *key, const char *tail, long *cached)
 		 "curl -sS --max-time 60 -o %s -w '%%{http_code}' -H 'Authorization: Bearer %s' "
 		 "-H 'Content-Type: application/json' --data-binary @%s "
 		 "'http://127.0.0.1:%d/api/generate'", outf, key, bodyf, port);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	code = atoi(o);
 	free(o);
 	b = h_read_file(outf, &len);
@@ -209,13 +188,13 @@ static void bg_start_long(struct bg *g, const char *name, const char *key)
  * and no error line, -1 otherwise. */
 static int bg_wait_ok(struct bg *g)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 	char *code = NULL, *out;
 	size_t len;
 	int ok;
 
-	while (now_ms() < end && !(code = h_read_file(g->code, &len)))
-		pause_ms(20);
+	while (h_now_ms() < end && !(code = h_read_file(g->code, &len)))
+		h_pause_ms(20);
 	assert_non_null(code);
 	out = h_read_file(g->out, &len);
 	ok = atoi(code) == 200 && out && strstr(out, "\"done\":true") &&
@@ -234,7 +213,10 @@ static char *metrics(void)
 	int st;
 
 	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 http://127.0.0.1:%d/metrics", admin_port);
-	return run_capture(cmd, &st);
+	char *m = h_run_capture(cmd, &st);
+
+	assert_non_null(m);
+	return m;
 }
 
 static double metric(const char *text, const char *series)
@@ -270,9 +252,9 @@ static void placed(double out[NW])
 /* Polls until the sum of the workers' in-flight requests is `want`. */
 static void wait_inflight_sum(int want, double inflight[NW])
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		char *m = metrics();
 		double sum = 0;
 
@@ -283,23 +265,23 @@ static void wait_inflight_sum(int want, double inflight[NW])
 		free(m);
 		if ((int)sum == want)
 			return;
-		pause_ms(20);
+		h_pause_ms(20);
 	}
 	fail_msg("in-flight requests did not reach %d", want);
 }
 
 static void wait_worker_ready(int w)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		char *m = metrics();
 		double r = wmetric(m, "sluice_worker_ready", w);
 
 		free(m);
 		if (r == 1)
 			return;
-		pause_ms(50);
+		h_pause_ms(50);
 	}
 	fail_msg("worker w%d did not become ready", w);
 }
@@ -311,7 +293,7 @@ static int start_redis(void)
 	char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", redis_sock,
 			 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
 			 "--dir", dir, NULL };
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
 	if (access(argv[0], X_OK) != 0)
 		argv[0] = "/usr/local/bin/redis-server";
@@ -319,7 +301,7 @@ static int start_redis(void)
 		return 77;
 	if (h_spawn(&redis, "redis", argv) != 0)
 		return -1;
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		redisContext *c = redisConnectUnix(redis_sock);
 
 		if (c && !c->err) {
@@ -328,16 +310,16 @@ static int start_redis(void)
 		}
 		if (c)
 			redisFree(c);
-		pause_ms(20);
+		h_pause_ms(20);
 	}
 	return -1;
 }
 
 static int wait_port_line(void)
 {
-	int64_t end = now_ms() + DEADLINE_MS;
+	int64_t end = h_now_ms() + DEADLINE_MS;
 
-	while (now_ms() < end) {
+	while (h_now_ms() < end) {
 		size_t len;
 		char *log = h_read_file(gateway.log, &len);
 		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
@@ -350,7 +332,7 @@ static int wait_port_line(void)
 		free(log);
 		if (!h_alive(&gateway))
 			return -1;
-		pause_ms(20);
+		h_pause_ms(20);
 	}
 	return -1;
 }
@@ -556,7 +538,8 @@ static void test_drain(void **state)
 	assert_int_equal((int)inflight[home], 1);
 	snprintf(cmd, sizeof(cmd), "%s worker drain w%d --admin 127.0.0.1:%d "
 		 "--admin-token-file %s 2>&1", h_bin("tools/sluicectl"), home, admin_port, creds);
-	o = run_capture(cmd, &st);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
 	if (st != 0)
 		fprintf(stderr, "sluicectl worker drain: %s\n", o);
 	free(o);
@@ -564,7 +547,7 @@ static void test_drain(void **state)
 	/* an unknown worker: exit 2 */
 	snprintf(cmd, sizeof(cmd), "%s worker drain nosuch --admin 127.0.0.1:%d "
 		 "--admin-token-file %s 2>&1", h_bin("tools/sluicectl"), admin_port, creds);
-	free(run_capture(cmd, &st));
+	free(h_run_capture(cmd, &st));
 	assert_int_equal(WEXITSTATUS(st), 2);
 	/* a token the gateway does not know: refused, exit 7, nothing drained */
 	{
@@ -579,7 +562,7 @@ static void test_drain(void **state)
 		snprintf(cmd, sizeof(cmd), "%s worker drain w%d --admin 127.0.0.1:%d "
 			 "--admin-token-file %s 2>&1", h_bin("tools/sluicectl"), (home + 1) % NW,
 			 admin_port, bad);
-		free(run_capture(cmd, &st));
+		free(h_run_capture(cmd, &st));
 		assert_int_equal(WEXITSTATUS(st), 7);
 	}
 	m = metrics();
@@ -610,18 +593,18 @@ static void test_kill_streaming(void **state)
 
 	(void)state;
 	for (tries = 0; tries < 5 && victim < 0; tries++) {
-		int64_t end = now_ms() + DEADLINE_MS;
+		int64_t end = h_now_ms() + DEADLINE_MS;
 		int streamed = 0;
 
 		snprintf(name, sizeof(name), "stream%d", tries);
 		bg_start_long(&s, name, key_b);
 		/* the first token reached the client: pause every worker */
-		while (now_ms() < end && !streamed) {
+		while (h_now_ms() < end && !streamed) {
 			out = h_read_file(s.out, &len);
 			streamed = out && strstr(out, "\"response\"") != NULL;
 			free(out);
 			if (!streamed)
-				pause_ms(2);
+				h_pause_ms(2);
 		}
 		assert_true(streamed);
 		for (int w = 0; w < NW; w++)
@@ -655,11 +638,11 @@ static void test_kill_streaming(void **state)
 		kill(workers[w].pid, SIGCONT);
 	/* the streaming one: HTTP 200 (headers were sent), an error line, no done */
 	{
-		int64_t end = now_ms() + DEADLINE_MS;
+		int64_t end = h_now_ms() + DEADLINE_MS;
 		char *code = NULL;
 
-		while (now_ms() < end && !(code = h_read_file(s.code, &len)))
-			pause_ms(20);
+		while (h_now_ms() < end && !(code = h_read_file(s.code, &len)))
+			h_pause_ms(20);
 		assert_non_null(code);
 		out = h_read_file(s.out, &len);
 		assert_non_null(out);
