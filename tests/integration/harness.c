@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <hiredis/hiredis.h>
+
 #include "common/clock.h"
 
 static char tmp[256];
@@ -170,6 +172,33 @@ int h_stop(struct h_proc *p, int timeout_ms)
 	kill(p->pid, SIGKILL);
 	waitpid(p->pid, &status, 0);
 	p->pid = 0;
+	return -1;
+}
+
+int h_redis_start(struct h_proc *p, const char *sock, const char *dir, int timeout_ms)
+{
+	char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", (char *)sock,
+			 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+			 "--dir", (char *)dir, NULL };
+	int64_t end = h_now_ms() + timeout_ms;
+
+	if (access(argv[0], X_OK) != 0)
+		argv[0] = "/usr/local/bin/redis-server";
+	if (access(argv[0], X_OK) != 0)
+		return 77;
+	if (h_spawn(p, "redis", argv) != 0)
+		return -1;
+	while (h_now_ms() < end) {
+		redisContext *c = redisConnectUnix(sock);
+
+		if (c && !c->err) {
+			redisFree(c);
+			return 0;
+		}
+		if (c)
+			redisFree(c);
+		h_pause_ms(20);
+	}
 	return -1;
 }
 

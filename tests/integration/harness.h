@@ -36,6 +36,13 @@ int h_spawn(struct h_proc *p, const char *name, char *const argv[]);
 int h_stop(struct h_proc *p, int timeout_ms);
 /* 1 when the process is still running. */
 int h_alive(struct h_proc *p);
+/*
+ * Starts a private redis-server (no TCP port, socket mode 0700, no
+ * persistence, working directory `dir`) on the Unix socket `sock` and waits
+ * up to timeout_ms until it accepts a connection.  0 when ready, 77 when
+ * redis-server is not installed (skip), -1 on failure.
+ */
+int h_redis_start(struct h_proc *p, const char *sock, const char *dir, int timeout_ms);
 /* Monotonic milliseconds. */
 int64_t h_now_ms(void);
 /* Yields ms milliseconds while a test polls a condition with a deadline

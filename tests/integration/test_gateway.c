@@ -263,29 +263,7 @@ static void assert_served(void)
 
 static int start_redis(void)
 {
-	char *argv[] = { "/usr/bin/redis-server", "--port", "0", "--unixsocket", redis_sock,
-			 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-			 "--dir", dir, NULL };
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	if (access(argv[0], X_OK) != 0)
-		argv[0] = "/usr/local/bin/redis-server";
-	if (access(argv[0], X_OK) != 0)
-		return 77;
-	if (h_spawn(&redis, "redis", argv) != 0)
-		return -1;
-	while (h_now_ms() < end) {
-		redisContext *c = redisConnectUnix(redis_sock);
-
-		if (c && !c->err) {
-			redisFree(c);
-			return 0;
-		}
-		if (c)
-			redisFree(c);
-		h_pause_ms(20);
-	}
-	return -1;
+	return h_redis_start(&redis, redis_sock, dir, DEADLINE_MS);
 }
 
 static int setup(void **state)
