@@ -31,6 +31,7 @@
 #define KX_UNROLL _Pragma("GCC unroll 8")
 #define KX_MR 8 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
+#define KX_MT2 8 /* largest token tile of the 16-row Q8_0 tile (KX_512) */
 
 /*
  * Decode (T == 1) streams weights from memory; software prefetch KX_PF
@@ -351,7 +352,7 @@ KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 
 #if KX_512
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 4, 4)
-KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 4, 4)
+#define kx_gemm_q8_0 kx_gemm_q8_0_rows16
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)

@@ -137,3 +137,134 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum16(acc[i][j]);
 }
+
+/*
+ * Q8_0 with weight rows in the lanes: 16 rows per vector.  For each block
+ * the 16 rows' 32 quants are transposed in registers into 8 vectors (lane
+ * l, vector k = bytes 4k..4k+3 of row P(l)), so that one vpdpbusd with the
+ * token's 4 bytes broadcast advances 16 rows at once, and a block costs a
+ * token 8 dot products, one conversion, one multiply and one FMA for 16
+ * outputs (the pair tile above spends a conversion, multiply and FMA per
+ * output and pair of blocks).  The transpose is paid once per block and
+ * tile of T tokens.
+ *
+ * Per output element: the exact integer dot product of the block, minus
+ * 128 x the activation sum (the weights are biased to unsigned), converted
+ * to float and folded as acc = fma(dot, d_w * d_x, acc) in block order,
+ * from 0; no horizontal sum.  That sequence is the same for every tile
+ * height, token count, tile position and thread, which is the batch
+ * invariance of kern_x86.h.
+ *
+ * Lanes hold rows in the order P = 0-3, 8-11, 4-7, 12-15 (what the
+ * in-lane transpose yields); P is its own inverse, so one permute puts the
+ * sums back in row order before the store.  Rows past the matrix (nr < 16)
+ * repeat the last row and are not stored.
+ */
+/* 4 bytes at p in every lane (a load-port broadcast, no shuffle uop) */
+KX_INLINE __m512i kx_bcast32(const int8_t *p)
+{
+	int32_t v;
+	memcpy(&v, p, 4);
+	return _mm512_set1_epi32(v);
+}
+
+KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+				const uint8_t *pf)
+{
+	const int nb = g->cols / 32;
+	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	const uint8_t *w[16];
+	for (int i = 0; i < 16; i++)
+		w[i] = g->w + (size_t)(r + (i < nr ? i : nr - 1)) * g->w_stride;
+	/* byte offset of lane l's row, for the scale gather */
+	const __m512i lrow = _mm512_min_epi32(perm, _mm512_set1_epi32(nr - 1));
+	const __m512i goff = _mm512_mullo_epi32(lrow, _mm512_set1_epi32((int)g->w_stride));
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int32_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
+		acc[j] = _mm512_setzero_ps();
+	}
+	const __m512i m80 = _mm512_set1_epi8((char)0x80);
+	for (int b = 0; b < nb; b++) {
+		const size_t off = 34 * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x 34 bytes per block */
+			for (int l = 0; l < 9; l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		__m512i a[8], u[8], v[8], q[8];
+		KX_UNROLL
+		for (int i = 0; i < 8; i++) {
+			a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(w[i] + off + 2)),
+						  kx_load256(w[i + 8] + off + 2), 1);
+		}
+		KX_UNROLL
+		for (int i = 0; i < 8; i += 2) {
+			u[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
+			u[i + 1] = _mm512_unpackhi_epi32(a[i], a[i + 1]);
+		}
+		KX_UNROLL
+		for (int h = 0; h < 8; h += 4) {
+			v[h + 0] = _mm512_unpacklo_epi64(u[h + 0], u[h + 2]);
+			v[h + 1] = _mm512_unpackhi_epi64(u[h + 0], u[h + 2]);
+			v[h + 2] = _mm512_unpacklo_epi64(u[h + 1], u[h + 3]);
+			v[h + 3] = _mm512_unpackhi_epi64(u[h + 1], u[h + 3]);
+		}
+		KX_UNROLL
+		for (int k = 0; k < 4; k++) {
+			q[k] = _mm512_xor_si512(_mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(2, 0, 2, 0)), m80);
+			q[k + 4] = _mm512_xor_si512(_mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(3, 1, 3, 1)),
+						    m80);
+		}
+		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)(g->w + (size_t)r * g->w_stride + off), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int8_t *x0 = xq[j] + 32 * (size_t)b;
+			__m512i id0 = _mm512_set1_epi32(-128 * xs[j][b]);
+			__m512i id1 = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int k = 0; k < 8; k += 2) {
+				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
+				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
+			}
+			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+		}
+	}
+	const __mmask16 km = (__mmask16)((1u << nr) - 1);
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
+				      _mm512_permutexvar_ps(perm, acc[j]));
+}
+
+/* Rows [r0, r1) in strips of 16, tokens in tiles of 8, then 4, 2, 1. */
+static void kx_gemm_q8_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	for (int r = r0; r < r1; r += 16) {
+		const int nr = r1 - r < 16 ? r1 - r : 16;
+		/* the first token tile of a strip prefetches the next strip */
+		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
+		int t = 0;
+		for (; t + 8 <= g->n; t += 8, pf = NULL)
+			kx_q8_0_rows16(g, r, nr, t, 8, pf);
+		if (t + 4 <= g->n) {
+			kx_q8_0_rows16(g, r, nr, t, 4, pf);
+			t += 4;
+			pf = NULL;
+		}
+		if (t + 2 <= g->n) {
+			kx_q8_0_rows16(g, r, nr, t, 2, pf);
+			t += 2;
+			pf = NULL;
+		}
+		if (t < g->n)
+			kx_q8_0_rows16(g, r, nr, t, 1, pf);
+	}
+}
