@@ -244,9 +244,24 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 				      _mm512_permutexvar_ps(perm, acc[j]));
 }
 
-/* Rows [r0, r1) in strips of 16, tokens in tiles of 8, then 4, 2, 1. */
+KX_INLINE void kx_q8_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q8_32_tile(g, r, t, R, T, 0);
+}
+KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_pair_tile, 4, 4)
+
+/*
+ * Rows [r0, r1) in strips of 16, tokens in tiles of 8, then 4, 2, 1.
+ * Rows too long for the 32-bit gather offsets (over 2^27 bytes, never
+ * seen in a model) take the pair tile for the whole matrix: the choice
+ * depends on the shape only, so invariance across batches still holds.
+ */
 static void kx_gemm_q8_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
 {
+	if (g->w_stride > (size_t)INT32_MAX / 16) {
+		kx_gemm_q8_0_pairs(g, r0, r1);
+		return;
+	}
 	for (int r = r0; r < r1; r += 16) {
 		const int nr = r1 - r < 16 ? r1 - r : 16;
 		/* the first token tile of a strip prefetches the next strip */
