@@ -172,12 +172,16 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 				const uint8_t *pf)
 {
 	const int nb = g->cols / 32;
-	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	/* lane -> row, and row -> lane for the store (P for T > 1, Q for T == 1) */
+	const __m512i lane_row = T == 1 ? _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)
+					: _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	const __m512i perm = T == 1 ? _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
+				    : lane_row;
 	const uint8_t *w[16];
 	for (int i = 0; i < 16; i++)
 		w[i] = g->w + (size_t)(r + (i < nr ? i : nr - 1)) * g->w_stride;
 	/* byte offset of lane l's row, for the scale gather */
-	const __m512i lrow = _mm512_min_epi32(perm, _mm512_set1_epi32(nr - 1));
+	const __m512i lrow = _mm512_min_epi32(lane_row, _mm512_set1_epi32(nr - 1));
 	const __m512i goff = _mm512_mullo_epi32(lrow, _mm512_set1_epi32((int)g->w_stride));
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
@@ -203,6 +207,37 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(w[i] + off + 2)),
 						  kx_load256(w[i + 8] + off + 2), 1);
 		}
+		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)(g->w + (size_t)r * g->w_stride + off), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
+		if (T == 1) {
+			/*
+			 * One token: a transpose per block costs more shuffles than
+			 * it saves, so the 16 rows' lane partials are summed down
+			 * instead, to the same exact integers (lane order Q).
+			 */
+			const __m512i xx = _mm512_broadcast_i64x4(kx_load256(xq[0] + 32 * (size_t)b));
+			__m512i z[8], sm[4], uu[2];
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(a[i], m80), xx);
+			KX_UNROLL
+			for (int m = 0; m < 4; m++) /* 128-bit lanes: rows 2m, 2m+8, 2m+1, 2m+9 */
+				sm[m] = _mm512_add_epi32(
+					_mm512_shuffle_i64x2(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+					_mm512_shuffle_i64x2(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+			KX_UNROLL
+			for (int m = 0; m < 2; m++) /* two rows per 128-bit lane */
+				uu[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(sm[2 * m], sm[2 * m + 1]),
+							 _mm512_unpackhi_epi64(sm[2 * m], sm[2 * m + 1]));
+			__m512 e0 = _mm512_castsi512_ps(uu[0]), e1 = _mm512_castsi512_ps(uu[1]);
+			__m512i id = _mm512_add_epi32(
+				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(2, 0, 2, 0))),
+				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(3, 1, 3, 1))));
+			id = _mm512_add_epi32(id, _mm512_set1_epi32(-128 * xs[0][b]));
+			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b]));
+			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[0]);
+			continue;
+		}
 		KX_UNROLL
 		for (int i = 0; i < 8; i += 2) {
 			u[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
@@ -221,8 +256,6 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			q[k + 4] = _mm512_xor_si512(_mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(3, 1, 3, 1)),
 						    m80);
 		}
-		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)(g->w + (size_t)r * g->w_stride + off), 1);
-		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
