@@ -11,7 +11,9 @@
  * outputs (R weight rows x T tokens); it is always inlined with constant R
  * and T, and a driver walks the row range in tiles.  Each weight block is
  * unpacked once per tile and reused for the T tokens, which is where the
- * prefill speed comes from.
+ * prefill speed comes from.  Q8_0 in the AVX-512 build has its own driver
+ * (kx_gemm_q8_0_rows16: 16 rows in the lanes of one vector, see
+ * kern_x86_q8_512.h).
  *
  * Batch invariance: the operations that produce one output element do not
  * depend on R, T, the tile position, n or the thread: per block an exact
