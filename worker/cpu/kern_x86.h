@@ -256,6 +256,16 @@ KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 4)
  *   AVX2: maddubs(|w|, sign(x, w)) (no int16 saturation: |w| <= 128,
  *   |x| <= 127).  Both give the same integers.
  */
+/* The three arrays of token row t in the Q8_32 activation format (internal.h). */
+KX_INLINE void kx_act_q8_32(const struct wk_cpu_gemm *g, int t, const int8_t **q, const float **d,
+			    const int32_t **sum)
+{
+	const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+	*q = (const int8_t *)xr;
+	*d = (const float *)(xr + g->cols);
+	*sum = (const int32_t *)(xr + g->cols + 4 * (size_t)(g->cols / 32));
+}
+
 #if !KX_512
 KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			     const int Q4)
@@ -275,12 +285,8 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			acc[i][j] = _mm256_setzero_ps();
 	}
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
-	}
+	for (int j = 0; j < T; j++)
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	for (int b = 0; b < nb; b++) {
 		__m256i wq[KX_MR];

@@ -51,12 +51,8 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			acc[i][j] = _mm512_setzero_ps();
 	}
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
-	}
+	for (int j = 0; j < T; j++)
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
 	const __m256i gidx = _mm256_setr_epi32(0, bb, 2 * bb, 3 * bb, 4 * bb, 5 * bb, 6 * bb, 7 * bb);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m80 = _mm512_set1_epi8((char)0x80);
 	for (int b8 = 0; b8 < nb; b8 += 8) {
@@ -193,10 +189,7 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	__m512 acc[KX_MT2];
 	KX_UNROLL
 	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
 		acc[j] = _mm512_setzero_ps();
 	}
 	const __m512i m80 = _mm512_set1_epi8((char)0x80);
