@@ -160,6 +160,55 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
  * sums back in row order before the store.  Rows past the matrix (nr < 16)
  * repeat the last row and are not stored.
  */
+/* 32 bytes at offset off of the 16 rows w[]: a[i] = row i | row i + 8 */
+KX_INLINE void kx_rows16_pairs(const uint8_t *const w[16], size_t off, __m512i a[8])
+{
+	KX_UNROLL
+	for (int i = 0; i < 8; i++)
+		a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(w[i] + off)),
+					  kx_load256(w[i + 8] + off), 1);
+}
+
+/*
+ * The pairs of kx_rows16_pairs transposed by 4-byte groups: q[k], lane l =
+ * bytes 4k..4k+3 of row P(l), P = 0-3, 8-11, 4-7, 12-15.  24 shuffles.
+ */
+KX_INLINE void kx_rows16_transpose(const __m512i a[8], __m512i q[8])
+{
+	__m512i u[8], v[8];
+	KX_UNROLL
+	for (int i = 0; i < 8; i += 2) {
+		u[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
+		u[i + 1] = _mm512_unpackhi_epi32(a[i], a[i + 1]);
+	}
+	KX_UNROLL
+	for (int h = 0; h < 8; h += 4) {
+		v[h + 0] = _mm512_unpacklo_epi64(u[h + 0], u[h + 2]);
+		v[h + 1] = _mm512_unpackhi_epi64(u[h + 0], u[h + 2]);
+		v[h + 2] = _mm512_unpacklo_epi64(u[h + 1], u[h + 3]);
+		v[h + 3] = _mm512_unpackhi_epi64(u[h + 1], u[h + 3]);
+	}
+	KX_UNROLL
+	for (int k = 0; k < 4; k++) {
+		q[k] = _mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(2, 0, 2, 0));
+		q[k + 4] = _mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(3, 1, 3, 1));
+	}
+}
+
+/* Row pointers of a strip of nr <= 16 rows from r; missing rows repeat the last. */
+KX_INLINE void kx_rows16_ptrs(const struct wk_cpu_gemm *g, int r, int nr, const uint8_t *w[16])
+{
+	for (int i = 0; i < 16; i++)
+		w[i] = g->w + (size_t)(r + (i < nr ? i : nr - 1)) * g->w_stride;
+}
+
+/* Byte offsets from row r of lane l's row (lane_row, clamped), for gathers. */
+KX_INLINE __m512i kx_rows16_goff(const struct wk_cpu_gemm *g, int nr, __m512i lane_row)
+{
+	return _mm512_mullo_epi32(_mm512_min_epi32(lane_row, _mm512_set1_epi32(nr - 1)),
+				  _mm512_set1_epi32((int)g->w_stride));
+}
+
 /* 4 bytes at p in every lane (a load-port broadcast, no shuffle uop) */
 KX_INLINE __m512i kx_bcast32(const int8_t *p)
 {
@@ -178,11 +227,8 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	const __m512i perm = T == 1 ? _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
 				    : lane_row;
 	const uint8_t *w[16];
-	for (int i = 0; i < 16; i++)
-		w[i] = g->w + (size_t)(r + (i < nr ? i : nr - 1)) * g->w_stride;
-	/* byte offset of lane l's row, for the scale gather */
-	const __m512i lrow = _mm512_min_epi32(lane_row, _mm512_set1_epi32(nr - 1));
-	const __m512i goff = _mm512_mullo_epi32(lrow, _mm512_set1_epi32((int)g->w_stride));
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int32_t *xs[KX_MT2];
@@ -198,12 +244,8 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		if (pf != NULL) /* the next strip, 16 x 34 bytes per block */
 			for (int l = 0; l < 9; l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
-		__m512i a[8], u[8], v[8], q[8];
-		KX_UNROLL
-		for (int i = 0; i < 8; i++) {
-			a[i] = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(w[i] + off + 2)),
-						  kx_load256(w[i + 8] + off + 2), 1);
-		}
+		__m512i a[8], q[8];
+		kx_rows16_pairs(w, off + 2, a);
 		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)(g->w + (size_t)r * g->w_stride + off), 1);
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
 		if (T == 1) {
@@ -235,24 +277,10 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[0]);
 			continue;
 		}
+		kx_rows16_transpose(a, q);
 		KX_UNROLL
-		for (int i = 0; i < 8; i += 2) {
-			u[i] = _mm512_unpacklo_epi32(a[i], a[i + 1]);
-			u[i + 1] = _mm512_unpackhi_epi32(a[i], a[i + 1]);
-		}
-		KX_UNROLL
-		for (int h = 0; h < 8; h += 4) {
-			v[h + 0] = _mm512_unpacklo_epi64(u[h + 0], u[h + 2]);
-			v[h + 1] = _mm512_unpackhi_epi64(u[h + 0], u[h + 2]);
-			v[h + 2] = _mm512_unpacklo_epi64(u[h + 1], u[h + 3]);
-			v[h + 3] = _mm512_unpackhi_epi64(u[h + 1], u[h + 3]);
-		}
-		KX_UNROLL
-		for (int k = 0; k < 4; k++) {
-			q[k] = _mm512_xor_si512(_mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(2, 0, 2, 0)), m80);
-			q[k + 4] = _mm512_xor_si512(_mm512_shuffle_i64x2(v[k], v[k + 4], _MM_SHUFFLE(3, 1, 3, 1)),
-						    m80);
-		}
+		for (int k = 0; k < 8; k++)
+			q[k] = _mm512_xor_si512(q[k], m80);
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
