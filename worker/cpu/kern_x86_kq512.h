@@ -122,3 +122,153 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		for (int j = 0; j < T; j++)
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
+
+/*
+ * Q4_K with 16 weight rows in the lanes (the scheme of kx_q8_0_rows16 in
+ * kern_x86_q8_512.h).  Per block of 256: one gather brings d and dmin of
+ * the 16 rows, three bring their 12 scale bytes, which are unpacked in the
+ * lanes into 8 six-bit scales and 8 mins per row.  Each 32-byte chunk of
+ * quants (low nibbles: sub-block 2c, high: 2c + 1) is transposed once per
+ * tile; a token then takes 8 vpdpbusd per sub-block with its activation
+ * bytes broadcast (the nibbles are already unsigned, no offset), one
+ * multiply by the sub-block scale, and 8 vpdpwssd for the mins against
+ * the activation sums of 16.
+ *
+ * Per output element and block: isum = sum_s sc_s * dot_s and msum =
+ * sum_s m_s * xsum_s, exact integers, then acc = fma(float(isum),
+ * d * d_x, acc) and acc = fnmadd(float(msum), dmin * d_x, acc), in block
+ * order from 0; no horizontal sum.  Every tile and token count takes this
+ * sequence, which is the batch invariance of kern_x86.h.  Lanes hold rows
+ * in the order P of kx_rows16_transpose.
+ */
+KX_INLINE void kx_q4_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			      const uint8_t *pf)
+{
+	const int nb = g->cols / 256;
+	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int16_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+		acc[j] = _mm512_setzero_ps();
+	}
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
+		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
+	for (int b = 0; b < nb; b++) {
+		const size_t off = 144 * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x 144 bytes per block */
+			for (int l = 0; l < 36; l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		const int *base = (const int *)(g->w + (size_t)r * g->w_stride + off);
+		const __m512i dd = _mm512_i32gather_epi32(goff, base, 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+		const __m512 dmw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+		const __m512i s0 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 4), 1);
+		const __m512i s1 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 8), 1);
+		const __m512i s2 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 12), 1);
+		/* bytes: scales 0-3, 4-7; mins 0-3, 4-7 (get_scale_min_k4, in lanes) */
+		const __m512i scb[2] = {
+			_mm512_and_si512(s0, m3f),
+			_mm512_or_si512(_mm512_and_si512(s2, m4), _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30)),
+		};
+		const __m512i mnb[2] = {
+			_mm512_and_si512(s1, m3f),
+			_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4),
+					_mm512_and_si512(_mm512_srli_epi32(s1, 2), m30)),
+		};
+		/* mins: sum over s of (m_s, m_s) . (bsum 2s, bsum 2s+1), as float */
+		__m512i mpair[8], isum[KX_MT2];
+		__m512 mf[KX_MT2];
+		KX_UNROLL
+		for (int sb = 0; sb < 8; sb++) {
+			__m512i m = _mm512_and_si512(_mm512_srli_epi32(mnb[sb / 4], 8 * (sb % 4)), mff);
+			mpair[sb] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int16_t *bs = xs[j] + 16 * (size_t)b;
+			__m512i ms = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int sb = 0; sb < 8; sb++)
+				ms = _mm512_dpwssd_epi32(ms, mpair[sb], kx_bcast32((const int8_t *)(bs + 2 * sb)));
+			mf[j] = _mm512_cvtepi32_ps(ms);
+			isum[j] = _mm512_setzero_si512();
+		}
+		KX_UNROLL
+		for (int c = 0; c < 4; c++) {
+			__m512i a[8], q[8];
+			kx_rows16_pairs(w, off + 16 + 32 * (size_t)c, a);
+			kx_rows16_transpose(a, q);
+			const __m512i sc0 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2)), mff);
+			const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2) + 8), mff);
+			KX_UNROLL
+			for (int j = 0; j < T; j++) {
+				const int8_t *x0 = xq[j] + 256 * (size_t)b + 64 * c;
+				__m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+				KX_UNROLL
+				for (int k = 0; k < 8; k++) {
+					lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q[k], m4), kx_bcast32(x0 + 4 * k));
+					hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4),
+								 kx_bcast32(x0 + 32 + 4 * k));
+				}
+				isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(lo, sc0),
+										     _mm512_mullo_epi32(hi, sc1)));
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const __m512 dx = _mm512_set1_ps(xd[j][b]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(dw, dx), acc[j]);
+			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
+		}
+	}
+	const __mmask16 km = (__mmask16)((1u << nr) - 1);
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
+				      _mm512_permutexvar_ps(perm, acc[j]));
+}
+
+KX_INLINE void kx_q4_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q45k_tile(g, r, t, R, T, 0);
+}
+KX_DRIVER(kx_gemm_q4_k_pairs, kx_q4_k_pair_tile, 4, 4)
+
+/*
+ * Rows [r0, r1) in strips of 16, tokens in tiles of 4, then 2, 1.  Rows
+ * too long for 32-bit gather offsets take the 4 x 4 tile for the whole
+ * matrix (a choice by shape only).
+ */
+static void kx_gemm_q4_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	if (g->w_stride > (size_t)INT32_MAX / 16) {
+		kx_gemm_q4_k_pairs(g, r0, r1);
+		return;
+	}
+	for (int r = r0; r < r1; r += 16) {
+		const int nr = r1 - r < 16 ? r1 - r : 16;
+		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
+		int t = 0;
+		for (; t + 8 <= g->n; t += 8, pf = NULL)
+			kx_q4_k_rows16(g, r, nr, t, 8, pf);
+		for (; t + 4 <= g->n; t += 4, pf = NULL)
+			kx_q4_k_rows16(g, r, nr, t, 4, pf);
+		if (t + 2 <= g->n) {
+			kx_q4_k_rows16(g, r, nr, t, 2, pf);
+			t += 2;
+			pf = NULL;
+		}
+		if (t < g->n)
+			kx_q4_k_rows16(g, r, nr, t, 1, pf);
+	}
+}
