@@ -210,15 +210,20 @@ KX_INLINE void kx_q4_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			kx_rows16_transpose(a, q);
 			const __m512i sc0 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2)), mff);
 			const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2) + 8), mff);
+			__m512i ql[8], qh[8];
+			KX_UNROLL
+			for (int k = 0; k < 8; k++) {
+				ql[k] = _mm512_and_si512(q[k], m4);
+				qh[k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
+			}
 			KX_UNROLL
 			for (int j = 0; j < T; j++) {
 				const int8_t *x0 = xq[j] + 256 * (size_t)b + 64 * c;
 				__m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
 				KX_UNROLL
 				for (int k = 0; k < 8; k++) {
-					lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q[k], m4), kx_bcast32(x0 + 4 * k));
-					hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4),
-								 kx_bcast32(x0 + 32 + 4 * k));
+					lo = _mm512_dpbusd_epi32(lo, ql[k], kx_bcast32(x0 + 4 * k));
+					hi = _mm512_dpbusd_epi32(hi, qh[k], kx_bcast32(x0 + 32 + 4 * k));
 				}
 				isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(lo, sc0),
 										     _mm512_mullo_epi32(hi, sc1)));
