@@ -277,3 +277,151 @@ static void kx_gemm_q4_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
 			kx_q4_k_rows16(g, r, nr, t, 1, pf);
 	}
 }
+
+/*
+ * Q6_K with 16 weight rows in the lanes.  Per half of a block, ql bytes
+ * 64h..64h+31 (A), 64h+32..64h+63 (B) and qh bytes 32h..32h+31 (H) of the
+ * 16 rows are transposed once per tile; the four runs of 32 values of the
+ * half are then (A & 15 | H bits 0-1 << 4), (B & 15 | H bits 2-3 << 4),
+ * (A >> 4 | H bits 4-5), (B >> 4 | H bits 6-7), unsigned 0..63.  A token
+ * takes 4 vpdpbusd per group of 16 (one scale each), one multiply by the
+ * group's scale, and the -32 offset once per block as 32 x sum_g sc_g x
+ * bsum_g (8 vpdpwssd).
+ *
+ * Per output element and block: isum = sum_g sc_g * dot_g - 32 * sum_g
+ * sc_g * bsum_g, an exact integer, then acc = fma(float(isum), d * d_x,
+ * acc) in block order from 0; no horizontal sum.  Lanes hold rows in the
+ * order P of kx_rows16_transpose.
+ */
+KX_INLINE __m512i kx_sext_byte(__m512i v, int k) /* signed byte k of each lane */
+{
+	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * k), 24);
+}
+
+KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			      const uint8_t *pf)
+{
+	const int nb = g->cols / 256;
+	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int16_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
+		xq[j] = (const int8_t *)xr;
+		xd[j] = (const float *)(xr + g->cols);
+		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+		acc[j] = _mm512_setzero_ps();
+	}
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	for (int b = 0; b < nb; b++) {
+		const size_t off = 210 * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
+			for (int l = 0; l < 53; l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
+		/* bytes 206..209: scales 14, 15 and d (the block ends at 210) */
+		const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + 206), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+		__m512i sc[4], pr[8];
+		KX_UNROLL
+		for (int i = 0; i < 4; i++) {
+			sc[i] = _mm512_i32gather_epi32(goff, (const int *)(base + 192 + 4 * i), 1);
+			/* (sc 4i, sc 4i+1) and (sc 4i+2, sc 4i+3) as int16 pairs */
+			__m512i lo = _mm512_srai_epi16(_mm512_slli_epi16(sc[i], 8), 8);
+			__m512i hi = _mm512_srai_epi16(sc[i], 8);
+			pr[2 * i] = _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16));
+			pr[2 * i + 1] = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(lo, 16), hi);
+		}
+		__m512i isum[KX_MT2];
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int16_t *bs = xs[j] + 16 * (size_t)b;
+			__m512i cs = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				cs = _mm512_dpwssd_epi32(cs, pr[i], kx_bcast32((const int8_t *)(bs + 2 * i)));
+			isum[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 5));
+		}
+		KX_UNROLL
+		for (int h = 0; h < 2; h++) {
+			__m512i ta[8], tb[8], th[8], a[8];
+			kx_rows16_pairs(w, off + 64 * (size_t)h, a);
+			kx_rows16_transpose(a, ta);
+			kx_rows16_pairs(w, off + 64 * (size_t)h + 32, a);
+			kx_rows16_transpose(a, tb);
+			kx_rows16_pairs(w, off + 128 + 32 * (size_t)h, a);
+			kx_rows16_transpose(a, th);
+			KX_UNROLL
+			for (int run = 0; run < 4; run++) {
+				__m512i q[8];
+				KX_UNROLL
+				for (int k = 0; k < 8; k++) {
+					const __m512i src = run % 2 ? tb[k] : ta[k];
+					__m512i lo4 = run < 2 ? src : _mm512_srli_epi16(src, 4);
+					__m512i up = run == 0   ? _mm512_slli_epi16(th[k], 4)
+						     : run == 1 ? _mm512_slli_epi16(th[k], 2)
+						     : run == 2 ? th[k]
+								: _mm512_srli_epi16(th[k], 2);
+					q[k] = _mm512_or_si512(_mm512_and_si512(lo4, m4), _mm512_and_si512(up, m30));
+				}
+				const int ga = 8 * h + 2 * run; /* groups ga (k < 4) and ga + 1 */
+				const __m512i sca = kx_sext_byte(sc[ga / 4], ga % 4);
+				const __m512i scb = kx_sext_byte(sc[ga / 4], ga % 4 + 1);
+				KX_UNROLL
+				for (int j = 0; j < T; j++) {
+					const int8_t *x0 = xq[j] + 256 * (size_t)b + 128 * h + 32 * run;
+					__m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+					KX_UNROLL
+					for (int k = 0; k < 4; k++) {
+						d0 = _mm512_dpbusd_epi32(d0, q[k], kx_bcast32(x0 + 4 * k));
+						d1 = _mm512_dpbusd_epi32(d1, q[k + 4], kx_bcast32(x0 + 16 + 4 * k));
+					}
+					isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(d0, sca),
+											     _mm512_mullo_epi32(d1, scb)));
+				}
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
+						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
+	}
+	const __mmask16 km = (__mmask16)((1u << nr) - 1);
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
+				      _mm512_permutexvar_ps(perm, acc[j]));
+}
+
+KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
+
+/* Rows [r0, r1) in strips of 16, tokens in tiles of 8, 4, 2, 1 (as Q4_K). */
+static void kx_gemm_q6_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	if (g->w_stride > (size_t)INT32_MAX / 16) {
+		kx_gemm_q6_k_pairs(g, r0, r1);
+		return;
+	}
+	for (int r = r0; r < r1; r += 16) {
+		const int nr = r1 - r < 16 ? r1 - r : 16;
+		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
+		int t = 0;
+		for (; t + 8 <= g->n; t += 8, pf = NULL)
+			kx_q6_k_rows16(g, r, nr, t, 8, pf);
+		for (; t + 4 <= g->n; t += 4, pf = NULL)
+			kx_q6_k_rows16(g, r, nr, t, 4, pf);
+		if (t + 2 <= g->n) {
+			kx_q6_k_rows16(g, r, nr, t, 2, pf);
+			t += 2;
+			pf = NULL;
+		}
+		if (t < g->n)
+			kx_q6_k_rows16(g, r, nr, t, 1, pf);
+	}
+}
