@@ -615,7 +615,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 
 #if KX_512
 #define kx_gemm_q4_k kx_gemm_q4_k_rows16
-KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 4, 4)
+#define kx_gemm_q5_k kx_gemm_q5_k_rows16
 #define kx_gemm_q6_k kx_gemm_q6_k_rows16
 #else
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)

@@ -124,8 +124,9 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 /*
- * Q4_K with 16 weight rows in the lanes (the scheme of kx_q8_0_rows16 in
- * kern_x86_q8_512.h).  Per block of 256: one gather brings d and dmin of
+ * Q4_K and Q5_K with 16 weight rows in the lanes (the scheme of
+ * kx_q8_0_rows16 in kern_x86_q8_512.h).  Q5_K's 32 bytes of fifth bits
+ * are transposed once per block and OR-ed into the nibbles as bit 4.  Per block of 256: one gather brings d and dmin of
  * the 16 rows, three bring their 12 scale bytes, which are unpacked in the
  * lanes into 8 six-bit scales and 8 mins per row.  Each 32-byte chunk of
  * quants (low nibbles: sub-block 2c, high: 2c + 1) is transposed once per
@@ -141,10 +142,11 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
  * sequence, which is the batch invariance of kern_x86.h.  Lanes hold rows
  * in the order P of kx_rows16_transpose.
  */
-KX_INLINE void kx_q4_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			      const uint8_t *pf)
+KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			       const uint8_t *pf, const int Q5)
 {
 	const int nb = g->cols / 256;
+	const size_t bb = Q5 ? 176 : 144, qs0 = Q5 ? 48 : 16;
 	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
 	const uint8_t *w[16];
 	kx_rows16_ptrs(g, r, nr, w);
@@ -164,9 +166,9 @@ KX_INLINE void kx_q4_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
 	for (int b = 0; b < nb; b++) {
-		const size_t off = 144 * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x 144 bytes per block */
-			for (int l = 0; l < 36; l++)
+		const size_t off = bb * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+			for (int l = 0; l < (Q5 ? 44 : 36); l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
 		const int *base = (const int *)(g->w + (size_t)r * g->w_stride + off);
 		const __m512i dd = _mm512_i32gather_epi32(goff, base, 1);
@@ -203,10 +205,16 @@ KX_INLINE void kx_q4_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			mf[j] = _mm512_cvtepi32_ps(ms);
 			isum[j] = _mm512_setzero_si512();
 		}
+		__m512i th[8]; /* Q5_K: the fifth bits, bit 2c / 2c+1 for chunk c */
+		if (Q5) {
+			__m512i a[8];
+			kx_rows16_pairs(w, off + 16, a);
+			kx_rows16_transpose(a, th);
+		}
 		KX_UNROLL
 		for (int c = 0; c < 4; c++) {
 			__m512i a[8], q[8];
-			kx_rows16_pairs(w, off + 16 + 32 * (size_t)c, a);
+			kx_rows16_pairs(w, off + qs0 + 32 * (size_t)c, a);
 			kx_rows16_transpose(a, q);
 			const __m512i sc0 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2)), mff);
 			const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2) + 8), mff);
@@ -215,6 +223,14 @@ KX_INLINE void kx_q4_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			for (int k = 0; k < 8; k++) {
 				ql[k] = _mm512_and_si512(q[k], m4);
 				qh[k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
+				if (Q5) { /* bit 2c (low run), 2c + 1 (high run) to bit 4 */
+					const __m512i m10 = _mm512_set1_epi8(0x10);
+					__m512i b0 = c < 3 ? _mm512_slli_epi16(th[k], 4 - 2 * c) : _mm512_srli_epi16(th[k], 2);
+					__m512i b1 = c < 2 ? _mm512_slli_epi16(th[k], 3 - 2 * c)
+							   : _mm512_srli_epi16(th[k], 2 * c - 3);
+					ql[k] = _mm512_or_si512(ql[k], _mm512_and_si512(b0, m10));
+					qh[k] = _mm512_or_si512(qh[k], _mm512_and_si512(b1, m10));
+				}
 			}
 			KX_UNROLL
 			for (int j = 0; j < T; j++) {
@@ -247,17 +263,25 @@ KX_INLINE void kx_q4_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, cons
 {
 	kx_q45k_tile(g, r, t, R, T, 0);
 }
+KX_INLINE void kx_q5_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q45k_tile(g, r, t, R, T, 1);
+}
 KX_DRIVER(kx_gemm_q4_k_pairs, kx_q4_k_pair_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_k_pairs, kx_q5_k_pair_tile, 4, 4)
 
 /*
- * Rows [r0, r1) in strips of 16, tokens in tiles of 4, then 2, 1.  Rows
- * too long for 32-bit gather offsets take the 4 x 4 tile for the whole
- * matrix (a choice by shape only).
+ * Rows [r0, r1) in strips of 16, tokens in tiles of 8, 4, 2, 1.  Rows too
+ * long for 32-bit gather offsets take the 4 x 4 tile for the whole matrix
+ * (a choice by shape only).
  */
-static void kx_gemm_q4_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+KX_INLINE void kx_gemm_q45_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1, const int Q5)
 {
 	if (g->w_stride > (size_t)INT32_MAX / 16) {
-		kx_gemm_q4_k_pairs(g, r0, r1);
+		if (Q5)
+			kx_gemm_q5_k_pairs(g, r0, r1);
+		else
+			kx_gemm_q4_k_pairs(g, r0, r1);
 		return;
 	}
 	for (int r = r0; r < r1; r += 16) {
@@ -265,17 +289,27 @@ static void kx_gemm_q4_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
 		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
 		int t = 0;
 		for (; t + 8 <= g->n; t += 8, pf = NULL)
-			kx_q4_k_rows16(g, r, nr, t, 8, pf);
+			kx_q45_k_rows16(g, r, nr, t, 8, pf, Q5);
 		for (; t + 4 <= g->n; t += 4, pf = NULL)
-			kx_q4_k_rows16(g, r, nr, t, 4, pf);
+			kx_q45_k_rows16(g, r, nr, t, 4, pf, Q5);
 		if (t + 2 <= g->n) {
-			kx_q4_k_rows16(g, r, nr, t, 2, pf);
+			kx_q45_k_rows16(g, r, nr, t, 2, pf, Q5);
 			t += 2;
 			pf = NULL;
 		}
 		if (t < g->n)
-			kx_q4_k_rows16(g, r, nr, t, 1, pf);
+			kx_q45_k_rows16(g, r, nr, t, 1, pf, Q5);
 	}
+}
+
+static void kx_gemm_q4_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_gemm_q45_k_rows16(g, r0, r1, 0);
+}
+
+static void kx_gemm_q5_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_gemm_q45_k_rows16(g, r0, r1, 1);
 }
 
 /*
