@@ -359,7 +359,7 @@ KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 4, 4)
+#define kx_gemm_q4_0 kx_gemm_q4_0_rows16
 #define kx_gemm_q8_0 kx_gemm_q8_0_rows16
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)

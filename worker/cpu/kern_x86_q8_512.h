@@ -170,6 +170,25 @@ KX_INLINE void kx_rows16_pairs(const uint8_t *const w[16], size_t off, __m512i a
 }
 
 /*
+ * Q4_0: the 16 nibble bytes at offset off of the 16 rows, unpacked to the
+ * 32 values in element order (low nibbles 0-15, high 16-31) in the layout
+ * of kx_rows16_pairs: two loads broadcast into 128-bit lanes, one shift
+ * per lane pair and a mask.
+ */
+KX_INLINE void kx_rows16_pairs_q4(const uint8_t *const w[16], size_t off, __m512i a[8])
+{
+	const __m512i sh = _mm512_setr_epi32(0, 0, 0, 0, 0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0,
+					     0x40004, 0x40004, 0x40004, 0x40004);
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	KX_UNROLL
+	for (int i = 0; i < 8; i++) {
+		__m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(w[i] + off)));
+		z = _mm512_mask_broadcast_i32x4(z, 0xFF00, _mm_loadu_si128((const __m128i *)(w[i + 8] + off)));
+		a[i] = _mm512_and_si512(_mm512_srlv_epi16(z, sh), m4);
+	}
+}
+
+/*
  * The pairs of kx_rows16_pairs transposed by 4-byte groups: q[k], lane l =
  * bytes 4k..4k+3 of row P(l), P = 0-3, 8-11, 4-7, 12-15.  24 shuffles.
  */
@@ -217,10 +236,12 @@ KX_INLINE __m512i kx_bcast32(const int8_t *p)
 	return _mm512_set1_epi32(v);
 }
 
-KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-				const uint8_t *pf)
+KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			     const uint8_t *pf, const int Q4)
 {
 	const int nb = g->cols / 32;
+	const size_t bb = Q4 ? 18 : 34;
+	const int corr = Q4 ? -8 : -128; /* x the activation block sum */
 	/* lane -> row, and row -> lane for the store (P for T > 1, Q for T == 1) */
 	const __m512i lane_row = T == 1 ? _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)
 					: _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
@@ -240,12 +261,19 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	}
 	const __m512i m80 = _mm512_set1_epi8((char)0x80);
 	for (int b = 0; b < nb; b++) {
-		const size_t off = 34 * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x 34 bytes per block */
-			for (int l = 0; l < 9; l++)
+		const size_t off = bb * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+			for (int l = 0; l < (Q4 ? 5 : 9); l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
 		__m512i a[8], q[8];
-		kx_rows16_pairs(w, off + 2, a);
+		if (Q4) {
+			kx_rows16_pairs_q4(w, off + 2, a);
+		} else {
+			kx_rows16_pairs(w, off + 2, a);
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				a[i] = _mm512_xor_si512(a[i], m80);
+		}
 		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)(g->w + (size_t)r * g->w_stride + off), 1);
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
 		if (T == 1) {
@@ -258,7 +286,7 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			__m512i z[8], sm[4], uu[2];
 			KX_UNROLL
 			for (int i = 0; i < 8; i++)
-				z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(a[i], m80), xx);
+				z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[i], xx);
 			KX_UNROLL
 			for (int m = 0; m < 4; m++) /* 128-bit lanes: rows 2m, 2m+8, 2m+1, 2m+9 */
 				sm[m] = _mm512_add_epi32(
@@ -272,19 +300,16 @@ KX_INLINE void kx_q8_0_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			__m512i id = _mm512_add_epi32(
 				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(2, 0, 2, 0))),
 				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(3, 1, 3, 1))));
-			id = _mm512_add_epi32(id, _mm512_set1_epi32(-128 * xs[0][b]));
+			id = _mm512_add_epi32(id, _mm512_set1_epi32(corr * xs[0][b]));
 			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b]));
 			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[0]);
 			continue;
 		}
 		kx_rows16_transpose(a, q);
 		KX_UNROLL
-		for (int k = 0; k < 8; k++)
-			q[k] = _mm512_xor_si512(q[k], m80);
-		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			__m512i id0 = _mm512_set1_epi32(-128 * xs[j][b]);
+			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
 			__m512i id1 = _mm512_setzero_si512();
 			KX_UNROLL
 			for (int k = 0; k < 8; k += 2) {
@@ -306,7 +331,12 @@ KX_INLINE void kx_q8_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, cons
 {
 	kx_q8_32_tile(g, r, t, R, T, 0);
 }
+KX_INLINE void kx_q4_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q8_32_tile(g, r, t, R, T, 1);
+}
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_pair_tile, 4, 4)
+KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_pair_tile, 4, 4)
 
 /*
  * Rows [r0, r1) in strips of 16, tokens in tiles of 8, then 4, 2, 1.
@@ -314,10 +344,13 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_pair_tile, 4, 4)
  * seen in a model) take the pair tile for the whole matrix: the choice
  * depends on the shape only, so invariance across batches still holds.
  */
-static void kx_gemm_q8_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+KX_INLINE void kx_gemm_q80_rows16(const struct wk_cpu_gemm *g, int r0, int r1, const int Q4)
 {
 	if (g->w_stride > (size_t)INT32_MAX / 16) {
-		kx_gemm_q8_0_pairs(g, r0, r1);
+		if (Q4)
+			kx_gemm_q4_0_pairs(g, r0, r1);
+		else
+			kx_gemm_q8_0_pairs(g, r0, r1);
 		return;
 	}
 	for (int r = r0; r < r1; r += 16) {
@@ -326,18 +359,28 @@ static void kx_gemm_q8_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
 		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
 		int t = 0;
 		for (; t + 8 <= g->n; t += 8, pf = NULL)
-			kx_q8_0_rows16(g, r, nr, t, 8, pf);
+			kx_q80_rows16(g, r, nr, t, 8, pf, Q4);
 		if (t + 4 <= g->n) {
-			kx_q8_0_rows16(g, r, nr, t, 4, pf);
+			kx_q80_rows16(g, r, nr, t, 4, pf, Q4);
 			t += 4;
 			pf = NULL;
 		}
 		if (t + 2 <= g->n) {
-			kx_q8_0_rows16(g, r, nr, t, 2, pf);
+			kx_q80_rows16(g, r, nr, t, 2, pf, Q4);
 			t += 2;
 			pf = NULL;
 		}
 		if (t < g->n)
-			kx_q8_0_rows16(g, r, nr, t, 1, pf);
+			kx_q80_rows16(g, r, nr, t, 1, pf, Q4);
 	}
+}
+
+static void kx_gemm_q8_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_gemm_q80_rows16(g, r0, r1, 0);
+}
+
+static void kx_gemm_q4_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_gemm_q80_rows16(g, r0, r1, 1);
 }
