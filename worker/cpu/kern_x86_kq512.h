@@ -147,7 +147,7 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 {
 	const int nb = g->cols / 256;
 	const size_t bb = Q5 ? 176 : 144, qs0 = Q5 ? 48 : 16;
-	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	const __m512i perm = kx_lane_p();
 	const uint8_t *w[16];
 	kx_rows16_ptrs(g, r, nr, w);
 	const __m512i goff = kx_rows16_goff(g, nr, perm);
@@ -336,10 +336,11 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			      const uint8_t *pf)
 {
 	const int nb = g->cols / 256;
-	const __m512i perm = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
+	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
 	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -362,6 +363,63 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		/* bytes 206..209: scales 14, 15 and d (the block ends at 210) */
 		const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + 206), 1);
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+		if (T == 1) {
+			/*
+			 * One token: no transposes.  Per pair of rows (i, i + 8),
+			 * maddubs on the untransposed values and vpdpwssd with each
+			 * lane's group scale (one permute of the two rows' 16 scales
+			 * as words), the -32 offset through the bsums; then the lane
+			 * partials are summed down to the same exact integers.
+			 */
+			const int8_t *xb = xq[0] + 256 * (size_t)b;
+			const __m512i bsv = _mm512_broadcast_i64x4(kx_load256(xs[0] + 16 * (size_t)b));
+			__m512i z[8];
+			KX_UNROLL
+			for (int i = 0; i < 8; i++) {
+				__m256i s8 = _mm256_inserti128_si256(
+					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[i] + off + 192))),
+					_mm_loadu_si128((const __m128i *)(w[i + 8] + off + 192)), 1);
+				const __m512i scw = _mm512_cvtepi8_epi16(s8); /* row i: words 0-15, row i+8: 16-31 */
+				__m512i zi = _mm512_sub_epi32(_mm512_setzero_si512(),
+							      _mm512_slli_epi32(_mm512_madd_epi16(scw, bsv), 5));
+				KX_UNROLL
+				for (int h = 0; h < 2; h++) {
+					const uint8_t *p0 = w[i] + off, *p1 = w[i + 8] + off;
+					__m512i ta = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(p0 + 64 * h)),
+									kx_load256(p1 + 64 * h), 1);
+					__m512i tb = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(p0 + 64 * h + 32)),
+									kx_load256(p1 + 64 * h + 32), 1);
+					__m512i th = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(p0 + 128 + 32 * h)),
+									kx_load256(p1 + 128 + 32 * h), 1);
+					KX_UNROLL
+					for (int run = 0; run < 4; run++) {
+						const __m512i src = run % 2 ? tb : ta;
+						__m512i lo4 = run < 2 ? src : _mm512_srli_epi16(src, 4);
+						__m512i up = run == 0   ? _mm512_slli_epi16(th, 4)
+							     : run == 1 ? _mm512_slli_epi16(th, 2)
+							     : run == 2 ? th
+									: _mm512_srli_epi16(th, 2);
+						__m512i q = _mm512_or_si512(_mm512_and_si512(lo4, m4), _mm512_and_si512(up, m30));
+						__m512i xv = _mm512_broadcast_i64x4(kx_load256(xb + 128 * h + 32 * run));
+						const int ga = 8 * h + 2 * run;
+						const __m512i sidx = _mm512_inserti64x4(
+							_mm512_castsi256_si512(_mm256_inserti128_si256(
+								_mm256_castsi128_si256(_mm_set1_epi16((short)ga)),
+								_mm_set1_epi16((short)(ga + 1)), 1)),
+							_mm256_inserti128_si256(
+								_mm256_castsi128_si256(_mm_set1_epi16((short)(16 + ga))),
+								_mm_set1_epi16((short)(17 + ga)), 1),
+							1);
+						zi = _mm512_dpwssd_epi32(zi, _mm512_maddubs_epi16(q, xv),
+									 _mm512_permutexvar_epi16(sidx, scw));
+					}
+				}
+				z[i] = zi;
+			}
+			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(kx_rows16_reduce(z)),
+						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b])), acc[0]);
+			continue;
+		}
 		__m512i sc[4], pr[8];
 		KX_UNROLL
 		for (int i = 0; i < 4; i++) {

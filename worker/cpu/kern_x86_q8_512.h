@@ -214,6 +214,41 @@ KX_INLINE void kx_rows16_transpose(const __m512i a[8], __m512i q[8])
 	}
 }
 
+/* Lane orders of the 16-row kernels: P (transpose, its own inverse) and Q
+ * (kx_rows16_reduce), with Q's inverse for the store. */
+KX_INLINE __m512i kx_lane_p(void)
+{
+	return _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+KX_INLINE __m512i kx_lane_q(void)
+{
+	return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+KX_INLINE __m512i kx_lane_q_inv(void)
+{
+	return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/*
+ * z[i]: lanes 0-7 partial sums of row i, 8-15 of row i + 8.  Returns the
+ * 16 row totals in lane order Q (exact integer adds, 14 shuffles).
+ */
+KX_INLINE __m512i kx_rows16_reduce(const __m512i z[8])
+{
+	__m512i sm[4], uu[2];
+	KX_UNROLL
+	for (int m = 0; m < 4; m++) /* 128-bit lanes: rows 2m, 2m+8, 2m+1, 2m+9 */
+		sm[m] = _mm512_add_epi32(_mm512_shuffle_i64x2(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+					 _mm512_shuffle_i64x2(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+	KX_UNROLL
+	for (int m = 0; m < 2; m++) /* two rows per 128-bit lane */
+		uu[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(sm[2 * m], sm[2 * m + 1]),
+					 _mm512_unpackhi_epi64(sm[2 * m], sm[2 * m + 1]));
+	__m512 e0 = _mm512_castsi512_ps(uu[0]), e1 = _mm512_castsi512_ps(uu[1]);
+	return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(2, 0, 2, 0))),
+				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
 /* Row pointers of a strip of nr <= 16 rows from r; missing rows repeat the last. */
 KX_INLINE void kx_rows16_ptrs(const struct wk_cpu_gemm *g, int r, int nr, const uint8_t *w[16])
 {
@@ -243,10 +278,8 @@ KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const size_t bb = Q4 ? 18 : 34;
 	const int corr = Q4 ? -8 : -128; /* x the activation block sum */
 	/* lane -> row, and row -> lane for the store (P for T > 1, Q for T == 1) */
-	const __m512i lane_row = T == 1 ? _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)
-					: _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);
-	const __m512i perm = T == 1 ? _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
-				    : lane_row;
+	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
+	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
 	kx_rows16_ptrs(g, r, nr, w);
 	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
@@ -283,24 +316,11 @@ KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			 * instead, to the same exact integers (lane order Q).
 			 */
 			const __m512i xx = _mm512_broadcast_i64x4(kx_load256(xq[0] + 32 * (size_t)b));
-			__m512i z[8], sm[4], uu[2];
+			__m512i z[8];
 			KX_UNROLL
 			for (int i = 0; i < 8; i++)
 				z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[i], xx);
-			KX_UNROLL
-			for (int m = 0; m < 4; m++) /* 128-bit lanes: rows 2m, 2m+8, 2m+1, 2m+9 */
-				sm[m] = _mm512_add_epi32(
-					_mm512_shuffle_i64x2(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-					_mm512_shuffle_i64x2(z[2 * m], z[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-			KX_UNROLL
-			for (int m = 0; m < 2; m++) /* two rows per 128-bit lane */
-				uu[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(sm[2 * m], sm[2 * m + 1]),
-							 _mm512_unpackhi_epi64(sm[2 * m], sm[2 * m + 1]));
-			__m512 e0 = _mm512_castsi512_ps(uu[0]), e1 = _mm512_castsi512_ps(uu[1]);
-			__m512i id = _mm512_add_epi32(
-				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(2, 0, 2, 0))),
-				_mm512_castps_si512(_mm512_shuffle_ps(e0, e1, _MM_SHUFFLE(3, 1, 3, 1))));
-			id = _mm512_add_epi32(id, _mm512_set1_epi32(corr * xs[0][b]));
+			__m512i id = _mm512_add_epi32(kx_rows16_reduce(z), _mm512_set1_epi32(corr * xs[0][b]));
 			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b]));
 			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[0]);
 			continue;
