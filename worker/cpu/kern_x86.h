@@ -3,17 +3,17 @@
  *   kern_avx2.c   (-mavx2 -mfma -mf16c)             KX_512 0: ymm, maddubs
  *   kern_avx512.c (+ avx512f/bw/vl/vnni)            KX_512 1: zmm float math,
  *                                                    vpdpbusd / vpdpwssd; its
- *                                                    own Q4_0/Q8_0 and Q6_K
- *                                                    tiles (kern_x86_*512.h)
+ *                                                    own 16-row integer
+ *                                                    kernels (kern_x86_*512.h)
  * Each build defines KX_512 and KX_TABLE before including this file.
  *
  * Structure: one tile function per weight type computes an R x T block of
  * outputs (R weight rows x T tokens); it is always inlined with constant R
  * and T, and a driver walks the row range in tiles.  Each weight block is
  * unpacked once per tile and reused for the T tokens, which is where the
- * prefill speed comes from.  Q8_0 in the AVX-512 build has its own driver
- * (kx_gemm_q8_0_rows16: 16 rows in the lanes of one vector, see
- * kern_x86_q8_512.h).
+ * prefill speed comes from.  In the AVX-512 build the integer types have
+ * their own drivers instead (kx_gemm_*_rows16: 16 rows in the lanes of
+ * one vector, see kern_x86_q8_512.h and kern_x86_kq512.h).
  *
  * Batch invariance: the operations that produce one output element do not
  * depend on R, T, the tile position, n or the thread: per block an exact

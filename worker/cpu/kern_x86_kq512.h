@@ -1,14 +1,15 @@
 /*
- * kern_x86_kq512.h - the Q6_K tile of the AVX-512 build (included by
- * kern_x86.h when KX_512): 64 values per 512-bit maddubs/vpdpwssd, i.e.
- * half the integer instructions of the 256-bit tile.  (Q4_K/Q5_K measured
- * faster in the 256-bit form, which both builds share.)
+ * kern_x86_kq512.h - the K-quant kernels of the AVX-512 build (included
+ * by kern_x86.h when KX_512): the 16-row kernels for Q4_K, Q5_K and Q6_K
+ * (kx_gemm_q4_k_rows16, kx_gemm_q5_k_rows16, kx_gemm_q6_k_rows16, later
+ * in this file), which every matrix of those types takes, and the 4 x 4
+ * Q6_K tile below, kept (like the 256-bit Q4_K/Q5_K tile of kern_x86.h)
+ * for rows too long for 32-bit gather offsets.
  *
- * The float part is the same as in the 256-bit tiles: the 16 int32 lanes
- * are folded to 8 (low half + high half), which yields exactly the 8
- * integers the 256-bit form produces, and then the same 8-lane float
- * accumulation.  Every tile shape of this build uses these functions, so
- * batch invariance holds as described in kern_x86.h.
+ * Q6_K tile: 64 values per 512-bit maddubs/vpdpwssd.  Its float part is
+ * the same as in the 256-bit tiles: the 16 int32 lanes are folded to 8
+ * (low half + high half), which yields exactly the 8 integers the 256-bit
+ * form produces, and then the same 8-lane float accumulation.
  */
 
 /* word index pattern: 128-bit lane g of a zmm selects word base + g */

@@ -1,8 +1,9 @@
 /*
  * kern_x86_q8_512.h - the Q4_0 / Q8_0 kernels of the AVX-512 build
- * (included by kern_x86.h when KX_512).  Q8_0 uses the 16-row strip
- * kernel at the end of this file (kx_gemm_q8_0_rows16); the pair tile
- * below serves Q4_0 (and Q8_0 rows too long for 32-bit gather offsets).
+ * (included by kern_x86.h when KX_512), and the 16-row helpers the
+ * K-quant kernels share.  Both types use the 16-row strip kernel at the
+ * end of this file (kx_gemm_q8_0_rows16, kx_gemm_q4_0_rows16); the pair
+ * tile below serves only rows too long for 32-bit gather offsets.
  *
  * Pair tile: two blocks per 512-bit vpdpbusd, and the
  * per-block scales of 8 blocks fetched at once (one gather of the f16 d
