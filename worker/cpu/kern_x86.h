@@ -266,6 +266,56 @@ KX_INLINE void kx_act_q8_32(const struct wk_cpu_gemm *g, int t, const int8_t **q
 	*sum = (const int32_t *)(xr + g->cols + 4 * (size_t)(g->cols / 32));
 }
 
+/* The three arrays of token row t in the Q8_256 activation format. */
+KX_INLINE void kx_act_q8_256(const struct wk_cpu_gemm *g, int t, const int8_t **q, const float **d,
+			     const int16_t **bsums)
+{
+	const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+	*q = (const int8_t *)xr;
+	*d = (const float *)(xr + g->cols);
+	*bsums = (const int16_t *)(xr + g->cols + 4 * (size_t)(g->cols / 256));
+}
+
+/*
+ * The strip walk of the AVX-512 16-row kernels: rows [r0, r1) in strips
+ * of 16, token tiles of 8, 4, 2, 1; the first tile of a strip prefetches
+ * the next strip.  KERNEL(g, r, nr, t, T, pf, ...) with T constant.
+ */
+#define KX_ROWS16_WALK(g, r0, r1, KERNEL, ...)                                               \
+	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                           \
+		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                             \
+		const uint8_t *pf_ = r_ + 16 < (r1) ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride \
+						     : NULL;                                 \
+		int t_ = 0;                                                                  \
+		for (; t_ + 8 <= (g)->n; t_ += 8, pf_ = NULL)                                \
+			KERNEL(g, r_, nr_, t_, 8, pf_, __VA_ARGS__);                         \
+		for (; t_ + 4 <= (g)->n; t_ += 4, pf_ = NULL)                                \
+			KERNEL(g, r_, nr_, t_, 4, pf_, __VA_ARGS__);                         \
+		if (t_ + 2 <= (g)->n) {                                                      \
+			KERNEL(g, r_, nr_, t_, 2, pf_, __VA_ARGS__);                         \
+			t_ += 2;                                                             \
+			pf_ = NULL;                                                          \
+		}                                                                            \
+		if (t_ < (g)->n)                                                             \
+			KERNEL(g, r_, nr_, t_, 1, pf_, __VA_ARGS__);                         \
+	}
+
+/*
+ * A 16-row driver: the walk above, or PAIRS (the 4 x 4 tile driver) for
+ * the whole matrix when its rows are too long for 32-bit gather offsets
+ * (over 2^27 bytes, never seen in a model): a choice by shape only, so
+ * invariance across batches holds.
+ */
+#define KX_ROWS16_DRIVER(name, KERNEL, ARG, PAIRS)                          \
+	static void name(const struct wk_cpu_gemm *g, int r0, int r1)      \
+	{                                                                  \
+		if (g->w_stride > (size_t)INT32_MAX / 16) {                \
+			PAIRS(g, r0, r1);                                  \
+			return;                                            \
+		}                                                          \
+		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG)                     \
+	}
+
 #if !KX_512
 KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			     const int Q4)
@@ -421,12 +471,8 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			acc[i][j] = _mm256_setzero_ps();
 	}
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
-	}
+	for (int j = 0; j < T; j++)
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
 	for (int b = 0; b < nb; b++) {
 		__m256i sc[KX_MR], mn[KX_MR], qh[KX_MR], iacc[KX_MR][KX_MT];
@@ -531,12 +577,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			acc[i][j] = _mm256_setzero_ps();
 	}
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
-	}
+	for (int j = 0; j < T; j++)
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03),
 		      m30 = _mm256_set1_epi8(0x30);
 	for (int b = 0; b < nb; b++) {

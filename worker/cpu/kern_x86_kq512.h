@@ -48,12 +48,8 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			acc[i][j] = _mm256_setzero_ps();
 	}
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
-	}
+	for (int j = 0; j < T; j++)
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
 	const __m512i sh0 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
 	const __m512i sh1 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
@@ -158,10 +154,7 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 	__m512 acc[KX_MT2];
 	KX_UNROLL
 	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
 		acc[j] = _mm512_setzero_ps();
 	}
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
@@ -253,11 +246,7 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
-	const __mmask16 km = (__mmask16)((1u << nr) - 1);
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
-				      _mm512_permutexvar_ps(perm, acc[j]));
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
 KX_INLINE void kx_q4_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
@@ -271,47 +260,8 @@ KX_INLINE void kx_q5_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, cons
 KX_DRIVER(kx_gemm_q4_k_pairs, kx_q4_k_pair_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_k_pairs, kx_q5_k_pair_tile, 4, 4)
 
-/*
- * Rows [r0, r1) in strips of 16, tokens in tiles of 8, 4, 2, 1.  Rows too
- * long for 32-bit gather offsets take the 4 x 4 tile for the whole matrix
- * (a choice by shape only).
- */
-KX_INLINE void kx_gemm_q45_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1, const int Q5)
-{
-	if (g->w_stride > (size_t)INT32_MAX / 16) {
-		if (Q5)
-			kx_gemm_q5_k_pairs(g, r0, r1);
-		else
-			kx_gemm_q4_k_pairs(g, r0, r1);
-		return;
-	}
-	for (int r = r0; r < r1; r += 16) {
-		const int nr = r1 - r < 16 ? r1 - r : 16;
-		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
-		int t = 0;
-		for (; t + 8 <= g->n; t += 8, pf = NULL)
-			kx_q45_k_rows16(g, r, nr, t, 8, pf, Q5);
-		for (; t + 4 <= g->n; t += 4, pf = NULL)
-			kx_q45_k_rows16(g, r, nr, t, 4, pf, Q5);
-		if (t + 2 <= g->n) {
-			kx_q45_k_rows16(g, r, nr, t, 2, pf, Q5);
-			t += 2;
-			pf = NULL;
-		}
-		if (t < g->n)
-			kx_q45_k_rows16(g, r, nr, t, 1, pf, Q5);
-	}
-}
-
-static void kx_gemm_q4_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
-{
-	kx_gemm_q45_k_rows16(g, r0, r1, 0);
-}
-
-static void kx_gemm_q5_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
-{
-	kx_gemm_q45_k_rows16(g, r0, r1, 1);
-}
+KX_ROWS16_DRIVER(kx_gemm_q4_k_rows16, kx_q45_k_rows16, 0, kx_gemm_q4_k_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_k_rows16, kx_q45_k_rows16, 1, kx_gemm_q5_k_pairs)
 
 /*
  * Q6_K with 16 weight rows in the lanes.  Per half of a block, ql bytes
@@ -348,10 +298,7 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	__m512 acc[KX_MT2];
 	KX_UNROLL
 	for (int j = 0; j < T; j++) {
-		const uint8_t *xr = g->x + (size_t)(t + j) * g->x_stride;
-		xq[j] = (const int8_t *)xr;
-		xd[j] = (const float *)(xr + g->cols);
-		xs[j] = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
 		acc[j] = _mm512_setzero_ps();
 	}
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
@@ -485,36 +432,15 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
-	const __mmask16 km = (__mmask16)((1u << nr) - 1);
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
-				      _mm512_permutexvar_ps(perm, acc[j]));
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+KX_INLINE void kx_q6_k_rows16_t(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+				const uint8_t *pf, int unused)
+{
+	(void)unused;
+	kx_q6_k_rows16(g, r, nr, t, T, pf);
 }
 
 KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
-
-/* Rows [r0, r1) in strips of 16, tokens in tiles of 8, 4, 2, 1 (as Q4_K). */
-static void kx_gemm_q6_k_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
-{
-	if (g->w_stride > (size_t)INT32_MAX / 16) {
-		kx_gemm_q6_k_pairs(g, r0, r1);
-		return;
-	}
-	for (int r = r0; r < r1; r += 16) {
-		const int nr = r1 - r < 16 ? r1 - r : 16;
-		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
-		int t = 0;
-		for (; t + 8 <= g->n; t += 8, pf = NULL)
-			kx_q6_k_rows16(g, r, nr, t, 8, pf);
-		for (; t + 4 <= g->n; t += 4, pf = NULL)
-			kx_q6_k_rows16(g, r, nr, t, 4, pf);
-		if (t + 2 <= g->n) {
-			kx_q6_k_rows16(g, r, nr, t, 2, pf);
-			t += 2;
-			pf = NULL;
-		}
-		if (t < g->n)
-			kx_q6_k_rows16(g, r, nr, t, 1, pf);
-	}
-}
+KX_ROWS16_DRIVER(kx_gemm_q6_k_rows16, kx_q6_k_rows16_t, 0, kx_gemm_q6_k_pairs)

@@ -264,6 +264,17 @@ KX_INLINE __m512i kx_rows16_goff(const struct wk_cpu_gemm *g, int nr, __m512i la
 				  _mm512_set1_epi32((int)g->w_stride));
 }
 
+/* Stores the T tokens' 16-lane sums of rows r..r+nr-1; perm maps rows to lanes. */
+KX_INLINE void kx_rows16_store(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T, __m512i perm,
+			       const __m512 *acc)
+{
+	const __mmask16 km = (__mmask16)((1u << nr) - 1);
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
+				      _mm512_permutexvar_ps(perm, acc[j]));
+}
+
 /* 4 bytes at p in every lane (a load-port broadcast, no shuffle uop) */
 KX_INLINE __m512i kx_bcast32(const int8_t *p)
 {
@@ -341,11 +352,7 @@ KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
 		}
 	}
-	const __mmask16 km = (__mmask16)((1u << nr) - 1);
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
-				      _mm512_permutexvar_ps(perm, acc[j]));
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
 KX_INLINE void kx_q8_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
@@ -359,49 +366,5 @@ KX_INLINE void kx_q4_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, cons
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_pair_tile, 4, 4)
 KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_pair_tile, 4, 4)
 
-/*
- * Rows [r0, r1) in strips of 16, tokens in tiles of 8, then 4, 2, 1.
- * Rows too long for the 32-bit gather offsets (over 2^27 bytes, never
- * seen in a model) take the pair tile for the whole matrix: the choice
- * depends on the shape only, so invariance across batches still holds.
- */
-KX_INLINE void kx_gemm_q80_rows16(const struct wk_cpu_gemm *g, int r0, int r1, const int Q4)
-{
-	if (g->w_stride > (size_t)INT32_MAX / 16) {
-		if (Q4)
-			kx_gemm_q4_0_pairs(g, r0, r1);
-		else
-			kx_gemm_q8_0_pairs(g, r0, r1);
-		return;
-	}
-	for (int r = r0; r < r1; r += 16) {
-		const int nr = r1 - r < 16 ? r1 - r : 16;
-		/* the first token tile of a strip prefetches the next strip */
-		const uint8_t *pf = r + 16 < r1 ? g->w + (size_t)(r + 16) * g->w_stride : NULL;
-		int t = 0;
-		for (; t + 8 <= g->n; t += 8, pf = NULL)
-			kx_q80_rows16(g, r, nr, t, 8, pf, Q4);
-		if (t + 4 <= g->n) {
-			kx_q80_rows16(g, r, nr, t, 4, pf, Q4);
-			t += 4;
-			pf = NULL;
-		}
-		if (t + 2 <= g->n) {
-			kx_q80_rows16(g, r, nr, t, 2, pf, Q4);
-			t += 2;
-			pf = NULL;
-		}
-		if (t < g->n)
-			kx_q80_rows16(g, r, nr, t, 1, pf, Q4);
-	}
-}
-
-static void kx_gemm_q8_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
-{
-	kx_gemm_q80_rows16(g, r0, r1, 0);
-}
-
-static void kx_gemm_q4_0_rows16(const struct wk_cpu_gemm *g, int r0, int r1)
-{
-	kx_gemm_q80_rows16(g, r0, r1, 1);
-}
+KX_ROWS16_DRIVER(kx_gemm_q8_0_rows16, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q4_0_rows16, kx_q80_rows16, 1, kx_gemm_q4_0_pairs)
