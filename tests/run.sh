@@ -238,7 +238,13 @@ stage_fuzz() {
 		record SKIP "build-fuzz/ (no fuzz_* targets yet)" $(($(date +%s) - t0))
 		return
 	fi
-	if ! cmake --build build-fuzz -j"$jobs" --target "${targets[@]}"; then
+	# one target at a time: several targets in one make run can build a
+	# shared dependency twice at once (seen as a lost .d file)
+	local built=1
+	for t in "${targets[@]}"; do
+		cmake --build build-fuzz -j"$jobs" --target "$t" || { built=0; break; }
+	done
+	if [ "$built" -ne 1 ]; then
 		record FAIL "build-fuzz/ build ${targets[*]}" $(($(date +%s) - t0))
 		count_build_failure
 		return
