@@ -12,8 +12,8 @@
  * and T, and a driver walks the row range in tiles.  Each weight block is
  * unpacked once per tile and reused for the T tokens, which is where the
  * prefill speed comes from.  In the AVX-512 build the integer types have
- * their own drivers instead (kx_gemm_*_rows16: 16 rows in the lanes of
- * one vector, see kern_x86_q8_512.h and kern_x86_kq512.h).
+ * 16-row kernels instead (16 rows in the lanes of one vector, see
+ * kern_x86_q8_512.h and kern_x86_kq512.h), walked by KX_ROWS16_DRIVER.
  *
  * Batch invariance: the operations that produce one output element do not
  * depend on R, T, the tile position, n or the thread: per block an exact
@@ -409,8 +409,10 @@ KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-#define kx_gemm_q4_0 kx_gemm_q4_0_rows16
-#define kx_gemm_q8_0 kx_gemm_q8_0_rows16
+KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_tile, 4, 4)
+KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
+KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q80_rows16, 1, kx_gemm_q4_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
@@ -656,9 +658,12 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 #endif /* !KX_512 */
 
 #if KX_512
-#define kx_gemm_q4_k kx_gemm_q4_k_rows16
-#define kx_gemm_q5_k kx_gemm_q5_k_rows16
-#define kx_gemm_q6_k kx_gemm_q6_k_rows16
+KX_DRIVER(kx_gemm_q4_k_pairs, kx_q4_k_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_k_pairs, kx_q5_k_tile, 4, 4)
+KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
+KX_ROWS16_DRIVER(kx_gemm_q4_k, kx_q45_k_rows16, 0, kx_gemm_q4_k_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_k, kx_q45_k_rows16, 1, kx_gemm_q5_k_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q6_k, kx_q6_k_rows16, 0, kx_gemm_q6_k_pairs)
 #else
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)

@@ -1,8 +1,8 @@
 /*
  * kern_x86_kq512.h - the K-quant kernels of the AVX-512 build (included
  * by kern_x86.h when KX_512): the 16-row kernels for Q4_K, Q5_K and Q6_K
- * (kx_gemm_q4_k_rows16, kx_gemm_q5_k_rows16, kx_gemm_q6_k_rows16, later
- * in this file), which every matrix of those types takes, and the 4 x 4
+ * (kx_q45_k_rows16, kx_q6_k_rows16, later in this file; kern_x86.h builds
+ * the drivers), which every matrix of those types takes, and the 4 x 4
  * Q6_K tile below, kept (like the 256-bit Q4_K/Q5_K tile of kern_x86.h)
  * for rows too long for 32-bit gather offsets.
  *
@@ -122,10 +122,11 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 
 /*
  * Q4_K and Q5_K with 16 weight rows in the lanes (the scheme of
- * kx_q8_0_rows16 in kern_x86_q8_512.h).  Q5_K's 32 bytes of fifth bits
- * are transposed once per block and OR-ed into the nibbles as bit 4.  Per block of 256: one gather brings d and dmin of
- * the 16 rows, three bring their 12 scale bytes, which are unpacked in the
- * lanes into 8 six-bit scales and 8 mins per row.  Each 32-byte chunk of
+ * kx_q80_rows16 in kern_x86_q8_512.h).  Per block of 256: one gather
+ * brings d and dmin of the 16 rows, three bring their 12 scale bytes,
+ * which are unpacked in the lanes into 8 six-bit scales and 8 mins per
+ * row; Q5_K's 32 bytes of fifth bits are transposed once per block and
+ * OR-ed into the nibbles as bit 4.  Each 32-byte chunk of
  * quants (low nibbles: sub-block 2c, high: 2c + 1) is transposed once per
  * tile; a token then takes 8 vpdpbusd per sub-block with its activation
  * bytes broadcast (the nibbles are already unsigned, no offset), one
@@ -249,20 +250,6 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
-KX_INLINE void kx_q4_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
-{
-	kx_q45k_tile(g, r, t, R, T, 0);
-}
-KX_INLINE void kx_q5_k_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
-{
-	kx_q45k_tile(g, r, t, R, T, 1);
-}
-KX_DRIVER(kx_gemm_q4_k_pairs, kx_q4_k_pair_tile, 4, 4)
-KX_DRIVER(kx_gemm_q5_k_pairs, kx_q5_k_pair_tile, 4, 4)
-
-KX_ROWS16_DRIVER(kx_gemm_q4_k_rows16, kx_q45_k_rows16, 0, kx_gemm_q4_k_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q5_k_rows16, kx_q45_k_rows16, 1, kx_gemm_q5_k_pairs)
-
 /*
  * Q6_K with 16 weight rows in the lanes.  Per half of a block, ql bytes
  * 64h..64h+31 (A), 64h+32..64h+63 (B) and qh bytes 32h..32h+31 (H) of the
@@ -283,9 +270,26 @@ KX_INLINE __m512i kx_sext_byte(__m512i v, int k) /* signed byte k of each lane *
 	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * k), 24);
 }
 
-KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			      const uint8_t *pf)
+/*
+ * The 6-bit values (0..63) of run `run` of a half block, byte for byte
+ * from its ql bytes 0-31 (a), 32-63 (b) and qh bytes (h), in any layout.
+ */
+KX_INLINE __m512i kx_q6_run(__m512i a, __m512i b, __m512i h, const int run)
 {
+	const __m512i src = run % 2 ? b : a;
+	const __m512i lo4 = run < 2 ? src : _mm512_srli_epi16(src, 4);
+	const __m512i up = run == 0   ? _mm512_slli_epi16(h, 4)
+			   : run == 1 ? _mm512_slli_epi16(h, 2)
+			   : run == 2 ? h
+				      : _mm512_srli_epi16(h, 2);
+	return _mm512_or_si512(_mm512_and_si512(lo4, _mm512_set1_epi8(0x0f)),
+			       _mm512_and_si512(up, _mm512_set1_epi8(0x30)));
+}
+
+KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			      const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
+{
+	(void)unused;
 	const int nb = g->cols / 256;
 	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
 	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
@@ -301,7 +305,6 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
 		acc[j] = _mm512_setzero_ps();
 	}
-	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 210 * (size_t)b;
 		if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
@@ -341,13 +344,7 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 									kx_load256(p1 + 128 + 32 * h), 1);
 					KX_UNROLL
 					for (int run = 0; run < 4; run++) {
-						const __m512i src = run % 2 ? tb : ta;
-						__m512i lo4 = run < 2 ? src : _mm512_srli_epi16(src, 4);
-						__m512i up = run == 0   ? _mm512_slli_epi16(th, 4)
-							     : run == 1 ? _mm512_slli_epi16(th, 2)
-							     : run == 2 ? th
-									: _mm512_srli_epi16(th, 2);
-						__m512i q = _mm512_or_si512(_mm512_and_si512(lo4, m4), _mm512_and_si512(up, m30));
+						__m512i q = kx_q6_run(ta, tb, th, run);
 						__m512i xv = _mm512_broadcast_i64x4(kx_load256(xb + 128 * h + 32 * run));
 						const int ga = 8 * h + 2 * run;
 						const __m512i sidx = _mm512_inserti64x4(
@@ -401,15 +398,8 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			for (int run = 0; run < 4; run++) {
 				__m512i q[8];
 				KX_UNROLL
-				for (int k = 0; k < 8; k++) {
-					const __m512i src = run % 2 ? tb[k] : ta[k];
-					__m512i lo4 = run < 2 ? src : _mm512_srli_epi16(src, 4);
-					__m512i up = run == 0   ? _mm512_slli_epi16(th[k], 4)
-						     : run == 1 ? _mm512_slli_epi16(th[k], 2)
-						     : run == 2 ? th[k]
-								: _mm512_srli_epi16(th[k], 2);
-					q[k] = _mm512_or_si512(_mm512_and_si512(lo4, m4), _mm512_and_si512(up, m30));
-				}
+				for (int k = 0; k < 8; k++)
+					q[k] = kx_q6_run(ta[k], tb[k], th[k], run);
 				const int ga = 8 * h + 2 * run; /* groups ga (k < 4) and ga + 1 */
 				const __m512i sca = kx_sext_byte(sc[ga / 4], ga % 4);
 				const __m512i scb = kx_sext_byte(sc[ga / 4], ga % 4 + 1);
@@ -434,13 +424,3 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
-
-KX_INLINE void kx_q6_k_rows16_t(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-				const uint8_t *pf, int unused)
-{
-	(void)unused;
-	kx_q6_k_rows16(g, r, nr, t, T, pf);
-}
-
-KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
-KX_ROWS16_DRIVER(kx_gemm_q6_k_rows16, kx_q6_k_rows16_t, 0, kx_gemm_q6_k_pairs)

@@ -2,8 +2,8 @@
  * kern_x86_q8_512.h - the Q4_0 / Q8_0 kernels of the AVX-512 build
  * (included by kern_x86.h when KX_512), and the 16-row helpers the
  * K-quant kernels share.  Both types use the 16-row strip kernel at the
- * end of this file (kx_gemm_q8_0_rows16, kx_gemm_q4_0_rows16); the pair
- * tile below serves only rows too long for 32-bit gather offsets.
+ * end of this file (kx_q80_rows16; kern_x86.h builds the drivers); the
+ * pair tile below serves only rows too long for 32-bit gather offsets.
  *
  * Pair tile: two blocks per 512-bit vpdpbusd, and the
  * per-block scales of 8 blocks fetched at once (one gather of the f16 d
@@ -354,17 +354,3 @@ KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
-
-KX_INLINE void kx_q8_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
-{
-	kx_q8_32_tile(g, r, t, R, T, 0);
-}
-KX_INLINE void kx_q4_0_pair_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
-{
-	kx_q8_32_tile(g, r, t, R, T, 1);
-}
-KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_pair_tile, 4, 4)
-KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_pair_tile, 4, 4)
-
-KX_ROWS16_DRIVER(kx_gemm_q8_0_rows16, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q4_0_rows16, kx_q80_rows16, 1, kx_gemm_q4_0_pairs)
