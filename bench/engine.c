@@ -23,12 +23,12 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
-#include "worker/backend.h"
-#include "worker/cpu/cpu_backend.h"
+#include "worker/engine/backend.h"
+#include "worker/cpu/backend.h"
 #include "worker/cpu/matmul.h"
-#include "worker/kv.h"
-#include "worker/model.h"
-#include "worker/quant.h"
+#include "worker/engine/kv.h"
+#include "worker/model/model.h"
+#include "worker/model/quant.h"
 
 struct bw_arg {
 	const uint64_t *p;

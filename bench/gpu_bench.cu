@@ -30,9 +30,9 @@
 #pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
 #include "common/clock.h"
-#include "worker/backend.h"
+#include "worker/engine/backend.h"
 #include "worker/cuda/backend.h"
-#include "worker/model.h"
+#include "worker/model/model.h"
 }
 #pragma GCC diagnostic pop
 

@@ -27,7 +27,7 @@
 #include "common/clock.h"
 #include "worker/cpu/matmul.h"
 #include "worker/cpu/pool.h"
-#include "worker/quant.h"
+#include "worker/model/quant.h"
 
 #define BW_BYTES ((size_t)512 << 20)
 #define GEMV_SET_BYTES ((size_t)768 << 20) /* weights streamed per GEMV pass */

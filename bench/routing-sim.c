@@ -24,9 +24,9 @@
  * recently used entries).  TTFT = prefill queue wait + uncached prefill.
  *
  * Policies: round robin, least loaded (fewest in flight), plain rendezvous
- * on the routing key (gw_route_choose with no bound) and bounded-load
- * rendezvous (gw_route_choose with c).  The routing key is the real one
- * (gw_route_key over the tenant's salt and the prompt text).
+ * on the routing key (gw_place_choose with no bound) and bounded-load
+ * rendezvous (gw_place_choose with c).  The routing key is the real one
+ * (gw_place_key over the tenant's salt and the prompt text).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,7 +39,7 @@
 #include <time.h>
 
 #include "common/crypto.h"
-#include "gateway/route.h"
+#include "gateway/placement.h"
 
 #define MAX_WORKER_COUNTS 16
 #define MAX_WORKERS 4096
@@ -266,7 +266,7 @@ struct trace {
 	unsigned n;
 	unsigned np;               /* prompts */
 	uint32_t *plen;            /* [np] system prompt tokens */
-	struct gw_route_key *key;  /* [np] */
+	struct gw_place_key *key;  /* [np] */
 	double duration;
 };
 
@@ -316,8 +316,8 @@ static void trace_build(const struct opts *o, unsigned workers, struct trace *tr
 			     "You are the assistant of team %u. Policy %u: be "
 			     "concise, cite sources, never guess.", tenant,
 			     p % o->prompts);
-		gw_route_key(salt, sizeof(salt), text, (size_t)n,
-			     GW_ROUTE_PREFIX_BYTES_DEFAULT, &tr->key[p]);
+		gw_place_key(salt, sizeof(salt), text, (size_t)n,
+			     GW_PLACE_PREFIX_BYTES_DEFAULT, &tr->key[p]);
 		rank_to_prompt[p] = p;
 	}
 	/* popularity: Zipf over ranks, ranks shuffled over prompts */
@@ -421,7 +421,7 @@ static double pct(const double *sorted, size_t n, double p)
 static void run(const struct opts *o, const struct trace *tr, unsigned nw,
 		enum policy pol, struct result *res)
 {
-	struct gw_route_worker *w = calloc(nw, sizeof(*w));
+	struct gw_place_worker *w = calloc(nw, sizeof(*w));
 	char (*names)[24] = calloc(nw, sizeof(*names));
 	double *free_at = calloc(nw, sizeof(*free_at));
 	double *ttft = malloc(tr->n * sizeof(*ttft));
@@ -438,7 +438,7 @@ static void run(const struct opts *o, const struct trace *tr, unsigned nw,
 	}
 	for (unsigned i = 0; i < nw; i++) {
 		snprintf(names[i], sizeof(names[i]), "worker-%u", i);
-		w[i] = (struct gw_route_worker){ .name = names[i], .weight = 1.0,
+		w[i] = (struct gw_place_worker){ .name = names[i], .weight = 1.0,
 						 .healthy = true };
 	}
 	cache_init(&c, nw, tr->np, o->kv_tokens, tr->plen);
@@ -493,9 +493,9 @@ static void run(const struct opts *o, const struct trace *tr, unsigned nw,
 		}
 		case POL_CH:
 		case POL_OURS: {
-			struct gw_route_pick p;
+			struct gw_place_pick p;
 
-			if (gw_route_choose(&tr->key[q->prefix], w, nw,
+			if (gw_place_choose(&tr->key[q->prefix], w, nw,
 					    pol == POL_CH ? 0.0 : o->c, &p) != CM_OK) {
 				fprintf(stderr, "routing-sim: no worker chosen\n");
 				exit(1);
@@ -678,7 +678,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		} else if (!strcmp(a, "--burst-factor")) {
 			bad = parse_d(v, 1.0, 100.0, &o->burst_factor);
 		} else if (!strcmp(a, "--c")) {
-			bad = parse_d(v, 1.0, GW_ROUTE_LOAD_FACTOR_MAX, &o->c);
+			bad = parse_d(v, 1.0, GW_PLACE_LOAD_FACTOR_MAX, &o->c);
 		} else if (!strcmp(a, "--seed")) {
 			char *end;
 

@@ -15,11 +15,11 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
-#include "gateway/local_limit.h"
-#include "gateway/quota.h"
-#include "gateway/route.h"
-#include "gateway/router.h"
-#include "gateway/usage.h"
+#include "gateway/gov/local_limit.h"
+#include "gateway/gov/quota.h"
+#include "gateway/placement.h"
+#include "gateway/http/paths.h"
+#include "gateway/gov/usage.h"
 
 #define GW_TEXT_ONLY_ID 0xFFFFFFFFu
 /* For calls whose failure changes nothing (best effort). */
@@ -38,7 +38,7 @@ struct gw_job {
 	struct gw_dispatch *d;
 	struct gw_request *req;     /* NULL once the client is gone or answered */
 	uint64_t id;
-	enum gw_route route;
+	enum gw_path route;
 	enum gw_api_style style;
 	enum gw_stage stage;
 	int refs;                   /* async calls that still hold the job */
@@ -414,7 +414,7 @@ static void log_request(struct gw_job *j)
 	}
 	cm_log_begin(&r, CM_LOG_INFO, "request");
 	cm_log_u64(&r, "request_id", j->id);
-	cm_log_str(&r, "route", gw_route_name(j->route));
+	cm_log_str(&r, "route", gw_path_name(j->route));
 	cm_log_i64(&r, "status", j->status);
 	cm_log_str(&r, "outcome", j->outcome ? j->outcome : "");
 	if (j->have_ident) {
@@ -702,11 +702,11 @@ static void prompt_prefix(const struct gw_job *j, struct cm_buf *b, size_t max)
 static long place(struct gw_dispatch *d, struct gw_job *j)
 {
 	size_t n = gw_workers_count(d->dep.workers), k = 0;
-	struct gw_route_worker rw[256];
+	struct gw_place_worker rw[256];
 	size_t idx[256];
 	struct gw_worker_info wi;
-	struct gw_route_key key;
-	struct gw_route_pick pick;
+	struct gw_place_key key;
+	struct gw_place_pick pick;
 	struct cm_buf pre;
 	size_t mlen = strlen(j->model);
 
@@ -732,10 +732,10 @@ static long place(struct gw_dispatch *d, struct gw_job *j)
 		return (long)idx[d->rr_next++ % k];
 	cm_buf_init(&pre, d->cfg.route_prefix_bytes + 64);
 	prompt_prefix(j, &pre, d->cfg.route_prefix_bytes);
-	gw_route_key(j->ident.salt, sizeof(j->ident.salt), cm_buf_data(&pre), cm_buf_len(&pre),
+	gw_place_key(j->ident.salt, sizeof(j->ident.salt), cm_buf_data(&pre), cm_buf_len(&pre),
 		     d->cfg.route_prefix_bytes, &key);
 	cm_buf_deinit(&pre);
-	if (gw_route_choose(&key, rw, k, d->cfg.route_load_factor, &pick) != CM_OK)
+	if (gw_place_choose(&key, rw, k, d->cfg.route_load_factor, &pick) != CM_OK)
 		return (long)idx[0];
 	return (long)idx[pick.index];
 }
@@ -1076,9 +1076,9 @@ static void answer_models(struct gw_job *j)
 
 	cm_buf_init(&b, 1024 * 1024);
 	switch (j->route) {
-	case GW_ROUTE_OLLAMA_TAGS: st = gw_api_render_tags(&b, m, n); break;
-	case GW_ROUTE_OLLAMA_PS: st = gw_api_render_ps(&b, m, n); break;
-	case GW_ROUTE_OPENAI_MODELS: st = gw_api_render_models(&b, m, n); break;
+	case GW_PATH_OLLAMA_TAGS: st = gw_api_render_tags(&b, m, n); break;
+	case GW_PATH_OLLAMA_PS: st = gw_api_render_ps(&b, m, n); break;
+	case GW_PATH_OPENAI_MODELS: st = gw_api_render_models(&b, m, n); break;
 	default: {
 		size_t len;
 		const uint8_t *body = gw_request_body(j->req, &len);
@@ -1138,12 +1138,12 @@ static void answer_readyz(struct gw_dispatch *d, struct gw_request *r)
 
 /* ---- request entry ---------------------------------------------------- */
 
-static enum gw_api_kind kind_of(enum gw_route r)
+static enum gw_api_kind kind_of(enum gw_path r)
 {
 	switch (r) {
-	case GW_ROUTE_OLLAMA_CHAT: return GW_API_OLLAMA_CHAT;
-	case GW_ROUTE_OPENAI_CHAT: return GW_API_OPENAI_CHAT;
-	case GW_ROUTE_OPENAI_COMPLETIONS: return GW_API_OPENAI_COMPLETIONS;
+	case GW_PATH_OLLAMA_CHAT: return GW_API_OLLAMA_CHAT;
+	case GW_PATH_OPENAI_CHAT: return GW_API_OPENAI_CHAT;
+	case GW_PATH_OPENAI_COMPLETIONS: return GW_API_OPENAI_COMPLETIONS;
 	default: return GW_API_OLLAMA_GENERATE;
 	}
 }
@@ -1220,10 +1220,10 @@ static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
 	j->have_ident = 1;
 	j->stage = GW_ST_QUOTA;
 	switch (j->route) {
-	case GW_ROUTE_OLLAMA_TAGS:
-	case GW_ROUTE_OLLAMA_PS:
-	case GW_ROUTE_OPENAI_MODELS:
-	case GW_ROUTE_OLLAMA_SHOW:
+	case GW_PATH_OLLAMA_TAGS:
+	case GW_PATH_OLLAMA_PS:
+	case GW_PATH_OPENAI_MODELS:
+	case GW_PATH_OLLAMA_SHOW:
 		answer_models(j);
 		return;
 	default:
@@ -1260,7 +1260,7 @@ static void on_client_close(struct gw_request *r, void *arg)
 void gw_dispatch_handle(struct gw_request *req, void *ctx)
 {
 	struct gw_dispatch *d = ctx;
-	struct gw_route_match m;
+	struct gw_path_match m;
 	struct gw_api_error e;
 	struct cm_buf b;
 	struct gw_job *j;
@@ -1271,8 +1271,8 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 		respond_raw(req, 503, "text/plain", "shutting down\n", 14);
 		return;
 	}
-	gw_router_match(gw_request_method(req), gw_request_path(req), &m);
-	if (m.status == 404 || m.route == GW_ROUTE_METRICS) {
+	gw_paths_match(gw_request_method(req), gw_request_path(req), &m);
+	if (m.status == 404 || m.route == GW_PATH_METRICS) {
 		gw_api_error_set(&e, 404, NULL, NULL, "no such endpoint");
 		respond_error_req(req, m.style, &e, 0);
 		return;
@@ -1284,21 +1284,21 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 		return;
 	}
 	switch (m.route) {
-	case GW_ROUTE_ROOT:
+	case GW_PATH_ROOT:
 		respond_raw(req, 200, "text/plain; charset=utf-8", "Ollama is running", 17);
 		return;
-	case GW_ROUTE_HEALTHZ:
+	case GW_PATH_HEALTHZ:
 		respond_raw(req, 200, GW_API_CT_JSON, "{\"status\":\"ok\"}\n", 16);
 		return;
-	case GW_ROUTE_READYZ:
+	case GW_PATH_READYZ:
 		answer_readyz(d, req);
 		return;
-	case GW_ROUTE_OLLAMA_VERSION:
-	case GW_ROUTE_MANAGE:
+	case GW_PATH_OLLAMA_VERSION:
+	case GW_PATH_MANAGE:
 		cm_buf_init(&b, 4096);
-		if (m.route == GW_ROUTE_MANAGE ? gw_api_render_manage_forbidden(&b, m.manage_op) == CM_OK
+		if (m.route == GW_PATH_MANAGE ? gw_api_render_manage_forbidden(&b, m.manage_op) == CM_OK
 					       : gw_api_render_version(&b) == CM_OK)
-			respond_buf(req, m.route == GW_ROUTE_MANAGE ? 403 : 200, &b);
+			respond_buf(req, m.route == GW_PATH_MANAGE ? 403 : 200, &b);
 		else
 			respond_raw(req, 500, "text/plain", "internal error\n", 15);
 		cm_buf_deinit(&b);

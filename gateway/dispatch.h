@@ -2,7 +2,7 @@
  * dispatch.h - the request lifecycle of sluice-gateway: the handler the
  * public listener calls.
  *
- *   route -> auth (gateway/auth.c, async) -> parse (api.c) -> quota admit
+ *   route -> auth (gateway/gov/auth.c, async) -> parse (api.c) -> quota admit
  *   (quota.c, async Lua) -> tenant queue (queue.c) -> placement among the
  *   ready workers serving the model (route.c, keyed by the tenant salt and
  *   the prompt prefix) -> SUBMIT (workers.c) -> each TOKEN frame becomes a
@@ -30,11 +30,11 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "gateway/api.h"
-#include "gateway/auth.h"
+#include "gateway/api/api.h"
+#include "gateway/gov/auth.h"
 #include "gateway/metrics.h"
 #include "gateway/queue.h"
-#include "gateway/server.h"
+#include "gateway/http/server.h"
 #include "gateway/workers.h"
 
 struct event_base;
@@ -51,7 +51,7 @@ struct gw_dispatch_config {
 	int64_t quota_timeout_ms;    /* deadline of a quota admission in Redis; 0: 1000 */
 	size_t out_bytes;            /* cap of a non-streamed reply */
 	/* Share of every global quota this gateway enforces by itself while
-	 * Redis is unreachable (gateway/local_limit.h); 0: 1.0. */
+	 * Redis is unreachable (gateway/gov/local_limit.h); 0: 1.0. */
 	double outage_quota_fraction;
 };
 

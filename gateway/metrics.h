@@ -4,7 +4,7 @@
  * Owns: the counters and histograms the dispatcher feeds, and a second
  * gw_server (plain HTTP, loopback only: server.c refuses plain HTTP on any
  * other address) that serves GET /metrics and hands every path under
- * /admin/ to a mounted handler (gateway/admin.c, `gw_admin_*`, mounts
+ * /admin/ to a mounted handler (gateway/admin/admin.c, `gw_admin_*`, mounts
  * itself with gw_metrics_mount_admin()).  It never listens on the public
  * port.  Runs on the gateway's loop; rendering reads the workers' latest
  * STATS and the queue depths at scrape time.
@@ -22,7 +22,7 @@
 
 #include "common/status.h"
 #include "gateway/queue.h"
-#include "gateway/server.h"
+#include "gateway/http/server.h"
 #include "gateway/workers.h"
 
 #define GW_METRICS_TENANTS_MAX 1024

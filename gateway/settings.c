@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/limits.h"
-#include "gateway/http.h"
+#include "gateway/http/http.h"
 
 #define S struct gw_settings
 #define L struct gw_settings_limits
@@ -98,7 +98,7 @@ static const struct cm_cfg_section gw_redis_section =
 
 static const char *const gw_log_levels[] = { "debug", "info", "warn", "error" };
 
-static const char *const gw_route_policies[] = { "affinity", "round_robin" };
+static const char *const gw_placement_policies[] = { "affinity", "round_robin" };
 
 static const struct cm_cfg_key gw_keys[] = {
 	CM_CFG_STRING(S, listen_addr, "127.0.0.1", 64, "Numeric address of the public HTTPS listener."),
@@ -127,7 +127,7 @@ static const struct cm_cfg_key gw_keys[] = {
 	CM_CFG_INT(S, route_prefix_bytes, 1024, 1, 1048576, "Prompt bytes in the routing key."),
 	CM_CFG_DOUBLE(S, route_load_factor, 1.25, 0, 100,
 		      "Bounded-load factor c of the placement (0: plain rendezvous)."),
-	CM_CFG_ENUM(S, route_policy, 0, gw_route_policies,
+	CM_CFG_ENUM(S, route_policy, 0, gw_placement_policies,
 		    "Placement: `affinity` (tenant-salted prefix key, bounded-load rendezvous) or "
 		    "`round_robin` (ignores prefixes; for comparisons, docs/routing.md)."),
 	CM_CFG_OBJECT(S, queue, &gw_queue_section, "Queues."),

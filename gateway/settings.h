@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 #include "common/config.h"
-#include "gateway/api.h"
-#include "gateway/server.h"
+#include "gateway/api/api.h"
+#include "gateway/http/server.h"
 
 struct gw_settings_limits {
 	uint64_t header_bytes;

@@ -1,7 +1,7 @@
 /*
  * ctl_audit.c - `sluicectl audit list` and `sluicectl audit verify`.
  *
- * The records are those of gateway/audit.h (stream <ns>audit); `verify`
+ * The records are those of gateway/gov/audit.h (stream <ns>audit); `verify`
  * walks the whole stream with gw_audit_verify_sync and exits 6
  * (CTL_EXIT_AUDIT_BROKEN) naming the first bad record when the chain does
  * not hold.

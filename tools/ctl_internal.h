@@ -5,7 +5,7 @@
  * the data model of docs/data-model.md.  Exit codes (docs/sluicectl.md):
  * 0 ok, 1 usage, 2 not found, 3 conflict, 4 Redis unavailable, 5 invalid
  * value, 6 audit chain broken (`audit verify`).  Every mutating command
- * appends an audit record (gateway/audit.h) after its write.  Commands print readable tables, or JSON with --json.  Messages go
+ * appends an audit record (gateway/gov/audit.h) after its write.  Commands print readable tables, or JSON with --json.  Messages go
  * to stderr and name what was expected and what was found; a key's secret
  * is printed once, by `key issue`, and nowhere else.
  *
@@ -21,8 +21,8 @@
 #include <jansson.h>
 
 #include "common/status.h"
-#include "gateway/audit.h"
-#include "gateway/gov.h"
+#include "gateway/gov/audit.h"
+#include "gateway/gov/records.h"
 
 enum ctl_exit {
 	CTL_EXIT_OK = 0,
@@ -60,7 +60,7 @@ void ctl_disconnect(struct ctl *ctl);
 redisReply *ctl_cmd_argv(struct ctl *ctl, int argc, const char **argv);
 /* printf-style command (hiredis's %s/%b formats). */
 redisReply *ctl_cmd(struct ctl *ctl, const char *fmt, ...);
-/* Runs a governance command (gateway/gov.h); reply or NULL after a message. */
+/* Runs a governance command (gateway/gov/records.h); reply or NULL after a message. */
 redisReply *ctl_gov(struct ctl *ctl, struct gw_gov_cmd *cmd);
 /*
  * Appends an audit record for a mutating command (actor = ctl->actor).

@@ -5,7 +5,7 @@
  * it is generated here, printed once, and wiped; Redis receives the key id
  * and HMAC-SHA256(pepper, id || secret) only.  `key revoke` sets the flag
  * and publishes on the revocation channel in one script.  The scripts are
- * those of gateway/gov.h (shared with the admin API); every write is
+ * those of gateway/gov/records.h (shared with the admin API); every write is
  * followed by an audit record.
  */
 #include <stdio.h>
@@ -14,7 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/crypto.h"
-#include "gateway/apikey.h"
+#include "gateway/gov/apikey.h"
 #include "tools/ctl_internal.h"
 
 #define EXPIRES_MAX_S (3650LL * 86400)

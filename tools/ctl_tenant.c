@@ -1,12 +1,12 @@
 /*
  * ctl_tenant.c - `sluicectl tenant ...` and `sluicectl client ...`.
  *
- * Every write is one of the shared governance scripts of gateway/gov.h
+ * Every write is one of the shared governance scripts of gateway/gov/records.h
  * (the admin API runs the same ones): existence check + write + index
  * update + announcement on the revocation channel in one script, so two
  * admins racing on one name get one success and one conflict, and a
  * gateway never sees a message before the state it announces.  Each
- * write is followed by an audit record (gateway/audit.h).
+ * write is followed by an audit record (gateway/gov/audit.h).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * ctl_usage.c - `sluicectl usage [TENANT[/CLIENT]] [--from DAY] [--to DAY]
- * [--format table|csv|json]`: the usage counters of gateway/usage.h, one
+ * [--format table|csv|json]`: the usage counters of gateway/gov/usage.h, one
  * row per tenant (or client) and UTC day that saw requests.
  *
  * No target: one row per tenant and day.  TENANT: the tenant's row (client
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "gateway/usage.h"
+#include "gateway/gov/usage.h"
 #include "tools/ctl_internal.h"
 
 #define RANGE_MAX_DAYS 400

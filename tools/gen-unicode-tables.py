@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen-unicode-tables.py - writes worker/unicode_tables.c from the Unicode
+"""gen-unicode-tables.py - writes worker/text/unicode_tables.c from the Unicode
 Character Database (Debian package unicode-data, /usr/share/unicode/).
 
 Output: one sorted table of code point ranges with their general-category
@@ -7,7 +7,7 @@ class (L, M, N, P, S, Z, C; unlisted code points are unassigned, class C)
 and one table of White_Space ranges (PropList.txt).  The generated file is
 committed so that builds do not need the package.
 
-Usage: tools/gen-unicode-tables.py [UCD_DIR] > worker/unicode_tables.c
+Usage: tools/gen-unicode-tables.py [UCD_DIR] > worker/text/unicode_tables.c
 """
 import os
 import sys
@@ -89,7 +89,7 @@ def main():
     w(" *\n * wk_uc_cat_ranges: sorted, non-overlapping code point ranges with\n")
     w(" * their general-category class; code points not listed are class C.\n")
     w(" * wk_uc_ws_ranges: the White_Space property.\n */\n")
-    w('#include "worker/unicode.h"\n\n')
+    w('#include "worker/text/unicode.h"\n\n')
     w("const struct wk_uc_range wk_uc_cat_ranges[] = {\n")
     for lo, hi, c in cats:
         w("\t{ 0x%05X, 0x%05X, %s },\n" % (lo, hi, CLASS[c]))

@@ -32,10 +32,10 @@
 #include "common/alloc.h"
 #include "common/crypto.h"
 #include "common/limits.h"
-#include "worker/gguf.h"
-#include "worker/gguf_write.h"
-#include "worker/model_config.h"
-#include "worker/quant.h"
+#include "worker/model/gguf.h"
+#include "tools/gguf_write.h"
+#include "worker/model/model_config.h"
+#include "worker/model/quant.h"
 
 #define ERR_LEN 512
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_api.c - libFuzzer target for gateway/api.c: request bodies for every
+ * fuzz_api.c - libFuzzer target for gateway/api/api.c: request bodies for every
  * endpoint, then the responses rendered from what was accepted.
  *
  * Input layout: byte 0 selects the endpoint (generate, chat, OpenAI chat,
@@ -17,7 +17,7 @@
 
 #include "common/arena.h"
 #include "common/utf8.h"
-#include "gateway/api.h"
+#include "gateway/api/api.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "worker/gguf.h"
-#include "worker/model_config.h"
+#include "worker/model/gguf.h"
+#include "worker/model/model_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

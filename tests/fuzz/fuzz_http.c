@@ -1,5 +1,5 @@
 /*
- * fuzz_http.c - libFuzzer target for gateway/http.c: the request parser fed
+ * fuzz_http.c - libFuzzer target for gateway/http/http.c: the request parser fed
  * in pieces whose sizes come from the input, with pipelined requests.
  *
  * Input layout: byte 0 = piece size (1..256), byte 1 bit 0 = small limits;
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/http.h"
+#include "gateway/http/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

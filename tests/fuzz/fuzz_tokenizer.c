@@ -1,5 +1,5 @@
 /*
- * fuzz_tokenizer.c - libFuzzer target for worker/tokenizer.c.
+ * fuzz_tokenizer.c - libFuzzer target for worker/text/tokenizer.c.
  *
  * Input: byte 0 selects the encode flags (bits 0..2) and the vocabulary
  * (bits 3..7, modulo their number), the rest is the text, which is
@@ -24,8 +24,8 @@
 #include "common/alloc.h"
 #include "common/buf.h"
 #include "common/utf8.h"
-#include "worker/gguf.h"
-#include "worker/tokenizer.h"
+#include "worker/model/gguf.h"
+#include "worker/text/tokenizer.h"
 
 #define MAX_VOCABS 16
 

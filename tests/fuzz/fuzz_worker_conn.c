@@ -1,7 +1,7 @@
 /*
  * fuzz_worker_conn.c - drives a live worker's connection handler with
  * arbitrary bytes: the real server state (model, KV cache, scheduler,
- * text pipeline) of worker/server.c without its socket listener.
+ * text pipeline) of worker/serve/server.c without its socket listener.
  *
  * Each input is the byte stream of one gateway connection (a socketpair
  * end adopted by the server), delivered in pieces whose sizes come from
@@ -24,7 +24,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
-#include "worker/server.h"
+#include "worker/serve/server.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/gguf_write.h"
+#include "tools/gguf_write.h"
 
 #define CHK(x) do { if ((x) != CM_OK) { fprintf(stderr, "failed: %s\n", #x); exit(1); } } while (0)
 

@@ -1,7 +1,7 @@
 /*
  * redis_fixture.c - private redis-server for tests (see redis_fixture.h).
  */
-#include "redis_fixture.h"
+#include "tests/gateway/redis_fixture.h"
 
 #include <dirent.h>
 #include <errno.h>

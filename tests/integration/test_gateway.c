@@ -49,7 +49,7 @@
 #include <jansson.h>
 
 #include "common/clock.h"
-#include "gateway/apikey.h"
+#include "gateway/gov/apikey.h"
 #include "harness.h"
 
 #define CANARY "CANARY-b7e1f03c-never-log-me"

@@ -54,7 +54,7 @@
 #include <jansson.h>
 
 #include "common/clock.h"
-#include "gateway/apikey.h"
+#include "gateway/gov/apikey.h"
 #include "harness.h"
 
 #define DEADLINE_MS 60000
@@ -975,7 +975,7 @@ static int contains(const char *hay, size_t n, const char *needle)
 	return 0;
 }
 
-/* The secret part of a key: what follows its id (gateway/apikey.h). */
+/* The secret part of a key: what follows its id (gateway/gov/apikey.h). */
 static void check_blob(const char *what, const char *p, size_t n)
 {
 	const char *keys[N_REVOKE + 1];

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "worker/quant.h"
+#include "worker/model/quant.h"
 
 enum wk_cpu_act {
 	WK_CPU_ACT_F32 = 0,

@@ -396,7 +396,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 }
 
 #else
-#include "worker/cpu/kern_x86_q8_512.h"
+#include "worker/cpu/kern_avx512_q8.h"
 #endif
 
 KX_INLINE void kx_q4_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
@@ -545,7 +545,7 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-#include "worker/cpu/kern_x86_kq512.h"
+#include "worker/cpu/kern_avx512_kq.h"
 #endif
 
 KX_INLINE void kx_q4_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)

@@ -17,7 +17,7 @@
 
 #include "common/alloc.h"
 #include "worker/cpu/internal.h"
-#include "worker/quant.h"
+#include "worker/model/quant.h"
 
 struct wk_cpu_mm {
 	struct wk_pool *pool;     /* borrowed */

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "worker/quant.h"
+#include "worker/model/quant.h"
 
 struct wk_cpu_ops {
 	void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);

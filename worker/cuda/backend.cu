@@ -50,8 +50,8 @@
 extern "C" {
 #include "common/alloc.h"
 #include "common/log.h"
-#include "worker/model.h"
-#include "worker/quant.h"
+#include "worker/model/model.h"
+#include "worker/model/quant.h"
 }
 #pragma GCC diagnostic pop
 
@@ -257,7 +257,7 @@ static enum cm_status upload(struct cuda_backend *be)
 		 * page cache, not pinned memory, bounds host use */
 		WK_CU(cudaStreamSynchronize(be->s));
 	}
-	/* rope: inverse frequencies in double, as worker/cpu/forward.c */
+	/* rope: inverse frequencies in double, as worker/cpu/backend.c */
 	f = (double *)cm_malloc((n_pair ? n_pair : 1) * sizeof(double));
 	if (!f)
 		return CM_ENOMEM;

@@ -1,6 +1,6 @@
 /*
  * backend.h - the CUDA backend behind struct wk_backend_ops (see
- * worker/backend.h), callable from C.
+ * worker/engine/backend.h), callable from C.
  *
  * Owns on its device: the weights (uploaded once at create, F16/BF16/F32
  * as stored, quantised types kept quantised), the KV cache (F16, per layer
@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "common/status.h"
-#include "worker/backend.h"
+#include "worker/engine/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

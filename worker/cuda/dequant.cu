@@ -1,7 +1,7 @@
 /*
  * dequant.cu - wk_cuda_dequant_selfcheck(): the device decoders of
  * dequant.cuh, compiled for the host, against the reference dequantiser
- * (worker/quant.c) on random rows of every weight type.  Needs no GPU, so
+ * (worker/model/quant.c) on random rows of every weight type.  Needs no GPU, so
  * it runs in CI where the rest of the CUDA tests skip.
  */
 #include "worker/cuda/dequant.cuh"

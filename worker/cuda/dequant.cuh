@@ -5,7 +5,7 @@
  * A row is read in "units": 8 values (16 bytes) of F16/BF16, 4 values
  * (16 bytes) of F32, and 32 values for quantised types (one Q8_0/Q4_0
  * block, or one 32-value sub-block of a Q4_K/Q5_K/Q6_K super-block).
- * Decoding follows worker/quant.c (the reference) value for value: the
+ * Decoding follows worker/model/quant.c (the reference) value for value: the
  * same scale products in float, in the same order.  On the host the result
  * is bit-identical to wk_dequantize_row() (wk_cuda_dequant_selfcheck()
  * checks it without a GPU); on the device nvcc may contract a product and
@@ -21,7 +21,7 @@
 #include <string.h>
 
 extern "C" {
-#include "worker/quant.h"
+#include "worker/model/quant.h"
 }
 
 #define WK_CU_HD __host__ __device__ __forceinline__

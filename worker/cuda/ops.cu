@@ -76,7 +76,7 @@ enum cm_status wk_cu_rmsnorm(const float *x, const uint32_t *src, const float *w
 	return CM_OK;
 }
 
-/* Rotates one head vector v at position p (as worker/cpu/forward.c op_rope, in double). */
+/* Rotates one head vector v at position p (as worker/cpu/backend.c op_rope, in double). */
 __device__ __forceinline__ void wk_cu_rope_head(float *v, uint32_t rope_dim, int neox,
 						const double *inv_freq, double p, uint32_t i)
 {

@@ -1,0 +1,238 @@
+/*
+ * api.h - the Ollama- and OpenAI-compatible request bodies and responses.
+ *
+ * Owns no state: parsing turns a request body into a struct gw_api_request
+ * whose strings live in the caller's arena (the request's), and rendering
+ * appends bytes to a caller's cm_buf.  Pure functions, any thread; used on
+ * the gateway's event loop.  docs/api.md lists every field.
+ *
+ * Validation (every refusal is a gw_api_error with status 400 and a message
+ * "<field>: expected <what>, found <what>" unless stated):
+ *   - the body must be valid UTF-8 without NUL bytes, and no string may
+ *     contain the escape \u0000;
+ *   - nesting deeper than limits.json_depth is refused by a byte scan BEFORE
+ *     jansson parses (its recursion is unbounded);
+ *   - duplicate object keys are refused (JSON_REJECT_DUPLICATES);
+ *   - the top level must be an object; known fields must have the right
+ *     type and range; unknown fields are ignored (as Ollama and OpenAI do);
+ *     fields that ask for something Sluice does not do (images, tools,
+ *     custom templates, structured output formats, logprobs, n > 1, batched
+ *     prompts) are refused rather than silently ignored;
+ *   - salt-, tenant- or key-like fields in a body are never read: the
+ *     tenant, its cache salt and the key id come from authentication only.
+ */
+#ifndef SLUICE_GATEWAY_API_API_H
+#define SLUICE_GATEWAY_API_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "common/status.h"
+#include "gateway/http/paths.h"
+#include "proto/proto.h"
+
+/* Version reported by /api/version (Ollama clients compare it). */
+#define GW_API_OLLAMA_COMPAT_VERSION "0.6.0"
+#define GW_API_MODEL_NAME_MAX 256
+
+#define GW_API_CT_JSON "application/json"
+#define GW_API_CT_NDJSON "application/x-ndjson"
+#define GW_API_CT_SSE "text/event-stream"
+
+enum gw_api_kind {
+	GW_API_OLLAMA_GENERATE = 0, /* POST /api/generate */
+	GW_API_OLLAMA_CHAT,         /* POST /api/chat */
+	GW_API_OPENAI_CHAT,         /* POST /v1/chat/completions */
+	GW_API_OPENAI_COMPLETIONS,  /* POST /v1/completions */
+};
+
+struct gw_api_limits {
+	uint32_t json_depth;        /* limits.json_depth: nesting of [ and { */
+	uint32_t messages;          /* limits.messages per request */
+	uint32_t stop_strings;      /* limits.stop_strings */
+	uint32_t stop_string_bytes; /* limits.stop_string_bytes, each */
+	uint32_t max_output_tokens; /* limits.max_output_tokens: cap and default */
+};
+
+void gw_api_limits_defaults(struct gw_api_limits *l);
+
+/*
+ * Checks the limits against their bounds (json_depth 2..256, messages
+ * 1..CM_LIM_PROTO_MESSAGES_HARD, stop_strings 0..CM_LIM_PROTO_STOP_STRINGS_HARD,
+ * stop_string_bytes 1..4096, max_output_tokens 1..1048576); CM_EINVAL with
+ * a message naming the config key.
+ */
+enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
+				   size_t err_len) CM_WUR;
+
+/* An error for the client, rendered in the API's format. */
+struct gw_api_error {
+	int status;          /* HTTP status */
+	char message[320];   /* never file paths, keys or internal state */
+	char param[64];      /* the offending field ("" when none) */
+	const char *code;    /* OpenAI "code" (NULL -> null) */
+};
+
+/*
+ * A validated request.  The first group maps 1:1 onto struct proto_submit
+ * (gw_api_to_submit); the rest are API flags the response needs.  Strings
+ * point into the arena passed to gw_api_parse (NUL-terminated).
+ */
+struct gw_api_request {
+	enum gw_api_kind kind;
+	enum gw_api_style style;
+	/* -> proto_submit */
+	struct proto_str model;
+	uint32_t max_tokens;        /* >= 1; the limit or API default when not given */
+	struct proto_sampling sampling;
+	uint32_t submit_flags;      /* PROTO_SUBMIT_F_HAS_SEED, F_ADD_BOS */
+	uint32_t n_stop;
+	struct proto_str *stop;
+	uint8_t prompt_kind;        /* enum proto_prompt_kind */
+	struct proto_str text;      /* TEXT prompts */
+	uint32_t n_messages;
+	struct proto_message *messages; /* CHAT prompts */
+	/* API flags */
+	int max_tokens_given;       /* the client set num_predict / max_tokens */
+	int stream;                 /* Ollama default 1, OpenAI default 0 */
+	int include_usage;          /* OpenAI stream_options.include_usage */
+	int raw;                    /* Ollama generate raw (no template) */
+};
+
+/*
+ * Parses and validates `body` for `kind`.  CM_OK: *out filled.  CM_EINVAL:
+ * *err filled (status 400), CM_ENOMEM: arena full or allocation failure
+ * (*err filled with 500).
+ */
+enum cm_status gw_api_parse(enum gw_api_kind kind, const void *body, size_t len,
+			    const struct gw_api_limits *lim, struct cm_arena *arena,
+			    struct gw_api_request *out,
+			    struct gw_api_error *err) CM_WUR;
+
+/* Body of POST /api/show: {"model": "..."} (or the older "name"). */
+enum cm_status gw_api_parse_show(const void *body, size_t len,
+				 const struct gw_api_limits *lim,
+				 struct cm_arena *arena, struct proto_str *model,
+				 struct gw_api_error *err) CM_WUR;
+
+/*
+ * Copies the request's fields into `s` and the flags into *flags; the
+ * fields that come from authentication and policy (tenant_id, cache_salt,
+ * key_id, klass, max_prompt_tokens) are zeroed for the dispatcher to set.
+ * `s` borrows the request's strings.
+ */
+void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
+		      uint32_t *flags);
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Fills *err (message truncated to fit). */
+void gw_api_error_set(struct gw_api_error *err, int status, const char *param,
+		      const char *code, const char *fmt, ...) CM_PRINTF(5, 6);
+
+/* 404 "model '<name>' not found" (the name is truncated to 64 bytes). */
+void gw_api_error_model_not_found(struct gw_api_error *err, const char *name,
+				  size_t len);
+
+/*
+ * Appends an error body: Ollama {"error":"message"}; OpenAI
+ * {"error":{"message","type","param","code"}} with type derived from the
+ * status (invalid_request_error, authentication_error, permission_error,
+ * not_found_error, rate_limit_error, server_error).
+ */
+enum cm_status gw_api_render_error(struct cm_buf *out, enum gw_api_style style,
+				   const struct gw_api_error *err) CM_WUR;
+
+/* A gw_error_fn for gw_server_set_error_renderer(): style from the path. */
+enum cm_status gw_api_http_error(int status, const char *message,
+				 const char *path, struct cm_buf *body,
+				 const char **content_type, void *ctx) CM_WUR;
+
+/* 403 body for /api/pull etc. (Ollama format). */
+enum cm_status gw_api_render_manage_forbidden(struct cm_buf *out,
+					      const char *op) CM_WUR;
+
+/* ---- generation responses ---------------------------------------------- */
+
+/* What the final chunk and the non-streaming body report. */
+struct gw_api_result {
+	uint8_t finish;             /* enum proto_finish */
+	uint32_t prompt_tokens;
+	uint32_t cached_tokens;     /* prompt tokens served from the prefix cache */
+	uint32_t gen_tokens;
+	int64_t total_ns;           /* request received -> done (gateway clock) */
+	int64_t load_ns;
+	int64_t prefill_ns;         /* Ollama prompt_eval_duration */
+	int64_t decode_ns;          /* Ollama eval_duration */
+	int64_t ttft_ns;            /* request received -> first token sent */
+	int64_t queue_ns;           /* gateway queue + worker queue */
+};
+
+/* Copies a DONE's counts and worker durations (total_ns left 0). */
+void gw_api_result_from_done(struct gw_api_result *res, const struct proto_done *d);
+
+/* Per-response rendering state. */
+struct gw_api_stream {
+	enum gw_api_kind kind;
+	char model[GW_API_MODEL_NAME_MAX + 1];
+	char id[48];                /* OpenAI "chatcmpl-..." / "cmpl-..." */
+	int64_t created_s;          /* OpenAI "created" (Unix seconds) */
+	int include_usage;
+	int chunks;                 /* chunks rendered so far */
+};
+
+/* `wall_ns`: cm_wall_ns() at request start.  The id is random (or derived
+ * from request_id when randomness fails). */
+void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
+			uint64_t request_id, int64_t wall_ns);
+
+/* Content-Type of the response for this request. */
+const char *gw_api_content_type(const struct gw_api_request *r);
+
+/* One streamed piece of text: an NDJSON line (Ollama) or an SSE event. */
+enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
+				   const char *text, size_t len) CM_WUR;
+
+/* The end of a stream: Ollama's done line; OpenAI's finish chunk, the usage
+ * chunk when include_usage, and `data: [DONE]`. */
+enum cm_status gw_api_render_final(struct cm_buf *out, struct gw_api_stream *s,
+				   const struct gw_api_result *res) CM_WUR;
+
+/* A whole non-streaming response body holding `text`. */
+enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
+				  const char *text, size_t len,
+				  const struct gw_api_result *res) CM_WUR;
+
+/* An error after streaming began: an NDJSON {"error"} line or an SSE event. */
+enum cm_status gw_api_render_stream_error(struct cm_buf *out,
+					  const struct gw_api_stream *s,
+					  const struct gw_api_error *err) CM_WUR;
+
+/* ---- fixed endpoints --------------------------------------------------- */
+
+struct gw_api_model {
+	const char *name;
+	const char *architecture;   /* "llama", "qwen2" */
+	const char *family;
+	const char *parameter_size; /* "1.1B" */
+	const char *quantization;   /* "Q4_K_M" */
+	uint64_t size_bytes;        /* model file */
+	uint64_t vram_bytes;        /* device memory in use (ps) */
+	uint8_t sha256[PROTO_DIGEST_LEN];
+	int64_t modified_wall_ns;
+	uint32_t context_len;
+};
+
+enum cm_status gw_api_render_version(struct cm_buf *out) CM_WUR;
+enum cm_status gw_api_render_tags(struct cm_buf *out,
+				  const struct gw_api_model *m, size_t n) CM_WUR;
+enum cm_status gw_api_render_ps(struct cm_buf *out,
+				const struct gw_api_model *m, size_t n) CM_WUR;
+enum cm_status gw_api_render_models(struct cm_buf *out,
+				    const struct gw_api_model *m, size_t n) CM_WUR;
+enum cm_status gw_api_render_show(struct cm_buf *out,
+				  const struct gw_api_model *m) CM_WUR;
+
+#endif

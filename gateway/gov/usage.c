@@ -1,0 +1,423 @@
+/*
+ * usage.c - builds the usage record call, parses replies, reads counters
+ * (see usage.h).  The script text comes from usage_record.lua, compiled in
+ * by lua_embed.cmake; its SHA-1 (Redis's script name, not a security
+ * use) is computed once under pthread_once.
+ */
+#include "gateway/gov/usage.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "common/alloc.h"
+#include "common/crypto.h"
+#include "gateway/gov/records.h"
+
+extern const char gw_lua_src_usage_record[];
+
+static const char *const field_names[GW_USAGE_F_COUNT] = {
+	[GW_USAGE_F_REQUESTS] = "requests",
+	[GW_USAGE_F_PROMPT_TOKENS] = "prompt_tokens",
+	[GW_USAGE_F_CACHED_PROMPT_TOKENS] = "cached_prompt_tokens",
+	[GW_USAGE_F_COMPLETION_TOKENS] = "completion_tokens",
+	[GW_USAGE_F_ERRORS_AUTH] = "errors_auth",
+	[GW_USAGE_F_ERRORS_QUOTA] = "errors_quota",
+	[GW_USAGE_F_ERRORS_BAD_REQUEST] = "errors_bad_request",
+	[GW_USAGE_F_ERRORS_OVERLOADED] = "errors_overloaded",
+	[GW_USAGE_F_ERRORS_WORKER] = "errors_worker",
+	[GW_USAGE_F_ERRORS_INTERNAL] = "errors_internal",
+	[GW_USAGE_F_ERRORS_CANCELLED] = "errors_cancelled",
+};
+
+static const char *const outcome_names[GW_USAGE_OUTCOME_COUNT] = {
+	[GW_USAGE_OK] = "ok",
+	[GW_USAGE_AUTH] = "auth",
+	[GW_USAGE_QUOTA] = "quota",
+	[GW_USAGE_BAD_REQUEST] = "bad_request",
+	[GW_USAGE_OVERLOADED] = "overloaded",
+	[GW_USAGE_WORKER] = "worker",
+	[GW_USAGE_INTERNAL] = "internal",
+	[GW_USAGE_CANCELLED] = "cancelled",
+};
+
+const char *gw_usage_field_name(enum gw_usage_field f)
+{
+	return (unsigned)f < GW_USAGE_F_COUNT ? field_names[f] : NULL;
+}
+
+const char *gw_usage_outcome_name(enum gw_usage_outcome o)
+{
+	return (unsigned)o < GW_USAGE_OUTCOME_COUNT ? outcome_names[o] : NULL;
+}
+
+static char lua_sha[41];
+static pthread_once_t lua_sha_once = PTHREAD_ONCE_INIT;
+
+static void lua_sha_compute(void)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	EVP_Digest(gw_lua_src_usage_record, strlen(gw_lua_src_usage_record), md, &n,
+		   EVP_sha1(), NULL);
+	cm_hex_encode(md, 20, lua_sha);
+}
+
+/* ---- days ------------------------------------------------------------------ */
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (civil calendar). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	int64_t era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, int64_t *m, int64_t *d)
+{
+	int64_t era, doe, yoe, doy, mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = z - era * 146097;
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp + (mp < 10 ? 3 : -9);
+	*y = yoe + era * 400 + (*m <= 2);
+}
+
+enum cm_status gw_usage_day(int64_t unix_s, char out[GW_USAGE_DAY_LEN + 1])
+{
+	int64_t y, m, d;
+
+	if (unix_s < 0 || unix_s > 253402300799LL) /* 9999-12-31T23:59:59Z */
+		return CM_EINVAL;
+	civil_from_days(unix_s / 86400, &y, &m, &d);
+	snprintf(out, GW_USAGE_DAY_LEN + 1, "%04" PRId64 "-%02" PRId64 "-%02" PRId64,
+		 y, m, d);
+	return CM_OK;
+}
+
+enum cm_status gw_usage_day_parse(const char *day, int64_t *unix_s)
+{
+	int64_t y = 0, m = 0, d = 0, yy, mm, dd;
+
+	if (!day || strlen(day) != GW_USAGE_DAY_LEN || day[4] != '-' || day[7] != '-')
+		return CM_EFORMAT;
+	for (int i = 0; i < GW_USAGE_DAY_LEN; i++) {
+		if (i == 4 || i == 7)
+			continue;
+		if (day[i] < '0' || day[i] > '9')
+			return CM_EFORMAT;
+	}
+	for (int i = 0; i < 4; i++)
+		y = y * 10 + (day[i] - '0');
+	m = (day[5] - '0') * 10 + (day[6] - '0');
+	d = (day[8] - '0') * 10 + (day[9] - '0');
+	if (y < 1970 || m < 1 || m > 12 || d < 1 || d > 31)
+		return CM_EFORMAT;
+	/* Round trip rejects 2026-02-30 and the like. */
+	civil_from_days(days_from_civil(y, m, d), &yy, &mm, &dd);
+	if (yy != y || mm != m || dd != d)
+		return CM_EFORMAT;
+	*unix_s = days_from_civil(y, m, d) * 86400;
+	return CM_OK;
+}
+
+enum cm_status gw_usage_key(char out[GW_USAGE_KEY_MAX], const char *ns,
+			    const char *tenant, const char *client, const char *day)
+{
+	int64_t t;
+	int n;
+
+	if (!ns)
+		ns = GW_GOV_NS_DEFAULT;
+	if (!gw_gov_ns_ok(ns) || !gw_gov_name_ok(tenant) ||
+	    (client && !gw_gov_name_ok(client)) || gw_usage_day_parse(day, &t) != CM_OK)
+		return CM_EINVAL;
+	if (client)
+		n = snprintf(out, GW_USAGE_KEY_MAX, "%susage:{%s}:c:%s:%s", ns, tenant,
+			     client, day);
+	else
+		n = snprintf(out, GW_USAGE_KEY_MAX, "%susage:{%s}:%s", ns, tenant, day);
+	return n < 0 || n >= GW_USAGE_KEY_MAX ? CM_EINVAL : CM_OK;
+}
+
+/* ---- the record call -------------------------------------------------------- */
+
+static int request_id_ok(const char *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	n = strnlen(s, GW_USAGE_REQUEST_ID_MAX + 1);
+	if (n == 0 || n > GW_USAGE_REQUEST_ID_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' || c == ':' ||
+		      c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+static enum cm_status cmd_add(struct gw_usage_cmd *cmd, const char *s)
+{
+	size_t n = strnlen(s, GW_USAGE_KEY_MAX);
+	size_t max = sizeof(cmd->argv) / sizeof(cmd->argv[0]);
+
+	if ((size_t)cmd->argc >= max || n >= GW_USAGE_KEY_MAX)
+		return CM_EINVAL;
+	memcpy(cmd->store[cmd->argc], s, n + 1);
+	cmd->argv[cmd->argc] = cmd->store[cmd->argc];
+	cmd->argvlen[cmd->argc] = n;
+	cmd->argc++;
+	return CM_OK;
+}
+
+static enum cm_status cmd_add_i64(struct gw_usage_cmd *cmd, int64_t v)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%" PRId64, v);
+	return cmd_add(cmd, num);
+}
+
+void gw_usage_cmd_use_eval(struct gw_usage_cmd *cmd)
+{
+	cmd->argv[0] = "EVAL";
+	cmd->argvlen[0] = 4;
+	cmd->argv[1] = gw_lua_src_usage_record;
+	cmd->argvlen[1] = strlen(gw_lua_src_usage_record);
+}
+
+static int tokens_ok(int64_t v)
+{
+	return v >= 0 && v <= GW_USAGE_TOKENS_MAX;
+}
+
+enum cm_status gw_usage_cmd_record(struct gw_usage_cmd *cmd, int use_eval,
+				   const struct gw_usage_record *rec)
+{
+	char day[GW_USAGE_DAY_LEN + 1], key[GW_USAGE_KEY_MAX];
+	const char *ns = rec->ns ? rec->ns : GW_GOV_NS_DEFAULT;
+	int64_t inc[GW_USAGE_F_COUNT];
+	enum cm_status st;
+	int n;
+
+	if (!request_id_ok(rec->request_id) || !tokens_ok(rec->prompt_tokens) ||
+	    !tokens_ok(rec->cached_prompt_tokens) ||
+	    !tokens_ok(rec->completion_tokens) ||
+	    rec->cached_prompt_tokens > rec->prompt_tokens ||
+	    (unsigned)rec->outcome >= GW_USAGE_OUTCOME_COUNT)
+		return CM_EINVAL;
+	st = gw_usage_day(rec->end_unix_s, day);
+	if (st != CM_OK)
+		return st;
+	memset(inc, 0, sizeof(inc));
+	inc[GW_USAGE_F_REQUESTS] = 1;
+	inc[GW_USAGE_F_PROMPT_TOKENS] = rec->prompt_tokens;
+	inc[GW_USAGE_F_CACHED_PROMPT_TOKENS] = rec->cached_prompt_tokens;
+	inc[GW_USAGE_F_COMPLETION_TOKENS] = rec->completion_tokens;
+	if (rec->outcome != GW_USAGE_OK)
+		inc[GW_USAGE_F_ERRORS_AUTH + (int)rec->outcome - 1] = 1;
+
+	cmd->argc = 2;
+	if (use_eval) {
+		gw_usage_cmd_use_eval(cmd);
+	} else {
+		pthread_once(&lua_sha_once, lua_sha_compute);
+		cmd->argv[0] = "EVALSHA";
+		cmd->argvlen[0] = 7;
+		cmd->argv[1] = lua_sha;
+		cmd->argvlen[1] = 40;
+	}
+	st = cmd_add(cmd, "3");
+	if (st == CM_OK)
+		st = gw_usage_key(key, ns, rec->tenant, NULL, day);
+	if (st == CM_OK)
+		st = cmd_add(cmd, key);
+	if (st == CM_OK)
+		st = gw_usage_key(key, ns, rec->tenant, rec->client, day);
+	if (st == CM_OK)
+		st = cmd_add(cmd, key);
+	if (st != CM_OK)
+		return CM_EINVAL;
+	n = snprintf(key, sizeof(key), "%susage:{%s}:done:%s", ns, rec->tenant,
+		     rec->request_id);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return CM_EINVAL;
+	st = cmd_add(cmd, key);
+	if (st == CM_OK)
+		st = cmd_add_i64(cmd, GW_USAGE_MARKER_TTL_S);
+	if (st == CM_OK)
+		st = cmd_add_i64(cmd, GW_USAGE_HASH_TTL_S);
+	for (int f = 0; f < GW_USAGE_F_COUNT && st == CM_OK; f++) {
+		if (inc[f] == 0)
+			continue;
+		st = cmd_add(cmd, field_names[f]);
+		if (st == CM_OK)
+			st = cmd_add_i64(cmd, inc[f]);
+	}
+	return st;
+}
+
+static int is_noscript(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR && r->str &&
+	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+enum cm_status gw_usage_parse_record(const redisReply *r, int *counted)
+{
+	if (!r || r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+		return CM_EPROTO;
+	*counted = (int)r->integer;
+	return CM_OK;
+}
+
+enum cm_status gw_usage_counts_add(struct gw_usage_counts *acc,
+				   const redisReply *h)
+{
+	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements % 2 != 0)
+		return CM_EPROTO;
+	for (size_t i = 0; i + 1 < h->elements; i += 2) {
+		const redisReply *k = h->element[i], *v = h->element[i + 1];
+		int64_t x = 0;
+
+		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+			return CM_EPROTO;
+		for (int f = 0; f < GW_USAGE_F_COUNT; f++) {
+			if (strcmp(k->str, field_names[f]) != 0)
+				continue;
+			if (v->len == 0 || v->len > 18)
+				return CM_EFORMAT;
+			for (size_t j = 0; j < v->len; j++) {
+				if (v->str[j] < '0' || v->str[j] > '9')
+					return CM_EFORMAT;
+				x = x * 10 + (v->str[j] - '0');
+			}
+			acc->v[f] += x;
+		}
+	}
+	return CM_OK;
+}
+
+/* ---- synchronous ------------------------------------------------------------ */
+
+enum cm_status gw_usage_record_sync(redisContext *c,
+				    const struct gw_usage_record *rec, int *counted)
+{
+	struct gw_usage_cmd *cmd = cm_malloc(sizeof(*cmd));
+	redisReply *r = NULL;
+	enum cm_status st;
+
+	if (!cmd)
+		return CM_ENOMEM;
+	st = gw_usage_cmd_record(cmd, 0, rec);
+	if (st == CM_OK) {
+		r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
+		if (is_noscript(r)) {
+			freeReplyObject(r);
+			gw_usage_cmd_use_eval(cmd);
+			r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
+		}
+		st = r ? gw_usage_parse_record(r, counted) : CM_EIO;
+	}
+	if (r)
+		freeReplyObject(r);
+	cm_free(cmd);
+	return st;
+}
+
+enum cm_status gw_usage_read_sync(redisContext *c, const char *ns,
+				  const char *tenant, const char *client,
+				  const char *day, struct gw_usage_counts *out)
+{
+	char key[GW_USAGE_KEY_MAX];
+	redisReply *r;
+	enum cm_status st;
+
+	memset(out, 0, sizeof(*out));
+	st = gw_usage_key(key, ns, tenant, client, day);
+	if (st != CM_OK)
+		return st;
+	r = redisCommand(c, "HGETALL %s", key);
+	if (!r)
+		return CM_EIO;
+	st = gw_usage_counts_add(out, r);
+	freeReplyObject(r);
+	return st;
+}
+
+/* ---- asynchronous ------------------------------------------------------------ */
+
+struct usage_pending {
+	struct gw_usage_cmd cmd;
+	gw_usage_done_fn done;
+	void *arg;
+	int retried;
+};
+
+static void on_record_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct usage_pending *p = privdata;
+	redisReply *r = reply;
+	gw_usage_done_fn done = p->done;
+	void *arg = p->arg;
+	enum cm_status st = CM_EIO;
+	int counted = 0;
+
+	if (r && is_noscript(r) && !p->retried) {
+		p->retried = 1;
+		gw_usage_cmd_use_eval(&p->cmd);
+		if (redisAsyncCommandArgv(ac, on_record_reply, p, p->cmd.argc,
+					  p->cmd.argv, p->cmd.argvlen) == REDIS_OK)
+			return;
+		r = NULL;
+	}
+	if (r)
+		st = gw_usage_parse_record(r, &counted);
+	cm_free(p);
+	done(arg, st, counted);
+}
+
+enum cm_status gw_usage_record_async(redisAsyncContext *ac,
+				     const struct gw_usage_record *rec,
+				     gw_usage_done_fn done, void *arg)
+{
+	struct usage_pending *p = cm_malloc(sizeof(*p));
+	enum cm_status st;
+
+	if (!p)
+		return CM_ENOMEM;
+	st = gw_usage_cmd_record(&p->cmd, 0, rec);
+	if (st != CM_OK) {
+		cm_free(p);
+		return st;
+	}
+	p->done = done;
+	p->arg = arg;
+	p->retried = 0;
+	if (redisAsyncCommandArgv(ac, on_record_reply, p, p->cmd.argc, p->cmd.argv,
+				  p->cmd.argvlen) != REDIS_OK) {
+		cm_free(p);
+		return CM_EIO;
+	}
+	return CM_OK;
+}

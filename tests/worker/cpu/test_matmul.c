@@ -1,0 +1,328 @@
+/*
+ * test_matmul.c - worker/cpu/matmul.c and pool.c: every weight type on
+ * every ISA this CPU has, against a double-precision reference built from
+ * wk_dequantize_row; batch invariance bit for bit (n = 1 vs 7 vs 64, one
+ * vs two threads, other rows of X changed); argument refusals; the pool's
+ * task claiming (each task exactly once, on a valid thread, over thousands
+ * of back-to-back runs).
+ *
+ * Tolerance: float weights are exact after conversion, so only float32
+ * accumulation error remains (1e-5 of sum |w x|).  Quantised weights see
+ * the activations rounded to 8 bits: each x_k moves by at most
+ * amax(block of k) / 254, so |y - ref| <= sum_k |w_k| * amax_k / 254 plus
+ * the float error; the test checks that bound with 5% slack.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "worker/cpu/matmul.h"
+#include "worker/cpu/pool.h"
+#include "worker/model/quant.h"
+
+static const uint32_t types[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q4_0,
+				  WK_Q_Q8_0, WK_Q_Q4_K, WK_Q_Q5_K, WK_Q_Q6_K };
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+struct fixture {
+	struct wk_pool *pool1, *pool2;
+	struct wk_cpu_mm *mm1, *mm2;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof *f);
+	if (f == NULL || wk_pool_new(1, &f->pool1) != CM_OK || wk_pool_new(2, &f->pool2) != CM_OK ||
+	    wk_cpu_mm_new(f->pool1, &f->mm1) != CM_OK || wk_cpu_mm_new(f->pool2, &f->mm2) != CM_OK)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	wk_cpu_mm_free(f->mm1);
+	wk_cpu_mm_free(f->mm2);
+	wk_pool_free(f->pool1);
+	wk_pool_free(f->pool2);
+	free(f);
+	return 0;
+}
+
+/* Random weights of `type`, quantised; returns malloc'd rows. */
+static uint8_t *make_weights(uint32_t type, int rows, int cols)
+{
+	size_t rb = wk_qtype_row_bytes(type, (uint64_t)cols);
+	uint8_t *w = malloc(rb * (size_t)rows);
+	float *tmp = malloc(sizeof(float) * (size_t)cols);
+	assert_non_null(w);
+	assert_non_null(tmp);
+	for (int r = 0; r < rows; r++) {
+		for (int k = 0; k < cols; k++)
+			tmp[k] = rnd() * (1.0f + (float)(r % 5)) + (r % 3 == 0 ? 0.3f : 0.0f);
+		wk_quantize_row(type, tmp, w + rb * (size_t)r, (uint64_t)cols);
+	}
+	free(tmp);
+	return w;
+}
+
+static void check_accuracy(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, int n)
+{
+	size_t rb = wk_qtype_row_bytes(type, (uint64_t)cols);
+	uint8_t *w = make_weights(type, rows, cols);
+	float *x = malloc(sizeof(float) * (size_t)n * cols);
+	float *y = malloc(sizeof(float) * (size_t)n * rows);
+	float *wf = malloc(sizeof(float) * (size_t)cols);
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_non_null(wf);
+	for (int i = 0; i < n * cols; i++)
+		x[i] = rnd() * (i % 17 == 0 ? 4.0f : 1.0f);
+	assert_int_equal(wk_cpu_matmul(mm, type, w, rows, cols, x, n, y), CM_OK);
+	int quant = type != WK_Q_F32 && type != WK_Q_F16 && type != WK_Q_BF16;
+	int qb = (type == WK_Q_Q4_0 || type == WK_Q_Q8_0) ? 32 : 256;
+	for (int r = 0; r < rows; r++) {
+		wk_dequantize_row(type, w + rb * (size_t)r, wf, (uint64_t)cols);
+		for (int t = 0; t < n; t++) {
+			const float *xt = x + (size_t)t * cols;
+			double ref = 0, mag = 0, qerr = 0;
+			for (int k = 0; k < cols; k++) {
+				ref += (double)wf[k] * xt[k];
+				mag += fabs((double)wf[k] * xt[k]);
+			}
+			if (quant)
+				for (int b = 0; b < cols / qb; b++) {
+					double amax = 0, wsum = 0;
+					for (int k = b * qb; k < (b + 1) * qb; k++) {
+						amax = fmax(amax, fabs(xt[k]));
+						wsum += fabs(wf[k]);
+					}
+					qerr += wsum * amax / 254.0;
+				}
+			double bound = qerr * 1.05 + 1e-5 * mag + 1e-30;
+			double err = fabs((double)y[(size_t)t * rows + r] - ref);
+			if (!(err <= bound))
+				fail_msg("%s on %s: y[%d][%d] = %.9g, reference %.9g, error %g > bound %g",
+					 wk_qtype_name(type), wk_cpu_isa_name(wk_cpu_mm_isa(mm)), t, r,
+					 y[(size_t)t * rows + r], ref, err, bound);
+		}
+	}
+	free(w);
+	free(x);
+	free(y);
+	free(wf);
+}
+
+static void test_accuracy(void **state)
+{
+	struct fixture *f = *state;
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa)) {
+			printf("# skip ISA %s: not on this CPU\n", wk_cpu_isa_name((enum wk_cpu_isa)isa));
+			continue;
+		}
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
+		for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+			check_accuracy(f->mm2, types[i], 37, 512, 5);
+			check_accuracy(f->mm2, types[i], 3, 256, 1);
+			if (wk_qtype_block_elems(types[i]) == 1) /* tails of the vector loops */
+				check_accuracy(f->mm2, types[i], 21, 100, 6);
+			if (wk_qtype_block_elems(types[i]) <= 32) /* 11 blocks: partial groups */
+				check_accuracy(f->mm2, types[i], 19, 352, 9);
+		}
+	}
+}
+
+/* Y for tokens [t0, t0+n) of x computed with mm; copies into out. */
+static void run(struct wk_cpu_mm *mm, uint32_t type, const uint8_t *w, int rows, int cols,
+		const float *x, int t0, int n, float *out)
+{
+	assert_int_equal(wk_cpu_matmul(mm, type, w, rows, cols, x + (size_t)t0 * cols, n, out), CM_OK);
+}
+
+static void batch_invariance(struct fixture *f, int cols, int only_small_blocks);
+
+static void test_batch_invariance(void **state)
+{
+	struct fixture *f = *state;
+	batch_invariance(f, 768, 0);
+	batch_invariance(f, 352, 1); /* an odd number of 32-blocks */
+}
+
+static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
+{
+	const int rows = 203, n = 64; /* several 64-row tasks, ragged last tile */
+	float *x = malloc(sizeof(float) * n * cols), *x2 = malloc(sizeof(float) * n * cols);
+	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
+	assert_non_null(x);
+	assert_non_null(x2);
+	assert_non_null(ya);
+	assert_non_null(yb);
+	for (int i = 0; i < n * cols; i++)
+		x[i] = rnd();
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
+			continue;
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm1, (enum wk_cpu_isa)isa), CM_OK);
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
+		for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+			uint32_t type = types[ti];
+			if (only_small_blocks && wk_qtype_block_elems(type) > 32)
+				continue;
+			uint8_t *w = make_weights(type, rows, cols);
+			/* n = 64 with two threads is the reference */
+			run(f->mm2, type, w, rows, cols, x, 0, n, ya);
+			/* one thread, same batch */
+			run(f->mm1, type, w, rows, cols, x, 0, n, yb);
+			assert_memory_equal(ya, yb, sizeof(float) * n * rows);
+			/* every token alone, both thread counts */
+			for (int t = 0; t < n; t++) {
+				run(t % 2 ? f->mm1 : f->mm2, type, w, rows, cols, x, t, 1, yb);
+				if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * rows) != 0)
+					fail_msg("%s on %s: token %d differs between n=64 and n=1",
+						 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa), t);
+			}
+			/* windows of 7 at odd offsets */
+			for (int t = 0; t + 7 <= n; t += 9) {
+				run(f->mm2, type, w, rows, cols, x, t, 7, yb);
+				if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * 7 * rows) != 0)
+					fail_msg("%s on %s: tokens %d..%d differ between n=64 and n=7",
+						 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa), t, t + 6);
+			}
+			/* other rows of X changed: token 10 must not move */
+			memcpy(x2, x, sizeof(float) * n * cols);
+			for (int i = 0; i < n * cols; i++)
+				if (i / cols != 10)
+					x2[i] = rnd() * 3;
+			run(f->mm2, type, w, rows, cols, x2, 0, n, yb);
+			assert_memory_equal(ya + 10 * rows, yb + 10 * rows, sizeof(float) * rows);
+			free(w);
+		}
+	}
+	free(x);
+	free(x2);
+	free(ya);
+	free(yb);
+}
+
+static void test_refusals(void **state)
+{
+	struct fixture *f = *state;
+	float x[256] = { 0 }, y[4];
+	uint8_t w[4 * 292] = { 0 };
+	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_Q8_K, w, 1, 256, x, 1, y), CM_EUNSUPPORTED);
+	assert_int_equal(wk_cpu_matmul(f->mm2, 3, w, 1, 256, x, 1, y), CM_EUNSUPPORTED);
+	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_Q4_K, w, 1, 200, x, 1, y), CM_EINVAL);
+	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_Q4_0, w, 0, 32, x, 1, y), CM_EINVAL);
+	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_F32, w, 1, 32, x, 0, y), CM_EINVAL);
+	assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_COUNT_), CM_EUNSUPPORTED);
+	assert_string_equal(wk_cpu_isa_name(WK_CPU_ISA_AVX2), "avx2");
+	assert_true(wk_cpu_isa_available(WK_CPU_ISA_SCALAR));
+}
+
+/* Allocation failures are reported, not fatal, and leave the context usable. */
+static void test_alloc_failures(void **state)
+{
+	(void)state;
+	struct wk_pool *pool = NULL;
+	struct wk_cpu_mm *mm = NULL;
+	cm_alloc_fail_after(0);
+	assert_int_equal(wk_pool_new(2, &pool), CM_ENOMEM);
+	assert_null(pool);
+	cm_alloc_fail_after(1); /* the pool struct, then the worker array fails */
+	assert_int_equal(wk_pool_new(2, &pool), CM_ENOMEM);
+	cm_alloc_fail_reset();
+	assert_int_equal(wk_pool_new(2, &pool), CM_OK);
+	cm_alloc_fail_after(0);
+	assert_int_equal(wk_cpu_mm_new(pool, &mm), CM_ENOMEM);
+	cm_alloc_fail_reset();
+	assert_int_equal(wk_cpu_mm_new(pool, &mm), CM_OK);
+
+	enum { ROWS = 8, COLS = 256, N = 3 };
+	uint8_t *w = make_weights(WK_Q_Q8_0, ROWS, COLS);
+	float x[N * COLS], y[N * ROWS], y2[N * ROWS];
+	for (int i = 0; i < N * COLS; i++)
+		x[i] = rnd();
+	cm_alloc_fail_after(0); /* the activation scratch cannot grow */
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_Q8_0, w, ROWS, COLS, x, N, y), CM_ENOMEM);
+	/* float weights need no scratch */
+	uint8_t *wf = make_weights(WK_Q_F32, ROWS, COLS);
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_F32, wf, ROWS, COLS, x, N, y), CM_OK);
+	cm_alloc_fail_reset();
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_Q8_0, w, ROWS, COLS, x, N, y), CM_OK);
+	assert_int_equal(wk_cpu_matmul(mm, WK_Q_Q8_0, w, ROWS, COLS, x, N, y2), CM_OK);
+	assert_memory_equal(y, y2, sizeof y);
+	free(w);
+	free(wf);
+	wk_cpu_mm_free(mm);
+	wk_pool_free(pool);
+}
+
+struct pool_rec {
+	atomic_int hits[100];
+	int thread_of[100];
+};
+
+static void pool_task(void *ctx, int task, int thread)
+{
+	struct pool_rec *p = ctx;
+	atomic_fetch_add(&p->hits[task], 1);
+	p->thread_of[task] = thread;
+}
+
+static void test_pool(void **state)
+{
+	(void)state;
+	for (int nt = 1; nt <= 3; nt++) {
+		struct wk_pool *pool;
+		assert_int_equal(wk_pool_new(nt, &pool), CM_OK);
+		assert_int_equal(wk_pool_threads(pool), nt);
+		for (int round = 0; round < 5000; round++) {
+			struct pool_rec rec;
+			memset(&rec, 0, sizeof rec);
+			int n = 1 + round % 100;
+			wk_pool_run(pool, pool_task, &rec, n);
+			for (int k = 0; k < 100; k++) {
+				assert_int_equal(atomic_load(&rec.hits[k]), k < n ? 1 : 0);
+				if (k < n)
+					assert_true(rec.thread_of[k] >= 0 && rec.thread_of[k] < nt);
+			}
+		}
+		wk_pool_run(pool, pool_task, NULL, 0); /* no tasks: nothing runs */
+		wk_pool_free(pool);
+	}
+	struct wk_pool *bad;
+	assert_int_equal(wk_pool_new(0, &bad), CM_EINVAL);
+	assert_null(bad);
+	wk_pool_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pool),
+		cmocka_unit_test(test_alloc_failures),
+		cmocka_unit_test_setup_teardown(test_accuracy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_batch_invariance, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

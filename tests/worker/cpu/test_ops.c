@@ -1,0 +1,231 @@
+/*
+ * test_ops.c - worker/cpu/ops.c on every ISA this CPU has: expf accuracy,
+ * RMS norm, softmax (incl. masked entries), SwiGLU, add, F16 dot / axpy /
+ * conversion (the hardware conversion must agree with quant.c's), and
+ * rotary embedding in both pairings with frequency factors, all against
+ * double-precision references.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "worker/cpu/ops.h"
+#include "worker/model/quant.h"
+
+static uint64_t rng = 0x1234567887654321ull;
+static float rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static void close_rel(double got, double want, double tol, const char *what, int i)
+{
+	double err = fabs(got - want);
+	if (!(err <= tol * fabs(want) + 1e-30))
+		fail_msg("%s on %s, index %d: got %.9g want %.9g (tol %g)", what,
+			 wk_cpu_isa_name(wk_cpu_ops_isa()), i, got, want, tol);
+}
+
+static void each_isa(void (*fn)(void))
+{
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (wk_cpu_ops_set_isa((enum wk_cpu_isa)isa) != CM_OK)
+			continue;
+		fn();
+	}
+}
+
+static void check_expf(void)
+{
+	for (int i = 0; i <= 200000; i++) {
+		float x = -90.0f + 179.0f * (float)i / 200000.0f;
+		float got = wk_cpu_expf(x);
+		if (x < -87.3f)
+			assert_true(got == 0.0f);
+		else if (x <= 88.3f)
+			close_rel(got, exp((double)x), 4e-7, "expf", i);
+	}
+	assert_true(wk_cpu_expf(0.0f) == 1.0f);
+	assert_true(wk_cpu_expf(-INFINITY) == 0.0f);
+}
+
+static void check_norm_softmax(void)
+{
+	enum { N = 2048 + 13 };
+	static float x[N], w[N], out[N];
+	for (int i = 0; i < N; i++) {
+		x[i] = rnd() * 3;
+		w[i] = 1 + rnd() * 0.5f;
+	}
+	double ss = 0;
+	for (int i = 0; i < N; i++)
+		ss += (double)x[i] * x[i];
+	double scale = 1.0 / sqrt(ss / N + 1e-5);
+	wk_cpu_rmsnorm(out, x, w, N, 1e-5f);
+	for (int i = 0; i < N; i++)
+		close_rel(out[i], x[i] * scale * w[i], 2e-6, "rmsnorm", i);
+	memcpy(out, x, sizeof x);
+	wk_cpu_rmsnorm(out, out, w, N, 1e-5f); /* in place */
+	for (int i = 0; i < N; i++)
+		close_rel(out[i], x[i] * scale * w[i], 2e-6, "rmsnorm in place", i);
+
+	/* softmax with some masked entries */
+	for (int n = 1; n < 300; n += 37) {
+		for (int i = 0; i < n; i++)
+			out[i] = (i % 5 == 3) ? -INFINITY : x[i] * 4;
+		double mx = -INFINITY, sum = 0;
+		for (int i = 0; i < n; i++)
+			mx = fmax(mx, out[i]);
+		for (int i = 0; i < n; i++)
+			sum += exp((double)out[i] - mx);
+		double want[300];
+		for (int i = 0; i < n; i++)
+			want[i] = exp((double)out[i] - mx) / sum;
+		wk_cpu_softmax(out, n);
+		for (int i = 0; i < n; i++) {
+			if (i % 5 == 3)
+				assert_true(out[i] == 0.0f);
+			else
+				close_rel(out[i], want[i], 2e-6, "softmax", i);
+		}
+	}
+	for (int i = 0; i < 4; i++)
+		out[i] = -INFINITY;
+	wk_cpu_softmax(out, 4);
+	for (int i = 0; i < 4; i++)
+		assert_true(out[i] == 0.0f);
+
+	/* SwiGLU and add */
+	static float g[N], u[N];
+	for (int i = 0; i < N; i++) {
+		g[i] = rnd() * 12;
+		u[i] = rnd();
+	}
+	wk_cpu_silu_mul(out, g, u, N);
+	for (int i = 0; i < N; i++)
+		close_rel(out[i], (double)g[i] / (1 + exp(-(double)g[i])) * u[i], 2e-6, "silu_mul", i);
+	memcpy(out, g, sizeof g);
+	wk_cpu_add(out, u, N);
+	for (int i = 0; i < N; i++)
+		assert_true(out[i] == g[i] + u[i]);
+}
+
+static void check_f16(void)
+{
+	enum { N = 128 + 7 };
+	uint16_t h[N], h2[N];
+	float a[N], b[N], y[N];
+	for (int i = 0; i < N; i++) {
+		a[i] = rnd() * 10;
+		b[i] = rnd();
+		y[i] = rnd();
+	}
+	a[3] = 1e-6f;     /* subnormal half */
+	a[4] = 70000.0f;  /* overflow to inf */
+	a[5] = 1.0f + 0x1p-11f; /* tie */
+	wk_cpu_f32_to_f16(h, a, N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(h[i], wk_f32_to_f16(a[i]));
+	a[4] = 7.0f;
+	wk_cpu_f32_to_f16(h, a, N);
+	double dot = 0, mag = 0;
+	for (int i = 0; i < N; i++) {
+		dot += (double)wk_f16_to_f32(h[i]) * b[i];
+		mag += fabs((double)wk_f16_to_f32(h[i]) * b[i]);
+	}
+	float got = wk_cpu_dot_f16(h, b, N);
+	assert_true(fabs(got - dot) <= 1e-6 * mag);
+	for (int n = 0; n <= N; n += 9) {
+		memcpy(h2, h, sizeof h);
+		float yy[N];
+		memcpy(yy, y, sizeof y);
+		wk_cpu_axpy_f16(yy, 0.75f, h2, n);
+		for (int i = 0; i < N; i++) {
+			double want = i < n ? y[i] + 0.75 * wk_f16_to_f32(h[i]) : y[i];
+			assert_true(fabs(yy[i] - want) <= 1e-6 * (fabs(want) + 1));
+		}
+	}
+}
+
+static void check_rope(void)
+{
+	enum { HD = 64, NH = 3 };
+	float x[NH * HD], v[NH * HD], cs[HD], ff[HD / 2];
+	for (int i = 0; i < HD / 2; i++)
+		ff[i] = 1.0f + (float)i / 4.0f;
+	for (int neox = 0; neox <= 1; neox++)
+		for (int withff = 0; withff <= 1; withff++) {
+			struct wk_cpu_rope r = { .n_rot = HD - 16, .neox = neox, .base = 500000.0f,
+						 .freq_scale = 1.0f, .freq_factors = withff ? ff : NULL };
+			for (int i = 0; i < NH * HD; i++)
+				x[i] = v[i] = rnd();
+			int pos = 1234;
+			wk_cpu_rope_sincos(&r, pos, cs);
+			wk_cpu_rope_apply(&r, cs, v, NH, HD);
+			int half = r.n_rot / 2;
+			for (int h = 0; h < NH; h++) {
+				const float *in = x + h * HD;
+				const float *out = v + h * HD;
+				for (int i = 0; i < half; i++) {
+					double th = pos * pow(500000.0, -2.0 * i / r.n_rot) / (withff ? ff[i] : 1.0);
+					int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+					double w0 = in[a] * cos(th) - in[b] * sin(th);
+					double w1 = in[a] * sin(th) + in[b] * cos(th);
+					assert_true(fabs(out[a] - w0) < 1e-5 && fabs(out[b] - w1) < 1e-5);
+				}
+				for (int i = r.n_rot; i < HD; i++) /* past n_rot: untouched */
+					assert_true(out[i] == in[i]);
+			}
+			/* position 0 is the identity */
+			memcpy(v, x, sizeof x);
+			wk_cpu_rope_sincos(&r, 0, cs);
+			wk_cpu_rope_apply(&r, cs, v, NH, HD);
+			assert_memory_equal(v, x, sizeof x);
+		}
+}
+
+static void test_expf(void **state)
+{
+	(void)state;
+	each_isa(check_expf);
+}
+
+static void test_norm_softmax(void **state)
+{
+	(void)state;
+	each_isa(check_norm_softmax);
+}
+
+static void test_f16(void **state)
+{
+	(void)state;
+	each_isa(check_f16);
+}
+
+static void test_rope(void **state)
+{
+	(void)state;
+	each_isa(check_rope);
+	assert_int_equal(wk_cpu_ops_set_isa(WK_CPU_ISA_COUNT_), CM_EUNSUPPORTED);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_expf),
+		cmocka_unit_test(test_norm_softmax),
+		cmocka_unit_test(test_f16),
+		cmocka_unit_test(test_rope),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

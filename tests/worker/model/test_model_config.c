@@ -1,0 +1,617 @@
+/*
+ * test_model_config.c - model hyperparameters and tensor checks (wk_mcfg),
+ * on crafted in-memory models and on files written by `sluice-model synth`
+ * (whose inspect/plan numbers are checked against hand computation).
+ * The synth tests skip when SLUICE_BUILD_DIR (set by ctest) is absent.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/alloc.h"
+#include "worker/model/gguf.h"
+#include "tools/gguf_write.h"
+#include "worker/model/model_config.h"
+
+/* ---- crafted models: embd 32, 4 heads (dim 8), 2 kv heads, ff 64, vocab 40 ---- */
+
+#define E 32
+#define FF 64
+#define V 40
+#define NL 2
+
+struct mopts {
+	const char *arch;      /* default "llama" */
+	const char *drop;      /* tensor to leave out */
+	const char *widen;     /* tensor whose last dim is doubled */
+	const char *skip_key;  /* {arch}.suffix to leave out */
+	int qwen_bias;         /* add q/k/v biases */
+	int norm_f16;          /* norms in F16 */
+	int rope_freqs;        /* add rope_freqs.weight */
+	uint32_t bos;          /* bos_token_id (default 1) */
+	uint32_t n_scores;     /* scores entries (default n_tokens) */
+	uint32_t kv_heads;     /* default 2 */
+	uint32_t n_tokens;     /* default V */
+};
+
+static void addt(struct wk_gguf_writer *w, const struct mopts *o, const char *name,
+		 uint32_t n_dims, uint64_t d0, uint64_t d1)
+{
+	uint64_t dims[2] = { d0, d1 };
+	uint32_t type = WK_Q_F32;
+
+	if (o->drop && strcmp(o->drop, name) == 0)
+		return;
+	if (o->widen && strcmp(o->widen, name) == 0)
+		dims[n_dims - 1] *= 2;
+	if (o->norm_f16 && strstr(name, "norm"))
+		type = WK_Q_F16;
+	assert_int_equal(wk_gguf_writer_add_tensor_raw(w, name, type, n_dims, dims, NULL,
+						       dims[0] * (n_dims > 1 ? dims[1] : 1) *
+							       (type == WK_Q_F32 ? 4 : 2)),
+			 CM_OK);
+}
+
+static void addk(struct wk_gguf_writer *w, const struct mopts *o, const char *suffix,
+		 uint32_t v)
+{
+	char key[96];
+
+	if (o->skip_key && strcmp(o->skip_key, suffix) == 0)
+		return;
+	snprintf(key, sizeof(key), "%s.%s", o->arch ? o->arch : "llama", suffix);
+	assert_int_equal(wk_gguf_writer_add_u32(w, key, v), CM_OK);
+}
+
+static uint8_t *build_model(const struct mopts *o, size_t *len)
+{
+	struct wk_gguf_writer *w = NULL;
+	uint32_t kvh = o->kv_heads ? o->kv_heads : 2, ntok = o->n_tokens ? o->n_tokens : V;
+	const char **toks = calloc(ntok, sizeof(*toks));
+	char name[64];
+	uint8_t *buf = NULL;
+
+	assert_non_null(toks);
+	for (uint32_t i = 0; i < ntok; i++)
+		toks[i] = "t";
+	assert_int_equal(wk_gguf_writer_new(&w), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_str(w, "general.architecture",
+						o->arch ? o->arch : "llama"), CM_OK);
+	addk(w, o, "block_count", NL);
+	addk(w, o, "embedding_length", E);
+	addk(w, o, "feed_forward_length", FF);
+	addk(w, o, "attention.head_count", 4);
+	addk(w, o, "attention.head_count_kv", kvh);
+	addk(w, o, "context_length", 128);
+	assert_int_equal(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, ntok),
+			 CM_OK);
+	assert_int_equal(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama"), CM_OK);
+	{
+		uint32_t ns = o->n_scores ? o->n_scores : ntok;
+		float *sc = calloc(ns, sizeof(float));
+
+		assert_non_null(sc);
+		assert_int_equal(wk_gguf_writer_add_arr(w, "tokenizer.ggml.scores", WK_GGUF_F32,
+							sc, ns), CM_OK);
+		free(sc);
+	}
+	assert_int_equal(wk_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id",
+						o->bos ? o->bos : 1), CM_OK);
+	addt(w, o, "token_embd.weight", 2, E, V);
+	if (o->rope_freqs)
+		addt(w, o, "rope_freqs.weight", 1, 4, 1);
+	for (int l = 0; l < NL; l++) {
+#define T(what, nd, d0, d1) snprintf(name, sizeof(name), "blk.%d.%s", l, what); \
+		addt(w, o, name, nd, d0, d1)
+		T("attn_norm.weight", 1, E, 1);
+		T("attn_q.weight", 2, E, 32);
+		T("attn_k.weight", 2, E, 8 * kvh);
+		T("attn_v.weight", 2, E, 8 * kvh);
+		if (o->qwen_bias) {
+			T("attn_q.bias", 1, 32, 1);
+			T("attn_k.bias", 1, 8 * kvh, 1);
+			T("attn_v.bias", 1, 8 * kvh, 1);
+		}
+		T("attn_output.weight", 2, 32, E);
+		T("ffn_norm.weight", 1, E, 1);
+		T("ffn_gate.weight", 2, E, FF);
+		T("ffn_up.weight", 2, E, FF);
+		T("ffn_down.weight", 2, FF, E);
+#undef T
+	}
+	addt(w, o, "output_norm.weight", 1, E, 1);
+	addt(w, o, "output.weight", 2, E, V);
+	assert_int_equal(wk_gguf_writer_write_mem(w, &buf, len), CM_OK);
+	wk_gguf_writer_free(w);
+	free(toks);
+	return buf;
+}
+
+/* Loads a crafted model; returns the status, message in err. */
+static enum cm_status load(const struct mopts *o, struct wk_mcfg **c, char *err,
+			   size_t err_len, uint8_t **buf, struct wk_gguf **g)
+{
+	size_t len;
+	char gerr[256];
+
+	*buf = build_model(o, &len);
+	assert_int_equal(wk_gguf_open_mem(*buf, len, g, gerr, sizeof(gerr)), CM_OK);
+	return wk_mcfg_load(*g, c, err, err_len);
+}
+
+static void expect_load_error(const struct mopts *o, enum cm_status want, const char *substr)
+{
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf *g = NULL;
+	uint8_t *buf = NULL;
+	char err[512] = "";
+	enum cm_status st = load(o, &c, err, sizeof(err), &buf, &g);
+
+	if (st != want || !strstr(err, substr))
+		fail_msg("expected status %d and \"%s\", got %d: \"%s\"", want, substr, st, err);
+	assert_null(c);
+	wk_gguf_close(g);
+	cm_free(buf);
+}
+
+static void test_crafted_llama(void **state)
+{
+	struct mopts o = { 0 };
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf *g = NULL;
+	uint8_t *buf = NULL;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
+	assert_int_equal(c->arch, WK_ARCH_LLAMA);
+	assert_string_equal(c->arch_name, "llama");
+	assert_int_equal(c->n_layers, NL);
+	assert_int_equal(c->n_embd, E);
+	assert_int_equal(c->n_ff, FF);
+	assert_int_equal(c->n_heads, 4);
+	assert_int_equal(c->n_kv_heads, 2);
+	assert_int_equal(c->head_dim_k, 8);
+	assert_int_equal(c->head_dim_v, 8);
+	assert_int_equal(c->n_rot, 8);
+	assert_int_equal(c->n_ctx_train, 128);
+	assert_int_equal(c->n_vocab, V);
+	assert_true(c->rope_freq_base == 10000.0f);
+	assert_true(c->rms_eps == 1e-5f);
+	assert_int_equal(c->rope_scaling, WK_ROPE_SCALING_NONE);
+	assert_int_equal(c->tied_embeddings, 0);
+	assert_int_equal(c->has_qkv_bias, 0);
+	assert_int_equal(c->has_chat_template, 0);
+	assert_ptr_equal(c->output, wk_gguf_find_tensor(g, "output.weight"));
+	assert_ptr_equal(c->layers[1].ffn_down, wk_gguf_find_tensor(g, "blk.1.ffn_down.weight"));
+	assert_null(c->layers[0].attn_q_bias);
+	assert_null(c->rope_freqs);
+	/* 2 layers * 2 kv heads * (8 + 8) * 2 bytes */
+	assert_int_equal(c->kv_bytes_per_token, 128);
+	{
+		uint64_t per_layer = E + E * 32 + 2 * E * 16 + 32 * E + E + 3 * E * FF;
+		uint64_t n = 2ull * E * V + E + NL * per_layer;
+
+		assert_int_equal(c->n_params, n);
+		assert_int_equal(c->weight_bytes, 4 * n);
+	}
+	wk_mcfg_free(c);
+	wk_mcfg_free(NULL);
+	wk_gguf_close(g);
+	cm_free(buf);
+}
+
+static void test_tied_embeddings_and_rope(void **state)
+{
+	struct mopts o = { .drop = "output.weight", .rope_freqs = 1 };
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf *g = NULL;
+	uint8_t *buf = NULL;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
+	assert_int_equal(c->tied_embeddings, 1);
+	assert_ptr_equal(c->output, c->token_embd);
+	assert_int_equal(c->rope_scaling, WK_ROPE_SCALING_FREQS);
+	assert_ptr_equal(c->rope_freqs, wk_gguf_find_tensor(g, "rope_freqs.weight"));
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	cm_free(buf);
+}
+
+static void test_qwen2_biases(void **state)
+{
+	struct mopts o = { .arch = "qwen2", .qwen_bias = 1 };
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf *g = NULL;
+	uint8_t *buf = NULL;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
+	assert_int_equal(c->arch, WK_ARCH_QWEN2);
+	assert_int_equal(c->has_qkv_bias, 1);
+	assert_ptr_equal(c->layers[1].attn_k_bias, wk_gguf_find_tensor(g, "blk.1.attn_k.bias"));
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	cm_free(buf);
+
+	o.qwen_bias = 0;
+	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.attn_q.bias': missing (expected shape [32])");
+}
+
+static void test_bad_models(void **state)
+{
+	struct mopts o;
+
+	(void)state;
+	o = (struct mopts){ .arch = "gemma2" };
+	expect_load_error(&o, CM_EUNSUPPORTED,
+			  "unsupported architecture 'gemma2' (supported: llama, qwen2)");
+	o = (struct mopts){ .drop = "blk.1.ffn_up.weight" };
+	expect_load_error(&o, CM_EFORMAT,
+			  "tensor 'blk.1.ffn_up.weight': missing (expected shape [32, 64])");
+	o = (struct mopts){ .widen = "blk.0.attn_k.weight" };
+	expect_load_error(&o, CM_EFORMAT,
+			  "tensor 'blk.0.attn_k.weight': expected shape [32, 16], found [32, 32]");
+	o = (struct mopts){ .widen = "output_norm.weight" };
+	expect_load_error(&o, CM_EFORMAT,
+			  "tensor 'output_norm.weight': expected shape [32], found [64]");
+	o = (struct mopts){ .drop = "token_embd.weight" };
+	expect_load_error(&o, CM_EFORMAT, "tensor 'token_embd.weight': missing");
+	o = (struct mopts){ .widen = "token_embd.weight" };
+	expect_load_error(&o, CM_EFORMAT, "tensor 'token_embd.weight': 80 rows, but key "
+			  "'tokenizer.ggml.tokens' has 40 tokens");
+	o = (struct mopts){ .skip_key = "block_count" };
+	expect_load_error(&o, CM_EFORMAT, "key 'llama.block_count': missing (required)");
+	o = (struct mopts){ .kv_heads = 3 };
+	expect_load_error(&o, CM_EFORMAT, "head_count 4 is not a multiple of head_count_kv 3");
+	o = (struct mopts){ .kv_heads = 8 };
+	expect_load_error(&o, CM_EFORMAT, "key 'llama.attention.head_count_kv': expected an "
+			  "integer in [1, 4], found 8");
+	o = (struct mopts){ .norm_f16 = 1 };
+	expect_load_error(&o, CM_EFORMAT,
+			  "tensor 'output_norm.weight': expected type F32, found F16");
+	o = (struct mopts){ .bos = 40 };
+	expect_load_error(&o, CM_EFORMAT, "key 'tokenizer.ggml.bos_token_id': token id 40 is "
+			  "out of range (vocabulary of 40 tokens)");
+	o = (struct mopts){ .n_scores = 39 };
+	expect_load_error(&o, CM_EFORMAT, "key 'tokenizer.ggml.scores': 39 entries, expected 40");
+	o = (struct mopts){ .n_tokens = 41 };
+	expect_load_error(&o, CM_EFORMAT, "has 41 tokens");
+}
+
+static void test_kv_bytes(void **state)
+{
+	(void)state;
+	/* Llama-3.1-8B: 32 layers, 8 KV heads, head dim 128, F16 */
+	assert_int_equal(wk_mcfg_kv_bytes(32, 8, 128, 128, 2), 131072);
+	assert_int_equal(wk_mcfg_kv_bytes(32, 8, 128, 128, 2) * 8192, 1ull << 30);
+	/* TinyLlama-1.1B: 22 layers, 4 KV heads, head dim 64 */
+	assert_int_equal(wk_mcfg_kv_bytes(22, 4, 64, 64, 2), 22528);
+	assert_int_equal(wk_mcfg_kv_bytes(UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, 2), 0);
+}
+
+static void test_alloc_failures(void **state)
+{
+	struct mopts o = { 0 };
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf *g = NULL;
+	size_t len;
+	uint8_t *buf = build_model(&o, &len);
+	char err[256];
+	enum cm_status st = CM_ENOMEM;
+
+	(void)state;
+	assert_int_equal(wk_gguf_open_mem(buf, len, &g, err, sizeof(err)), CM_OK);
+	for (long n = 0; n < 10 && st != CM_OK; n++) {
+		cm_alloc_fail_after(n);
+		st = wk_mcfg_load(g, &c, err, sizeof(err));
+		cm_alloc_fail_reset();
+		assert_true(st == CM_OK || st == CM_ENOMEM);
+	}
+	assert_int_equal(st, CM_OK);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	cm_free(buf);
+}
+
+/* ---- sluice-model synth / inspect / plan ---- */
+
+static char tool[1024];
+static char tmpdir[256];
+
+static int setup_tool(void **state)
+{
+	const char *bd = getenv("SLUICE_BUILD_DIR");
+
+	(void)state;
+	if (!bd)
+		return 0;
+	snprintf(tool, sizeof(tool), "%s/tools/sluice-model", bd);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-test-mcfg-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	return 0;
+}
+
+static int teardown_tool(void **state)
+{
+	char cmd[600];
+
+	(void)state;
+	if (tmpdir[0] && strstr(tmpdir, "/tmp/sluice-test-mcfg-")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Runs the tool; returns its exit status, output in out. */
+static int run_tool(const char *args, char *out, size_t out_len)
+{
+	char cmd[4096];
+	FILE *p;
+	size_t n = 0;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1", tool, args);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	if (out) {
+		n = fread(out, 1, out_len - 1, p);
+		out[n] = '\0';
+	} else {
+		char junk[4096];
+
+		while (fread(junk, 1, sizeof(junk), p) > 0)
+			;
+	}
+	rc = pclose(p);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static const char *synth(const char *file, const char *args)
+{
+	static char path[512];
+	char a[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, file);
+	snprintf(a, sizeof(a), "synth %s -o '%s'", args, path);
+	assert_int_equal(run_tool(a, NULL, 0), 0);
+	return path;
+}
+
+#define NEED_TOOL() do { if (!tool[0]) skip(); } while (0)
+
+static uint64_t field(const char *out, const char *name)
+{
+	const char *p = strstr(out, name);
+
+	if (!p)
+		fail_msg("no '%s' in output:\n%s", name, out);
+	return strtoull(p + strlen(name), NULL, 10);
+}
+
+static void test_synth_tiny(void **state)
+{
+	const char *path;
+	struct wk_gguf *g = NULL;
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf_str s, s2;
+	enum wk_gguf_vtype et;
+	uint64_t count, u;
+	int b;
+	char err[512];
+	float scores[512];
+	int32_t types[512];
+
+	(void)state;
+	NEED_TOOL();
+	path = synth("tiny.gguf", "--preset tiny");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_true(wk_gguf_file_size(g) < 5u * 1000 * 1000);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->n_layers, 2);
+	assert_int_equal(c->n_embd, 256);
+	assert_int_equal(c->n_heads, 4);
+	assert_int_equal(c->n_kv_heads, 2);
+	assert_int_equal(c->head_dim_k, 64);
+	assert_int_equal(c->n_ff, 256);
+	assert_int_equal(c->n_vocab, 512);
+	assert_int_equal(c->n_ctx_train, 512);
+	assert_int_equal(c->kv_bytes_per_token, 1024);
+	assert_int_equal(c->n_params, 1049856);
+	assert_int_equal(c->weight_bytes, 4 * 1049856);
+	assert_int_equal(c->has_chat_template, 1);
+	assert_non_null(memmem(c->chat_template.ptr, c->chat_template.len, "<|im_start|>", 12));
+
+	/* the generated SentencePiece-style vocabulary */
+	assert_int_equal(wk_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &count), CM_OK);
+	assert_int_equal(count, 512);
+	/* array data may be unaligned in the mapping: copy it out */
+	assert_non_null(wk_gguf_arr_data(g, "tokenizer.ggml.scores"));
+	assert_non_null(wk_gguf_arr_data(g, "tokenizer.ggml.token_type"));
+	memcpy(scores, wk_gguf_arr_data(g, "tokenizer.ggml.scores"), sizeof(scores));
+	memcpy(types, wk_gguf_arr_data(g, "tokenizer.ggml.token_type"), sizeof(types));
+	assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", 0, &s), CM_OK);
+	assert_memory_equal(s.ptr, "<unk>", 5);
+	assert_int_equal(types[0], 2);
+	assert_int_equal(types[1], 3);
+	assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", 3, &s), CM_OK);
+	assert_int_equal(s.len, 6);
+	assert_memory_equal(s.ptr, "<0x00>", 6);
+	assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", 258, &s), CM_OK);
+	assert_memory_equal(s.ptr, "<0xFF>", 6);
+	assert_int_equal(types[258], 6);
+	assert_int_equal(types[259], 1);
+	for (uint64_t i = 260; i < 510; i++) {
+		assert_int_equal(types[i], 1);
+		assert_true(scores[i] < scores[i - 1]);
+	}
+	assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", 510, &s), CM_OK);
+	assert_int_equal(s.len, 12);
+	assert_memory_equal(s.ptr, "<|im_start|>", 12);
+	assert_int_equal(types[510], 3);
+	assert_int_equal(types[511], 3);
+	assert_int_equal(wk_gguf_get_u64(g, "tokenizer.ggml.eot_token_id", &u), CM_OK);
+	assert_int_equal(u, 511);
+	assert_int_equal(wk_gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &u), CM_OK);
+	assert_int_equal(u, 1);
+	assert_int_equal(wk_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b), CM_OK);
+	assert_int_equal(b, 1);
+	/* all tokens distinct */
+	for (uint64_t i = 0; i < count; i++) {
+		assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &s), CM_OK);
+		for (uint64_t j = i + 1; j < count; j++) {
+			assert_int_equal(wk_gguf_arr_str(g, "tokenizer.ggml.tokens", j, &s2), CM_OK);
+			assert_false(s.len == s2.len && memcmp(s.ptr, s2.ptr, s.len) == 0);
+		}
+	}
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+}
+
+static void test_synth_types_and_archs(void **state)
+{
+	static const char *const types[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_K",
+					     "Q4_K_M", "Q5_K", "Q6_K" };
+	struct wk_gguf *g = NULL;
+	struct wk_mcfg *c = NULL;
+	char err[512], a[128], out[8192];
+	const char *path;
+	uint64_t u;
+
+	(void)state;
+	NEED_TOOL();
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		snprintf(a, sizeof(a), "--preset tiny --type %s", types[i]);
+		path = synth("t.gguf", a);
+		assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+		assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+		if (strcmp(types[i], "Q4_K_M") == 0) {
+			assert_int_equal(c->output->type, WK_Q_Q6_K);
+			assert_int_equal(c->layers[0].attn_q->type, WK_Q_Q4_K);
+			assert_int_equal(c->layers[1].ffn_down->type, WK_Q_Q6_K);
+		} else {
+			assert_string_equal(wk_qtype_name(c->layers[0].attn_q->type), types[i]);
+		}
+		assert_int_equal(c->layers[0].attn_norm->type, WK_Q_F32);
+		wk_mcfg_free(c);
+		wk_gguf_close(g);
+	}
+	/* qwen2 with the llama3 template: biases, bos = <|begin_of_text|> */
+	path = synth("q.gguf", "--preset tiny --arch qwen2 --template llama3 --seed 7 --rope-freqs");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->arch, WK_ARCH_QWEN2);
+	assert_non_null(c->layers[1].attn_v_bias);
+	assert_int_equal(c->rope_scaling, WK_ROPE_SCALING_FREQS);
+	assert_int_equal(wk_gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &u), CM_OK);
+	assert_int_equal(u, 508);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	snprintf(a, sizeof(a), "inspect '%s'", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "architecture: qwen2"));
+	assert_non_null(strstr(out, "family guess: llama3"));
+	/* bad options */
+	assert_int_equal(run_tool("synth --preset huge -o /dev/null", NULL, 0), 2);
+	assert_int_equal(run_tool("synth --preset tiny --type Q2_K -o /dev/null", NULL, 0), 2);
+	assert_int_equal(run_tool("synth --preset tiny --arch gemma2 -o /dev/null", NULL, 0), 2);
+}
+
+static void test_synth_deterministic(void **state)
+{
+	char a[1024], out1[256], out2[256], out3[256];
+
+	(void)state;
+	NEED_TOOL();
+	snprintf(a, sizeof(a), "sha256 '%s'", synth("d1.gguf", "--preset tiny --seed 5 --type Q8_0"));
+	assert_int_equal(run_tool(a, out1, sizeof(out1)), 0);
+	snprintf(a, sizeof(a), "sha256 '%s'", synth("d1.gguf", "--preset tiny --seed 5 --type Q8_0"));
+	assert_int_equal(run_tool(a, out2, sizeof(out2)), 0);
+	snprintf(a, sizeof(a), "sha256 '%s'", synth("d1.gguf", "--preset tiny --seed 6 --type Q8_0"));
+	assert_int_equal(run_tool(a, out3, sizeof(out3)), 0);
+	assert_memory_equal(out1, out2, 64);
+	assert_memory_not_equal(out1, out3, 64);
+}
+
+static void test_inspect_and_plan(void **state)
+{
+	const char *path;
+	char a[1024], out[8192];
+	/* hand computation for the tiny preset (see docs/models.md) */
+	const uint64_t weights = 4ull * 1049856;
+	const uint64_t kv_tok = 2ull * 2 * 2 * 64 * 2;   /* K+V, layers, kv heads, dim, F16 */
+	const uint64_t reserve = (64ull << 20) + 4ull * 512 * (4 * 256 + 2 * 256) + 4ull * 64 * 512;
+	const uint64_t mem = 512ull << 20;
+
+	(void)state;
+	NEED_TOOL();
+	path = synth("p.gguf", "--preset tiny");
+	snprintf(a, sizeof(a), "inspect '%s' --sha", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_int_equal(field(out, "kv bytes per token (F16): "), 1024);
+	assert_int_equal(field(out, "parameters: "), 1049856);
+	assert_int_equal(field(out, "context length: "), 512);
+	assert_non_null(strstr(out, "family guess: chatml"));
+	assert_non_null(strstr(out, "F32        21 tensors"));
+	assert_non_null(strstr(out, "sha256: "));
+
+	snprintf(a, sizeof(a), "plan '%s' --memory 512MiB --context 512", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_int_equal(field(out, "weights: "), weights);
+	assert_int_equal(field(out, "kv per token: "), kv_tok);
+	assert_int_equal(field(out, "reserve: "), reserve);
+	assert_int_equal(field(out, "kv per sequence: "), kv_tok * 512);
+	assert_int_equal(field(out, "sequences: "), (mem - weights - reserve) / (kv_tok * 512));
+	assert_int_equal(field(out, "sequences: "), 881);
+
+	/* context rounded up to whole KV blocks of 16 tokens */
+	snprintf(a, sizeof(a), "plan '%s' --memory 100000000 --context 100 --reserve 1MiB", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_int_equal(field(out, "kv per sequence: "), kv_tok * 112);
+	assert_int_equal(field(out, "sequences: "), (100000000 - weights - (1 << 20)) / (kv_tok * 112));
+
+	snprintf(a, sizeof(a), "plan '%s' --memory 4MiB --context 512", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "does not fit: the weights alone"));
+	snprintf(a, sizeof(a), "plan '%s' --memory 24GiB --context 512", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_int_equal(field(out, "memory: "), 24ull << 30);
+	snprintf(a, sizeof(a), "plan '%s' --memory lots --context 512", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "--memory: expected a size"));
+	assert_int_equal(run_tool("inspect /nonexistent.gguf", out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "cannot open"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crafted_llama),
+		cmocka_unit_test(test_tied_embeddings_and_rope),
+		cmocka_unit_test(test_qwen2_biases),
+		cmocka_unit_test(test_bad_models),
+		cmocka_unit_test(test_kv_bytes),
+		cmocka_unit_test(test_alloc_failures),
+		cmocka_unit_test(test_synth_tiny),
+		cmocka_unit_test(test_synth_types_and_archs),
+		cmocka_unit_test(test_synth_deterministic),
+		cmocka_unit_test(test_inspect_and_plan),
+	};
+
+	return cmocka_run_group_tests_name("worker/model_config", tests, setup_tool,
+					   teardown_tool);
+}

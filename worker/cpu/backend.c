@@ -1,0 +1,534 @@
+/*
+ * backend.c - the CPU backend: the transformer forward pass of the llama
+ * family (llama, qwen2) over a paged KV cache, behind wk_cpu_backend_ops.
+ *
+ * Owns: the KV storage (per layer, K and V: [n_blocks][block_tokens][kv_dim]
+ * in F16 or F32), activation scratch sized for the largest batch seen, and
+ * a compute thread pool.  Weights are read in place from the model mapping.
+ *
+ * Per step, for the batch's T tokens (shapes in comments):
+ *   x = embed(tokens)                                  (T, embd)
+ *   each layer: h = rmsnorm(x) * attn_norm
+ *               q,k,v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)
+ *               rope(q, k) at each token's position
+ *               k, v -> KV blocks of the token's sequence
+ *               a = causal attention of each token over its sequence
+ *               x += a Wo^T
+ *               h = rmsnorm(x) * ffn_norm
+ *               x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *   logits of the requested rows = rmsnorm(x) * output_norm  Wout^T
+ *
+ * Batch invariance: every per-token operation (norms, rope, attention) is
+ * computed for one token at a time in a fixed order, and the matmuls are
+ * row-invariant (worker/cpu/matmul.h), so a token's logits never depend on
+ * the rest of the batch or on the thread count.
+ *
+ * The elementwise work uses worker/cpu/ops.h (vectorised, ISA picked at
+ * run time); rope's cos/sin are computed once per token per step, not per
+ * layer and head.  Attention: one pool task per (token, KV head); each K/V
+ * row is read once for the query heads of its GQA group.  The per-token
+ * norms / adds / SwiGLU stay on the caller's thread: next to the matmuls
+ * they are under 1% of a step (perf, 1b preset), less than a dispatch.
+ *
+ * Threading: forward() runs on the caller's thread and fans out to the pool.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "worker/engine/backend.h"
+#include "worker/cpu/backend.h"
+#include "worker/cpu/matmul.h"
+#include "worker/cpu/ops.h"
+#include "worker/cpu/pool.h"
+#include "worker/model/model.h"
+#include "worker/model/quant.h"
+
+struct cpu_backend {
+	struct wk_backend base;
+	const struct wk_model *m;
+	struct wk_pool *pool;
+	struct wk_cpu_mm *mm;
+	int n_threads;
+	uint32_t n_blocks;
+	uint32_t block_tokens;
+	uint32_t kv_type;        /* WK_Q_F16 or WK_Q_F32 */
+	uint32_t kv_elem;        /* bytes per element */
+	uint32_t kv_dim;         /* n_head_kv * head_dim */
+	uint8_t **k, **v;        /* [n_layer] -> [n_blocks][block_tokens][kv_dim] */
+	uint64_t kv_bytes;
+	/* scratch for up to cap_tokens tokens */
+	uint32_t cap_tokens;
+	float *x, *h, *q, *kk, *vv, *att, *g, *u;
+	float *att_scratch;      /* per thread: [group][max_ctx] scores */
+	uint32_t att_scratch_ctx;
+	float *rope_cs;          /* [cap_tokens][rope_dim]: cos/sin per token */
+	struct wk_cpu_rope rope;
+};
+
+/* ---- elementwise ops not in ops.h (F32 KV cache only) ---- */
+
+static float op_dot_f32(const float *a, const float *b, uint32_t n)
+{
+	float acc[8] = { 0 };
+	uint32_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			acc[k] += a[i + k] * b[i + k];
+	for (; i < n; i++)
+		acc[0] += a[i] * b[i];
+	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static void op_axpy_f32(float *y, float a, const float *x, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		y[i] += a * x[i];
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static void embed_row(const struct wk_tensor *t, int32_t tok, float *out)
+{
+	const uint8_t *row = (const uint8_t *)t->data + (uint64_t)tok * t->row_bytes;
+
+	wk_dequantize_row(t->type, row, out, t->cols);
+}
+
+static void vec_from_tensor(const struct wk_tensor *t, float *out)
+{
+	wk_dequantize_row(t->type, t->data, out, t->cols);
+}
+
+/* y (n, rows) = x (n, cols) W^T, plus bias when present */
+static enum cm_status mm(struct cpu_backend *be, const struct wk_tensor *w, const float *x,
+	       uint32_t n, float *y, const struct wk_tensor *bias)
+{
+	enum cm_status st = wk_cpu_matmul(be->mm, w->type, w->data, (int)w->rows,
+					  (int)w->cols, x, (int)n, y);
+
+	if (st != CM_OK)
+		return st;
+	if (bias && bias->data) {
+		float b[bias->cols];
+
+		vec_from_tensor(bias, b);
+		for (uint32_t t = 0; t < n; t++)
+			wk_cpu_add(y + (uint64_t)t * w->rows, b, (int)w->rows);
+	}
+	return CM_OK;
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+struct att_ctx {
+	struct cpu_backend *be;
+	const struct wk_batch *b;
+	uint32_t layer;
+	uint32_t n_tasks_per_token; /* = n_head_kv */
+};
+
+static const void *kv_row(const struct cpu_backend *be, uint8_t *base,
+			  const struct wk_batch_seq *s, uint32_t pos)
+{
+	uint32_t blk = s->blocks[pos / be->block_tokens];
+	uint64_t idx = (uint64_t)blk * be->block_tokens + pos % be->block_tokens;
+
+	return base + idx * be->kv_dim * be->kv_elem;
+}
+
+/*
+ * One task = one token x one KV head: the query heads sharing that KV head
+ * (GQA group) attend over positions 0..pos of the token's sequence.  Each
+ * K and V row is read once for the whole group; every output element still
+ * accumulates over j in increasing order, so the result depends only on the
+ * token's own sequence.
+ */
+static void att_task(void *arg, int task_i, int thread)
+{
+	struct att_ctx *c = arg;
+	struct cpu_backend *be = c->be;
+	const struct wk_hparams *hp = &be->m->hp;
+	uint32_t task = (uint32_t)task_i;
+	uint32_t t = task / c->n_tasks_per_token;
+	uint32_t g = task % c->n_tasks_per_token;
+	uint32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+	uint32_t pos = c->b->pos[t];
+	const struct wk_batch_seq *s = &c->b->seqs[c->b->seq[t]];
+	float *scores = be->att_scratch + (uint64_t)thread * group * be->att_scratch_ctx;
+	const float scale = 1.0f / sqrtf((float)hd);
+	uint32_t q_dim = hp->n_head * hd;
+	const float *q0 = be->q + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
+	float *out0 = be->att + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
+	const uint64_t koff = (uint64_t)g * hd;
+	const uint32_t bt = be->block_tokens;
+	const uint64_t row_bytes = (uint64_t)be->kv_dim * be->kv_elem;
+	const uint8_t *kbase = be->k[c->layer], *vbase = be->v[c->layer];
+
+	/* scores, one KV block at a time */
+	for (uint32_t j0 = 0; j0 <= pos; j0 += bt) {
+		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
+		const uint8_t *blk = kbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
+
+		for (uint32_t j = j0; j <= j1; j++) {
+			const uint8_t *kr = blk + (uint64_t)(j - j0) * row_bytes;
+
+			for (uint32_t hh = 0; hh < group; hh++) {
+				const float *q = q0 + (uint64_t)hh * hd;
+				float d;
+
+				if (be->kv_type == WK_Q_F16)
+					d = wk_cpu_dot_f16((const uint16_t *)kr + koff, q, (int)hd);
+				else
+					d = op_dot_f32((const float *)kr + koff, q, hd);
+				scores[(uint64_t)hh * be->att_scratch_ctx + j] = d * scale;
+			}
+		}
+	}
+	for (uint32_t hh = 0; hh < group; hh++) {
+		wk_cpu_softmax(scores + (uint64_t)hh * be->att_scratch_ctx, (int)pos + 1);
+		memset(out0 + (uint64_t)hh * hd, 0, hd * sizeof(float));
+	}
+	for (uint32_t j0 = 0; j0 <= pos; j0 += bt) {
+		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
+		const uint8_t *blk = vbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
+
+		for (uint32_t j = j0; j <= j1; j++) {
+			const uint8_t *vr = blk + (uint64_t)(j - j0) * row_bytes;
+
+			for (uint32_t hh = 0; hh < group; hh++) {
+				float w = scores[(uint64_t)hh * be->att_scratch_ctx + j];
+				float *out = out0 + (uint64_t)hh * hd;
+
+				if (be->kv_type == WK_Q_F16)
+					wk_cpu_axpy_f16(out, w, (const uint16_t *)vr + koff, (int)hd);
+				else
+					op_axpy_f32(out, w, (const float *)vr + koff, hd);
+			}
+		}
+	}
+}
+
+/* ---- per-token elementwise work --------------------------------------------- */
+
+struct tok_ctx {
+	struct cpu_backend *be;
+	const struct wk_batch *b;
+	uint32_t layer;
+};
+
+/* rope q and k of token t and store k, v into the token's KV slot */
+static void rope_store_task(void *arg, int t_i, int thread)
+{
+	struct tok_ctx *c = arg;
+	struct cpu_backend *be = c->be;
+	const struct wk_hparams *hp = &be->m->hp;
+	uint32_t t = (uint32_t)t_i;
+	uint32_t hd = hp->head_dim, q_dim = hp->n_head * hd;
+	uint32_t pos = c->b->pos[t];
+	const struct wk_batch_seq *s = &c->b->seqs[c->b->seq[t]];
+	float *q = be->q + (uint64_t)t * q_dim;
+	float *k = be->kk + (uint64_t)t * be->kv_dim;
+	const float *v = be->vv + (uint64_t)t * be->kv_dim;
+	const float *cs = be->rope_cs + (uint64_t)t * hp->rope_dim;
+	uint8_t *kd = (uint8_t *)kv_row(be, be->k[c->layer], s, pos);
+	uint8_t *vd = (uint8_t *)kv_row(be, be->v[c->layer], s, pos);
+
+	(void)thread;
+	wk_cpu_rope_apply(&be->rope, cs, q, (int)hp->n_head, (int)hd);
+	wk_cpu_rope_apply(&be->rope, cs, k, (int)hp->n_head_kv, (int)hd);
+	if (be->kv_type == WK_Q_F16) {
+		wk_cpu_f32_to_f16((uint16_t *)kd, k, (int)be->kv_dim);
+		wk_cpu_f32_to_f16((uint16_t *)vd, v, (int)be->kv_dim);
+	} else {
+		memcpy(kd, k, be->kv_dim * sizeof(float));
+		memcpy(vd, v, be->kv_dim * sizeof(float));
+	}
+}
+
+/* ---- scratch -------------------------------------------------------------- */
+
+static void free_scratch(struct cpu_backend *be)
+{
+	cm_free(be->x);
+	cm_free(be->h);
+	cm_free(be->q);
+	cm_free(be->kk);
+	cm_free(be->vv);
+	cm_free(be->att);
+	cm_free(be->g);
+	cm_free(be->u);
+	cm_free(be->rope_cs);
+	be->x = be->h = be->q = be->kk = be->vv = be->att = be->g = be->u = NULL;
+	be->rope_cs = NULL;
+	be->cap_tokens = 0;
+}
+
+static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
+				     uint32_t max_ctx)
+{
+	const struct wk_hparams *hp = &be->m->hp;
+	uint64_t e = hp->n_embd, qd = (uint64_t)hp->n_head * hp->head_dim;
+	uint32_t group = hp->n_head / hp->n_head_kv;
+
+	if (n_tokens > be->cap_tokens) {
+		uint32_t cap = n_tokens < 16 ? 16 : n_tokens;
+
+		free_scratch(be);
+		be->x = cm_calloc((uint64_t)cap * e, sizeof(float));
+		be->h = cm_calloc((uint64_t)cap * (e > qd ? e : qd), sizeof(float));
+		be->q = cm_calloc((uint64_t)cap * qd, sizeof(float));
+		be->kk = cm_calloc((uint64_t)cap * be->kv_dim, sizeof(float));
+		be->vv = cm_calloc((uint64_t)cap * be->kv_dim, sizeof(float));
+		be->att = cm_calloc((uint64_t)cap * qd, sizeof(float));
+		be->g = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
+		be->u = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
+		be->rope_cs = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
+					sizeof(float));
+		if (!be->x || !be->h || !be->q || !be->kk || !be->vv || !be->att ||
+		    !be->g || !be->u || !be->rope_cs) {
+			free_scratch(be);
+			return CM_ENOMEM;
+		}
+		be->cap_tokens = cap;
+	}
+	if (max_ctx > be->att_scratch_ctx) {
+		uint32_t ctx = max_ctx < 256 ? 256 : max_ctx;
+		float *p = cm_calloc((uint64_t)be->n_threads * group * ctx,
+				     sizeof(float));
+
+		if (!p)
+			return CM_ENOMEM;
+		cm_free(be->att_scratch);
+		be->att_scratch = p;
+		be->att_scratch_ctx = ctx;
+	}
+	return CM_OK;
+}
+
+/* ---- the step ----------------------------------------------------------------- */
+
+static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch *b,
+				  float *logits)
+{
+	struct cpu_backend *be = (struct cpu_backend *)base;
+	const struct wk_model *m = be->m;
+	const struct wk_hparams *hp = &m->hp;
+	uint32_t T = b->n_tokens, e = hp->n_embd;
+	uint32_t q_dim = hp->n_head * hp->head_dim;
+	uint32_t max_pos = 0;
+	enum cm_status st;
+
+	if (T == 0)
+		return CM_OK;
+	for (uint32_t t = 0; t < T; t++) {
+		const struct wk_batch_seq *s;
+
+		if (b->tokens[t] < 0 || (uint32_t)b->tokens[t] >= hp->n_vocab ||
+		    b->seq[t] >= b->n_seqs)
+			return CM_EINVAL;
+		s = &b->seqs[b->seq[t]];
+		if (b->pos[t] / be->block_tokens >= s->n_blocks)
+			return CM_EINVAL;
+		for (uint32_t i = 0; i <= b->pos[t] / be->block_tokens; i++)
+			if (s->blocks[i] >= be->n_blocks)
+				return CM_EINVAL;
+		if (b->pos[t] > max_pos)
+			max_pos = b->pos[t];
+	}
+	for (uint32_t o = 0; o < b->n_out; o++)
+		if (b->out[o] >= T)
+			return CM_EINVAL;
+	st = ensure_scratch(be, T, max_pos + 1);
+	if (st != CM_OK)
+		return st;
+
+	for (uint32_t t = 0; t < T; t++) {
+		embed_row(&m->tok_embd, b->tokens[t], be->x + (uint64_t)t * e);
+		/* the rotation angles depend only on the position: once per step */
+		wk_cpu_rope_sincos(&be->rope, (int)b->pos[t],
+				   be->rope_cs + (uint64_t)t * hp->rope_dim);
+	}
+
+	for (uint32_t l = 0; l < hp->n_layer; l++) {
+		const struct wk_layer *L = &m->layers[l];
+		struct tok_ctx tc = { be, b, l };
+		struct att_ctx ac = { be, b, l, hp->n_head_kv };
+
+		for (uint32_t t = 0; t < T; t++)
+			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
+				       L->attn_norm.data, (int)e, hp->rms_eps);
+		if ((st = mm(be, &L->wq, be->h, T, be->q, &L->bq)) != CM_OK ||
+		    (st = mm(be, &L->wk, be->h, T, be->kk, &L->bk)) != CM_OK ||
+		    (st = mm(be, &L->wv, be->h, T, be->vv, &L->bv)) != CM_OK)
+			return st;
+		if (T == 1) /* decode of one sequence: not worth a dispatch */
+			rope_store_task(&tc, 0, 0);
+		else
+			wk_pool_run(be->pool, rope_store_task, &tc, (int)T);
+		wk_pool_run(be->pool, att_task, &ac, (int)(T * hp->n_head_kv));
+		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < T; t++)
+			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
+
+		for (uint32_t t = 0; t < T; t++)
+			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
+				       L->ffn_norm.data, (int)e, hp->rms_eps);
+		if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
+		    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < T; t++)
+			wk_cpu_silu_mul(be->g + (uint64_t)t * hp->n_ff, be->g + (uint64_t)t * hp->n_ff,
+					be->u + (uint64_t)t * hp->n_ff, (int)hp->n_ff);
+		if ((st = mm(be, &L->w_down, be->g, T, be->h, NULL)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < T; t++)
+			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
+	}
+	(void)q_dim;
+
+	/* final norm of the requested rows only, then the vocabulary projection */
+	for (uint32_t o = 0; o < b->n_out; o++)
+		wk_cpu_rmsnorm(be->h + (uint64_t)o * e, be->x + (uint64_t)b->out[o] * e,
+			       m->output_norm.data, (int)e, hp->rms_eps);
+	if (b->n_out)
+		return mm(be, &m->output, be->h, b->n_out, logits, NULL);
+	return CM_OK;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+static void cpu_destroy(struct wk_backend *base)
+{
+	struct cpu_backend *be = (struct cpu_backend *)base;
+
+	if (!be)
+		return;
+	if (be->k) {
+		for (uint32_t l = 0; l < be->m->hp.n_layer; l++) {
+			cm_free(be->k[l]);
+			cm_free(be->v[l]);
+		}
+	}
+	cm_free(be->k);
+	cm_free(be->v);
+	free_scratch(be);
+	cm_free(be->att_scratch);
+	wk_cpu_mm_free(be->mm);
+	wk_pool_free(be->pool);
+	cm_free(be);
+}
+
+enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks,
+				     uint32_t block_tokens, int n_threads,
+				     uint32_t kv_type, struct wk_backend **out,
+				     char *err, size_t err_len)
+{
+	struct cpu_backend *be = NULL;
+	const struct wk_hparams *hp = &m->hp;
+	uint64_t per_layer;
+	enum cm_status st = CM_OK;
+
+	err[0] = '\0';
+	if (kv_type != WK_Q_F16 && kv_type != WK_Q_F32) {
+		snprintf(err, err_len, "kv cache type: expected F16 or F32, found %s",
+			 wk_qtype_name(kv_type));
+		return CM_EINVAL;
+	}
+	be = cm_calloc(1, sizeof(*be));
+	if (!be) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	be->base.ops = &wk_cpu_backend_ops;
+	be->m = m;
+	be->n_blocks = n_blocks;
+	be->block_tokens = block_tokens;
+	be->kv_type = kv_type;
+	be->kv_elem = kv_type == WK_Q_F16 ? 2 : 4;
+	be->kv_dim = hp->n_head_kv * hp->head_dim;
+	be->n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
+	be->rope.n_rot = (int)hp->rope_dim;
+	be->rope.neox = hp->rope_style == WK_ROPE_NEOX;
+	be->rope.base = hp->rope_base;
+	be->rope.freq_scale = hp->rope_pos_scale;
+	be->rope.freq_factors = hp->rope_freqs;
+	st = wk_pool_new(be->n_threads, &be->pool);
+	if (st != CM_OK)
+		goto out;
+	st = wk_cpu_mm_new(be->pool, &be->mm);
+	if (st != CM_OK)
+		goto out;
+	per_layer = (uint64_t)n_blocks * block_tokens * be->kv_dim * be->kv_elem;
+	be->k = cm_calloc(hp->n_layer, sizeof(*be->k));
+	be->v = cm_calloc(hp->n_layer, sizeof(*be->v));
+	if (!be->k || !be->v) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	for (uint32_t l = 0; l < hp->n_layer; l++) {
+		be->k[l] = cm_malloc(per_layer);
+		be->v[l] = cm_malloc(per_layer);
+		if (!be->k[l] || !be->v[l]) {
+			snprintf(err, err_len,
+				 "kv cache: cannot allocate %llu bytes for layer %u",
+				 (unsigned long long)(2 * per_layer), l);
+			st = CM_ENOMEM;
+			goto out;
+		}
+	}
+	be->kv_bytes = 2 * per_layer * hp->n_layer;
+	*out = &be->base;
+	be = NULL;
+out:
+	if (st == CM_ENOMEM && err[0] == '\0')
+		snprintf(err, err_len, "cpu backend: out of memory");
+	cpu_destroy(be ? &be->base : NULL);
+	return st;
+}
+
+static enum cm_status cpu_create(const struct wk_model *m, uint32_t n_blocks,
+				 uint32_t block_tokens, int n_threads,
+				 struct wk_backend **out, char *err, size_t err_len)
+{
+	return wk_cpu_backend_create(m, n_blocks, block_tokens, n_threads, WK_Q_F16,
+				     out, err, err_len);
+}
+
+static enum cm_status cpu_copy_block(struct wk_backend *base, uint32_t dst, uint32_t src)
+{
+	struct cpu_backend *be = (struct cpu_backend *)base;
+	uint64_t bb = (uint64_t)be->block_tokens * be->kv_dim * be->kv_elem;
+
+	if (dst >= be->n_blocks || src >= be->n_blocks)
+		return CM_EINVAL;
+	for (uint32_t l = 0; l < be->m->hp.n_layer; l++) {
+		memcpy(be->k[l] + dst * bb, be->k[l] + src * bb, bb);
+		memcpy(be->v[l] + dst * bb, be->v[l] + src * bb, bb);
+	}
+	return CM_OK;
+}
+
+static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
+{
+	const struct cpu_backend *be = (const struct cpu_backend *)base;
+
+	memset(out, 0, sizeof(*out));
+	out->name = "cpu";
+	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s)",
+		 be->n_threads, wk_cpu_isa_name(wk_cpu_mm_isa(be->mm)));
+	out->weight_bytes = be->m->weight_bytes;
+	out->kv_bytes = be->kv_bytes;
+}
+
+const struct wk_backend_ops wk_cpu_backend_ops = {
+	.name = "cpu",
+	.create = cpu_create,
+	.destroy = cpu_destroy,
+	.forward = cpu_forward,
+	.copy_block = cpu_copy_block,
+	.info = cpu_info,
+};

@@ -1,0 +1,25 @@
+/*
+ * backend.h - CPU-backend specific entry points beside the generic
+ * wk_cpu_backend_ops (worker/engine/backend.h).
+ */
+#ifndef SLUICE_WORKER_CPU_BACKEND_H
+#define SLUICE_WORKER_CPU_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+struct wk_model;
+struct wk_backend;
+
+/*
+ * Like wk_cpu_backend_ops.create with an explicit KV element type
+ * (WK_Q_F16, the default, or WK_Q_F32 for reference checks).
+ */
+enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks,
+				     uint32_t block_tokens, int n_threads,
+				     uint32_t kv_type, struct wk_backend **out,
+				     char *err, size_t err_len) CM_WUR;
+
+#endif

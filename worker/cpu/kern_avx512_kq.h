@@ -1,0 +1,426 @@
+/*
+ * kern_avx512_kq.h - the K-quant kernels of the AVX-512 build (included
+ * by kern_x86.h when KX_512): the 16-row kernels for Q4_K, Q5_K and Q6_K
+ * (kx_q45_k_rows16, kx_q6_k_rows16, later in this file; kern_x86.h builds
+ * the drivers), which every matrix of those types takes, and the 4 x 4
+ * Q6_K tile below, kept (like the 256-bit Q4_K/Q5_K tile of kern_x86.h)
+ * for rows too long for 32-bit gather offsets.
+ *
+ * Q6_K tile: 64 values per 512-bit maddubs/vpdpwssd.  Its float part is
+ * the same as in the 256-bit tiles: the 16 int32 lanes are folded to 8
+ * (low half + high half), which yields exactly the 8 integers the 256-bit
+ * form produces, and then the same 8-lane float accumulation.
+ */
+
+/* word index pattern: 128-bit lane g of a zmm selects word base + g */
+KX_INLINE __m512i kx_lane_words(int base)
+{
+	return _mm512_add_epi16(_mm512_set1_epi16((short)base),
+				_mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll,
+						 0x0002000200020002ll, 0x0002000200020002ll,
+						 0x0001000100010001ll, 0x0001000100010001ll, 0, 0));
+}
+
+/* 16 lanes to the 8 of the 256-bit form: lane l + lane l+8 */
+KX_INLINE __m256i kx_fold512(__m512i v)
+{
+	return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+/*
+ * Q6_K, 64 consecutive values at a time (half h, pair m of quarters):
+ * ql bytes 64h..64h+63 give the low 4 bits (low nibbles for m = 0, high
+ * for m = 1), qh bytes 32h..32h+31 (in both 256-bit halves) the top 2.
+ */
+KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	const int nb = g->cols / 256;
+	__m256 acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int16_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+	const __m512i sh0 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+	const __m512i sh1 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+	for (int b = 0; b < nb; b++) {
+		__m512i scz[KX_MR], iacc[KX_MR][KX_MT];
+		__m256i sc16[KX_MR];
+		float d[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + 210 * (size_t)b;
+			if (T == 1)
+				kx_prefetch_block(blk, 210);
+			d[i] = kx_f16(blk + 208);
+			sc16[i] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+			scz[i] = _mm512_castsi256_si512(sc16[i]);
+			KX_UNROLL
+			for (int j = 0; j < T; j++)
+				iacc[i][j] = _mm512_setzero_si512();
+		}
+		KX_UNROLL
+		for (int h = 0; h < 2; h++) {
+			KX_UNROLL
+			for (int m = 0; m < 2; m++) {
+				__m512i q[KX_MR], s[KX_MR];
+				const __m512i idx = kx_lane_words(8 * h + 4 * m);
+				KX_UNROLL
+				for (int i = 0; i < R; i++) {
+					const uint8_t *blk = w[i] + 210 * (size_t)b;
+					__m512i l = _mm512_loadu_si512(blk + 64 * h);
+					__m512i hb = _mm512_broadcast_i64x4(kx_load256(blk + 128 + 32 * h));
+					__m512i lo, up;
+					if (m == 0) {
+						lo = _mm512_and_si512(l, m4);
+						up = _mm512_and_si512(_mm512_sllv_epi16(hb, sh0), m30);
+					} else {
+						lo = _mm512_and_si512(_mm512_srli_epi16(l, 4), m4);
+						up = _mm512_and_si512(_mm512_srlv_epi16(hb, sh1), m30);
+					}
+					q[i] = _mm512_or_si512(lo, up);
+					s[i] = _mm512_permutexvar_epi16(idx, scz[i]);
+				}
+				KX_UNROLL
+				for (int j = 0; j < T; j++) {
+					__m512i xv = _mm512_loadu_si512(xq[j] + 256 * (size_t)b + 128 * h + 64 * m);
+					KX_UNROLL
+					for (int i = 0; i < R; i++)
+						iacc[i][j] = _mm512_dpwssd_epi32(iacc[i][j], _mm512_maddubs_epi16(q[i], xv), s[i]);
+				}
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			__m256i bs = kx_load256(xs[j] + 16 * (size_t)b);
+			float dx = xd[j][b];
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				__m256i corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16[i], bs), 5);
+				__m256i id = _mm256_sub_epi32(kx_fold512(iacc[i][j]), corr);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id),
+							    _mm256_set1_ps(d[i] * dx), acc[i][j]);
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+}
+
+/*
+ * Q4_K and Q5_K with 16 weight rows in the lanes (the scheme of
+ * kx_q80_rows16 in kern_x86_q8_512.h).  Per block of 256: one gather
+ * brings d and dmin of the 16 rows, three bring their 12 scale bytes,
+ * which are unpacked in the lanes into 8 six-bit scales and 8 mins per
+ * row; Q5_K's 32 bytes of fifth bits are transposed once per block and
+ * OR-ed into the nibbles as bit 4.  Each 32-byte chunk of
+ * quants (low nibbles: sub-block 2c, high: 2c + 1) is transposed once per
+ * tile; a token then takes 8 vpdpbusd per sub-block with its activation
+ * bytes broadcast (the nibbles are already unsigned, no offset), one
+ * multiply by the sub-block scale, and 8 vpdpwssd for the mins against
+ * the activation sums of 16.
+ *
+ * Per output element and block: isum = sum_s sc_s * dot_s and msum =
+ * sum_s m_s * xsum_s, exact integers, then acc = fma(float(isum),
+ * d * d_x, acc) and acc = fnmadd(float(msum), dmin * d_x, acc), in block
+ * order from 0; no horizontal sum.  Every tile and token count takes this
+ * sequence, which is the batch invariance of kern_x86.h.  Lanes hold rows
+ * in the order P of kx_rows16_transpose.
+ */
+KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			       const uint8_t *pf, const int Q5)
+{
+	const int nb = g->cols / 256;
+	const size_t bb = Q5 ? 176 : 144, qs0 = Q5 ? 48 : 16;
+	const __m512i perm = kx_lane_p();
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int16_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+	}
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
+		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
+	for (int b = 0; b < nb; b++) {
+		const size_t off = bb * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+			for (int l = 0; l < (Q5 ? 44 : 36); l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		const int *base = (const int *)(g->w + (size_t)r * g->w_stride + off);
+		const __m512i dd = _mm512_i32gather_epi32(goff, base, 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+		const __m512 dmw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+		const __m512i s0 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 4), 1);
+		const __m512i s1 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 8), 1);
+		const __m512i s2 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 12), 1);
+		/* bytes: scales 0-3, 4-7; mins 0-3, 4-7 (get_scale_min_k4, in lanes) */
+		const __m512i scb[2] = {
+			_mm512_and_si512(s0, m3f),
+			_mm512_or_si512(_mm512_and_si512(s2, m4), _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30)),
+		};
+		const __m512i mnb[2] = {
+			_mm512_and_si512(s1, m3f),
+			_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4),
+					_mm512_and_si512(_mm512_srli_epi32(s1, 2), m30)),
+		};
+		/* mins: sum over s of (m_s, m_s) . (bsum 2s, bsum 2s+1), as float */
+		__m512i mpair[8], isum[KX_MT2];
+		__m512 mf[KX_MT2];
+		KX_UNROLL
+		for (int sb = 0; sb < 8; sb++) {
+			__m512i m = _mm512_and_si512(_mm512_srli_epi32(mnb[sb / 4], 8 * (sb % 4)), mff);
+			mpair[sb] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int16_t *bs = xs[j] + 16 * (size_t)b;
+			__m512i ms = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int sb = 0; sb < 8; sb++)
+				ms = _mm512_dpwssd_epi32(ms, mpair[sb], kx_bcast32((const int8_t *)(bs + 2 * sb)));
+			mf[j] = _mm512_cvtepi32_ps(ms);
+			isum[j] = _mm512_setzero_si512();
+		}
+		__m512i th[8]; /* Q5_K: the fifth bits, bit 2c / 2c+1 for chunk c */
+		if (Q5) {
+			__m512i a[8];
+			kx_rows16_pairs(w, off + 16, a);
+			kx_rows16_transpose(a, th);
+		}
+		KX_UNROLL
+		for (int c = 0; c < 4; c++) {
+			__m512i a[8], q[8];
+			kx_rows16_pairs(w, off + qs0 + 32 * (size_t)c, a);
+			kx_rows16_transpose(a, q);
+			const __m512i sc0 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2)), mff);
+			const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2) + 8), mff);
+			__m512i ql[8], qh[8];
+			KX_UNROLL
+			for (int k = 0; k < 8; k++) {
+				ql[k] = _mm512_and_si512(q[k], m4);
+				qh[k] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), m4);
+				if (Q5) { /* bit 2c (low run), 2c + 1 (high run) to bit 4 */
+					const __m512i m10 = _mm512_set1_epi8(0x10);
+					__m512i b0 = c < 3 ? _mm512_slli_epi16(th[k], 4 - 2 * c) : _mm512_srli_epi16(th[k], 2);
+					__m512i b1 = c < 2 ? _mm512_slli_epi16(th[k], 3 - 2 * c)
+							   : _mm512_srli_epi16(th[k], 2 * c - 3);
+					ql[k] = _mm512_or_si512(ql[k], _mm512_and_si512(b0, m10));
+					qh[k] = _mm512_or_si512(qh[k], _mm512_and_si512(b1, m10));
+				}
+			}
+			KX_UNROLL
+			for (int j = 0; j < T; j++) {
+				const int8_t *x0 = xq[j] + 256 * (size_t)b + 64 * c;
+				__m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+				KX_UNROLL
+				for (int k = 0; k < 8; k++) {
+					lo = _mm512_dpbusd_epi32(lo, ql[k], kx_bcast32(x0 + 4 * k));
+					hi = _mm512_dpbusd_epi32(hi, qh[k], kx_bcast32(x0 + 32 + 4 * k));
+				}
+				isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(lo, sc0),
+										     _mm512_mullo_epi32(hi, sc1)));
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const __m512 dx = _mm512_set1_ps(xd[j][b]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(dw, dx), acc[j]);
+			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
+		}
+	}
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+/*
+ * Q6_K with 16 weight rows in the lanes.  Per half of a block, ql bytes
+ * 64h..64h+31 (A), 64h+32..64h+63 (B) and qh bytes 32h..32h+31 (H) of the
+ * 16 rows are transposed once per tile; the four runs of 32 values of the
+ * half are then (A & 15 | H bits 0-1 << 4), (B & 15 | H bits 2-3 << 4),
+ * (A >> 4 | H bits 4-5), (B >> 4 | H bits 6-7), unsigned 0..63.  A token
+ * takes 4 vpdpbusd per group of 16 (one scale each), one multiply by the
+ * group's scale, and the -32 offset once per block as 32 x sum_g sc_g x
+ * bsum_g (8 vpdpwssd).
+ *
+ * Per output element and block: isum = sum_g sc_g * dot_g - 32 * sum_g
+ * sc_g * bsum_g, an exact integer, then acc = fma(float(isum), d * d_x,
+ * acc) in block order from 0; no horizontal sum.  Lanes hold rows in the
+ * order P of kx_rows16_transpose.
+ */
+KX_INLINE __m512i kx_sext_byte(__m512i v, int k) /* signed byte k of each lane */
+{
+	return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * k), 24);
+}
+
+/*
+ * The 6-bit values (0..63) of run `run` of a half block, byte for byte
+ * from its ql bytes 0-31 (a), 32-63 (b) and qh bytes (h), in any layout.
+ */
+KX_INLINE __m512i kx_q6_run(__m512i a, __m512i b, __m512i h, const int run)
+{
+	const __m512i src = run % 2 ? b : a;
+	const __m512i lo4 = run < 2 ? src : _mm512_srli_epi16(src, 4);
+	const __m512i up = run == 0   ? _mm512_slli_epi16(h, 4)
+			   : run == 1 ? _mm512_slli_epi16(h, 2)
+			   : run == 2 ? h
+				      : _mm512_srli_epi16(h, 2);
+	return _mm512_or_si512(_mm512_and_si512(lo4, _mm512_set1_epi8(0x0f)),
+			       _mm512_and_si512(up, _mm512_set1_epi8(0x30)));
+}
+
+KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			      const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
+{
+	(void)unused;
+	const int nb = g->cols / 256;
+	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
+	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int16_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+	}
+	for (int b = 0; b < nb; b++) {
+		const size_t off = 210 * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
+			for (int l = 0; l < 53; l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
+		/* bytes 206..209: scales 14, 15 and d (the block ends at 210) */
+		const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + 206), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+		if (T == 1) {
+			/*
+			 * One token: no transposes.  Per pair of rows (i, i + 8),
+			 * maddubs on the untransposed values and vpdpwssd with each
+			 * lane's group scale (one permute of the two rows' 16 scales
+			 * as words), the -32 offset through the bsums; then the lane
+			 * partials are summed down to the same exact integers.
+			 */
+			const int8_t *xb = xq[0] + 256 * (size_t)b;
+			const __m512i bsv = _mm512_broadcast_i64x4(kx_load256(xs[0] + 16 * (size_t)b));
+			__m512i z[8];
+			KX_UNROLL
+			for (int i = 0; i < 8; i++) {
+				__m256i s8 = _mm256_inserti128_si256(
+					_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w[i] + off + 192))),
+					_mm_loadu_si128((const __m128i *)(w[i + 8] + off + 192)), 1);
+				const __m512i scw = _mm512_cvtepi8_epi16(s8); /* row i: words 0-15, row i+8: 16-31 */
+				__m512i zi = _mm512_sub_epi32(_mm512_setzero_si512(),
+							      _mm512_slli_epi32(_mm512_madd_epi16(scw, bsv), 5));
+				KX_UNROLL
+				for (int h = 0; h < 2; h++) {
+					const uint8_t *p0 = w[i] + off, *p1 = w[i + 8] + off;
+					__m512i ta = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(p0 + 64 * h)),
+									kx_load256(p1 + 64 * h), 1);
+					__m512i tb = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(p0 + 64 * h + 32)),
+									kx_load256(p1 + 64 * h + 32), 1);
+					__m512i th = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(p0 + 128 + 32 * h)),
+									kx_load256(p1 + 128 + 32 * h), 1);
+					KX_UNROLL
+					for (int run = 0; run < 4; run++) {
+						__m512i q = kx_q6_run(ta, tb, th, run);
+						__m512i xv = _mm512_broadcast_i64x4(kx_load256(xb + 128 * h + 32 * run));
+						const int ga = 8 * h + 2 * run;
+						const __m512i sidx = _mm512_inserti64x4(
+							_mm512_castsi256_si512(_mm256_inserti128_si256(
+								_mm256_castsi128_si256(_mm_set1_epi16((short)ga)),
+								_mm_set1_epi16((short)(ga + 1)), 1)),
+							_mm256_inserti128_si256(
+								_mm256_castsi128_si256(_mm_set1_epi16((short)(16 + ga))),
+								_mm_set1_epi16((short)(17 + ga)), 1),
+							1);
+						zi = _mm512_dpwssd_epi32(zi, _mm512_maddubs_epi16(q, xv),
+									 _mm512_permutexvar_epi16(sidx, scw));
+					}
+				}
+				z[i] = zi;
+			}
+			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(kx_rows16_reduce(z)),
+						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b])), acc[0]);
+			continue;
+		}
+		__m512i sc[4], pr[8];
+		KX_UNROLL
+		for (int i = 0; i < 4; i++) {
+			sc[i] = _mm512_i32gather_epi32(goff, (const int *)(base + 192 + 4 * i), 1);
+			/* (sc 4i, sc 4i+1) and (sc 4i+2, sc 4i+3) as int16 pairs */
+			__m512i lo = _mm512_srai_epi16(_mm512_slli_epi16(sc[i], 8), 8);
+			__m512i hi = _mm512_srai_epi16(sc[i], 8);
+			pr[2 * i] = _mm512_mask_blend_epi16(0xAAAAAAAAu, lo, _mm512_slli_epi32(hi, 16));
+			pr[2 * i + 1] = _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(lo, 16), hi);
+		}
+		__m512i isum[KX_MT2];
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int16_t *bs = xs[j] + 16 * (size_t)b;
+			__m512i cs = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				cs = _mm512_dpwssd_epi32(cs, pr[i], kx_bcast32((const int8_t *)(bs + 2 * i)));
+			isum[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 5));
+		}
+		KX_UNROLL
+		for (int h = 0; h < 2; h++) {
+			__m512i ta[8], tb[8], th[8], a[8];
+			kx_rows16_pairs(w, off + 64 * (size_t)h, a);
+			kx_rows16_transpose(a, ta);
+			kx_rows16_pairs(w, off + 64 * (size_t)h + 32, a);
+			kx_rows16_transpose(a, tb);
+			kx_rows16_pairs(w, off + 128 + 32 * (size_t)h, a);
+			kx_rows16_transpose(a, th);
+			KX_UNROLL
+			for (int run = 0; run < 4; run++) {
+				__m512i q[8];
+				KX_UNROLL
+				for (int k = 0; k < 8; k++)
+					q[k] = kx_q6_run(ta[k], tb[k], th[k], run);
+				const int ga = 8 * h + 2 * run; /* groups ga (k < 4) and ga + 1 */
+				const __m512i sca = kx_sext_byte(sc[ga / 4], ga % 4);
+				const __m512i scb = kx_sext_byte(sc[ga / 4], ga % 4 + 1);
+				KX_UNROLL
+				for (int j = 0; j < T; j++) {
+					const int8_t *x0 = xq[j] + 256 * (size_t)b + 128 * h + 32 * run;
+					__m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+					KX_UNROLL
+					for (int k = 0; k < 4; k++) {
+						d0 = _mm512_dpbusd_epi32(d0, q[k], kx_bcast32(x0 + 4 * k));
+						d1 = _mm512_dpbusd_epi32(d1, q[k + 4], kx_bcast32(x0 + 16 + 4 * k));
+					}
+					isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(d0, sca),
+											     _mm512_mullo_epi32(d1, scb)));
+				}
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
+						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
+	}
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}

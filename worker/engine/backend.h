@@ -1,0 +1,90 @@
+/*
+ * backend.h - the one interface between the engine (scheduler, KV block
+ * manager, sampler) and a compute backend (CPU in worker/cpu/, CUDA in
+ * worker/cuda/).  The scheduler never knows which backend runs.
+ *
+ * A backend owns the weights in its memory, the storage of the KV cache
+ * (n_blocks blocks of block_tokens tokens, for every layer, K and V) and
+ * its scratch.  Which block belongs to which sequence is decided outside
+ * (worker/engine/kv.h); the backend only reads and writes the blocks it is told.
+ *
+ * Batch invariance contract: the logits a backend returns for a token
+ * depend only on the model, that token's sequence (its tokens and KV
+ * content) and the backend build + hardware, never on the other sequences
+ * in the batch, the batch size or the thread count.
+ *
+ * Threading: forward() is called from one thread at a time (the scheduler
+ * thread); a backend may use its own thread pool inside.
+ */
+#ifndef SLUICE_WORKER_ENGINE_BACKEND_H
+#define SLUICE_WORKER_ENGINE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+struct wk_model;
+
+/* One sequence taking part in a forward step. */
+struct wk_batch_seq {
+	const uint32_t *blocks; /* block table: block id of positions [i*bt, (i+1)*bt) */
+	uint32_t n_blocks;      /* entries in blocks[] (enough for every position in the batch) */
+};
+
+/*
+ * A forward step over n_tokens tokens from n_seqs sequences.  The tokens of
+ * one sequence are contiguous and in increasing position; positions before
+ * the first one of a sequence in this batch must already be in its KV
+ * blocks.  K and V of every token in the batch are written into the blocks,
+ * then each token attends causally to positions 0..pos of its sequence.
+ */
+struct wk_batch {
+	uint32_t n_tokens;
+	const int32_t *tokens;   /* [n_tokens] token ids */
+	const uint32_t *pos;     /* [n_tokens] position within its sequence */
+	const uint32_t *seq;     /* [n_tokens] index into seqs[] */
+	uint32_t n_seqs;
+	const struct wk_batch_seq *seqs;
+	uint32_t n_out;          /* rows of logits wanted */
+	const uint32_t *out;     /* [n_out] token indices (into tokens[]) whose logits are returned */
+};
+
+struct wk_backend_info {
+	const char *name;        /* "cpu", "cuda" */
+	char device[128];        /* human-readable device description */
+	uint64_t weight_bytes;   /* bytes of weights resident in backend memory */
+	uint64_t kv_bytes;       /* bytes of KV storage */
+	uint64_t mem_used;       /* device memory in use (0 when not meaningful) */
+	uint64_t mem_total;      /* device memory total (0 when not meaningful) */
+};
+
+struct wk_backend;
+
+struct wk_backend_ops {
+	const char *name;
+	/*
+	 * Creates the backend for `model` with KV storage for n_blocks blocks
+	 * of block_tokens tokens.  Writes a message into err on failure.
+	 */
+	enum cm_status (*create)(const struct wk_model *model, uint32_t n_blocks,
+				 uint32_t block_tokens, int n_threads,
+				 struct wk_backend **out, char *err, size_t err_len);
+	void (*destroy)(struct wk_backend *be);
+	/* logits: [n_out][vocab] floats. */
+	enum cm_status (*forward)(struct wk_backend *be, const struct wk_batch *b,
+				  float *logits);
+	/* Copies block `src` to block `dst` in every layer (copy-on-write); optional (NULL). */
+	enum cm_status (*copy_block)(struct wk_backend *be, uint32_t dst, uint32_t src);
+	void (*info)(const struct wk_backend *be, struct wk_backend_info *out);
+};
+
+/* Every backend struct starts with this header so that generic code can
+ * find its ops. */
+struct wk_backend {
+	const struct wk_backend_ops *ops;
+};
+
+extern const struct wk_backend_ops wk_cpu_backend_ops;
+
+#endif

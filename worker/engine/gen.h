@@ -1,0 +1,73 @@
+/*
+ * gen.h - one generation's text pipeline, shared by the server and the
+ * CLI: prompt encoding (raw text or chat messages through the model's
+ * template), and per generated token: sampling, streaming detokenisation,
+ * stop strings and end-of-generation tokens.
+ *
+ * Owns: the sampler, the stop matcher, the detokenizer state and a capped
+ * text buffer.  One generation, one thread at a time.
+ */
+#ifndef SLUICE_WORKER_ENGINE_GEN_H
+#define SLUICE_WORKER_ENGINE_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/text/chat.h"
+#include "worker/engine/sampler.h"
+
+struct wk_model;
+struct wk_gen;
+struct wk_sampler_ws;
+
+
+/*
+ * Encodes a prompt.  Raw text (n_msgs == 0): BOS first when add_bos and
+ * the model wants one, no special tokens parsed.  Chat: the model's
+ * template (or `tmpl_name`), special tokens only from the template.
+ * *out is a cm_malloc'd array of *n_out tokens.  Errors name what was
+ * wrong: unknown template, bad role, prompt over `max_tokens`.
+ */
+enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size_t len,
+				const struct wk_chat_msg *msgs, size_t n_msgs,
+				const char *tmpl_name, int add_bos, uint32_t max_tokens,
+				int32_t **out, uint32_t *n_out, char *err,
+				size_t err_len) CM_WUR;
+
+struct wk_gen_params {
+	struct wk_sampler_params sampling;
+	const char *const *stop;  /* stop strings */
+	const size_t *stop_lens;
+	size_t n_stop;
+	int ignore_eos;           /* keep going past end-of-generation tokens */
+	int digest;               /* keep a SHA-256 of the last logits */
+};
+
+enum cm_status wk_gen_new(const struct wk_model *m, const struct wk_gen_params *p,
+			  struct wk_gen **out, char *err, size_t err_len) CM_WUR;
+void wk_gen_free(struct wk_gen *g);
+
+/* Feeds the prompt tokens to the penalty window. */
+enum cm_status wk_gen_accept_prompt(struct wk_gen *g, const int32_t *toks,
+				    uint32_t n) CM_WUR;
+
+/* Samples the next token; returns it (or -1 on error) and its logprob. */
+int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *logits,
+		      float *logprob);
+
+/*
+ * A token was generated: *text and *len receive the bytes to stream now
+ * (valid until the next call).  Returns 1 when generation must stop
+ * (end-of-generation token, stop string), else 0.
+ */
+int wk_gen_push(struct wk_gen *g, int32_t tok, const float *logits,
+		const uint8_t **text, size_t *len);
+/* End of generation: the bytes still held back (if no stop matched). */
+void wk_gen_finish(struct wk_gen *g, const uint8_t **text, size_t *len);
+
+uint64_t wk_gen_seed(const struct wk_gen *g);
+/* SHA-256 of the last logits pushed (zeros unless params.digest). */
+const uint8_t *wk_gen_digest(const struct wk_gen *g);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * model.c - loading a model: GGUF mapping, SHA-256 pin, hyperparameters and
+ * weight views (from worker/model/model_config.h), tokenizer and chat template.
+ *
+ * Owns everything in struct wk_model; immutable after wk_model_load().
+ */
+#include "worker/model/model.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/alloc.h"
+#include "common/crypto.h"
+#include "worker/text/chat.h"
+#include "worker/model/gguf.h"
+#include "worker/model/quant.h"
+#include "worker/text/tokenizer.h"
+
+static void view(struct wk_tensor *t, const struct wk_gguf_tensor *g)
+{
+	memset(t, 0, sizeof(*t));
+	if (!g)
+		return;
+	t->type = g->type;
+	t->cols = g->dims[0];
+	t->rows = g->n_dims > 1 ? g->dims[1] : 1;
+	t->row_bytes = wk_qtype_row_bytes(g->type, t->cols);
+	t->data = g->data;
+	t->name = g->name;
+}
+
+static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_len)
+{
+	const struct wk_mcfg *c = m->cfg;
+	struct wk_hparams *hp = &m->hp;
+
+	if (c->head_dim_k != c->head_dim_v) {
+		snprintf(err, err_len, "attention: expected key_length == value_length, found %u and %u",
+			 c->head_dim_k, c->head_dim_v);
+		return CM_EUNSUPPORTED;
+	}
+	if (c->rope_scaling == WK_ROPE_SCALING_YARN) {
+		snprintf(err, err_len, "rope scaling 'yarn' is not supported (supported: none, linear, rope_freqs)");
+		return CM_EUNSUPPORTED;
+	}
+	if (c->n_rot > c->head_dim_k || c->n_rot % 2) {
+		snprintf(err, err_len, "rope.dimension_count: expected an even value <= head dim %u, found %u",
+			 c->head_dim_k, c->n_rot);
+		return CM_EFORMAT;
+	}
+	hp->arch = c->arch;
+	hp->n_layer = c->n_layers;
+	hp->n_embd = c->n_embd;
+	hp->n_head = c->n_heads;
+	hp->n_head_kv = c->n_kv_heads;
+	hp->head_dim = c->head_dim_k;
+	hp->n_ff = c->n_ff;
+	hp->n_vocab = c->n_vocab;
+	hp->n_ctx_train = c->n_ctx_train;
+	hp->rope_dim = c->n_rot;
+	hp->rope_base = c->rope_freq_base;
+	hp->rope_pos_scale = c->rope_scaling == WK_ROPE_SCALING_LINEAR && c->rope_scale_factor > 0
+				     ? 1.0f / c->rope_scale_factor : 1.0f;
+	hp->rms_eps = c->rms_eps;
+	hp->rope_style = c->arch == WK_ARCH_QWEN2 ? WK_ROPE_NEOX : WK_ROPE_NORM;
+	hp->rope_freqs = c->rope_freqs ? (const float *)c->rope_freqs->data : NULL;
+
+	view(&m->tok_embd, c->token_embd);
+	view(&m->output_norm, c->output_norm);
+	view(&m->output, c->output);
+	m->layers = cm_calloc(c->n_layers, sizeof(*m->layers));
+	if (!m->layers)
+		return CM_ENOMEM;
+	for (uint32_t l = 0; l < c->n_layers; l++) {
+		const struct wk_mcfg_layer *s = &c->layers[l];
+		struct wk_layer *d = &m->layers[l];
+
+		view(&d->attn_norm, s->attn_norm);
+		view(&d->wq, s->attn_q);
+		view(&d->wk, s->attn_k);
+		view(&d->wv, s->attn_v);
+		view(&d->bq, s->attn_q_bias);
+		view(&d->bk, s->attn_k_bias);
+		view(&d->bv, s->attn_v_bias);
+		view(&d->wo, s->attn_output);
+		view(&d->ffn_norm, s->ffn_norm);
+		view(&d->w_gate, s->ffn_gate);
+		view(&d->w_up, s->ffn_up);
+		view(&d->w_down, s->ffn_down);
+	}
+	m->weight_bytes = c->weight_bytes;
+	m->n_params = c->n_params;
+	return CM_OK;
+}
+
+static void file_stem(const char *path, char *out, size_t len)
+{
+	const char *base = strrchr(path, '/');
+	size_t n;
+
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	if (n > 5 && strcmp(base + n - 5, ".gguf") == 0)
+		n -= 5;
+	snprintf(out, len, "%.*s", (int)n, base);
+}
+
+enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
+			     struct wk_model **out, char *err, size_t err_len)
+{
+	struct wk_model *m = NULL;
+	struct wk_gguf_str name;
+	enum cm_status st;
+
+	err[0] = '\0';
+	m = cm_calloc(1, sizeof(*m));
+	if (!m) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	if (opts && (opts->sha256_hex || opts->compute_sha256)) {
+		char hex[CM_SHA256_HEX_LEN + 1];
+
+		st = cm_sha256_file(path, m->sha256);
+		if (st != CM_OK) {
+			snprintf(err, err_len, "model '%s': cannot read it to check its sha256 (%s)",
+				 path, cm_status_str(st));
+			goto out;
+		}
+		m->has_sha256 = 1;
+		cm_hex_encode(m->sha256, 32, hex);
+		if (opts->sha256_hex && strcasecmp(opts->sha256_hex, hex) != 0) {
+			snprintf(err, err_len,
+				 "model '%s': sha256 mismatch: the config pins %.64s, the file has %s",
+				 path, opts->sha256_hex, hex);
+			st = CM_EPERM;
+			goto out;
+		}
+	}
+	st = wk_gguf_open(path, &m->gguf, err, err_len);
+	if (st != CM_OK)
+		goto out;
+	st = wk_mcfg_load(m->gguf, &m->cfg, err, err_len);
+	if (st != CM_OK)
+		goto out;
+	st = build_weights(m, err, err_len);
+	if (st != CM_OK)
+		goto out;
+	st = wk_tok_new_from_gguf(m->gguf, &m->tok, err, err_len);
+	if (st != CM_OK)
+		goto out;
+	if (opts && opts->chat_template && opts->chat_template[0]) {
+		m->chat = wk_chat_template_by_name(opts->chat_template, err, err_len);
+		if (!m->chat) {
+			st = CM_EINVAL;
+			goto out;
+		}
+	} else if (m->cfg->has_chat_template) {
+		m->chat = wk_chat_template_detect(m->cfg->chat_template.ptr,
+						  m->cfg->chat_template.len);
+	}
+	if (wk_gguf_get_str(m->gguf, "general.name", &name) == CM_OK && name.len > 0)
+		snprintf(m->name, sizeof(m->name), "%.*s", (int)(name.len < 127 ? name.len : 127),
+			 name.ptr);
+	else
+		file_stem(path, m->name, sizeof(m->name));
+	*out = m;
+	m = NULL;
+out:
+	wk_model_free(m);
+	return st;
+}
+
+void wk_model_free(struct wk_model *m)
+{
+	if (!m)
+		return;
+	wk_tok_free(m->tok);
+	cm_free(m->layers);
+	wk_mcfg_free(m->cfg);
+	wk_gguf_close(m->gguf);
+	cm_free(m);
+}
+
+uint64_t wk_model_kv_bytes_per_token(const struct wk_hparams *hp, uint32_t elem_bytes)
+{
+	return 2ull * hp->n_layer * hp->n_head_kv * hp->head_dim * elem_bytes;
+}

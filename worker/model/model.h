@@ -1,0 +1,105 @@
+/*
+ * model.h - a loaded model: hyperparameters, weight tensors (pointers into
+ * the memory-mapped GGUF file), tokenizer and chat template.
+ *
+ * Immutable after wk_model_load(): shared read-only by the scheduler and
+ * every backend thread.  Backends that keep weights elsewhere (GPU) copy
+ * from these tensors at creation.
+ *
+ * Shapes follow GGUF: a 2-D weight has dims[0] = cols (the input length,
+ * innermost) and dims[1] = rows (outputs); row r is the contiguous run of
+ * `cols` values starting at byte r * row_bytes.  y = W x means
+ * y[r] = dot(row r, x).
+ */
+#ifndef SLUICE_WORKER_MODEL_MODEL_H
+#define SLUICE_WORKER_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/model/model_config.h"
+
+enum wk_rope_style {
+	WK_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama GGUFs */
+	WK_ROPE_NEOX = 1, /* rotate halves (x[i], x[i + d/2]): qwen2 */
+};
+
+/* A weight tensor viewed as a matrix (vectors have rows = 1). */
+struct wk_tensor {
+	uint32_t type;      /* enum wk_qtype */
+	uint64_t rows;
+	uint64_t cols;
+	uint64_t row_bytes;
+	const void *data;   /* NULL when the tensor is absent (optional biases) */
+	const char *name;
+};
+
+struct wk_layer {
+	struct wk_tensor attn_norm;            /* (embd) */
+	struct wk_tensor wq, wk, wv;           /* (n_head*hd, embd), (n_kv*hd, embd) x2 */
+	struct wk_tensor bq, bk, bv;           /* qwen2 biases, else data NULL */
+	struct wk_tensor wo;                   /* (embd, n_head*hd) */
+	struct wk_tensor ffn_norm;             /* (embd) */
+	struct wk_tensor w_gate, w_up;         /* (ff, embd) */
+	struct wk_tensor w_down;               /* (embd, ff) */
+};
+
+struct wk_hparams {
+	enum wk_arch arch;
+	uint32_t n_layer;
+	uint32_t n_embd;
+	uint32_t n_head;
+	uint32_t n_head_kv;
+	uint32_t head_dim;
+	uint32_t n_ff;
+	uint32_t n_vocab;
+	uint32_t n_ctx_train;
+	uint32_t rope_dim;       /* dimensions rotated per head (<= head_dim) */
+	float rope_base;
+	float rope_pos_scale;    /* positions are multiplied by this (linear scaling) */
+	float rms_eps;
+	enum wk_rope_style rope_style;
+	const float *rope_freqs; /* [rope_dim/2] divisors (Llama 3.1), or NULL */
+};
+
+struct wk_gguf;
+struct wk_tok;
+struct wk_chat_template;
+
+struct wk_model_opts {
+	const char *sha256_hex;      /* pinned digest: refuse on mismatch; NULL = none */
+	int compute_sha256;          /* hash the file even when nothing is pinned */
+	const char *chat_template;   /* override by family name; NULL = detect */
+};
+
+struct wk_model {
+	struct wk_hparams hp;
+	struct wk_tensor tok_embd;   /* (vocab, embd): row t = embedding of token t */
+	struct wk_tensor output_norm;
+	struct wk_tensor output;     /* (vocab, embd); = tok_embd when tied */
+	struct wk_layer *layers;     /* [n_layer] */
+	struct wk_gguf *gguf;        /* owns the mapping */
+	struct wk_mcfg *cfg;         /* validated hyperparameters and tensors */
+	struct wk_tok *tok;
+	const struct wk_chat_template *chat; /* NULL when the model has no known template */
+	char name[128];              /* general.name or file stem */
+	uint8_t sha256[32];          /* of the file, when computed */
+	int has_sha256;
+	uint64_t weight_bytes;
+	uint64_t n_params;
+};
+
+/*
+ * Opens, validates and (optionally) checks the SHA-256 of a GGUF model,
+ * then builds its tokenizer and chat template.  Errors are written to err
+ * ("model sha256 mismatch: config pins 1234..., file has abcd...").
+ */
+enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
+			     struct wk_model **out, char *err, size_t err_len) CM_WUR;
+void wk_model_free(struct wk_model *m);
+
+/* KV bytes per token for an element size (2 for F16). */
+uint64_t wk_model_kv_bytes_per_token(const struct wk_hparams *hp, uint32_t elem_bytes);
+
+#endif

@@ -1,0 +1,548 @@
+/*
+ * model_config.c - hyperparameters and weight tensors of llama / qwen2
+ * GGUF models (see model_config.h).
+ *
+ * Owns: the wk_mcfg and its layer array.  Everything else points into the
+ * wk_gguf.  Load is one pass: architecture, keys (with defaults and
+ * bounds), derived sizes, then every tensor's presence, shape and type.
+ */
+#include "worker/model/model_config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+struct mcfg_load {
+	const struct wk_gguf *g;
+	struct wk_mcfg *c;
+	char *err;
+	size_t err_len;
+	char key[128];  /* scratch for "{arch}.xxx" */
+	char tname[96]; /* scratch for "blk.N.xxx" */
+};
+
+static enum cm_status fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
+	CM_PRINTF(3, 4);
+
+static enum cm_status fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->err && l->err_len) {
+		va_start(ap, fmt);
+		vsnprintf(l->err, l->err_len, fmt, ap);
+		va_end(ap);
+	}
+	return st;
+}
+
+uint64_t wk_mcfg_kv_bytes(uint32_t n_layers, uint32_t n_kv_heads, uint32_t head_dim_k,
+			  uint32_t head_dim_v, uint32_t bytes_per_elem)
+{
+	uint64_t r = (uint64_t)head_dim_k + head_dim_v;
+
+	if (__builtin_mul_overflow(r, (uint64_t)n_kv_heads, &r) ||
+	    __builtin_mul_overflow(r, (uint64_t)n_layers, &r) ||
+	    __builtin_mul_overflow(r, (uint64_t)bytes_per_elem, &r))
+		return 0;
+	return r;
+}
+
+/* ==== keys ========================================================== */
+
+static const char *arch_key(struct mcfg_load *l, const char *suffix)
+{
+	snprintf(l->key, sizeof(l->key), "%s.%s", l->c->arch_name, suffix);
+	return l->key;
+}
+
+/*
+ * Unsigned integer key in [lo, hi].  Absent: *out = def when !required.
+ */
+static enum cm_status key_u32(struct mcfg_load *l, const char *key, int required,
+			      uint32_t def, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	uint64_t v;
+	enum cm_status st = wk_gguf_get_u64(l->g, key, &v);
+
+	if (st == CM_ENOTFOUND) {
+		if (required)
+			return fail(l, CM_EFORMAT, "key '%s': missing (required)", key);
+		*out = def;
+		return CM_OK;
+	}
+	if (st != CM_OK) {
+		int64_t iv;
+
+		if (wk_gguf_get_i64(l->g, key, &iv) == CM_OK)
+			return fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], "
+				    "found %lld", key, lo, hi, (long long)iv);
+		return fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer, found "
+			    "value type %u", key,
+			    (unsigned)wk_gguf_key_type(l->g, (uint64_t)wk_gguf_find_key(l->g, key)));
+	}
+	if (v < lo || v > hi)
+		return fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], found %llu",
+			    key, lo, hi, (unsigned long long)v);
+	*out = (uint32_t)v;
+	return CM_OK;
+}
+
+/* Float key, finite and in (lo, hi]; absent: def. */
+static enum cm_status key_f32(struct mcfg_load *l, const char *key, float def, float lo,
+			      float hi, float *out)
+{
+	float v;
+	enum cm_status st = wk_gguf_get_f32(l->g, key, &v);
+
+	if (st == CM_ENOTFOUND) {
+		*out = def;
+		return CM_OK;
+	}
+	if (st != CM_OK)
+		return fail(l, CM_EFORMAT, "key '%s': expected a float (f32 or f64)", key);
+	if (!isfinite(v) || v <= lo || v > hi)
+		return fail(l, CM_EFORMAT, "key '%s': expected a finite value in (%g, %g], found %g",
+			    key, (double)lo, (double)hi, (double)v);
+	*out = v;
+	return CM_OK;
+}
+
+/* Printable, bounded rendering of a file string for messages. */
+static void printable(const struct wk_gguf_str *s, char *out, size_t out_len)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < s->len && n + 5 < out_len; i++) {
+		unsigned char ch = (unsigned char)s->ptr[i];
+
+		if (ch >= 0x20 && ch < 0x7f && ch != '\'' && ch != '\\')
+			out[n++] = (char)ch;
+		else
+			n += (size_t)snprintf(out + n, out_len - n, "\\x%02x", ch);
+	}
+	if (i < s->len && n + 4 <= out_len) {
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n < out_len ? n : out_len - 1] = '\0';
+}
+
+static enum cm_status read_arch(struct mcfg_load *l)
+{
+	struct wk_gguf_str s;
+	enum cm_status st = wk_gguf_get_str(l->g, "general.architecture", &s);
+	char shown[80];
+
+	if (st == CM_ENOTFOUND)
+		return fail(l, CM_EFORMAT, "key 'general.architecture': missing (required)");
+	if (st != CM_OK)
+		return fail(l, CM_EFORMAT, "key 'general.architecture': expected a string");
+	if (s.len == 5 && memcmp(s.ptr, "llama", 5) == 0) {
+		l->c->arch = WK_ARCH_LLAMA;
+		l->c->arch_name = "llama";
+	} else if (s.len == 5 && memcmp(s.ptr, "qwen2", 5) == 0) {
+		l->c->arch = WK_ARCH_QWEN2;
+		l->c->arch_name = "qwen2";
+		l->c->has_qkv_bias = 1;
+	} else {
+		printable(&s, shown, sizeof(shown));
+		return fail(l, CM_EUNSUPPORTED,
+			    "unsupported architecture '%s' (supported: llama, qwen2)", shown);
+	}
+	return CM_OK;
+}
+
+static enum cm_status read_rope_scaling(struct mcfg_load *l)
+{
+	struct wk_mcfg *c = l->c;
+	struct wk_gguf_str s;
+	enum cm_status st;
+	float f;
+
+	c->rope_scaling = WK_ROPE_SCALING_NONE;
+	c->rope_scale_factor = 1.0f;
+	st = key_f32(l, arch_key(l, "rope.scaling.factor"), 1.0f, 0.0f, 1024.0f,
+		     &c->rope_scale_factor);
+	if (st != CM_OK)
+		return st;
+	st = key_u32(l, arch_key(l, "rope.scaling.original_context_length"), 0, 0, 1,
+		     WK_MCFG_MAX_CTX, &c->rope_orig_ctx);
+	if (st != CM_OK)
+		return st;
+	st = wk_gguf_get_str(l->g, arch_key(l, "rope.scaling.type"), &s);
+	if (st == CM_OK) {
+		char shown[48];
+
+		if (s.len == 4 && memcmp(s.ptr, "none", 4) == 0) {
+			c->rope_scaling = WK_ROPE_SCALING_NONE;
+		} else if (s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) {
+			c->rope_scaling = WK_ROPE_SCALING_LINEAR;
+		} else if (s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0) {
+			c->rope_scaling = WK_ROPE_SCALING_YARN;
+		} else {
+			printable(&s, shown, sizeof(shown));
+			return fail(l, CM_EUNSUPPORTED, "key '%s': unsupported rope scaling "
+				    "'%s' (supported: none, linear, yarn)", l->key, shown);
+		}
+	} else if (st != CM_ENOTFOUND) {
+		return fail(l, CM_EFORMAT, "key '%s': expected a string", l->key);
+	}
+	/* older files: {arch}.rope.scale_linear */
+	st = key_f32(l, arch_key(l, "rope.scale_linear"), 0.0f, 0.0f, 1024.0f, &f);
+	if (st != CM_OK)
+		return st;
+	if (f > 0.0f && c->rope_scaling == WK_ROPE_SCALING_NONE) {
+		c->rope_scaling = WK_ROPE_SCALING_LINEAR;
+		c->rope_scale_factor = f;
+	}
+	return CM_OK;
+}
+
+static enum cm_status read_keys(struct mcfg_load *l)
+{
+	struct wk_mcfg *c = l->c;
+	enum cm_status st;
+	uint32_t def_hd;
+
+	st = key_u32(l, arch_key(l, "block_count"), 1, 0, 1, WK_MCFG_MAX_LAYERS, &c->n_layers);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "embedding_length"), 1, 0, 1, WK_MCFG_MAX_EMBD,
+			     &c->n_embd);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "feed_forward_length"), 1, 0, 1, WK_MCFG_MAX_FF,
+			     &c->n_ff);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "attention.head_count"), 1, 0, 1,
+			     WK_MCFG_MAX_HEADS, &c->n_heads);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "attention.head_count_kv"), 0, c->n_heads, 1,
+			     c->n_heads, &c->n_kv_heads);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "context_length"), 1, 0, 1, WK_MCFG_MAX_CTX,
+			     &c->n_ctx_train);
+	if (st != CM_OK)
+		return st;
+	if (c->n_heads % c->n_kv_heads)
+		return fail(l, CM_EFORMAT, "key '%s': head_count %u is not a multiple of "
+			    "head_count_kv %u", arch_key(l, "attention.head_count_kv"),
+			    c->n_heads, c->n_kv_heads);
+	def_hd = c->n_embd % c->n_heads == 0 ? c->n_embd / c->n_heads : 0;
+	st = key_u32(l, arch_key(l, "attention.key_length"), def_hd == 0, def_hd, 1,
+		     WK_MCFG_MAX_HEAD_DIM, &c->head_dim_k);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "attention.value_length"), def_hd == 0, def_hd, 1,
+			     WK_MCFG_MAX_HEAD_DIM, &c->head_dim_v);
+	if (st != CM_OK)
+		return st;
+	if (c->head_dim_k > WK_MCFG_MAX_HEAD_DIM || c->head_dim_v > WK_MCFG_MAX_HEAD_DIM)
+		return fail(l, CM_EFORMAT, "head dim %u (embedding_length %u / head_count %u) "
+			    "exceeds %u", c->head_dim_k, c->n_embd, c->n_heads,
+			    WK_MCFG_MAX_HEAD_DIM);
+	st = key_u32(l, arch_key(l, "rope.dimension_count"), 0, c->head_dim_k, 2,
+		     c->head_dim_k, &c->n_rot);
+	if (st != CM_OK)
+		return st;
+	if (c->n_rot % 2)
+		return fail(l, CM_EFORMAT, "key '%s': expected an even rope dimension, found %u",
+			    arch_key(l, "rope.dimension_count"), c->n_rot);
+	st = key_f32(l, arch_key(l, "rope.freq_base"), 10000.0f, 0.0f, 1e12f,
+		     &c->rope_freq_base);
+	if (st == CM_OK)
+		st = key_f32(l, arch_key(l, "attention.layer_norm_rms_epsilon"), 1e-5f, 0.0f,
+			     0.5f, &c->rms_eps);
+	if (st == CM_OK)
+		st = read_rope_scaling(l);
+	return st;
+}
+
+/* ==== tensors ======================================================= */
+
+static int shape_is(const struct wk_gguf_tensor *t, uint32_t n_dims, uint64_t d0,
+		    uint64_t d1)
+{
+	return t->n_dims == n_dims && t->dims[0] == d0 && (n_dims < 2 || t->dims[1] == d1);
+}
+
+static void shape_str(const struct wk_gguf_tensor *t, char *out, size_t len)
+{
+	size_t n = 0;
+	uint32_t d;
+
+	n += (size_t)snprintf(out, len, "[");
+	for (d = 0; d < t->n_dims && n < len; d++)
+		n += (size_t)snprintf(out + n, len - n, "%s%llu", d ? ", " : "",
+				      (unsigned long long)t->dims[d]);
+	if (n < len)
+		snprintf(out + n, len - n, "]");
+}
+
+/*
+ * Finds tensor `name` with shape [d0] (n_dims 1) or [d0, d1] (n_dims 2).
+ * f32_only: 1-D tensors (norms, biases) must be F32.  Absent and optional:
+ * *out = NULL.
+ */
+static enum cm_status expect(struct mcfg_load *l, const char *name, int required,
+			     uint32_t n_dims, uint64_t d0, uint64_t d1, int f32_only,
+			     const struct wk_gguf_tensor **out)
+{
+	const struct wk_gguf_tensor *t = wk_gguf_find_tensor(l->g, name);
+	char found[96];
+
+	*out = NULL;
+	if (!t) {
+		if (!required)
+			return CM_OK;
+		if (n_dims == 1)
+			return fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu])",
+				    name, (unsigned long long)d0);
+		return fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu, %llu])",
+			    name, (unsigned long long)d0, (unsigned long long)d1);
+	}
+	if (!shape_is(t, n_dims, d0, d1)) {
+		shape_str(t, found, sizeof(found));
+		if (n_dims == 1)
+			return fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu], found %s",
+				    name, (unsigned long long)d0, found);
+		return fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu, %llu], found %s",
+			    name, (unsigned long long)d0, (unsigned long long)d1, found);
+	}
+	if (f32_only && t->type != WK_Q_F32)
+		return fail(l, CM_EFORMAT, "tensor '%s': expected type F32, found %s", name,
+			    wk_qtype_name(t->type));
+	*out = t;
+	return CM_OK;
+}
+
+static const char *blk(struct mcfg_load *l, uint32_t i, const char *what)
+{
+	snprintf(l->tname, sizeof(l->tname), "blk.%u.%s", i, what);
+	return l->tname;
+}
+
+static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
+{
+	struct wk_mcfg *c = l->c;
+	struct wk_mcfg_layer *ly = &c->layers[i];
+	uint64_t e = c->n_embd, q = (uint64_t)c->n_heads * c->head_dim_k;
+	uint64_t k = (uint64_t)c->n_kv_heads * c->head_dim_k;
+	uint64_t v = (uint64_t)c->n_kv_heads * c->head_dim_v;
+	uint64_t o = (uint64_t)c->n_heads * c->head_dim_v;
+	int b = c->has_qkv_bias;
+	enum cm_status st;
+
+	st = expect(l, blk(l, i, "attn_norm.weight"), 1, 1, e, 0, 1, &ly->attn_norm);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_q.weight"), 1, 2, e, q, 0, &ly->attn_q);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_k.weight"), 1, 2, e, k, 0, &ly->attn_k);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_v.weight"), 1, 2, e, v, 0, &ly->attn_v);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_output.weight"), 1, 2, o, e, 0,
+			    &ly->attn_output);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_q.bias"), b, 1, q, 0, 1, &ly->attn_q_bias);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_k.bias"), b, 1, k, 0, 1, &ly->attn_k_bias);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_v.bias"), b, 1, v, 0, 1, &ly->attn_v_bias);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->n_ff, 0, &ly->ffn_gate);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->n_ff, 0, &ly->ffn_up);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->n_ff, e, 0, &ly->ffn_down);
+	return st;
+}
+
+/*
+ * Per-token arrays must have one entry per token with the expected element
+ * type, and special token ids must be inside the vocabulary: the tokenizer
+ * indexes with them.
+ */
+static enum cm_status check_token_meta(struct mcfg_load *l)
+{
+	static const struct { const char *key; enum wk_gguf_vtype type; } arrs[] = {
+		{ "tokenizer.ggml.scores", WK_GGUF_F32 },
+		{ "tokenizer.ggml.token_type", WK_GGUF_I32 },
+	};
+	static const char *const ids[] = {
+		"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+		"tokenizer.ggml.eot_token_id", "tokenizer.ggml.unknown_token_id",
+	};
+	enum wk_gguf_vtype et;
+	uint64_t n, id;
+	enum cm_status st;
+	size_t i;
+
+	for (i = 0; i < sizeof(arrs) / sizeof(arrs[0]); i++) {
+		st = wk_gguf_get_arr(l->g, arrs[i].key, &et, &n);
+		if (st == CM_ENOTFOUND)
+			continue;
+		if (st != CM_OK || et != arrs[i].type)
+			return fail(l, CM_EFORMAT, "key '%s': expected an array of %s", arrs[i].key,
+				    arrs[i].type == WK_GGUF_F32 ? "f32" : "i32");
+		if (n != l->c->n_vocab)
+			return fail(l, CM_EFORMAT, "key '%s': %llu entries, expected %u (one per "
+				    "token)", arrs[i].key, (unsigned long long)n, l->c->n_vocab);
+	}
+	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		st = wk_gguf_get_u64(l->g, ids[i], &id);
+		if (st == CM_ENOTFOUND)
+			continue;
+		if (st != CM_OK)
+			return fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer", ids[i]);
+		if (id >= l->c->n_vocab)
+			return fail(l, CM_EFORMAT, "key '%s': token id %llu is out of range "
+				    "(vocabulary of %u tokens)", ids[i], (unsigned long long)id,
+				    l->c->n_vocab);
+	}
+	return CM_OK;
+}
+
+static enum cm_status read_vocab(struct mcfg_load *l)
+{
+	struct wk_mcfg *c = l->c;
+	const struct wk_gguf_tensor *te = wk_gguf_find_tensor(l->g, "token_embd.weight");
+	enum wk_gguf_vtype et;
+	uint64_t n_tok = 0, n_vocab;
+	enum cm_status st;
+	int have_tokens = 0;
+	char found[96];
+
+	st = wk_gguf_get_arr(l->g, "tokenizer.ggml.tokens", &et, &n_tok);
+	if (st == CM_OK) {
+		if (et != WK_GGUF_STRING)
+			return fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an "
+				    "array of strings");
+		have_tokens = 1;
+	} else if (st != CM_ENOTFOUND) {
+		return fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an array");
+	}
+	if (!te)
+		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': missing (expected "
+			    "shape [%u, n_vocab])", c->n_embd);
+	if (te->n_dims != 2 || te->dims[0] != c->n_embd) {
+		shape_str(te, found, sizeof(found));
+		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': expected shape "
+			    "[%u, n_vocab], found %s", c->n_embd, found);
+	}
+	n_vocab = te->dims[1];
+	if (have_tokens && n_tok != n_vocab)
+		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': %llu rows, but key "
+			    "'tokenizer.ggml.tokens' has %llu tokens",
+			    (unsigned long long)n_vocab, (unsigned long long)n_tok);
+	if (n_vocab > WK_MCFG_MAX_VOCAB)
+		return fail(l, CM_EFORMAT, "vocabulary of %llu tokens exceeds %u",
+			    (unsigned long long)n_vocab, WK_MCFG_MAX_VOCAB);
+	c->n_vocab = (uint32_t)n_vocab;
+	c->token_embd = te;
+	return check_token_meta(l);
+}
+
+static enum cm_status read_tensors(struct mcfg_load *l)
+{
+	struct wk_mcfg *c = l->c;
+	enum cm_status st;
+	uint32_t i;
+
+	st = read_vocab(l);
+	if (st == CM_OK)
+		st = expect(l, "output_norm.weight", 1, 1, c->n_embd, 0, 1, &c->output_norm);
+	if (st == CM_OK)
+		st = expect(l, "output.weight", 0, 2, c->n_embd, c->n_vocab, 0, &c->output);
+	if (st != CM_OK)
+		return st;
+	if (!c->output) {
+		c->output = c->token_embd;
+		c->tied_embeddings = 1;
+	}
+	st = expect(l, "rope_freqs.weight", 0, 1, c->n_rot / 2, 0, 1, &c->rope_freqs);
+	if (st != CM_OK)
+		return st;
+	if (c->rope_freqs)
+		c->rope_scaling = WK_ROPE_SCALING_FREQS;
+	c->layers = cm_calloc(c->n_layers, sizeof(*c->layers));
+	if (!c->layers)
+		return fail(l, CM_ENOMEM, "out of memory for %u layers", c->n_layers);
+	for (i = 0; i < c->n_layers; i++) {
+		st = read_layer(l, i);
+		if (st != CM_OK)
+			return st;
+	}
+	return CM_OK;
+}
+
+static enum cm_status read_misc(struct mcfg_load *l)
+{
+	struct wk_mcfg *c = l->c;
+	enum cm_status st;
+	uint64_t i, n = wk_gguf_n_tensors(l->g);
+
+	for (i = 0; i < n; i++) {
+		const struct wk_gguf_tensor *t = wk_gguf_tensor(l->g, i);
+
+		c->n_params += t->n_elems;
+		c->weight_bytes += t->n_bytes;
+	}
+	c->kv_bytes_per_token = wk_mcfg_kv_bytes(c->n_layers, c->n_kv_heads, c->head_dim_k,
+						 c->head_dim_v, 2);
+	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
+	if (st == CM_OK) {
+		c->has_chat_template = c->chat_template.len > 0;
+	} else if (st == CM_ENOTFOUND) {
+		c->chat_template.ptr = "";
+		c->chat_template.len = 0;
+	} else {
+		return fail(l, CM_EFORMAT, "key 'tokenizer.chat_template': expected a string");
+	}
+	st = wk_gguf_get_str(l->g, "tokenizer.ggml.model", &c->tokenizer_model);
+	if (st == CM_ENOTFOUND) {
+		c->tokenizer_model.ptr = "";
+		c->tokenizer_model.len = 0;
+	} else if (st != CM_OK) {
+		return fail(l, CM_EFORMAT, "key 'tokenizer.ggml.model': expected a string");
+	}
+	return CM_OK;
+}
+
+enum cm_status wk_mcfg_load(const struct wk_gguf *g, struct wk_mcfg **out, char *err,
+			    size_t err_len)
+{
+	struct mcfg_load l = { .g = g, .err = err, .err_len = err_len };
+	enum cm_status st;
+
+	*out = NULL;
+	if (err && err_len)
+		err[0] = '\0';
+	l.c = cm_calloc(1, sizeof(*l.c));
+	if (!l.c)
+		return fail(&l, CM_ENOMEM, "out of memory");
+	st = read_arch(&l);
+	if (st == CM_OK)
+		st = read_keys(&l);
+	if (st == CM_OK)
+		st = read_tensors(&l);
+	if (st == CM_OK)
+		st = read_misc(&l);
+	if (st != CM_OK) {
+		wk_mcfg_free(l.c);
+		return st;
+	}
+	*out = l.c;
+	return CM_OK;
+}
+
+void wk_mcfg_free(struct wk_mcfg *c)
+{
+	if (!c)
+		return;
+	cm_free(c->layers);
+	cm_free(c);
+}

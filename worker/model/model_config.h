@@ -1,0 +1,126 @@
+/*
+ * model_config.h - model hyperparameters and weight tensors of a GGUF file.
+ *
+ * wk_mcfg_load() reads `general.architecture` and the `{arch}.*` keys,
+ * checks them against bounds, and checks that every weight tensor the
+ * architecture needs is present with the right shape and a usable type.
+ * The result is plain data the engine reads directly: hyperparameters,
+ * derived sizes, and pointers to the wk_gguf_tensor of every weight.
+ *
+ * Supported architectures: `llama` (Llama 2/3/3.1, Mistral, TinyLlama,
+ * SmolLM; GQA; tied embeddings when output.weight is absent; Llama 3.1 rope
+ * scaling through the rope_freqs.weight tensor or {arch}.rope.scaling.*)
+ * and `qwen2` (as llama, plus Q/K/V biases).  Anything else is refused by
+ * name.
+ *
+ * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
+ * maps an n_in vector to an n_out vector.  Norm, bias and rope_freqs
+ * tensors must be F32.
+ *
+ * Ownership: the tensor pointers and the chat template point into the
+ * struct wk_gguf, which must outlive the config.  Immutable after load.
+ */
+#ifndef SLUICE_WORKER_MODEL_MODEL_CONFIG_H
+#define SLUICE_WORKER_MODEL_MODEL_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/model/gguf.h"
+
+enum wk_arch {
+	WK_ARCH_LLAMA = 0,
+	WK_ARCH_QWEN2 = 1,
+};
+
+enum wk_rope_scaling {
+	WK_ROPE_SCALING_NONE = 0,
+	WK_ROPE_SCALING_LINEAR = 1,  /* positions divided by rope_scale_factor */
+	WK_ROPE_SCALING_YARN = 2,
+	WK_ROPE_SCALING_FREQS = 3,   /* per-dimension factors: rope_freqs.weight */
+};
+
+/* Bounds checked at load (inclusive). */
+#define WK_MCFG_MAX_LAYERS 1024
+#define WK_MCFG_MAX_EMBD 65536
+#define WK_MCFG_MAX_HEADS 1024
+#define WK_MCFG_MAX_HEAD_DIM 1024
+#define WK_MCFG_MAX_FF (1u << 20)
+#define WK_MCFG_MAX_CTX (1u << 24)
+#define WK_MCFG_MAX_VOCAB (1u << 22)
+
+struct wk_mcfg_layer {
+	const struct wk_gguf_tensor *attn_norm;   /* [embd] F32 */
+	const struct wk_gguf_tensor *attn_q;      /* [embd, heads * head_dim_k] */
+	const struct wk_gguf_tensor *attn_k;      /* [embd, kv_heads * head_dim_k] */
+	const struct wk_gguf_tensor *attn_v;      /* [embd, kv_heads * head_dim_v] */
+	const struct wk_gguf_tensor *attn_output; /* [heads * head_dim_v, embd] */
+	const struct wk_gguf_tensor *attn_q_bias; /* qwen2: [heads * head_dim_k]; else NULL */
+	const struct wk_gguf_tensor *attn_k_bias; /* qwen2: [kv_heads * head_dim_k] */
+	const struct wk_gguf_tensor *attn_v_bias; /* qwen2: [kv_heads * head_dim_v] */
+	const struct wk_gguf_tensor *ffn_norm;    /* [embd] F32 */
+	const struct wk_gguf_tensor *ffn_gate;    /* [embd, ff] */
+	const struct wk_gguf_tensor *ffn_up;      /* [embd, ff] */
+	const struct wk_gguf_tensor *ffn_down;    /* [ff, embd] */
+};
+
+struct wk_mcfg {
+	enum wk_arch arch;
+	const char *arch_name;        /* "llama" or "qwen2" (static) */
+
+	uint32_t n_layers;            /* {arch}.block_count */
+	uint32_t n_embd;              /* {arch}.embedding_length */
+	uint32_t n_ff;                /* {arch}.feed_forward_length */
+	uint32_t n_heads;             /* {arch}.attention.head_count */
+	uint32_t n_kv_heads;          /* .attention.head_count_kv (default n_heads) */
+	uint32_t head_dim_k;          /* .attention.key_length (default embd/heads) */
+	uint32_t head_dim_v;          /* .attention.value_length (default embd/heads) */
+	uint32_t n_rot;               /* .rope.dimension_count (default head_dim_k) */
+	uint32_t n_ctx_train;         /* {arch}.context_length */
+	uint32_t n_vocab;             /* tokens count, = token_embd dims[1] */
+	float rope_freq_base;         /* .rope.freq_base (default 10000) */
+	float rms_eps;                /* .attention.layer_norm_rms_epsilon (default 1e-5) */
+
+	enum wk_rope_scaling rope_scaling;
+	float rope_scale_factor;      /* .rope.scaling.factor (1 when absent) */
+	uint32_t rope_orig_ctx;       /* .rope.scaling.original_context_length (0 absent) */
+
+	int tied_embeddings;          /* output.weight absent: output = token_embd */
+	int has_qkv_bias;             /* qwen2 */
+
+	const struct wk_gguf_tensor *token_embd;  /* [embd, vocab] */
+	const struct wk_gguf_tensor *output_norm; /* [embd] F32 */
+	const struct wk_gguf_tensor *output;      /* [embd, vocab]; == token_embd when tied */
+	const struct wk_gguf_tensor *rope_freqs;  /* [n_rot / 2] F32 or NULL */
+	struct wk_mcfg_layer *layers;             /* [n_layers] */
+
+	uint64_t n_params;            /* elements of all tensors in the file */
+	uint64_t weight_bytes;        /* bytes of all tensor data in the file */
+	uint64_t kv_bytes_per_token;  /* F16 K and V over all layers */
+
+	int has_chat_template;
+	struct wk_gguf_str chat_template; /* tokenizer.chat_template, len 0 if absent */
+	struct wk_gguf_str tokenizer_model; /* tokenizer.ggml.model, len 0 if absent */
+};
+
+/*
+ * Reads and validates the configuration.  On failure writes a message
+ * naming the key or tensor with what was expected and found ("tensor
+ * 'blk.0.attn_k.weight': expected shape [256, 128], found [256, 256]";
+ * "unsupported architecture 'gemma2' (supported: llama, qwen2)").
+ * CM_EUNSUPPORTED for an unsupported architecture, CM_EFORMAT otherwise.
+ */
+enum cm_status wk_mcfg_load(const struct wk_gguf *g, struct wk_mcfg **out,
+			    char *err, size_t err_len) CM_WUR;
+void wk_mcfg_free(struct wk_mcfg *c);
+
+/*
+ * KV cache bytes per token: n_layers * n_kv_heads * (head_dim_k +
+ * head_dim_v) * bytes_per_elem (2 for F16).  The Llama-3.1-8B shape (32
+ * layers, 8 KV heads, head dim 128) gives 131072.  0 on overflow.
+ */
+uint64_t wk_mcfg_kv_bytes(uint32_t n_layers, uint32_t n_kv_heads, uint32_t head_dim_k,
+			  uint32_t head_dim_v, uint32_t bytes_per_elem);
+
+#endif

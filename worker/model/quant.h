@@ -1,0 +1,70 @@
+/*
+ * quant.h - weight types and their block formats, as in GGUF files.
+ *
+ * Type ids are the ggml ids used in GGUF tensor infos.  Quantised types
+ * store a row as consecutive blocks of `wk_qtype_block_elems()` values:
+ *
+ *   Q4_0  32 values, 18 bytes: f16 d; u8 qs[16] (low nibbles = values 0..15,
+ *         high nibbles = 16..31); x = d * (q - 8)
+ *   Q8_0  32 values, 34 bytes: f16 d; i8 qs[32]; x = d * q
+ *   Q4_K 256 values, 144 bytes: f16 d, dmin; u8 scales[12] (8 sub-blocks of
+ *         32, 6-bit scale and min each); u8 qs[128]
+ *   Q5_K 256 values, 176 bytes: f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
+ *   Q6_K 256 values, 210 bytes: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d
+ *   Q8_K 256 values, 292 bytes: f32 d; i8 qs[256]; i16 bsums[16]
+ *         (activations only, never in files we accept as weights)
+ *
+ * A row length must be a multiple of the block size of its type.
+ * Reference (scalar) quantise/dequantise live here; the fast dot products
+ * live in the CPU backend (worker/cpu/).
+ */
+#ifndef SLUICE_WORKER_MODEL_QUANT_H
+#define SLUICE_WORKER_MODEL_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum wk_qtype {
+	WK_Q_F32 = 0,
+	WK_Q_F16 = 1,
+	WK_Q_Q4_0 = 2,
+	WK_Q_Q8_0 = 8,
+	WK_Q_Q4_K = 12,
+	WK_Q_Q5_K = 13,
+	WK_Q_Q6_K = 14,
+	WK_Q_Q8_K = 15,
+	WK_Q_BF16 = 30,
+	WK_Q_COUNT_ = 31, /* bound for tables indexed by id */
+};
+
+/* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K). */
+int wk_qtype_supported(uint32_t type);
+/* "F32", "Q4_K", ...; "?" for unknown ids. */
+const char *wk_qtype_name(uint32_t type);
+/* Parses a name (case-insensitive); -1 when unknown. */
+int wk_qtype_parse(const char *name);
+/* Values per block (1 for float types); 0 for unknown ids. */
+uint32_t wk_qtype_block_elems(uint32_t type);
+/* Bytes per block; 0 for unknown ids. */
+uint32_t wk_qtype_block_bytes(uint32_t type);
+/*
+ * Bytes of a row of n values; 0 when n is not a multiple of the block size
+ * or the type is unknown.
+ */
+uint64_t wk_qtype_row_bytes(uint32_t type, uint64_t n);
+
+/* IEEE half and bfloat16 conversions (round to nearest even). */
+float wk_f16_to_f32(uint16_t h);
+uint16_t wk_f32_to_f16(float f);
+float wk_bf16_to_f32(uint16_t h);
+uint16_t wk_f32_to_bf16(float f);
+
+/*
+ * Reference conversions of one row of n values (n a multiple of the block
+ * size).  quantize writes wk_qtype_row_bytes(type, n) bytes.  Every
+ * supported type, plus Q8_K for activations.
+ */
+void wk_quantize_row(uint32_t type, const float *x, void *dst, uint64_t n);
+void wk_dequantize_row(uint32_t type, const void *src, float *y, uint64_t n);
+
+#endif

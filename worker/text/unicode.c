@@ -1,0 +1,35 @@
+/*
+ * unicode.c - lookups over the generated tables (see unicode.h).
+ */
+#include "worker/text/unicode.h"
+
+static const struct wk_uc_range *uc_find(const struct wk_uc_range *t, size_t n, uint32_t cp)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cp < t[mid].lo)
+			hi = mid;
+		else if (cp > t[mid].hi)
+			lo = mid + 1;
+		else
+			return &t[mid];
+	}
+	return NULL;
+}
+
+enum wk_uc_class wk_uc_class(uint32_t cp)
+{
+	const struct wk_uc_range *r = uc_find(wk_uc_cat_ranges, wk_uc_n_cat_ranges, cp);
+
+	return r ? (enum wk_uc_class)r->cls : WK_UC_C;
+}
+
+int wk_uc_is_space(uint32_t cp)
+{
+	if (cp < 0x80)
+		return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
+	return uc_find(wk_uc_ws_ranges, wk_uc_n_ws_ranges, cp) != NULL;
+}
