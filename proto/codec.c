@@ -944,3 +944,20 @@ out:
 		*err = e;
 	return st;
 }
+
+/* ---- chat roles ------------------------------------------------------------ */
+
+const char *const proto_role_names[PROTO_ROLE_COUNT] = {
+	[PROTO_ROLE_SYSTEM] = "system",
+	[PROTO_ROLE_USER] = "user",
+	[PROTO_ROLE_ASSISTANT] = "assistant",
+};
+
+int proto_role_parse(const char *s, size_t len)
+{
+	for (int i = 0; s && i < PROTO_ROLE_COUNT; i++)
+		if (len == strlen(proto_role_names[i]) &&
+		    memcmp(s, proto_role_names[i], len) == 0)
+			return i;
+	return -1;
+}

@@ -120,8 +120,25 @@ enum proto_class {
 #define PROTO_SUBMIT_F_IGNORE_EOS 0x8u    /* keep generating past EOS (benchmarks) */
 #define PROTO_SUBMIT_FLAGS_ALL 0xFu
 
+/*
+ * Chat roles: the ones the worker's chat templates render.  The gateway
+ * accepts exactly these (after an API's own aliases, such as OpenAI's
+ * "developer" for system) so that it never passes a role the worker would
+ * refuse; the worker checks them again with the same function.
+ */
+enum proto_role {
+	PROTO_ROLE_SYSTEM = 0,
+	PROTO_ROLE_USER = 1,
+	PROTO_ROLE_ASSISTANT = 2,
+	PROTO_ROLE_COUNT
+};
+#define PROTO_ROLE_LIST "system, user, assistant"
+extern const char *const proto_role_names[PROTO_ROLE_COUNT];
+/* enum proto_role of a role name (exact, case-sensitive), -1 when none. */
+int proto_role_parse(const char *s, size_t len);
+
 struct proto_message {
-	struct proto_str role;    /* "system", "user", "assistant", "tool" */
+	struct proto_str role;    /* one of proto_role_names */
 	struct proto_str content;
 };
 

@@ -436,17 +436,13 @@ static void handle_submit(struct wk_server *s, struct conn *c, const struct prot
 		if (!msgs)
 			goto nomem;
 		for (uint32_t i = 0; i < sb->n_messages; i++) {
-			static const char *const roles[] = { "system", "user", "assistant" };
 			const struct proto_str *role = &sb->messages[i].role;
+			int ri = proto_role_parse(role->ptr, role->len);
 
-			msgs[i].role = NULL;
-			for (size_t k = 0; k < 3; k++)
-				if (role->len == strlen(roles[k]) &&
-				    memcmp(role->ptr, roles[k], role->len) == 0)
-					msgs[i].role = roles[k];
+			msgs[i].role = ri >= 0 ? proto_role_names[ri] : NULL;
 			if (!msgs[i].role) {
 				snprintf(err, sizeof(err),
-					 "messages[%u].role: expected system, user or assistant, found '%.*s'",
+					 "messages[%u].role: expected one of " PROTO_ROLE_LIST ", found '%.*s'",
 					 i, (int)(role->len > 32 ? 32 : role->len), role->ptr);
 				goto fail;
 			}

@@ -282,7 +282,7 @@ static void test_chat_ollama(void **state)
 	(void)state;
 	ok(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"s\"},"
 	      "{\"role\":\"user\",\"content\":\"u\",\"images\":[]},"
-	      "{\"role\":\"assistant\",\"tool_calls\":[]},{\"role\":\"tool\",\"content\":\"t\"}],"
+	      "{\"role\":\"assistant\",\"tool_calls\":[]},{\"role\":\"user\",\"content\":\"t\"}],"
 	      "\"options\":{\"top_k\":0},\"keep_alive\":0}", &r);
 	assert_int_equal(r.prompt_kind, PROTO_PROMPT_CHAT);
 	assert_int_equal(r.n_messages, 4);
@@ -290,6 +290,11 @@ static void test_chat_ollama(void **state)
 	assert_true(streq(r.messages[2].role, "assistant"));
 	assert_int_equal(r.messages[2].content.len, 0);
 	assert_true(streq(r.messages[3].content, "t"));
+	/* the gateway refuses a role the worker would refuse (proto_role_parse) */
+	bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
+	    "messages[0].role: expected one of system, user, assistant, found \"tool\"", "messages[0].role");
+	bad(GW_API_OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
+	    "messages[0].role: expected one of system, developer, user, assistant, found \"tool\"", "messages[0].role");
 	assert_int_equal(r.sampling.top_k, 0);
 	assert_true(r.stream);
 
@@ -298,9 +303,9 @@ static void test_chat_ollama(void **state)
 	bad(C, "{\"model\":\"m\",\"messages\":[]}", 400, "messages: expected at least one message, found an empty array", "messages");
 	bad(C, "{\"model\":\"m\",\"messages\":[\"hi\"]}", 400, "messages[0]: expected an object", "messages[0]");
 	bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", 400,
-	    "messages[0].role: expected one of system, user, assistant, tool, found another string", "messages[0].role");
+	    "messages[0].role: expected one of system, user, assistant, found another string", "messages[0].role");
 	bad(C, "{\"model\":\"m\",\"messages\":[{\"content\":\"x\"}]}", 400,
-	    "messages[0].role: expected one of system, user, assistant, tool, found nothing", "messages[0].role");
+	    "messages[0].role: expected one of system, user, assistant, found nothing", "messages[0].role");
 	bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400,
 	    "messages[0].content: expected a string, found 5", "messages[0].content");
 	bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400,
@@ -410,7 +415,7 @@ static void test_openai_chat(void **state)
 	bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400,
 	    "messages[0].content: expected a string or an array of text parts, found nothing", "messages[0].content");
 	bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400,
-	    "messages[0].role: expected one of system, developer, user, assistant, tool", "messages[0].role");
+	    "messages[0].role: expected one of system, developer, user, assistant, found another string", "messages[0].role");
 	bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", 400,
 	    "logprobs: log probabilities are not supported", "logprobs");
 	bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
