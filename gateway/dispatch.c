@@ -15,11 +15,15 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "gateway/api/endpoints.h"
+#include "gateway/reqlog.h"
+#include "gateway/gov/lease.h"
 #include "gateway/gov/local_limit.h"
 #include "gateway/gov/quota.h"
 #include "gateway/placement.h"
 #include "gateway/http/paths.h"
 #include "gateway/gov/usage.h"
+#include "gateway/gov/usage_queue.h"
 
 #define GW_TEXT_ONLY_ID 0xFFFFFFFFu
 /* For calls whose failure changes nothing (best effort). */
@@ -47,13 +51,7 @@ struct gw_job {
 	struct gw_auth_identity ident;
 	int have_ident;
 	struct gw_auth_lookup *lookup;
-	int quota_used, quota_admitted;
-	int local_admitted;         /* admitted by the outage fallback */
-	struct event *renew_ev;     /* renews the concurrency lease every TTL/3 */
-	struct event *quota_to_ev;  /* deadline of the quota admission in flight */
-	int quota_pending;          /* an admission reply is awaited */
-	int64_t estimate;
-	char lease[64];
+	struct gw_lease lease;      /* quota admission, renewal, release */
 	struct gw_queue_item qi;
 	int batch;
 	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
@@ -82,10 +80,10 @@ struct gw_dispatch {
 	size_t n_active;
 	int pumping;
 	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
-	struct gw_usage_pending *upending; /* usage records not yet acknowledged */
-	size_t n_upending;
+	struct gw_usage_queue *usage;      /* usage records not yet acknowledged */
 	int closing;                /* gw_dispatch_free runs: refuse new requests */
 	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
+	struct gw_lease_env lease_env;
 	size_t rr_next;             /* route_round_robin cursor */
 };
 
@@ -157,27 +155,6 @@ static void respond_buf(struct gw_request *r, int status, struct cm_buf *b)
 	respond_raw(r, status, GW_API_CT_JSON, cm_buf_data(b), cm_buf_len(b));
 }
 
-/* An error for a request without a job (or before one). */
-static void respond_error_req(struct gw_request *r, enum gw_api_style style,
-			      const struct gw_api_error *e, uint32_t retry_after)
-{
-	struct cm_buf b;
-	char ra[16];
-
-	cm_buf_init(&b, 64 * 1024);
-	if (retry_after) {
-		snprintf(ra, sizeof(ra), "%u", retry_after);
-		GW_IGNORE(gw_request_add_header(r, "Retry-After", ra));
-	}
-	if (e->status == 401)
-		GW_IGNORE(gw_request_add_header(r, "WWW-Authenticate", "Bearer"));
-	if (gw_api_render_error(&b, style, e) == CM_OK)
-		respond_buf(r, e->status, &b);
-	else
-		respond_raw(r, 500, "text/plain", "internal error\n", 15);
-	cm_buf_deinit(&b);
-}
-
 /* Answers the job's client with an error (in the stream when it began). */
 static void job_fail(struct gw_job *j, const struct gw_api_error *e,
 		     uint32_t retry_after, const char *outcome)
@@ -191,7 +168,7 @@ static void job_fail(struct gw_job *j, const struct gw_api_error *e,
 					    cm_buf_len(&j->out)) == CM_OK)
 			GW_IGNORE(gw_request_stream_end(r));
 	} else if (r) {
-		respond_error_req(r, j->style, e, retry_after);
+		gw_api_respond_error(r, j->style, e, retry_after);
 	}
 	job_end(j, e->status, outcome);
 }
@@ -205,187 +182,43 @@ static void job_failf(struct gw_job *j, int status, const char *outcome,
 	job_fail(j, &e, retry_after, outcome);
 }
 
-/* ---- usage records (docs/usage.md) --------------------------------------
- * One record per finished request with an identity.  The request id is
- * "<instance hex>-<job id>" (unique across gateways and restarts), reused
- * on a retry so Redis counts it once.  A record whose write failed is
- * kept and retried (250 ms, doubling to 2 s) for GW_USAGE_TRIES tries, about
- * 20 minutes, so a Redis outage loses nothing; at most GW_USAGE_PENDING_MAX
- * records wait at once (older ones stay, new ones are dropped and logged).
- */
-#define GW_USAGE_TRIES 600
-#define GW_USAGE_RETRY_MS 250
-#define GW_USAGE_RETRY_MAX_MS 2000
-#define GW_USAGE_PENDING_MAX 65536
-#define GW_USAGE_FLUSH_MS 2000      /* at shutdown */
+/* ---- usage records (docs/usage.md, gateway/gov/usage_queue.h) -------- */
 
-struct gw_usage_pending {
-	struct gw_dispatch *d;      /* NULL once the dispatcher is gone */
-	struct event *retry_ev;
-	int tries;
-	int in_flight;
-	char tenant[GW_KEY_NAME_MAX];
-	char client[GW_KEY_NAME_MAX];
-	char rid[GW_USAGE_REQUEST_ID_MAX + 1];
-	struct gw_usage_record rec;
-	struct gw_usage_pending *next, **pprev;
-};
 
-static void usage_pending_free(struct gw_usage_pending *u)
-{
-	if (u->pprev) {
-		*u->pprev = u->next;
-		if (u->next)
-			u->next->pprev = u->pprev;
-	}
-	if (u->retry_ev)
-		event_free(u->retry_ev);
-	if (u->d)
-		u->d->n_upending--;
-	cm_free(u);
-}
-
-static void usage_send(struct gw_usage_pending *u);
-
-static void usage_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	usage_send(arg);
-}
-
-static void usage_failed(struct gw_usage_pending *u)
-{
-	int64_t ms = (int64_t)GW_USAGE_RETRY_MS << (u->tries < 4 ? u->tries - 1 : 3);
-	struct timeval tv;
-
-	if (ms > GW_USAGE_RETRY_MAX_MS)
-		ms = GW_USAGE_RETRY_MAX_MS;
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-
-	if (!u->d || u->tries >= GW_USAGE_TRIES ||
-	    (!u->retry_ev && !(u->retry_ev = evtimer_new(u->d->base, usage_retry_cb, u))) ||
-	    evtimer_add(u->retry_ev, &tv) != 0) {
-		cm_logf(CM_LOG_WARN, "usage_lost", "request %s: usage not recorded after "
-			"%d tries", u->rid, u->tries);
-		usage_pending_free(u);
-	}
-}
-
-static void usage_done(void *arg, enum cm_status st, int counted)
-{
-	struct gw_usage_pending *u = arg;
-
-	u->in_flight = 0;
-	cm_logf(st == CM_OK || u->tries > 1 ? CM_LOG_DEBUG : CM_LOG_WARN, "usage_record",
-		"request %s: %s (counted %d, try %d)", u->rid, cm_status_str(st), counted,
-		u->tries);
-	if (st == CM_OK)
-		usage_pending_free(u);
-	else
-		usage_failed(u);
-}
-
-static void usage_send(struct gw_usage_pending *u)
-{
-	redisAsyncContext *ac = u->d ? gw_auth_redis(u->d->dep.auth) : NULL;
-
-	u->tries++;
-	if (ac && gw_usage_record_async(ac, &u->rec, usage_done, u) == CM_OK) {
-		u->in_flight = 1;
-		return;
-	}
-	usage_failed(u);
-}
-
-static enum gw_usage_outcome usage_outcome(const struct gw_job *j)
-{
-	const char *o = j->outcome ? j->outcome : "";
-
-	if (strcmp(o, "ok") == 0)
-		return GW_USAGE_OK;
-	if (strcmp(o, "cancelled") == 0 || strcmp(o, "client_gone") == 0 ||
-	    strcmp(o, "revoked") == 0)
-		return GW_USAGE_CANCELLED;
-	if (strcmp(o, "worker_error") == 0 && j->status != 503 && j->status >= 500)
-		return GW_USAGE_WORKER;
-	switch (j->status) {
-	case 401:
-	case 403: return GW_USAGE_AUTH;
-	case 429: return GW_USAGE_QUOTA;
-	case 500: return GW_USAGE_INTERNAL;
-	case 503: return GW_USAGE_OVERLOADED;
-	default: break;
-	}
-	if (j->status >= 400 && j->status < 500)
-		return GW_USAGE_BAD_REQUEST;
-	return j->status >= 500 ? GW_USAGE_WORKER : GW_USAGE_OK;
-}
-
+/* The request id is "<instance hex>-<job id>": unique across gateways and
+ * restarts. */
 static void usage_record(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
-	struct gw_usage_pending *u;
+	struct gw_usage_record rec;
 	char inst[2 * sizeof(d->lease_prefix) + 1];
+	char rid[GW_USAGE_REQUEST_ID_MAX + 1];
 
 	if (!j->have_ident)
 		return;
-	if (d->n_upending >= GW_USAGE_PENDING_MAX) {
-		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: %zu usage records wait "
-			"already", (unsigned long long)j->id, d->n_upending);
-		return;
-	}
-	u = cm_calloc(1, sizeof(*u));
-	if (!u) {
-		cm_logf(CM_LOG_WARN, "usage_lost", "request %llu: out of memory",
-			(unsigned long long)j->id);
-		return;
-	}
-	u->d = d;
-	snprintf(u->tenant, sizeof(u->tenant), "%s", j->ident.tenant);
-	snprintf(u->client, sizeof(u->client), "%s", j->ident.client);
+	memset(&rec, 0, sizeof(rec));
 	cm_hex_encode(d->lease_prefix, sizeof(d->lease_prefix), inst);
-	snprintf(u->rid, sizeof(u->rid), "%s-%llu", inst, (unsigned long long)j->id);
-	u->rec.ns = d->cfg.ns;
-	u->rec.tenant = u->tenant;
-	u->rec.client = u->client;
-	u->rec.request_id = u->rid;
-	u->rec.end_unix_s = cm_wall_ns() / 1000000000LL;
+	snprintf(rid, sizeof(rid), "%s-%llu", inst, (unsigned long long)j->id);
+	rec.ns = d->cfg.ns;
+	rec.tenant = j->ident.tenant;
+	rec.client = j->ident.client;
+	rec.request_id = rid;
+	rec.end_unix_s = cm_wall_ns() / 1000000000LL;
 	if (j->have_done) {
-		u->rec.prompt_tokens = j->done.prompt_tokens;
-		u->rec.cached_prompt_tokens = j->done.cached_tokens <= j->done.prompt_tokens
-						      ? j->done.cached_tokens : j->done.prompt_tokens;
-		u->rec.completion_tokens = j->done.gen_tokens;
+		rec.prompt_tokens = j->done.prompt_tokens;
+		rec.cached_prompt_tokens = j->done.cached_tokens <= j->done.prompt_tokens
+						   ? j->done.cached_tokens : j->done.prompt_tokens;
+		rec.completion_tokens = j->done.gen_tokens;
 	} else {
 		/* what the client received: streamed tokens, nothing of an
 		 * unstreamed reply that ended in an error */
-		u->rec.completion_tokens = j->streaming ? j->tokens : 0;
+		rec.completion_tokens = j->streaming ? j->tokens : 0;
 	}
-	u->rec.outcome = usage_outcome(j);
-	u->next = d->upending;
-	if (u->next)
-		u->next->pprev = &u->next;
-	u->pprev = &d->upending;
-	d->upending = u;
-	d->n_upending++;
-	usage_send(u);
+	rec.outcome = gw_usage_outcome_of(j->outcome, j->status);
+	gw_usage_queue_push(d->usage, &rec);
 }
 
 /* ---- the end of a request ------------------------------------------- */
-
-static void quota_finish_done(void *arg, enum cm_status st,
-			      const struct gw_quota_verdict *v, int64_t count)
-{
-	struct gw_job *j = arg;
-
-	(void)v;
-	(void)count;
-	if (st != CM_OK)
-		cm_logf(CM_LOG_WARN, "quota_finish", "request %llu: lease not released "
-			"(expires by itself)", (unsigned long long)j->id);
-	job_unref(j);
-}
 
 static void quota_subject(const struct gw_job *j, struct gw_quota_subject *s)
 {
@@ -399,81 +232,31 @@ static void quota_subject(const struct gw_job *j, struct gw_quota_subject *s)
 
 static void log_request(struct gw_job *j)
 {
-	struct cm_log_rec r;
 	struct gw_worker_info wi;
-	char sha[2 * PROTO_DIGEST_LEN + 1] = "";
-	int64_t now = cm_mono_ns();
+	const struct gw_reqlog line = {
+		.id = j->id,
+		.route = j->route,
+		.status = j->status,
+		.outcome = j->outcome,
+		.ident = j->have_ident ? &j->ident : NULL,
+		.batch = j->batch,
+		.model = j->model,
+		.worker = j->worker >= 0 ? &wi : NULL,
+		.api = &j->api,
+		.tokens = j->tokens,
+		.done = j->have_done ? &j->done : NULL,
+		.start_ns = j->start_ns,
+		.enq_ns = j->enq_ns,
+		.disp_ns = j->disp_ns,
+		.first_ns = j->first_ns,
+	};
 
 	if (!cm_log_enabled(CM_LOG_INFO))
 		return;
 	memset(&wi, 0, sizeof(wi));
-	if (j->worker >= 0) {
+	if (j->worker >= 0)
 		gw_workers_info(j->d->dep.workers, (size_t)j->worker, &wi);
-		if (wi.hello_ok)
-			cm_hex_encode(wi.hello.model_sha256, PROTO_DIGEST_LEN, sha);
-	}
-	cm_log_begin(&r, CM_LOG_INFO, "request");
-	cm_log_u64(&r, "request_id", j->id);
-	cm_log_str(&r, "route", gw_path_name(j->route));
-	cm_log_i64(&r, "status", j->status);
-	cm_log_str(&r, "outcome", j->outcome ? j->outcome : "");
-	if (j->have_ident) {
-		cm_log_str(&r, "tenant", j->ident.tenant);
-		cm_log_str(&r, "client", j->ident.client);
-		cm_log_str(&r, "key_id", j->ident.key_id);
-	}
-	cm_log_str(&r, "class", j->batch ? "batch" : "interactive");
-	if (j->model[0])
-		cm_log_str(&r, "model", j->model);
-	if (j->worker >= 0) {
-		cm_log_str(&r, "worker", wi.name);
-		if (wi.hello_ok) {
-			cm_log_str(&r, "model_sha256", sha);
-			cm_log_str(&r, "engine_version", wi.hello.engine_version.ptr);
-			cm_log_str(&r, "backend", wi.hello.backend.ptr);
-			cm_log_str(&r, "device", wi.hello.device.ptr);
-		}
-	}
-	if (j->model[0]) {
-		const struct proto_sampling *s = &j->api.sampling;
-
-		cm_log_f64(&r, "temperature", s->temperature);
-		cm_log_u64(&r, "top_k", s->top_k);
-		cm_log_f64(&r, "top_p", s->top_p);
-		cm_log_f64(&r, "min_p", s->min_p);
-		cm_log_f64(&r, "repeat_penalty", s->repeat_penalty);
-		cm_log_u64(&r, "repeat_last_n", s->repeat_last_n);
-		cm_log_f64(&r, "presence_penalty", s->presence_penalty);
-		cm_log_f64(&r, "frequency_penalty", s->frequency_penalty);
-		if (j->api.submit_flags & PROTO_SUBMIT_F_HAS_SEED)
-			cm_log_u64(&r, "seed", s->seed);
-		cm_log_u64(&r, "max_tokens", j->api.max_tokens);
-		cm_log_u64(&r, "n_stop", j->api.n_stop);
-		cm_log_bool(&r, "stream", j->api.stream);
-	}
-	cm_log_u64(&r, "tokens_streamed", j->tokens);
-	if (j->have_done) {
-		cm_log_u64(&r, "prompt_tokens", j->done.prompt_tokens);
-		cm_log_u64(&r, "cached_tokens", j->done.cached_tokens);
-		cm_log_u64(&r, "gen_tokens", j->done.gen_tokens);
-		cm_log_u64(&r, "preemptions", j->done.preemptions);
-		cm_log_u64(&r, "finish", j->done.finish);
-		cm_log_i64(&r, "worker_queue_ns", j->done.queue_ns);
-		cm_log_i64(&r, "prefill_ns", j->done.prefill_ns);
-		cm_log_i64(&r, "decode_ns", j->done.decode_ns);
-		cm_log_i64(&r, "worker_ttft_ns", j->done.ttft_ns);
-	}
-	if (j->enq_ns) {
-		/* received -> queued: auth, parse, quota admission */
-		cm_log_i64(&r, "admit_ns", j->enq_ns - j->start_ns);
-		cm_log_i64(&r, "queue_ns", (j->disp_ns ? j->disp_ns : now) - j->enq_ns);
-	}
-	if (j->disp_ns && j->first_ns)
-		cm_log_i64(&r, "dispatch_to_first_token_ns", j->first_ns - j->disp_ns);
-	if (j->first_ns)
-		cm_log_i64(&r, "ttft_ns", j->first_ns - j->start_ns);
-	cm_log_i64(&r, "total_ns", now - j->start_ns);
-	cm_log_end(&r);
+	gw_reqlog_write(&line);
 }
 
 static void job_end(struct gw_job *j, int status, const char *outcome)
@@ -489,14 +272,6 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 		j->lookup = NULL;
 	}
 	j->stage = GW_ST_ENDED;
-	if (j->renew_ev) {
-		event_free(j->renew_ev);
-		j->renew_ev = NULL;
-	}
-	if (j->quota_to_ev) {
-		event_free(j->quota_to_ev);
-		j->quota_to_ev = NULL;
-	}
 	j->status = status;
 	j->outcome = outcome;
 	active_del(d, j);
@@ -512,25 +287,8 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 				   j->have_done ? j->done.gen_tokens : j->tokens);
 		gw_metrics_observe(d->dep.metrics, GW_HIST_E2E, cm_mono_ns() - j->start_ns);
 	}
-	if (j->local_admitted) {
-		struct gw_quota_subject s;
-
-		j->local_admitted = 0;
-		quota_subject(j, &s);
-		gw_local_limit_finish(d->local, &s);
-	}
-	if (j->quota_admitted) {
-		struct gw_quota_subject s;
-		redisAsyncContext *ac = gw_auth_redis(d->dep.auth);
-		int64_t actual = j->have_done ? (int64_t)j->done.prompt_tokens + j->done.gen_tokens
-					       : (int64_t)j->tokens;
-
-		j->quota_admitted = 0;
-		quota_subject(j, &s);
-		if (ac && gw_quota_finish_async(ac, &s, j->estimate, actual, j->lease,
-						quota_finish_done, j) == CM_OK)
-			j->refs++;
-	}
+	gw_lease_end(&j->lease, j->have_done ? (int64_t)j->done.prompt_tokens + j->done.gen_tokens
+					     : (int64_t)j->tokens);
 	job_unref(j);
 }
 
@@ -677,67 +435,17 @@ static const struct gw_request_ops gw_job_ops = { on_tokens, on_done, on_error }
 
 /* ---- placement and the queue ---------------------------------------- */
 
-/* Canonical prompt prefix for the routing key. */
-static void prompt_prefix(const struct gw_job *j, struct cm_buf *b, size_t max)
-{
-	if (j->api.prompt_kind == PROTO_PROMPT_TEXT) {
-		size_t n = j->api.text.len < max ? j->api.text.len : max;
-
-		GW_IGNORE(cm_buf_append(b, j->api.text.ptr, n));
-		return;
-	}
-	for (uint32_t i = 0; i < j->api.n_messages && cm_buf_len(b) < max; i++) {
-		const struct proto_message *m = &j->api.messages[i];
-		size_t room = max - cm_buf_len(b);
-
-		GW_IGNORE(cm_buf_append(b, m->role.ptr, m->role.len < room ? m->role.len : room));
-		GW_IGNORE(cm_buf_append(b, "\n", 1));
-		room = max > cm_buf_len(b) ? max - cm_buf_len(b) : 0;
-		GW_IGNORE(cm_buf_append(b, m->content.ptr, m->content.len < room ? m->content.len : room));
-		GW_IGNORE(cm_buf_append(b, "\n", 1));
-	}
-}
-
 /* Index of the worker for the job, or -1 when none can take it now. */
 static long place(struct gw_dispatch *d, struct gw_job *j)
 {
-	size_t n = gw_workers_count(d->dep.workers), k = 0;
-	struct gw_place_worker rw[256];
-	size_t idx[256];
-	struct gw_worker_info wi;
-	struct gw_place_key key;
-	struct gw_place_pick pick;
-	struct cm_buf pre;
-	size_t mlen = strlen(j->model);
+	const struct gw_place_policy pol = {
+		.prefix_bytes = d->cfg.route_prefix_bytes,
+		.load_factor = d->cfg.route_load_factor,
+		.round_robin = d->cfg.route_round_robin,
+	};
 
-	for (size_t i = 0; i < n && k < 256; i++) {
-		if (!gw_workers_can_take(d->dep.workers, i))
-			continue;
-		gw_workers_info(d->dep.workers, i, &wi);
-		if (wi.hello.model_name.len != mlen ||
-		    memcmp(wi.hello.model_name.ptr, j->model, mlen) != 0)
-			continue;
-		rw[k].name = wi.name;
-		rw[k].weight = 1;
-		rw[k].load = wi.inflight;
-		rw[k].healthy = true;
-		rw[k].draining = false;
-		idx[k++] = i;
-	}
-	if (k == 0)
-		return -1;
-	if (k == 1)
-		return (long)idx[0];
-	if (d->cfg.route_round_robin)
-		return (long)idx[d->rr_next++ % k];
-	cm_buf_init(&pre, d->cfg.route_prefix_bytes + 64);
-	prompt_prefix(j, &pre, d->cfg.route_prefix_bytes);
-	gw_place_key(j->ident.salt, sizeof(j->ident.salt), cm_buf_data(&pre), cm_buf_len(&pre),
-		     d->cfg.route_prefix_bytes, &key);
-	cm_buf_deinit(&pre);
-	if (gw_place_choose(&key, rw, k, d->cfg.route_load_factor, &pick) != CM_OK)
-		return (long)idx[0];
-	return (long)idx[pick.index];
+	return gw_place_request(d->dep.workers, &pol, j->model, j->ident.salt,
+				sizeof(j->ident.salt), &j->api, &d->rr_next);
 }
 
 static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
@@ -857,254 +565,118 @@ static void enqueue(struct gw_job *j)
 	pump(d);
 }
 
-/* ---- quota ----------------------------------------------------------- */
+/* ---- quota (gateway/gov/lease.h) ------------------------------------- */
 
-static void quota_renew_done(void *arg, enum cm_status st,
-			     const struct gw_quota_verdict *v, int64_t held)
+static void lease_hold(void *owner)
 {
-	struct gw_job *j = arg;
-
-	(void)v;
-	if (st == CM_OK && held == 0 && j->stage != GW_ST_ENDED)
-		cm_logf(CM_LOG_WARN, "quota_lease_lost", "request %llu: concurrency lease "
-			"had expired before its renewal", (unsigned long long)j->id);
-	job_unref(j);
+	((struct gw_job *)owner)->refs++;
 }
 
-static void arm_renew(struct gw_job *j)
+static void lease_drop(void *owner)
 {
-	int64_t ms = j->d->cfg.lease_ttl_ms / 3;
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-
-	if (j->renew_ev)
-		evtimer_add(j->renew_ev, &tv);
+	job_unref(owner);
 }
 
-static void renew_cb(evutil_socket_t fd, short what, void *arg)
+static void quota_refused(struct gw_job *j, const struct gw_quota_verdict *v)
 {
-	struct gw_job *j = arg;
-	struct gw_quota_subject s;
-	redisAsyncContext *ac = gw_auth_redis(j->d->dep.auth);
+	struct gw_api_error e;
+	uint32_t ra = v->retry_after_ms < 0 ? 0 : (uint32_t)((v->retry_after_ms + 999) / 1000);
 
-	(void)fd;
-	(void)what;
-	if (j->stage == GW_ST_ENDED || !j->quota_admitted)
-		return;
-	quota_subject(j, &s);
-	if (ac && gw_quota_renew_async(ac, &s, j->lease, j->d->cfg.lease_ttl_ms,
-				       quota_renew_done, j) == CM_OK)
-		j->refs++;
-	arm_renew(j);
+	gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
+			 "quota exceeded: %s %s%s", gw_quota_scope_name(v->scope),
+			 gw_quota_limit_name(v->limit),
+			 v->retry_after_ms < 0 ? " (the request alone exceeds the limit)" : "");
+	job_fail(j, &e, ra ? ra : (v->retry_after_ms < 0 ? 0 : 1), "quota");
 }
 
-static int limits_set(const struct gw_quota_limits *l)
+static void lease_decided(void *owner, enum cm_status st, const struct gw_quota_verdict *v)
 {
-	return l->rpm || l->tpm || l->concurrency || l->daily_tokens;
-}
+	struct gw_job *j = owner;
 
-static void quota_admit_done(void *arg, enum cm_status st,
-			     const struct gw_quota_verdict *v, int64_t count)
-{
-	struct gw_job *j = arg;
-
-	(void)count;
-	j->quota_pending = 0;
-	if (j->quota_to_ev) {
-		event_free(j->quota_to_ev);
-		j->quota_to_ev = NULL;
-	}
-	if (st == CM_OK && v->allowed)
-		j->quota_admitted = 1;
 	if (j->stage != GW_ST_QUOTA || !j->req) {
-		if (j->stage == GW_ST_QUOTA) {
+		if (j->stage == GW_ST_QUOTA)
 			job_end(j, 499, "client_gone"); /* releases the lease */
-		} else if (j->quota_admitted) {
-			/* ended while the admission was in flight: give it back */
-			struct gw_quota_subject s;
-			redisAsyncContext *ac = gw_auth_redis(j->d->dep.auth);
-
-			j->quota_admitted = 0;
-			quota_subject(j, &s);
-			if (ac && gw_quota_finish_async(ac, &s, j->estimate, 0, j->lease,
-							quota_finish_done, j) == CM_OK)
-				j->refs++;
-		}
-		job_unref(j);
+		else
+			gw_lease_end(&j->lease, 0); /* ended meanwhile: give it back */
 		return;
 	}
-	if (st != CM_OK) {
+	if (st == CM_ETIMEDOUT) {
+		job_failf(j, 503, "quota_timeout", 1, "quota service did not answer in time; retry later");
+	} else if (st != CM_OK) {
 		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
 	} else if (!v->allowed) {
-		struct gw_api_error e;
-		uint32_t ra = v->retry_after_ms < 0 ? 0
-			: (uint32_t)((v->retry_after_ms + 999) / 1000);
-
-		gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
-				 "quota exceeded: %s %s%s", gw_quota_scope_name(v->scope),
-				 gw_quota_limit_name(v->limit),
-				 v->retry_after_ms < 0 ? " (the request alone exceeds the limit)" : "");
-		job_fail(j, &e, ra ? ra : (v->retry_after_ms < 0 ? 0 : 1), "quota");
+		quota_refused(j, v);
 	} else {
-		if (limits_set(&j->ident.tenant_limits) || limits_set(&j->ident.client_limits)) {
-			j->renew_ev = evtimer_new(j->d->base, renew_cb, j);
-			arm_renew(j);
-		}
+		gw_lease_keep(&j->lease);
 		enqueue(j);
 	}
-	job_unref(j);
 }
 
-/*
- * A Redis that answers slowly: the admission's deadline passes first, the
- * client gets 503 at once, and the late reply (if any) gives back what it
- * admitted (quota_admit_done's "ended while in flight" path).
- */
-static void quota_timeout_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct gw_job *j = arg;
-
-	(void)fd;
-	(void)what;
-	if (j->quota_pending && j->stage == GW_ST_QUOTA)
-		job_failf(j, 503, "quota_timeout", 1, "quota service did not answer in time; retry later");
-}
+static const struct gw_lease_owner lease_owner = {
+	.hold = lease_hold,
+	.drop = lease_drop,
+	.decided = lease_decided,
+};
 
 static void quota_then_queue(struct gw_job *j)
 {
-	struct gw_dispatch *d = j->d;
 	struct gw_quota_subject s;
-	redisAsyncContext *ac;
-	uint8_t rnd[8];
+	struct gw_quota_verdict v;
+	int now = 0;
+	int64_t estimate;
 
-	if (!limits_set(&j->ident.tenant_limits) && !limits_set(&j->ident.client_limits)) {
+	quota_subject(j, &s);
+	if (!gw_lease_needed(&s)) {
 		enqueue(j);
 		return;
 	}
-	ac = gw_auth_redis(d->dep.auth);
-	if (!ac) {
-		/* Redis outage: this gateway's share of the limits (docs/gateway.md) */
-		struct gw_quota_verdict v;
-
-		quota_subject(j, &s);
-		gw_local_limit_admit(d->local, &s, cm_mono_ns(), &v);
-		if (!v.allowed) {
-			struct gw_api_error e;
-
-			gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
-					 "quota exceeded: %s %s", gw_quota_scope_name(v.scope),
-					 gw_quota_limit_name(v.limit));
-			job_fail(j, &e, (uint32_t)((v.retry_after_ms + 999) / 1000), "quota");
-			return;
-		}
-		j->local_admitted = 1;
-		enqueue(j);
-		return;
-	}
-	if (cm_random_bytes(rnd, sizeof(rnd)) != CM_OK)
-		memset(rnd, 0, sizeof(rnd));
-	snprintf(j->lease, sizeof(j->lease), "%02x%02x%02x%02x%02x%02x%02x%02x-%llu",
-		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7],
-		 (unsigned long long)j->id);
+	gw_lease_init(&j->lease, &j->d->lease_env, &lease_owner, j, j->id, &s);
 	/* estimate: ~4 bytes per prompt token, plus every token it may produce */
 	{
 		uint64_t bytes = j->api.text.len;
 
 		for (uint32_t i = 0; i < j->api.n_messages; i++)
 			bytes += j->api.messages[i].content.len + 8;
-		j->estimate = (int64_t)(bytes / 4 + 1 + j->api.max_tokens);
+		estimate = (int64_t)(bytes / 4 + 1 + j->api.max_tokens);
 	}
-	quota_subject(j, &s);
 	j->stage = GW_ST_QUOTA;
-	if (gw_quota_admit_async(ac, &s, j->estimate, j->lease, d->cfg.lease_ttl_ms,
-				 quota_admit_done, j) != CM_OK) {
+	if (gw_lease_admit(&j->lease, estimate, &v, &now) != CM_OK) {
 		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
 		return;
 	}
-	j->refs++;
-	j->quota_pending = 1;
-	j->quota_to_ev = evtimer_new(d->base, quota_timeout_cb, j);
-	if (j->quota_to_ev) {
-		int64_t ms = d->cfg.quota_timeout_ms > 0 ? d->cfg.quota_timeout_ms : 1000;
-		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	if (!now)
+		return; /* lease_decided */
+	if (!v.allowed) {
+		struct gw_api_error e;
 
-		evtimer_add(j->quota_to_ev, &tv);
+		gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
+				 "quota exceeded: %s %s", gw_quota_scope_name(v.scope),
+				 gw_quota_limit_name(v.limit));
+		job_fail(j, &e, (uint32_t)((v.retry_after_ms + 999) / 1000), "quota");
+		return;
 	}
+	enqueue(j);
 }
 
-/* ---- fixed endpoints --------------------------------------------------- */
-
-/* The models of the ready workers (deduplicated by name). */
-static size_t ready_models(struct gw_dispatch *d, struct gw_api_model *m, size_t max,
-			   struct gw_worker_info *wi)
-{
-	size_t n = gw_workers_count(d->dep.workers), k = 0;
-
-	for (size_t i = 0; i < n && k < max; i++) {
-		int dup = 0;
-
-		gw_workers_info(d->dep.workers, i, &wi[k]);
-		if (!wi[k].ready)
-			continue;
-		for (size_t x = 0; x < k; x++)
-			dup |= strcmp(m[x].name, wi[k].hello.model_name.ptr) == 0;
-		if (dup)
-			continue;
-		memset(&m[k], 0, sizeof(m[k]));
-		m[k].name = wi[k].hello.model_name.ptr;
-		m[k].architecture = "llama";
-		m[k].family = "llama";
-		m[k].parameter_size = "";
-		m[k].quantization = "";
-		memcpy(m[k].sha256, wi[k].hello.model_sha256, PROTO_DIGEST_LEN);
-		m[k].context_len = wi[k].hello.context_len;
-		m[k].vram_bytes = wi[k].have_stats ? wi[k].stats.device_mem_used : 0;
-		k++;
-	}
-	return k;
-}
+/* ---- fixed endpoints (gateway/api/endpoints.h) ------------------------ */
 
 static void answer_models(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
-	struct gw_api_model m[64];
-	struct gw_worker_info wi[64];
-	size_t n = ready_models(d, m, 64, wi);
 	struct cm_buf b;
-	enum cm_status st = CM_OK;
-	struct proto_str want;
 	struct gw_api_error e;
+	size_t len;
+	const uint8_t *body = gw_request_body(j->req, &len);
+	enum cm_status st;
 
 	cm_buf_init(&b, 1024 * 1024);
-	switch (j->route) {
-	case GW_PATH_OLLAMA_TAGS: st = gw_api_render_tags(&b, m, n); break;
-	case GW_PATH_OLLAMA_PS: st = gw_api_render_ps(&b, m, n); break;
-	case GW_PATH_OPENAI_MODELS: st = gw_api_render_models(&b, m, n); break;
-	default: {
-		size_t len;
-		const uint8_t *body = gw_request_body(j->req, &len);
-		size_t i;
-		struct gw_api_limits lim = d->cfg.limits;
-
-		if (gw_api_parse_show(body, len, &lim, gw_request_arena(j->req), &want, &e) != CM_OK) {
-			cm_buf_deinit(&b);
-			job_fail(j, &e, 0, "bad_request");
-			return;
-		}
-		for (i = 0; i < n; i++)
-			if (strlen(m[i].name) == want.len && memcmp(m[i].name, want.ptr, want.len) == 0)
-				break;
-		if (i == n) {
-			cm_buf_deinit(&b);
-			gw_api_error_model_not_found(&e, want.ptr, want.len);
-			job_fail(j, &e, 0, "unknown_model");
-			return;
-		}
-		st = gw_api_render_show(&b, &m[i]);
-	}
-	}
+	st = gw_api_answer_models(d->dep.workers, j->route, body, len, &d->cfg.limits,
+				  gw_request_arena(j->req), &b, &e);
 	if (st == CM_OK) {
 		respond_buf(job_take_req(j), 200, &b);
 		job_end(j, 200, "ok");
+	} else if (st == CM_EINVAL || st == CM_ENOTFOUND) {
+		job_fail(j, &e, 0, st == CM_EINVAL ? "bad_request" : "unknown_model");
 	} else {
 		job_failf(j, 500, "render", 0, "internal error");
 	}
@@ -1113,27 +685,12 @@ static void answer_models(struct gw_job *j)
 
 static void answer_readyz(struct gw_dispatch *d, struct gw_request *r)
 {
-	size_t n = gw_workers_count(d->dep.workers);
-	struct gw_worker_info wi;
 	char body[512];
+	size_t len;
+	int status = gw_api_answer_readyz(d->dep.workers, gw_auth_redis_ok(d->dep.auth),
+					  body, sizeof(body), &len);
 
-	for (size_t i = 0; i < n; i++) {
-		gw_workers_info(d->dep.workers, i, &wi);
-		if (!wi.ready) {
-			int len = snprintf(body, sizeof(body),
-					   "{\"status\":\"not ready\",\"worker\":\"%s\",\"reason\":\"%s\"}\n",
-					   wi.name, wi.not_ready_reason);
-			respond_raw(r, 503, GW_API_CT_JSON, body, (size_t)len);
-			return;
-		}
-	}
-	if (n == 0 || !gw_auth_redis_ok(d->dep.auth)) {
-		const char *msg = n == 0 ? "{\"status\":\"not ready\",\"reason\":\"no workers\"}\n"
-					 : "{\"status\":\"not ready\",\"reason\":\"redis unavailable\"}\n";
-		respond_raw(r, 503, GW_API_CT_JSON, msg, strlen(msg));
-		return;
-	}
-	respond_raw(r, 200, GW_API_CT_JSON, "{\"status\":\"ready\"}\n", 19);
+	respond_raw(r, status, GW_API_CT_JSON, body, len);
 }
 
 /* ---- request entry ---------------------------------------------------- */
@@ -1274,13 +831,13 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	gw_paths_match(gw_request_method(req), gw_request_path(req), &m);
 	if (m.status == 404 || m.route == GW_PATH_METRICS) {
 		gw_api_error_set(&e, 404, NULL, NULL, "no such endpoint");
-		respond_error_req(req, m.style, &e, 0);
+		gw_api_respond_error(req, m.style, &e, 0);
 		return;
 	}
 	if (m.status == 405) {
 		GW_IGNORE(gw_request_add_header(req, "Allow", m.allow));
 		gw_api_error_set(&e, 405, NULL, NULL, "method not allowed");
-		respond_error_req(req, m.style, &e, 0);
+		gw_api_respond_error(req, m.style, &e, 0);
 		return;
 	}
 	switch (m.route) {
@@ -1380,12 +937,21 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 		return CM_ENOMEM;
 	}
 	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK ||
+	    gw_usage_queue_new(base, deps->auth, &d->usage) != CM_OK ||
 	    gw_local_limit_new(cfg->outage_quota_fraction > 0 ? cfg->outage_quota_fraction : 1.0,
 			       &d->local) != CM_OK) {
+		gw_usage_queue_free(d->usage);
 		event_free(d->qtimer);
 		cm_free(d);
 		return CM_EINVAL;
 	}
+	d->lease_env = (struct gw_lease_env){
+		.base = base,
+		.auth = deps->auth,
+		.local = d->local,
+		.ttl_ms = cfg->lease_ttl_ms,
+		.timeout_ms = cfg->quota_timeout_ms,
+	};
 	gw_workers_set_capacity_cb(d->dep.workers, capacity_cb, d);
 	gw_auth_set_revoke_cb(d->dep.auth, on_revoke, d);
 	*out = d;
@@ -1402,40 +968,14 @@ void gw_dispatch_free(struct gw_dispatch *d)
 		if (j->stage == GW_ST_RUNNING)
 			gw_workers_cancel(d->dep.workers, (size_t)j->worker, j->id,
 					  PROTO_CANCEL_SHUTDOWN);
-		j->quota_admitted = 0; /* leases expire by themselves */
+		j->lease.admitted = 0; /* leases expire by themselves */
 		job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
 	}
-	/* give the usage records of the requests just ended (and any still
-	 * waiting) up to GW_USAGE_FLUSH_MS to reach Redis: the loop runs
+	/* the usage records of the requests just ended (and any still
+	 * waiting) get up to GW_USAGE_FLUSH_MS to reach Redis: the loop runs
 	 * again, new requests are refused meanwhile */
 	d->closing = 1;
-	{
-		int64_t until = cm_mono_ns() + GW_USAGE_FLUSH_MS * 1000000LL;
-
-		while (d->upending && gw_auth_redis(d->dep.auth) && cm_mono_ns() < until) {
-			struct timeval tv = { 0, 20000 };
-
-			event_base_loopexit(d->base, &tv);
-			event_base_dispatch(d->base);
-		}
-	}
-	/* records still unacknowledged: their replies (or the context's
-	 * teardown) free them; waiting retries are dropped */
-	while (d->upending) {
-		struct gw_usage_pending *u = d->upending;
-
-		d->upending = u->next;
-		if (u->next)
-			u->next->pprev = &d->upending;
-		u->pprev = NULL;
-		u->next = NULL;
-		u->d = NULL;
-		if (!u->in_flight) {
-			cm_logf(CM_LOG_WARN, "usage_lost", "request %s: usage not recorded "
-				"(shutdown)", u->rid);
-			usage_pending_free(u);
-		}
-	}
+	gw_usage_queue_free(d->usage);
 	gw_workers_set_capacity_cb(d->dep.workers, NULL, NULL);
 	gw_auth_set_revoke_cb(d->dep.auth, NULL, NULL);
 	gw_local_limit_free(d->local);

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/crypto.h"
 
 static const char route_label[] = "sluice-route-v1";
@@ -192,4 +193,75 @@ enum cm_status gw_place_choose(const struct gw_place_key *key,
 		out->fallback = true;
 	}
 	return CM_OK;
+}
+
+/* ---- placing one request ---------------------------------------------------- */
+
+/* For appends whose failure only shortens the key (the buffer's cap). */
+static void place_append(struct cm_buf *b, const void *p, size_t n)
+{
+	enum cm_status st = cm_buf_append(b, p, n);
+
+	(void)st;
+}
+
+/* Canonical prompt prefix for the routing key. */
+static void place_prompt_prefix(const struct gw_api_request *r, struct cm_buf *b, size_t max)
+{
+	if (r->prompt_kind == PROTO_PROMPT_TEXT) {
+		place_append(b, r->text.ptr, r->text.len < max ? r->text.len : max);
+		return;
+	}
+	for (uint32_t i = 0; i < r->n_messages && cm_buf_len(b) < max; i++) {
+		const struct proto_message *m = &r->messages[i];
+		size_t room = max - cm_buf_len(b);
+
+		place_append(b, m->role.ptr, m->role.len < room ? m->role.len : room);
+		place_append(b, "\n", 1);
+		room = max > cm_buf_len(b) ? max - cm_buf_len(b) : 0;
+		place_append(b, m->content.ptr, m->content.len < room ? m->content.len : room);
+		place_append(b, "\n", 1);
+	}
+}
+
+long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
+		      const char *model, const uint8_t *salt, size_t salt_len,
+		      const struct gw_api_request *r, size_t *rr)
+{
+	size_t n = gw_workers_count(w), k = 0;
+	struct gw_place_worker rw[256];
+	size_t idx[256];
+	struct gw_worker_info wi;
+	struct gw_place_key key;
+	struct gw_place_pick pick;
+	struct cm_buf pre;
+	size_t mlen = strlen(model);
+
+	for (size_t i = 0; i < n && k < 256; i++) {
+		if (!gw_workers_can_take(w, i))
+			continue;
+		gw_workers_info(w, i, &wi);
+		if (wi.hello.model_name.len != mlen ||
+		    memcmp(wi.hello.model_name.ptr, model, mlen) != 0)
+			continue;
+		rw[k].name = wi.name;
+		rw[k].weight = 1;
+		rw[k].load = wi.inflight;
+		rw[k].healthy = true;
+		rw[k].draining = false;
+		idx[k++] = i;
+	}
+	if (k == 0)
+		return -1;
+	if (k == 1)
+		return (long)idx[0];
+	if (p->round_robin)
+		return (long)idx[(*rr)++ % k];
+	cm_buf_init(&pre, p->prefix_bytes + 64);
+	place_prompt_prefix(r, &pre, p->prefix_bytes);
+	gw_place_key(salt, salt_len, cm_buf_data(&pre), cm_buf_len(&pre), p->prefix_bytes, &key);
+	cm_buf_deinit(&pre);
+	if (gw_place_choose(&key, rw, k, p->load_factor, &pick) != CM_OK)
+		return (long)idx[0];
+	return (long)idx[pick.index];
 }

@@ -31,6 +31,8 @@
 #ifndef SLUICE_GATEWAY_PLACEMENT_H
 #define SLUICE_GATEWAY_PLACEMENT_H
 
+#include "gateway/api/api.h"
+#include "gateway/workers.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,5 +97,23 @@ enum cm_status gw_place_choose(const struct gw_place_key *key,
 /* The rendezvous score of one worker for a key (tests, metrics). */
 double gw_place_score(const struct gw_place_key *key, const char *name,
 		      double weight);
+
+/* ---- placing one request among the gateway's workers ------------------- */
+
+struct gw_place_policy {
+	size_t prefix_bytes;   /* route.prefix_bytes: prompt bytes in the key */
+	double load_factor;    /* route.load_factor */
+	int round_robin;       /* route.policy round_robin */
+};
+
+/*
+ * Index of the worker for a request of `model` from the tenant of `salt`:
+ * among the workers that can take it now and serve that model, the one
+ * the prompt prefix's key picks (or the next in round robin, *rr the
+ * cursor).  -1 when none can take it.  At most 256 workers are considered.
+ */
+long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
+		      const char *model, const uint8_t *salt, size_t salt_len,
+		      const struct gw_api_request *r, size_t *rr);
 
 #endif

@@ -421,3 +421,27 @@ enum cm_status gw_usage_record_async(redisAsyncContext *ac,
 	}
 	return CM_OK;
 }
+
+enum gw_usage_outcome gw_usage_outcome_of(const char *outcome, int status)
+{
+	const char *o = outcome ? outcome : "";
+
+	if (strcmp(o, "ok") == 0)
+		return GW_USAGE_OK;
+	if (strcmp(o, "cancelled") == 0 || strcmp(o, "client_gone") == 0 ||
+	    strcmp(o, "revoked") == 0)
+		return GW_USAGE_CANCELLED;
+	if (strcmp(o, "worker_error") == 0 && status != 503 && status >= 500)
+		return GW_USAGE_WORKER;
+	switch (status) {
+	case 401:
+	case 403: return GW_USAGE_AUTH;
+	case 429: return GW_USAGE_QUOTA;
+	case 500: return GW_USAGE_INTERNAL;
+	case 503: return GW_USAGE_OVERLOADED;
+	default: break;
+	}
+	if (status >= 400 && status < 500)
+		return GW_USAGE_BAD_REQUEST;
+	return status >= 500 ? GW_USAGE_WORKER : GW_USAGE_OK;
+}

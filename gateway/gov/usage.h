@@ -92,6 +92,10 @@ const char *gw_usage_field_name(enum gw_usage_field f);
 /* "ok", "auth", "quota", "bad_request", ...; NULL if out of range. */
 const char *gw_usage_outcome_name(enum gw_usage_outcome o);
 
+/* The outcome a request's log outcome ("ok", "cancelled", "worker_error",
+ * ...) and HTTP status count under. */
+enum gw_usage_outcome gw_usage_outcome_of(const char *outcome, int status);
+
 /* "YYYY-MM-DD" of a Unix time (UTC).  CM_EINVAL when negative. */
 enum cm_status gw_usage_day(int64_t unix_s, char out[GW_USAGE_DAY_LEN + 1]) CM_WUR;
 /* Parses "YYYY-MM-DD" (a real calendar date) into the Unix time of its

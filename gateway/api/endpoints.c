@@ -1,0 +1,127 @@
+/*
+ * endpoints.c - /api/tags, /api/ps, /v1/models, /api/show and /readyz from
+ * the workers' HELLO and STATS (see endpoints.h).
+ */
+#include "gateway/api/endpoints.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+
+/* The models of the ready workers (deduplicated by name). */
+static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size_t max,
+			      struct gw_worker_info *wi)
+{
+	size_t n = gw_workers_count(w), k = 0;
+
+	for (size_t i = 0; i < n && k < max; i++) {
+		int dup = 0;
+
+		gw_workers_info(w, i, &wi[k]);
+		if (!wi[k].ready)
+			continue;
+		for (size_t x = 0; x < k; x++)
+			dup |= strcmp(m[x].name, wi[k].hello.model_name.ptr) == 0;
+		if (dup)
+			continue;
+		memset(&m[k], 0, sizeof(m[k]));
+		m[k].name = wi[k].hello.model_name.ptr;
+		m[k].architecture = "llama";
+		m[k].family = "llama";
+		m[k].parameter_size = "";
+		m[k].quantization = "";
+		memcpy(m[k].sha256, wi[k].hello.model_sha256, PROTO_DIGEST_LEN);
+		m[k].context_len = wi[k].hello.context_len;
+		m[k].vram_bytes = wi[k].have_stats ? wi[k].stats.device_mem_used : 0;
+		k++;
+	}
+	return k;
+}
+
+enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
+				    const void *body, size_t len,
+				    const struct gw_api_limits *lim, struct cm_arena *a,
+				    struct cm_buf *out, struct gw_api_error *e)
+{
+	struct gw_api_model m[GW_API_MODELS_MAX];
+	struct gw_worker_info wi[GW_API_MODELS_MAX];
+	size_t n = ep_ready_models(w, m, GW_API_MODELS_MAX, wi), i;
+	struct proto_str want;
+	enum cm_status st;
+
+	switch (path) {
+	case GW_PATH_OLLAMA_TAGS: return gw_api_render_tags(out, m, n);
+	case GW_PATH_OLLAMA_PS: return gw_api_render_ps(out, m, n);
+	case GW_PATH_OPENAI_MODELS: return gw_api_render_models(out, m, n);
+	default: break;
+	}
+	st = gw_api_parse_show(body, len, lim, a, &want, e);
+	if (st != CM_OK)
+		return CM_EINVAL; /* *e says why (400, or 500 when out of memory) */
+	for (i = 0; i < n; i++)
+		if (strlen(m[i].name) == want.len && memcmp(m[i].name, want.ptr, want.len) == 0)
+			break;
+	if (i == n) {
+		gw_api_error_model_not_found(e, want.ptr, want.len);
+		return CM_ENOTFOUND;
+	}
+	return gw_api_render_show(out, &m[i]);
+}
+
+int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, char *body, size_t cap,
+			 size_t *len)
+{
+	size_t n = gw_workers_count(w);
+	struct gw_worker_info wi;
+	int l;
+
+	for (size_t i = 0; i < n; i++) {
+		gw_workers_info(w, i, &wi);
+		if (!wi.ready) {
+			l = snprintf(body, cap,
+				     "{\"status\":\"not ready\",\"worker\":\"%s\",\"reason\":\"%s\"}\n",
+				     wi.name, wi.not_ready_reason);
+			*len = l < 0 ? 0 : ((size_t)l < cap ? (size_t)l : cap - 1);
+			return 503;
+		}
+	}
+	if (n == 0)
+		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"no workers\"}\n");
+	else if (!redis_ok)
+		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"redis unavailable\"}\n");
+	else
+		l = snprintf(body, cap, "{\"status\":\"ready\"}\n");
+	*len = l < 0 ? 0 : ((size_t)l < cap ? (size_t)l : cap - 1);
+	return n == 0 || !redis_ok ? 503 : 200;
+}
+
+static void ep_respond(struct gw_request *r, int status, const char *ct,
+		       const void *body, size_t len)
+{
+	if (gw_request_respond(r, status, ct, body, len) != CM_OK)
+		cm_logf(CM_LOG_DEBUG, "respond", "response not sent (client gone)");
+}
+
+void gw_api_respond_error(struct gw_request *r, enum gw_api_style style,
+			  const struct gw_api_error *e, uint32_t retry_after)
+{
+	struct cm_buf b;
+	char ra[16];
+
+	cm_buf_init(&b, 64 * 1024);
+	/* a header that does not fit only loses itself: the answer still goes */
+	if (retry_after) {
+		snprintf(ra, sizeof(ra), "%u", retry_after);
+		if (gw_request_add_header(r, "Retry-After", ra) != CM_OK)
+			cm_logf(CM_LOG_DEBUG, "respond", "Retry-After not added");
+	}
+	if (e->status == 401 &&
+	    gw_request_add_header(r, "WWW-Authenticate", "Bearer") != CM_OK)
+		cm_logf(CM_LOG_DEBUG, "respond", "WWW-Authenticate not added");
+	if (gw_api_render_error(&b, style, e) == CM_OK)
+		ep_respond(r, e->status, GW_API_CT_JSON, cm_buf_data(&b), cm_buf_len(&b));
+	else
+		ep_respond(r, 500, "text/plain", "internal error\n", 15);
+	cm_buf_deinit(&b);
+}

@@ -1,0 +1,37 @@
+/*
+ * reqlog.h - the one log line of a finished request ("request" event).
+ *
+ * Ids, counts, timings, sampling parameters and the serving worker's
+ * model digest, engine, backend and device; never prompt or completion
+ * text, never a key (the key id only).  docs/gateway.md lists the fields.
+ * Any thread; formats only when INFO is enabled.
+ */
+#ifndef SLUICE_GATEWAY_REQLOG_H
+#define SLUICE_GATEWAY_REQLOG_H
+
+#include <stdint.h>
+
+#include "gateway/api/api.h"
+#include "gateway/gov/auth.h"
+#include "gateway/http/paths.h"
+#include "gateway/workers.h"
+
+/* What the line says; pointers are NULL when the request got that far. */
+struct gw_reqlog {
+	uint64_t id;
+	enum gw_path route;
+	int status;
+	const char *outcome;                   /* "ok", "cancelled", ... */
+	const struct gw_auth_identity *ident;  /* tenant, client, key id */
+	int batch;
+	const char *model;                     /* "" before parsing */
+	const struct gw_worker_info *worker;   /* the worker it ran on */
+	const struct gw_api_request *api;      /* sampling, limits (model set) */
+	uint32_t tokens;                       /* tokens streamed */
+	const struct proto_done *done;         /* the worker's counts */
+	int64_t start_ns, enq_ns, disp_ns, first_ns; /* cm_mono_ns(); 0 = not reached */
+};
+
+void gw_reqlog_write(const struct gw_reqlog *l);
+
+#endif
