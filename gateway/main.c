@@ -4,9 +4,9 @@
  *
  * `sluice-gateway --config FILE` loads the `gateway` section
  * (gateway/settings.c), reads the pepper, and builds on one event_base:
- * the worker connections (workers.c), Redis auth (auth.c), the queue
- * (queue.c), metrics and the admin listener (metrics.c), the dispatcher
- * (dispatch.c) and the public HTTPS listener (server.c).  SIGPIPE is
+ * the worker connections (workers.c), Redis auth (gov/auth.c), the queue
+ * (queue.c), metrics (metrics.c) and the admin listener (admin/listener.c),
+ * the dispatcher (dispatch.c) and the public HTTPS listener (http/server.c).  SIGPIPE is
  * ignored, SIGHUP reloads the certificate, SIGTERM/SIGINT stop: the
  * listener closes, requests still running are cancelled on their workers
  * and answered 503, and the process exits 0.
@@ -27,6 +27,7 @@
 #include "gateway/gov/apikey.h"
 #include "gateway/gov/auth.h"
 #include "gateway/dispatch.h"
+#include "gateway/admin/listener.h"
 #include "gateway/metrics.h"
 #include "gateway/queue.h"
 #include "gateway/http/server.h"
@@ -152,6 +153,7 @@ static int gw_run(const char *path)
 	struct gw_auth *auth = NULL;
 	struct gw_queue *q = NULL;
 	struct gw_metrics *metrics = NULL;
+	struct gw_admin_listener *listener = NULL;
 	struct gw_admin_glue glue = { NULL, NULL, NULL };
 	struct gw_dispatch *disp = NULL;
 	struct gw_server *srv = NULL;
@@ -224,12 +226,15 @@ static int gw_run(const char *path)
 			goto out;
 	}
 	{
-		struct gw_metrics_admin_config mc = {
+		struct gw_admin_listener_config lc = {
 			.addr = set.admin_addr,
 			.port = (uint16_t)set.admin_port,
 		};
 
-		if (gw_metrics_new(base, &mc, &metrics, err, sizeof(err)) != CM_OK) {
+		if (gw_metrics_new(&metrics) != CM_OK)
+			goto out;
+		if (gw_admin_listener_new(base, &lc, metrics, &listener, err,
+					  sizeof(err)) != CM_OK) {
 			fprintf(stderr, "sluice-gateway: admin listener: %s\n", err);
 			goto out;
 		}
@@ -250,7 +255,7 @@ static int gw_run(const char *path)
 			fprintf(stderr, "sluice-gateway: admin API: %s\n", err);
 			goto out;
 		}
-		gw_metrics_mount_admin(metrics, admin_handle, &glue);
+		gw_admin_listener_mount(listener, admin_handle, &glue);
 	}
 	{
 		struct gw_dispatch_config dc;
@@ -291,10 +296,10 @@ static int gw_run(const char *path)
 		goto out;
 	cm_logf(CM_LOG_INFO, "listening", "public %s:%u (%s), admin %s:%u, %zu worker(s)",
 		set.listen_addr, gw_server_port(srv), set.plain_http ? "http" : "https",
-		set.admin_addr, gw_metrics_admin_port(metrics), set.workers.n);
+		set.admin_addr, gw_admin_listener_port(listener), set.workers.n);
 	/* a line for scripts and tests that start with port 0 */
 	printf("sluice-gateway listening port=%u admin_port=%u\n", gw_server_port(srv),
-	       gw_metrics_admin_port(metrics));
+	       gw_admin_listener_port(listener));
 	fflush(stdout);
 	event_base_dispatch(base);
 	rc = 0;
@@ -307,6 +312,7 @@ out:
 		event_free(ev_int);
 	gw_dispatch_free(disp);
 	gw_server_free(srv);
+	gw_admin_listener_free(listener);
 	gw_metrics_free(metrics);
 	gw_queue_free(q);
 	gw_auth_free(auth);  /* fails the admin's pending Redis operations first */
