@@ -490,11 +490,10 @@ out:
 	return st;
 }
 
-static enum cm_status cpu_create(const struct wk_model *m, uint32_t n_blocks,
-				 uint32_t block_tokens, int n_threads,
+static enum cm_status cpu_create(const struct wk_model *m, const struct wk_backend_params *p,
 				 struct wk_backend **out, char *err, size_t err_len)
 {
-	return wk_cpu_backend_create(m, n_blocks, block_tokens, n_threads, WK_Q_F16,
+	return wk_cpu_backend_create(m, p->n_blocks, p->block_tokens, p->n_threads, p->kv_type,
 				     out, err, err_len);
 }
 
@@ -531,4 +530,6 @@ const struct wk_backend_ops wk_cpu_backend_ops = {
 	.forward = cpu_forward,
 	.copy_block = cpu_copy_block,
 	.info = cpu_info,
+	.device_count = NULL,
+	.kv_blocks_for = NULL,
 };

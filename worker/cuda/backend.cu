@@ -847,12 +847,22 @@ extern "C" enum cm_status wk_cuda_backend_create(const struct wk_model *m, int d
 	return CM_OK;
 }
 
-static enum cm_status cuda_create(const struct wk_model *m, uint32_t n_blocks,
-				  uint32_t block_tokens, int n_threads, struct wk_backend **out,
-				  char *err, size_t err_len)
+static enum cm_status cuda_create(const struct wk_model *m, const struct wk_backend_params *p,
+				  struct wk_backend **out, char *err, size_t err_len)
 {
-	(void)n_threads;
-	return wk_cuda_backend_create(m, 0, n_blocks, block_tokens, out, err, err_len);
+	if (p->kv_type != WK_Q_F16) {
+		snprintf(err, err_len, "worker.kv_type: the cuda backend keeps F16 KV, found F32");
+		return CM_EUNSUPPORTED;
+	}
+	return wk_cuda_backend_create(m, p->device, p->n_blocks, p->block_tokens, out, err,
+				      err_len);
+}
+
+static enum cm_status cuda_kv_blocks_for(const struct wk_model *m,
+					 const struct wk_backend_params *p, double fraction,
+					 uint32_t *out)
+{
+	return wk_cuda_kv_blocks_for(p->device, m, p->block_tokens, fraction, out);
 }
 
 static enum cm_status cuda_copy_block(struct wk_backend *base, uint32_t dst, uint32_t src)
@@ -898,4 +908,6 @@ const struct wk_backend_ops wk_cuda_backend_ops = {
 	cuda_forward,
 	cuda_copy_block,
 	cuda_info,
+	wk_cuda_device_count,
+	cuda_kv_blocks_for,
 };

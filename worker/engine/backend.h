@@ -61,14 +61,19 @@ struct wk_backend_info {
 
 struct wk_backend;
 
+/* How a backend is created (worker/serve/backend_open.c fills it). */
+struct wk_backend_params {
+	uint32_t n_blocks;       /* KV storage: blocks ... */
+	uint32_t block_tokens;   /* ... of this many tokens */
+	int n_threads;           /* CPU: compute threads (>= 1); others ignore it */
+	int device;              /* CUDA: device index; others ignore it */
+	uint32_t kv_type;        /* WK_Q_F16 (every backend) or WK_Q_F32 (CPU only) */
+};
+
 struct wk_backend_ops {
 	const char *name;
-	/*
-	 * Creates the backend for `model` with KV storage for n_blocks blocks
-	 * of block_tokens tokens.  Writes a message into err on failure.
-	 */
-	enum cm_status (*create)(const struct wk_model *model, uint32_t n_blocks,
-				 uint32_t block_tokens, int n_threads,
+	/* Creates the backend for `model`.  Writes a message into err on failure. */
+	enum cm_status (*create)(const struct wk_model *model, const struct wk_backend_params *p,
 				 struct wk_backend **out, char *err, size_t err_len);
 	void (*destroy)(struct wk_backend *be);
 	/* logits: [n_out][vocab] floats. */
@@ -77,6 +82,16 @@ struct wk_backend_ops {
 	/* Copies block `src` to block `dst` in every layer (copy-on-write); optional (NULL). */
 	enum cm_status (*copy_block)(struct wk_backend *be, uint32_t dst, uint32_t src);
 	void (*info)(const struct wk_backend *be, struct wk_backend_info *out);
+	/*
+	 * Optional (NULL: the backend computes in host memory): devices
+	 * present, and how many KV blocks of p->block_tokens fit in `fraction`
+	 * of p->device's memory left after the weights (CM_ENOTFOUND without
+	 * that device).
+	 */
+	int (*device_count)(void);
+	enum cm_status (*kv_blocks_for)(const struct wk_model *model,
+					const struct wk_backend_params *p, double fraction,
+					uint32_t *out);
 };
 
 /* Every backend struct starts with this header so that generic code can

@@ -78,7 +78,16 @@ static void usage(FILE *f)
 		"         [--ignore-eos]\n");
 }
 
-int wk_cli_generate(int argc, char **argv)
+/* The command line, parsed. */
+struct gen_args {
+	const char *model_path, *prompt, *system, *tmpl;
+	int chat, threads;
+	uint32_t max_tokens, ctx;
+	struct wk_gen_params gp;
+};
+
+/* 0 parsed, 1 --help printed, 2 a usage error (printed). */
+static int gen_parse(int argc, char **argv, struct gen_args *a)
 {
 	static const struct option opts[] = {
 		{ "model", required_argument, NULL, 'm' },
@@ -99,10 +108,136 @@ int wk_cli_generate(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *model_path = NULL, *prompt = NULL, *system = NULL, *tmpl = NULL;
-	int chat = 0, threads = 0, ignore_eos = 0, c;
-	uint32_t max_tokens = 128, ctx = 0;
-	struct wk_gen_params gp;
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	a->max_tokens = 128;
+	wk_sampler_params_default(&a->gp.sampling);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm': a->model_path = optarg; break;
+		case 'p': a->prompt = optarg; break;
+		case 'c': a->chat = 1; break;
+		case 'S': a->system = optarg; break;
+		case 'n': a->max_tokens = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 't': a->gp.sampling.temperature = strtof(optarg, NULL); break;
+		case 'k': a->gp.sampling.top_k = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'P': a->gp.sampling.top_p = strtof(optarg, NULL); break;
+		case 'M': a->gp.sampling.min_p = strtof(optarg, NULL); break;
+		case 'r': a->gp.sampling.repeat_penalty = strtof(optarg, NULL); break;
+		case 's':
+			a->gp.sampling.seed = strtoull(optarg, NULL, 10);
+			a->gp.sampling.has_seed = true;
+			break;
+		case 'T': a->threads = atoi(optarg); break;
+		case 'C': a->ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'L': a->tmpl = optarg; break;
+		case 'E': a->gp.ignore_eos = 1; break;
+		case 'h': usage(stdout); return 1;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!a->model_path || !a->prompt || a->max_tokens == 0) {
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+/* The prompt's tokens (chat template applied with --chat), at least one. */
+static enum cm_status gen_prompt(const struct gen_args *a, const struct wk_model *m,
+				 int32_t **toks, uint32_t *n_toks, char *err, size_t err_len)
+{
+	enum cm_status st;
+
+	if (a->chat) {
+		struct wk_chat_msg msgs[2];
+		size_t n = 0;
+
+		if (a->system) {
+			msgs[n].role = "system";
+			msgs[n].content = a->system;
+			msgs[n].content_len = strlen(a->system);
+			n++;
+		}
+		msgs[n].role = "user";
+		msgs[n].content = a->prompt;
+		msgs[n].content_len = strlen(a->prompt);
+		n++;
+		st = wk_prompt_encode(m, NULL, 0, msgs, n, a->tmpl, 1, a->ctx, toks, n_toks, err,
+				      err_len);
+	} else {
+		st = wk_prompt_encode(m, a->prompt, strlen(a->prompt), NULL, 0, NULL, 1, a->ctx,
+				      toks, n_toks, err, err_len);
+	}
+	if (st != CM_OK)
+		return st;
+	if (*n_toks == 0) {
+		int32_t bos = wk_tok_bos(m->tok);
+
+		if (bos < 0) {
+			snprintf(err, err_len, "empty prompt and the model has no BOS token");
+			return CM_EINVAL;
+		}
+		(*toks)[0] = bos; /* start from BOS alone, as llama.cpp does */
+		*n_toks = 1;
+	}
+	if ((uint64_t)*n_toks + a->max_tokens > a->ctx) {
+		snprintf(err, err_len, "prompt of %u tokens plus --max-tokens %u exceeds the context of %u tokens",
+			 *n_toks, a->max_tokens, a->ctx);
+		return CM_ELIMIT;
+	}
+	return CM_OK;
+}
+
+/* Ollama's --verbose figures, on stderr. */
+static void gen_report(const struct gen_run *run, int64_t load_ns, int64_t t0)
+{
+	double pe = run->tm.prefill_ns / 1e9, ev = run->tm.decode_ns / 1e9;
+
+	fprintf(stderr,
+		"load duration:        %.3fs\n"
+		"prompt eval count:    %u token(s)\n"
+		"prompt eval duration: %.3fs\n"
+		"prompt eval rate:     %.2f tokens/s\n"
+		"eval count:           %u token(s)\n"
+		"eval duration:        %.3fs\n"
+		"eval rate:            %.2f tokens/s\n"
+		"total duration:       %.3fs\n"
+		"seed:                 %llu\n",
+		load_ns / 1e9, run->n_prompt, pe, pe > 0 ? run->n_prompt / pe : 0.0,
+		run->n_gen, ev, ev > 0 && run->n_gen > 1 ? (run->n_gen - 1) / ev : 0.0,
+		(cm_mono_ns() - t0) / 1e9, (unsigned long long)wk_gen_seed(run->gen));
+}
+
+/* Runs the one sequence to its end, streaming its text to stdout. */
+static enum cm_status gen_run_all(struct wk_sched *sched, struct gen_run *run, char *err,
+				  size_t err_len)
+{
+	const uint8_t *text;
+	size_t len;
+
+	while (!wk_sched_idle(sched)) {
+		enum cm_status st = wk_sched_step(sched);
+
+		if (st != CM_OK && st != CM_AGAIN) {
+			snprintf(err, err_len, "forward pass failed: %s", cm_status_str(st));
+			return st;
+		}
+	}
+	wk_gen_finish(run->gen, &text, &len);
+	if (len)
+		fwrite(text, 1, len, stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+	return CM_OK;
+}
+
+int wk_cli_generate(int argc, char **argv)
+{
+	static const struct wk_sched_cb cbs = { run_sample, run_emit, run_done };
+	struct gen_args a;
 	struct wk_model *m = NULL;
 	struct wk_model_opts mo = { 0 };
 	struct wk_backend *be = NULL;
@@ -112,88 +247,26 @@ int wk_cli_generate(int argc, char **argv)
 	int32_t *toks = NULL;
 	uint32_t n_toks = 0, bt = 16, n_blocks;
 	char err[1024] = "";
-	int rc = 1;
+	int rc;
 	int64_t t0;
 
-	memset(&gp, 0, sizeof(gp));
+	rc = gen_parse(argc, argv, &a);
+	if (rc != 0)
+		return rc == 1 ? 0 : 2;
+	rc = 1;
 	memset(&run, 0, sizeof(run));
-	wk_sampler_params_default(&gp.sampling);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'm': model_path = optarg; break;
-		case 'p': prompt = optarg; break;
-		case 'c': chat = 1; break;
-		case 'S': system = optarg; break;
-		case 'n': max_tokens = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 't': gp.sampling.temperature = strtof(optarg, NULL); break;
-		case 'k': gp.sampling.top_k = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'P': gp.sampling.top_p = strtof(optarg, NULL); break;
-		case 'M': gp.sampling.min_p = strtof(optarg, NULL); break;
-		case 'r': gp.sampling.repeat_penalty = strtof(optarg, NULL); break;
-		case 's':
-			gp.sampling.seed = strtoull(optarg, NULL, 10);
-			gp.sampling.has_seed = true;
-			break;
-		case 'T': threads = atoi(optarg); break;
-		case 'C': ctx = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'L': tmpl = optarg; break;
-		case 'E': ignore_eos = 1; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (!model_path || !prompt || max_tokens == 0) {
-		usage(stderr);
-		return 2;
-	}
-	if (threads <= 0)
-		threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	gp.ignore_eos = ignore_eos;
+	if (a.threads <= 0)
+		a.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	t0 = cm_mono_ns();
-	mo.chat_template = tmpl;
-	if (wk_model_load(model_path, &mo, &m, err, sizeof(err)) != CM_OK)
+	mo.chat_template = a.tmpl;
+	if (wk_model_load(a.model_path, &mo, &m, err, sizeof(err)) != CM_OK)
 		goto out;
-	if (ctx == 0 || ctx > m->hp.n_ctx_train)
-		ctx = m->hp.n_ctx_train;
-	if (chat) {
-		struct wk_chat_msg msgs[2];
-		size_t n = 0;
-
-		if (system) {
-			msgs[n].role = "system";
-			msgs[n].content = system;
-			msgs[n].content_len = strlen(system);
-			n++;
-		}
-		msgs[n].role = "user";
-		msgs[n].content = prompt;
-		msgs[n].content_len = strlen(prompt);
-		n++;
-		if (wk_prompt_encode(m, NULL, 0, msgs, n, tmpl, 1, ctx, &toks, &n_toks, err,
-				     sizeof(err)) != CM_OK)
-			goto out;
-	} else if (wk_prompt_encode(m, prompt, strlen(prompt), NULL, 0, NULL, 1, ctx, &toks,
-				    &n_toks, err, sizeof(err)) != CM_OK) {
+	if (a.ctx == 0 || a.ctx > m->hp.n_ctx_train)
+		a.ctx = m->hp.n_ctx_train;
+	if (gen_prompt(&a, m, &toks, &n_toks, err, sizeof(err)) != CM_OK)
 		goto out;
-	}
-	if (n_toks == 0) {
-		int32_t bos = wk_tok_bos(m->tok);
-
-		if (bos < 0) {
-			snprintf(err, sizeof(err), "empty prompt and the model has no BOS token");
-			goto out;
-		}
-		toks[0] = bos; /* start from BOS alone, as llama.cpp does */
-		n_toks = 1;
-	}
-	if ((uint64_t)n_toks + max_tokens > ctx) {
-		snprintf(err, sizeof(err), "prompt of %u tokens plus --max-tokens %u exceeds the context of %u tokens",
-			 n_toks, max_tokens, ctx);
-		goto out;
-	}
-	n_blocks = (n_toks + max_tokens + bt - 1) / bt + 1;
-	if (wk_cpu_backend_create(m, n_blocks, bt, threads, WK_Q_F16, &be, err, sizeof(err)) != CM_OK)
+	n_blocks = (n_toks + a.max_tokens + bt - 1) / bt + 1;
+	if (wk_cpu_backend_create(m, n_blocks, bt, a.threads, WK_Q_F16, &be, err, sizeof(err)) != CM_OK)
 		goto out;
 	kv = wk_kv_new(n_blocks, bt);
 	run.ws = wk_sampler_ws_new(m->hp.n_vocab);
@@ -201,53 +274,24 @@ int wk_cli_generate(int argc, char **argv)
 		snprintf(err, sizeof(err), "out of memory");
 		goto out;
 	}
-	if (wk_gen_new(m, &gp, &run.gen, err, sizeof(err)) != CM_OK ||
+	if (wk_gen_new(m, &a.gp, &run.gen, err, sizeof(err)) != CM_OK ||
 	    wk_gen_accept_prompt(run.gen, toks, n_toks) != CM_OK)
 		goto out;
 	{
-		struct wk_sched_config sc = { 1, 512, ctx, m->hp.n_vocab };
-		static const struct wk_sched_cb cbs = { run_sample, run_emit, run_done };
+		struct wk_sched_config sc = { 1, 512, a.ctx, m->hp.n_vocab };
 		uint8_t salt[32] = { 0 };
-		struct wk_seq_params sp = { 1, NULL, salt, toks, n_toks, max_tokens, 0 };
+		struct wk_seq_params sp = { 1, NULL, salt, toks, n_toks, a.max_tokens, 0 };
 		struct wk_seq *q;
 		int64_t load_ns = cm_mono_ns() - t0;
-		const uint8_t *text;
-		size_t len;
-		double pe, ev;
 
 		sched = wk_sched_new(&sc, be, kv, &cbs, &run);
 		if (!sched || wk_sched_submit(sched, &sp, &q) != CM_OK) {
 			snprintf(err, sizeof(err), "cannot start the generation");
 			goto out;
 		}
-		while (!wk_sched_idle(sched)) {
-			enum cm_status st = wk_sched_step(sched);
-
-			if (st != CM_OK && st != CM_AGAIN) {
-				snprintf(err, sizeof(err), "forward pass failed: %s", cm_status_str(st));
-				goto out;
-			}
-		}
-		wk_gen_finish(run.gen, &text, &len);
-		if (len)
-			fwrite(text, 1, len, stdout);
-		fputc('\n', stdout);
-		fflush(stdout);
-		pe = run.tm.prefill_ns / 1e9;
-		ev = run.tm.decode_ns / 1e9;
-		fprintf(stderr,
-			"load duration:        %.3fs\n"
-			"prompt eval count:    %u token(s)\n"
-			"prompt eval duration: %.3fs\n"
-			"prompt eval rate:     %.2f tokens/s\n"
-			"eval count:           %u token(s)\n"
-			"eval duration:        %.3fs\n"
-			"eval rate:            %.2f tokens/s\n"
-			"total duration:       %.3fs\n"
-			"seed:                 %llu\n",
-			load_ns / 1e9, run.n_prompt, pe, pe > 0 ? run.n_prompt / pe : 0.0,
-			run.n_gen, ev, ev > 0 && run.n_gen > 1 ? (run.n_gen - 1) / ev : 0.0,
-			(cm_mono_ns() - t0) / 1e9, (unsigned long long)wk_gen_seed(run.gen));
+		if (gen_run_all(sched, &run, err, sizeof(err)) != CM_OK)
+			goto out;
+		gen_report(&run, load_ns, t0);
 	}
 	rc = 0;
 out:

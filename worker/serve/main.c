@@ -13,22 +13,14 @@
 
 #include "common/config.h"
 #include "common/status.h"
+#include "worker/serve/backend_open.h"
 #include "worker/serve/cli.h"
 #include "worker/serve/server.h"
-#ifdef SLUICE_HAVE_CUDA
-#include "worker/cuda/probe.h"
-#endif
 
 #ifdef SLUICE_GIT_COMMIT
 #define WK_VERSION SLUICE_VERSION " (" SLUICE_GIT_COMMIT ")"
 #else
 #define WK_VERSION SLUICE_VERSION
-#endif
-
-#ifdef SLUICE_HAVE_CUDA
-#define WK_BACKENDS "cpu,cuda"
-#else
-#define WK_BACKENDS "cpu"
 #endif
 
 /*
@@ -110,26 +102,20 @@ static void wk_usage(FILE *f)
 
 static int wk_probe(void)
 {
-#ifdef SLUICE_HAVE_CUDA
 	char desc[512];
-	enum cm_status st = wk_cuda_probe(desc, sizeof(desc));
+	enum cm_status st = wk_backend_probe(desc, sizeof(desc));
 
 	printf("%s\n", desc);
-	if (st == CM_ENOTFOUND)
+	if (st == CM_ENOTFOUND || st == CM_EUNSUPPORTED)
 		return 3;
 	return st == CM_OK ? 0 : 1;
-#else
-	printf("cuda: not built (configure with nvcc present or "
-	       "-DSLUICE_CUDA=ON)\n");
-	return 3;
-#endif
 }
 
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
 		printf("sluice-worker %s backends: %s\n", WK_VERSION,
-		       WK_BACKENDS);
+		       wk_backend_names());
 		return 0;
 	}
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||

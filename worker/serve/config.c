@@ -1,0 +1,117 @@
+/*
+ * config.c - the `worker` configuration section: every key with its type,
+ * default, bounds and doc string (docs/configuration.md is generated from
+ * it), and the checks a loaded file must pass before the worker starts.
+ */
+#include "worker/serve/config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/limits.h"
+
+static const char *const mode_choices[] = { "0600", "0660" };
+static const char *const backend_choices[] = { "auto", "cpu", "cuda" };
+static const char *const kv_type_choices[] = { "F16", "F32" };
+static const char *const level_choices[] = { "debug", "info", "warn", "error" };
+
+static const struct cm_cfg_key wk_server_keys[] = {
+	CM_CFG_STRING(struct wk_server_cfg, name, "worker-0", 64,
+		      "Name of this worker in HELLO, logs and `sluicectl worker drain`."),
+	CM_CFG_STRING(struct wk_server_cfg, model, NULL, 4096,
+		      "Path of the GGUF model file (required)."),
+	CM_CFG_STRING(struct wk_server_cfg, model_name, NULL, 128,
+		      "Model name clients ask for; default: the file name without `.gguf`."),
+	CM_CFG_STRING(struct wk_server_cfg, model_sha256, NULL, 64,
+		      "Pinned SHA-256 (hex) of the model file: checked before serving, a mismatch refuses to start."),
+	CM_CFG_STRING(struct wk_server_cfg, socket, NULL, 107,
+		      "Path of the Unix stream socket to listen on (required)."),
+	CM_CFG_ENUM(struct wk_server_cfg, socket_mode, 0, mode_choices,
+		    "Permissions of the socket file."),
+	CM_CFG_STRING(struct wk_server_cfg, socket_group, NULL, 64,
+		      "Group owning the socket file (with mode 0660)."),
+	CM_CFG_STRLIST(struct wk_server_cfg, allowed_uids, NULL, 64, 32,
+		       "Peer uids (numbers or user names) allowed to connect, checked with SO_PEERCRED; default: the worker's own uid."),
+	CM_CFG_ENUM(struct wk_server_cfg, backend, 0, backend_choices,
+		    "Compute backend; `auto` picks CUDA when built and a device is present."),
+	CM_CFG_INT(struct wk_server_cfg, device, 0, 0, 64, "GPU index for the CUDA backend."),
+	CM_CFG_INT(struct wk_server_cfg, threads, 0, 0, 1024,
+		   "Compute threads of the CPU backend; 0 = every online CPU."),
+	CM_CFG_SIZE(struct wk_server_cfg, kv_cache_bytes, 0, 0, (int64_t)1 << 50,
+		    "Bytes of KV cache; 0 = `kv_cache_fraction` of the free memory."),
+	CM_CFG_DOUBLE(struct wk_server_cfg, kv_cache_fraction, 0.25, 0.01, 0.95,
+		      "Fraction of free memory (RAM, or device memory after the weights) given to the KV cache when `kv_cache_bytes` is 0."),
+	CM_CFG_ENUM(struct wk_server_cfg, kv_type, 0, kv_type_choices,
+		    "Element type of the KV cache."),
+	CM_CFG_INT(struct wk_server_cfg, block_tokens, CM_LIM_KV_BLOCK_TOKENS, 4, 256,
+		   "Tokens per KV block (prefix-cache granularity)."),
+	CM_CFG_INT(struct wk_server_cfg, max_running, CM_LIM_MAX_RUNNING_SEQS, 1, 4096,
+		   "Sequences in the running batch."),
+	CM_CFG_INT(struct wk_server_cfg, step_tokens, CM_LIM_STEP_TOKEN_BUDGET, 1, 65536,
+		   "Token budget of one scheduler step (decode tokens first, then prefill chunks)."),
+	CM_CFG_INT(struct wk_server_cfg, max_waiting, 1024, 1, 1000000,
+		   "Requests waiting for admission; beyond, SUBMIT gets ERROR overloaded."),
+	CM_CFG_INT(struct wk_server_cfg, context, 0, 0, 1 << 24,
+		   "Context length served; 0 = the model's training context (capped by the KV cache)."),
+	CM_CFG_STRING(struct wk_server_cfg, chat_template, NULL, 32,
+		      "Chat template family overriding the model's own (llama3, llama2, mistral, chatml, phi3, gemma, zephyr)."),
+	CM_CFG_INT(struct wk_server_cfg, max_connections, CM_LIM_WORKER_CONNECTIONS, 1, 1024,
+		   "Gateway connections accepted at once."),
+	CM_CFG_DURATION(struct wk_server_cfg, stats_interval_ms, 1000, 50, 60000,
+			"Interval between STATS frames."),
+	CM_CFG_DURATION(struct wk_server_cfg, drain_timeout_ms, 30000, 0, 3600000,
+			"On SIGTERM, how long running requests may finish before they are cancelled."),
+	CM_CFG_ENUM(struct wk_server_cfg, log_level, 1, level_choices, "Minimum log level."),
+};
+
+const struct cm_cfg_section wk_server_section =
+	CM_CFG_SECTION("worker", struct wk_server_cfg, wk_server_keys,
+		       "The worker process: model, socket, KV cache and scheduler.");
+
+enum cm_status wk_server_cfg_load(const char *path, struct wk_server_cfg *cfg, char *err,
+				  size_t err_len)
+{
+	const struct cm_cfg_section *secs[1] = { &wk_server_section };
+	void *structs[1] = { cfg };
+	char lerr[1024];
+
+	if (cm_cfg_load_file(path, secs, structs, 1, lerr, sizeof(lerr)) != CM_OK) {
+		snprintf(err, err_len, "%s", lerr);
+		return CM_EINVAL;
+	}
+	if (!cfg->model || !cfg->socket) {
+		snprintf(err, err_len, "%s: worker.%s: expected a path, found nothing", path,
+			 !cfg->model ? "model" : "socket");
+		goto bad;
+	}
+	if (cfg->model_sha256 && strlen(cfg->model_sha256) != 64) {
+		snprintf(err, err_len, "%s: worker.model_sha256: expected 64 hex digits, found %zu characters",
+			 path, strlen(cfg->model_sha256));
+		goto bad;
+	}
+	if (!cfg->model_name) {
+		const char *base = strrchr(cfg->model, '/');
+		size_t n;
+
+		base = base ? base + 1 : cfg->model;
+		n = strlen(base);
+		if (n > 5 && strcmp(base + n - 5, ".gguf") == 0)
+			n -= 5;
+		cfg->model_name = cm_strndup(base, n);
+		if (!cfg->model_name) {
+			snprintf(err, err_len, "out of memory");
+			wk_server_cfg_deinit(cfg);
+			return CM_ENOMEM;
+		}
+	}
+	return CM_OK;
+bad:
+	wk_server_cfg_deinit(cfg);
+	return CM_EINVAL;
+}
+
+void wk_server_cfg_deinit(struct wk_server_cfg *cfg)
+{
+	cm_cfg_free(&wk_server_section, cfg);
+}

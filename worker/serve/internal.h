@@ -1,0 +1,105 @@
+/*
+ * internal.h - what the files of worker/serve/ share: the server, its
+ * gateway connections and their requests, and the functions each file
+ * lends the others.  Nothing outside worker/serve/ includes it.
+ *
+ * server.c        setup, teardown, the poll loop, embedding, the serve CLI
+ * conn.c          connections: accept, peer check, frames in and out, STATS
+ * request.c       SUBMIT, CANCEL, PING, DRAIN and the scheduler callbacks
+ * config.c        the `worker` configuration section
+ * backend_open.c  backend choice, KV sizing and creation
+ *
+ * Thread: the scheduler thread only (the loop, the callbacks).
+ * Invariant: a request belongs to exactly one connection and, until its
+ * DONE/ERROR, to exactly one scheduler sequence; closing a connection
+ * cancels its requests, which frees their KV blocks at once.
+ */
+#ifndef SLUICE_WORKER_SERVE_INTERNAL_H
+#define SLUICE_WORKER_SERVE_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "proto/proto.h"
+#include "worker/engine/backend.h"
+#include "worker/engine/gen.h"
+#include "worker/engine/kv.h"
+#include "worker/engine/sampler.h"
+#include "worker/engine/sched.h"
+#include "worker/model/model.h"
+#include "worker/serve/server.h"
+
+struct wk_serve_conn;
+
+struct wk_serve_req {
+	struct wk_serve_req *next;        /* in conn->reqs */
+	struct wk_serve_conn *conn;       /* NULL once the connection is gone */
+	uint64_t id;
+	struct wk_seq *seq;
+	struct wk_gen *gen;
+	int probe;
+	uint64_t ping_nonce;
+	int64_t t_last_token;
+	int32_t last_token;
+	uint8_t klass;
+};
+
+struct wk_serve_conn {
+	int fd;
+	uid_t uid;
+	struct proto_decoder *dec;
+	struct cm_buf out;
+	struct wk_serve_req *reqs;
+	uint32_t n_reqs;
+	int dead;                /* close at the end of this iteration */
+	int draining;            /* DRAIN received on this connection */
+};
+
+struct wk_server {
+	const struct wk_server_cfg *cfg;
+	struct wk_model *model;
+	struct wk_backend *be;
+	struct wk_kv *kv;
+	struct wk_sched *sched;
+	struct wk_sampler_ws *ws;
+	uint32_t n_ctx;
+	int listen_fd;
+	struct wk_serve_conn **conns;
+	uint32_t n_conns;
+	uid_t *allowed;
+	size_t n_allowed;
+	int draining;
+	int64_t drain_deadline;
+	int64_t next_stats;
+	uint64_t ttft_hist[PROTO_HIST_BUCKETS];
+	uint64_t itl_hist[PROTO_HIST_BUCKETS];
+	uint64_t gen_tokens, prompt_tokens;
+	uint64_t last_prefill, last_decode;
+	int64_t last_stats_t;
+	char backend_name[16];
+	char device[128];
+	struct wk_serve_req *orphans;     /* requests whose connection closed mid-step */
+};
+
+/* ---- conn.c ------------------------------------------------------------------ */
+
+void wk_serve_hist_add(uint64_t *h, int64_t ns);
+void wk_serve_conn_send(struct wk_serve_conn *c, const struct proto_msg *m);
+void wk_serve_send_error(struct wk_serve_conn *c, uint64_t id, uint16_t code, const char *msg);
+void wk_serve_conn_flush(struct wk_serve_conn *c);
+void wk_serve_handle_msg(struct wk_server *s, struct wk_serve_conn *c, const struct proto_msg *m);
+struct wk_serve_conn *wk_serve_conn_new(struct wk_server *s, int fd, uid_t uid);
+void wk_serve_accept_conn(struct wk_server *s);
+void wk_serve_conn_close(struct wk_server *s, uint32_t idx);
+void wk_serve_conn_input(struct wk_server *s, struct wk_serve_conn *c, const void *data, size_t n);
+void wk_serve_conn_read(struct wk_server *s, struct wk_serve_conn *c);
+void wk_serve_send_stats(struct wk_server *s, int64_t now);
+int wk_serve_conn_index(const struct wk_server *s, int fd);
+
+/* ---- request.c --------------------------------------------------------------- */
+
+/* The scheduler's callbacks (sample, emit, done); owner: the wk_server. */
+extern const struct wk_sched_cb wk_serve_sched_cb;
+
+#endif
