@@ -1,5 +1,5 @@
 /*
- * fuzz_tokenizer.c - libFuzzer target for worker/text/tokenizer.c.
+ * fuzz_tokenizer.c - libFuzzer target for the tokenizer (worker/text/vocab.c, encode.c, detok.c).
  *
  * Input: byte 0 selects the encode flags (bits 0..2) and the vocabulary
  * (bits 3..7, modulo their number), the rest is the text, which is

@@ -4,7 +4,7 @@
  * regular expressions the reference tokenizers use (leftmost match,
  * alternatives tried in order, greedy quantifiers, lookahead and `$`
  * bounded by the current chunk, text between matches kept as its own
- * word).  No regex engine is involved.  See tokenizer_pre.h.
+ * word).  No regex engine is involved.  See pretok.h.
  */
 #include "worker/text/pretok.h"
 

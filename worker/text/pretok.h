@@ -1,6 +1,6 @@
 /*
  * pretok.h - pre-tokenizers of the byte-level BPE families, shared
- * by worker/text/tokenizer.c and worker/text/pretok.c only (internal).
+ * by worker/text/encode.c and worker/text/pretok.c only (internal).
  *
  * A pre-tokenizer is a list of patterns, each a hand-written matcher that
  * gives the same matches as one reference regex (see docs/tokenizers.md).

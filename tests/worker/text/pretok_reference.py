@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """pretok_reference.py DRIVER - checks the hand-written pre-tokenizers of
-worker/text/tokenizer.c against the reference regexes (as llama.cpp applies
+worker/text/encode.c against the reference regexes (as llama.cpp applies
 them: one after the other over the chunks, unmatched text kept) run by the
 Python `regex` module, on random strings.  Exit 77 when `regex` is absent.
 """

@@ -1,5 +1,5 @@
 /*
- * test_tokenizer.c - worker/text/tokenizer.c: the shared test vectors (every
+ * test_tokenizer.c - worker/text/{vocab,vocab_gguf,encode,detok}.c: the shared test vectors (every
  * ggml-vocab-*.gguf in ../shared/testdata/tokenizer must match exactly),
  * special-token policy, streaming detokenization, invalid UTF-8 policy,
  * SPM byte-fallback round trips and vocabulary validation.
