@@ -9,7 +9,7 @@
  * Parsing uses jansson (with JSON_REJECT_DUPLICATES); jansson's own
  * allocations are not routed through cm_malloc, ours are.
  */
-#include "common/config.h"
+#include "common/config_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,308 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
 #include "common/alloc.h"
 #include "common/limits.h"
-
-#define CFG_PATH_MAX 256     /* longest key path shown in a message */
-#define CFG_SHOW_BYTES 40    /* longest string value echoed in a message */
-#define CFG_SUGGEST_MAX 64   /* longest name considered for suggestions */
-
-struct cfg_ctx {
-	char *err;
-	size_t errlen;
-	const char *origin;  /* file path prefix for messages, or NULL */
-	char path[CFG_PATH_MAX];
-	size_t plen;
-};
-
-/* ===================================================================
- * Messages
- * =================================================================== */
-
-static void cfg_err(struct cfg_ctx *c, const char *fmt, ...) CM_PRINTF(2, 3);
-
-static void cfg_err(struct cfg_ctx *c, const char *fmt, ...)
-{
-	va_list ap;
-	int n = 0;
-
-	if (!c->err || c->errlen == 0)
-		return;
-	if (c->origin)
-		n = snprintf(c->err, c->errlen, "%s: ", c->origin);
-	if (n < 0 || (size_t)n >= c->errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
-	va_end(ap);
-}
-
-/* Appends printable, escaped, truncated text of s[len] to out[n]. */
-static void cfg_quote(const char *s, size_t len, char *out, size_t n)
-{
-	size_t o = 0, i;
-
-	if (n < 8) {
-		if (n)
-			out[0] = '\0';
-		return;
-	}
-	out[o++] = '"';
-	for (i = 0; i < len && i < CFG_SHOW_BYTES && o + 6 < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch == '"' || ch == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			o += (size_t)snprintf(out + o, n - o, "\\x%02x", ch);
-		} else {
-			out[o++] = (char)ch;
-		}
-	}
-	if (i < len && o + 5 < n) {
-		memcpy(out + o, "...", 3);
-		o += 3;
-	}
-	out[o++] = '"';
-	out[o] = '\0';
-}
-
-/* Shortest round-tripping text, always recognisable as a real ("5.0"). */
-static void cfg_fmt_double(double d, char *out, size_t n)
-{
-	snprintf(out, n, "%.15g", d);
-	if (strtod(out, NULL) != d)
-		snprintf(out, n, "%.17g", d);
-	if (!strpbrk(out, ".eni") && strlen(out) + 3 <= n)
-		strcat(out, ".0");
-}
-
-/* Describes a found JSON value: `5`, `"abc"`, `true`, `an array`, ... */
-static void cfg_describe(const json_t *v, unsigned flags, char *out, size_t n)
-{
-	switch (json_typeof(v)) {
-	case JSON_NULL:
-		snprintf(out, n, "null");
-		break;
-	case JSON_TRUE:
-		snprintf(out, n, "true");
-		break;
-	case JSON_FALSE:
-		snprintf(out, n, "false");
-		break;
-	case JSON_INTEGER:
-		if (flags & CM_CFG_F_SECRET)
-			snprintf(out, n, "a number (secret, not shown)");
-		else
-			snprintf(out, n, "%" JSON_INTEGER_FORMAT,
-				 json_integer_value(v));
-		break;
-	case JSON_REAL:
-		if (flags & CM_CFG_F_SECRET)
-			snprintf(out, n, "a number (secret, not shown)");
-		else
-			cfg_fmt_double(json_real_value(v), out, n);
-		break;
-	case JSON_STRING:
-		if (flags & CM_CFG_F_SECRET)
-			snprintf(out, n, "a string (secret, not shown)");
-		else
-			cfg_quote(json_string_value(v), json_string_length(v),
-				  out, n);
-		break;
-	case JSON_ARRAY:
-		snprintf(out, n, "an array of %zu elements", json_array_size(v));
-		break;
-	case JSON_OBJECT:
-	default:
-		snprintf(out, n, "an object");
-		break;
-	}
-}
-
-/* "1GiB", "4MiB", "1000" */
-static void cfg_fmt_size(uint64_t v, char *out, size_t n)
-{
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
-	int u = -1;
-
-	while (v != 0 && v % 1024 == 0 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u < 0)
-		snprintf(out, n, "%" PRIu64, v);
-	else
-		snprintf(out, n, "%" PRIu64 "%s", v, units[u]);
-}
-
-/* "10s", "2m", "1h", "250ms" */
-static void cfg_fmt_duration(int64_t ms, char *out, size_t n)
-{
-	if (ms != 0 && ms % 3600000 == 0)
-		snprintf(out, n, "%" PRId64 "h", ms / 3600000);
-	else if (ms != 0 && ms % 60000 == 0)
-		snprintf(out, n, "%" PRId64 "m", ms / 60000);
-	else if (ms != 0 && ms % 1000 == 0)
-		snprintf(out, n, "%" PRId64 "s", ms / 1000);
-	else
-		snprintf(out, n, "%" PRId64 "ms", ms);
-}
-
-/* Writes the "expected ..." phrase of a key (without the found part). */
-static void cfg_expected(const struct cm_cfg_key *k, char *out, size_t n)
-{
-	char lo[32], hi[32];
-	size_t o;
-
-	switch (k->type) {
-	case CM_CFG_T_BOOL:
-		snprintf(out, n, "true or false");
-		break;
-	case CM_CFG_T_INT:
-		snprintf(out, n, "an integer in [%" PRId64 ", %" PRId64 "]",
-			 k->min_i, k->max_i);
-		break;
-	case CM_CFG_T_DOUBLE:
-		cfg_fmt_double(k->min_d, lo, sizeof(lo));
-		cfg_fmt_double(k->max_d, hi, sizeof(hi));
-		snprintf(out, n, "a number in [%s, %s]", lo, hi);
-		break;
-	case CM_CFG_T_STRING:
-		snprintf(out, n, "a string of at most %zu bytes", k->max_len);
-		break;
-	case CM_CFG_T_ENUM:
-		o = (size_t)snprintf(out, n, "one of");
-		for (size_t i = 0; i < k->n_choices && o < n; i++)
-			o += (size_t)snprintf(out + o, n - o, "%s \"%s\"",
-					      i ? "," : "", k->choices[i]);
-		break;
-	case CM_CFG_T_SIZE:
-		cfg_fmt_size((uint64_t)k->min_i, lo, sizeof(lo));
-		cfg_fmt_size((uint64_t)k->max_i, hi, sizeof(hi));
-		snprintf(out, n, "a size in [%s, %s]", lo, hi);
-		break;
-	case CM_CFG_T_DURATION:
-		cfg_fmt_duration(k->min_i, lo, sizeof(lo));
-		cfg_fmt_duration(k->max_i, hi, sizeof(hi));
-		snprintf(out, n, "a duration in [%s, %s]", lo, hi);
-		break;
-	case CM_CFG_T_STRLIST:
-		snprintf(out, n, "an array of at most %zu strings", k->max_count);
-		break;
-	case CM_CFG_T_OBJLIST:
-		snprintf(out, n, "an array of at most %zu objects", k->max_count);
-		break;
-	case CM_CFG_T_OBJECT:
-	default:
-		snprintf(out, n, "an object");
-		break;
-	}
-}
-
-/* "<path>: expected <k's expectation>, found <v>" */
-static void cfg_err_value(struct cfg_ctx *c, const struct cm_cfg_key *k,
-			  const json_t *v)
-{
-	char exp[512], found[96];
-
-	cfg_expected(k, exp, sizeof(exp));
-	cfg_describe(v, k->flags, found, sizeof(found));
-	cfg_err(c, "%s: expected %s, found %s", c->path, exp, found);
-}
-
-/* ===================================================================
- * Key paths ("gateway.workers[2].socket")
- * =================================================================== */
-
-static size_t cfg_path_push(struct cfg_ctx *c, const char *fmt, ...)
-	CM_PRINTF(2, 3);
-
-/* Appends to the path; returns the previous length for cfg_path_pop. */
-static size_t cfg_path_push(struct cfg_ctx *c, const char *fmt, ...)
-{
-	size_t old = c->plen;
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(c->path + c->plen, sizeof(c->path) - c->plen, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		c->plen += (size_t)n;
-	if (c->plen >= sizeof(c->path))
-		c->plen = sizeof(c->path) - 1;
-	return old;
-}
-
-static void cfg_path_pop(struct cfg_ctx *c, size_t old)
-{
-	c->plen = old;
-	c->path[old] = '\0';
-}
-
-/* ===================================================================
- * Suggestions for unknown names
- * =================================================================== */
-
-static size_t cfg_edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t row[CFG_SUGGEST_MAX + 1];
-
-	if (la > CFG_SUGGEST_MAX || lb > CFG_SUGGEST_MAX)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j];
-			size_t best = diag + (a[i - 1] != b[j - 1]);
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	return row[lb];
-}
-
-/*
- * Keeps `cand` in *best when it is closer to `s` than *best_d and close
- * enough to be a typo (at most a third of the length, at most 3 edits).
- */
-static void cfg_consider(const char *s, const char *cand, const char **best,
-			 size_t *best_d)
-{
-	size_t limit = strlen(cand) / 3 + 1;
-	size_t d = cfg_edit_distance(s, cand);
-
-	if (limit > 3)
-		limit = 3;
-	if (d <= limit && d < *best_d) {
-		*best = cand;
-		*best_d = d;
-	}
-}
-
-/* Writes ' (did you mean "x"?)' or "" into out[n]. */
-static void cfg_fmt_suggestion(const char *best, char *out, size_t n)
-{
-	if (best)
-		snprintf(out, n, " (did you mean \"%s\"?)", best);
-	else if (n)
-		out[0] = '\0';
-}
 
 /* ===================================================================
  * Value parsing
@@ -575,7 +275,7 @@ static enum cm_status cfg_apply_int_like(struct cfg_ctx *c,
 		goto bad_format;
 	}
 	if (iv < k->min_i || iv > k->max_i) {
-		cfg_err_value(c, k, v);
+		cm_cfg_err_value(c, k, v);
 		return CM_EINVAL;
 	}
 	if (k->type == CM_CFG_T_SIZE)
@@ -585,17 +285,17 @@ static enum cm_status cfg_apply_int_like(struct cfg_ctx *c,
 	return CM_OK;
 
 bad_format:
-	cfg_expected(k, exp, sizeof(exp));
-	cfg_describe(v, k->flags, found, sizeof(found));
+	cm_cfg_expected(k, exp, sizeof(exp));
+	cm_cfg_describe(v, k->flags, found, sizeof(found));
 	if (k->type == CM_CFG_T_SIZE)
-		cfg_err(c, "%s: expected %s (an integer number of bytes or a "
+		cm_cfg_err(c, "%s: expected %s (an integer number of bytes or a "
 			"string like \"512MiB\"), found %s", c->path, exp, found);
 	else if (k->type == CM_CFG_T_DURATION)
-		cfg_err(c, "%s: expected %s (integer milliseconds or a string "
+		cm_cfg_err(c, "%s: expected %s (integer milliseconds or a string "
 			"like \"500ms\", \"10s\", \"2m\"), found %s",
 			c->path, exp, found);
 	else
-		cfg_err_value(c, k, v);
+		cm_cfg_err_value(c, k, v);
 	return CM_EINVAL;
 }
 
@@ -605,13 +305,13 @@ static enum cm_status cfg_check_string(struct cfg_ctx *c, const json_t *v,
 	char found[96];
 
 	if (!json_is_string(v)) {
-		cfg_describe(v, flags, found, sizeof(found));
-		cfg_err(c, "%s: expected a string of at most %zu bytes, found %s",
+		cm_cfg_describe(v, flags, found, sizeof(found));
+		cm_cfg_err(c, "%s: expected a string of at most %zu bytes, found %s",
 			c->path, max_len, found);
 		return CM_EINVAL;
 	}
 	if (json_string_length(v) > max_len) {
-		cfg_err(c, "%s: expected a string of at most %zu bytes, found "
+		cm_cfg_err(c, "%s: expected a string of at most %zu bytes, found "
 			"a string of %zu bytes", c->path, max_len,
 			json_string_length(v));
 		return CM_EINVAL;
@@ -630,21 +330,21 @@ static enum cm_status cfg_apply_strlist(struct cfg_ctx *c,
 	size_t n;
 
 	if (!json_is_array(v)) {
-		cfg_err_value(c, k, v);
+		cm_cfg_err_value(c, k, v);
 		return CM_EINVAL;
 	}
 	n = json_array_size(v);
 	if (n > k->max_count) {
-		cfg_err(c, "%s: expected an array of at most %zu strings, "
+		cm_cfg_err(c, "%s: expected an array of at most %zu strings, "
 			"found %zu", c->path, k->max_count, n);
 		return CM_EINVAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		size_t old = cfg_path_push(c, "[%zu]", i);
+		size_t old = cm_cfg_path_push(c, "[%zu]", i);
 
 		s = cfg_check_string(c, json_array_get(v, i), k->max_len,
 				     k->flags);
-		cfg_path_pop(c, old);
+		cm_cfg_path_pop(c, old);
 		if (s != CM_OK)
 			return s;
 	}
@@ -682,12 +382,12 @@ static enum cm_status cfg_apply_objlist(struct cfg_ctx *c,
 	size_t n;
 
 	if (!json_is_array(v)) {
-		cfg_err_value(c, k, v);
+		cm_cfg_err_value(c, k, v);
 		return CM_EINVAL;
 	}
 	n = json_array_size(v);
 	if (n > k->max_count) {
-		cfg_err(c, "%s: expected an array of at most %zu objects, "
+		cm_cfg_err(c, "%s: expected an array of at most %zu objects, "
 			"found %zu", c->path, k->max_count, n);
 		return CM_EINVAL;
 	}
@@ -698,7 +398,7 @@ static enum cm_status cfg_apply_objlist(struct cfg_ctx *c,
 	}
 	for (size_t i = 0; i < n; i++) {
 		void *item = (char *)nl.items + i * sub->struct_size;
-		size_t old = cfg_path_push(c, "[%zu]", i);
+		size_t old = cm_cfg_path_push(c, "[%zu]", i);
 
 		/* item i is zeroed (calloc): freeing it when partly filled is
 		 * safe, so count it before filling */
@@ -707,7 +407,7 @@ static enum cm_status cfg_apply_objlist(struct cfg_ctx *c,
 		if (s == CM_OK)
 			s = cfg_apply_object(c, sub, json_array_get(v, i), item,
 					     false);
-		cfg_path_pop(c, old);
+		cm_cfg_path_pop(c, old);
 		if (s != CM_OK)
 			goto out;
 	}
@@ -780,7 +480,7 @@ static enum cm_status cfg_apply_key(struct cfg_ctx *c,
 			break;
 		return cfg_apply_object(c, k->sub, v, f, false);
 	}
-	cfg_err_value(c, k, v);
+	cm_cfg_err_value(c, k, v);
 	return CM_EINVAL;
 }
 
@@ -808,8 +508,8 @@ static enum cm_status cfg_apply_object(struct cfg_ctx *c,
 	if (!json_is_object(obj)) {
 		char found[96];
 
-		cfg_describe(obj, 0, found, sizeof(found));
-		cfg_err(c, "%s: expected an object, found %s", c->path, found);
+		cm_cfg_describe(obj, 0, found, sizeof(found));
+		cm_cfg_err(c, "%s: expected an object, found %s", c->path, found);
 		return CM_EINVAL;
 	}
 	json_object_foreach((json_t *)obj, name, v) {
@@ -823,17 +523,17 @@ static enum cm_status cfg_apply_object(struct cfg_ctx *c,
 			size_t best_d = SIZE_MAX;
 
 			for (size_t i = 0; i < sec->n_keys; i++)
-				cfg_consider(name, sec->keys[i].name, &best,
+				cm_cfg_consider(name, sec->keys[i].name, &best,
 					     &best_d);
-			cfg_fmt_suggestion(best, sug, sizeof(sug));
-			cfg_quote(name, strlen(name), q, sizeof(q));
-			cfg_err(c, "unknown key %s in %s\"%s\"%s", q,
+			cm_cfg_fmt_suggestion(best, sug, sizeof(sug));
+			cm_cfg_quote(name, strlen(name), q, sizeof(q));
+			cm_cfg_err(c, "unknown key %s in %s\"%s\"%s", q,
 				is_section ? "section " : "", c->path, sug);
 			return CM_EINVAL;
 		}
-		old = cfg_path_push(c, ".%s", k->name);
+		old = cm_cfg_path_push(c, ".%s", k->name);
 		s = cfg_apply_key(c, k, v, st);
-		cfg_path_pop(c, old);
+		cm_cfg_path_pop(c, old);
 		if (s != CM_OK)
 			return s;
 	}
@@ -842,7 +542,7 @@ static enum cm_status cfg_apply_object(struct cfg_ctx *c,
 
 		if ((k->flags & CM_CFG_F_REQUIRED) &&
 		    !json_object_get(obj, k->name)) {
-			cfg_err(c, "%s.%s: required key is missing", c->path,
+			cm_cfg_err(c, "%s.%s: required key is missing", c->path,
 				k->name);
 			return CM_EINVAL;
 		}
@@ -864,8 +564,8 @@ static enum cm_status cfg_load_json(struct cfg_ctx *c, const json_t *root,
 	if (!json_is_object(root)) {
 		char found[96];
 
-		cfg_describe(root, 0, found, sizeof(found));
-		cfg_err(c, "expected a JSON object whose members are sections, "
+		cm_cfg_describe(root, 0, found, sizeof(found));
+		cm_cfg_err(c, "expected a JSON object whose members are sections, "
 			"found %s", found);
 		return CM_EINVAL;
 	}
@@ -882,17 +582,17 @@ static enum cm_status cfg_load_json(struct cfg_ctx *c, const json_t *root,
 			size_t best_d = SIZE_MAX;
 
 			for (size_t j = 0; j < n; j++)
-				cfg_consider(name, sections[j]->name, &best,
+				cm_cfg_consider(name, sections[j]->name, &best,
 					     &best_d);
-			cfg_fmt_suggestion(best, sug, sizeof(sug));
-			cfg_quote(name, strlen(name), q, sizeof(q));
-			cfg_err(c, "unknown section %s%s", q, sug);
+			cm_cfg_fmt_suggestion(best, sug, sizeof(sug));
+			cm_cfg_quote(name, strlen(name), q, sizeof(q));
+			cm_cfg_err(c, "unknown section %s%s", q, sug);
 			return CM_EINVAL;
 		}
-		cfg_path_pop(c, 0);
-		cfg_path_push(c, "%s", sections[i]->name);
+		cm_cfg_path_pop(c, 0);
+		cm_cfg_path_push(c, "%s", sections[i]->name);
 		s = cfg_apply_object(c, sections[i], v, structs[i], true);
-		cfg_path_pop(c, 0);
+		cm_cfg_path_pop(c, 0);
 		if (s != CM_OK)
 			return s;
 	}
@@ -915,7 +615,7 @@ static enum cm_status cfg_load(struct cfg_ctx *c, const char *text, size_t len,
 	for (i = 0; i < n; i++) {
 		s = cm_cfg_defaults(sections[i], structs[i]);
 		if (s != CM_OK) {
-			cfg_err(c, "out of memory setting defaults");
+			cm_cfg_err(c, "out of memory setting defaults");
 			goto out;
 		}
 	}
@@ -926,14 +626,14 @@ static enum cm_status cfg_load(struct cfg_ctx *c, const char *text, size_t len,
 				 "error: %s", c->origin, jerr.line, jerr.column,
 				 jerr.text);
 		else
-			cfg_err(c, "JSON syntax error at line %d, column %d: "
+			cm_cfg_err(c, "JSON syntax error at line %d, column %d: "
 				"%s", jerr.line, jerr.column, jerr.text);
 		s = CM_EFORMAT;
 		goto out;
 	}
 	s = cfg_load_json(c, root, sections, structs, n);
 	if (s == CM_ENOMEM)
-		cfg_err(c, "out of memory while loading the configuration");
+		cm_cfg_err(c, "out of memory while loading the configuration");
 out:
 	json_decref(root);
 	if (s != CM_OK)
@@ -952,7 +652,7 @@ enum cm_status cm_cfg_load_string(const char *text, size_t len,
 	if (len > CM_LIM_CONFIG_FILE_BYTES) {
 		for (size_t i = 0; i < n; i++)
 			memset(structs[i], 0, sections[i]->struct_size);
-		cfg_err(&c, "configuration is %zu bytes, over the %d-byte limit",
+		cm_cfg_err(&c, "configuration is %zu bytes, over the %d-byte limit",
 			len, CM_LIM_CONFIG_FILE_BYTES);
 		return CM_ELIMIT;
 	}
@@ -974,7 +674,7 @@ enum cm_status cm_cfg_load_file(const char *path,
 		memset(structs[i], 0, sections[i]->struct_size);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		cfg_err(&c, "cannot open: %s", strerror(errno));
+		cm_cfg_err(&c, "cannot open: %s", strerror(errno));
 		s = errno == ENOENT ? CM_ENOTFOUND : CM_EIO;
 		goto out;
 	}
@@ -983,21 +683,21 @@ enum cm_status cm_cfg_load_file(const char *path,
 		ssize_t r;
 
 		if (want == 0) {
-			cfg_err(&c, "file is larger than the %d-byte limit",
+			cm_cfg_err(&c, "file is larger than the %d-byte limit",
 				CM_LIM_CONFIG_FILE_BYTES);
 			s = CM_ELIMIT;
 			goto out;
 		}
 		s = cm_buf_reserve(&b, want);
 		if (s != CM_OK) {
-			cfg_err(&c, "out of memory reading the file");
+			cm_cfg_err(&c, "out of memory reading the file");
 			goto out;
 		}
 		r = read(fd, cm_buf_tail(&b), want);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			cfg_err(&c, "cannot read: %s", strerror(errno));
+			cm_cfg_err(&c, "cannot read: %s", strerror(errno));
 			s = CM_EIO;
 			goto out;
 		}
@@ -1046,187 +746,5 @@ out:
 	for (i = 0; structs && i < n; i++)
 		cm_free(structs[i]);
 	cm_free(structs);
-	return s;
-}
-
-/* ===================================================================
- * Markdown documentation
- * =================================================================== */
-
-static const char *cfg_type_name(enum cm_cfg_type t)
-{
-	switch (t) {
-	case CM_CFG_T_BOOL: return "bool";
-	case CM_CFG_T_INT: return "integer";
-	case CM_CFG_T_DOUBLE: return "number";
-	case CM_CFG_T_STRING: return "string";
-	case CM_CFG_T_ENUM: return "enum";
-	case CM_CFG_T_SIZE: return "size";
-	case CM_CFG_T_DURATION: return "duration";
-	case CM_CFG_T_STRLIST: return "list of strings";
-	case CM_CFG_T_OBJLIST: return "list of objects";
-	case CM_CFG_T_OBJECT: return "object";
-	}
-	return "?";
-}
-
-/* Appends text with '|' escaped and newlines folded (one table cell). */
-static enum cm_status cfg_md_cell(struct cm_buf *out, const char *s)
-{
-	enum cm_status st = CM_OK;
-
-	for (; s && *s && st == CM_OK; s++) {
-		if (*s == '|')
-			st = cm_buf_append(out, "\\|", 2);
-		else if (*s == '\n' || *s == '\r')
-			st = cm_buf_append(out, " ", 1);
-		else
-			st = cm_buf_append(out, s, 1);
-	}
-	return st;
-}
-
-static enum cm_status cfg_md_default(const struct cm_cfg_key *k,
-				     struct cm_buf *out)
-{
-	char tmp[64];
-
-	if (k->flags & CM_CFG_F_REQUIRED)
-		return cm_buf_append_str(out, "required");
-	switch (k->type) {
-	case CM_CFG_T_BOOL:
-		return cm_buf_append_str(out, k->def_i ? "`true`" : "`false`");
-	case CM_CFG_T_INT:
-		return cm_buf_printf(out, "`%" PRId64 "`", k->def_i);
-	case CM_CFG_T_DOUBLE:
-		cfg_fmt_double(k->def_d, tmp, sizeof(tmp));
-		return cm_buf_printf(out, "`%s`", tmp);
-	case CM_CFG_T_STRING:
-		if (!k->def_s)
-			return cm_buf_append_str(out, "unset");
-		if (k->flags & CM_CFG_F_SECRET)
-			return cm_buf_append_str(out, "(secret)");
-		return cm_buf_printf(out, "`\"%s\"`", k->def_s);
-	case CM_CFG_T_ENUM:
-		if (k->def_i < 0 || (size_t)k->def_i >= k->n_choices)
-			return CM_EINVAL; /* a broken table: a bug in a module */
-		return cm_buf_printf(out, "`\"%s\"`", k->choices[k->def_i]);
-	case CM_CFG_T_SIZE:
-		cfg_fmt_size((uint64_t)k->def_i, tmp, sizeof(tmp));
-		return cm_buf_printf(out, "`%s`", tmp);
-	case CM_CFG_T_DURATION:
-		cfg_fmt_duration(k->def_i, tmp, sizeof(tmp));
-		return cm_buf_printf(out, "`%s`", tmp);
-	case CM_CFG_T_STRLIST: {
-		enum cm_status s = cm_buf_append_str(out, "`[");
-
-		for (size_t i = 0; s == CM_OK && k->def_list && k->def_list[i];
-		     i++)
-			s = cm_buf_printf(out, "%s\"%s\"", i ? ", " : "",
-					  k->def_list[i]);
-		return s == CM_OK ? cm_buf_append_str(out, "]`") : s;
-	}
-	case CM_CFG_T_OBJLIST:
-		return cm_buf_append_str(out, "`[]`");
-	case CM_CFG_T_OBJECT:
-		return cm_buf_append_str(out, "see below");
-	}
-	return CM_OK;
-}
-
-static enum cm_status cfg_md_bounds(const struct cm_cfg_key *k,
-				    struct cm_buf *out)
-{
-	char lo[32], hi[32];
-	enum cm_status s = CM_OK;
-
-	switch (k->type) {
-	case CM_CFG_T_INT:
-		return cm_buf_printf(out, "%" PRId64 " to %" PRId64, k->min_i,
-				     k->max_i);
-	case CM_CFG_T_DOUBLE:
-		cfg_fmt_double(k->min_d, lo, sizeof(lo));
-		cfg_fmt_double(k->max_d, hi, sizeof(hi));
-		return cm_buf_printf(out, "%s to %s", lo, hi);
-	case CM_CFG_T_SIZE:
-		cfg_fmt_size((uint64_t)k->min_i, lo, sizeof(lo));
-		cfg_fmt_size((uint64_t)k->max_i, hi, sizeof(hi));
-		return cm_buf_printf(out, "%s to %s", lo, hi);
-	case CM_CFG_T_DURATION:
-		cfg_fmt_duration(k->min_i, lo, sizeof(lo));
-		cfg_fmt_duration(k->max_i, hi, sizeof(hi));
-		return cm_buf_printf(out, "%s to %s", lo, hi);
-	case CM_CFG_T_STRING:
-		return cm_buf_printf(out, "at most %zu bytes", k->max_len);
-	case CM_CFG_T_ENUM:
-		for (size_t i = 0; s == CM_OK && i < k->n_choices; i++)
-			s = cm_buf_printf(out, "%s`\"%s\"`", i ? ", " : "",
-					  k->choices[i]);
-		return s;
-	case CM_CFG_T_STRLIST:
-		return cm_buf_printf(out, "at most %zu, each at most %zu bytes",
-				     k->max_count, k->max_len);
-	case CM_CFG_T_OBJLIST:
-		return cm_buf_printf(out, "at most %zu", k->max_count);
-	case CM_CFG_T_BOOL:
-	case CM_CFG_T_OBJECT:
-		break;
-	}
-	return CM_OK;
-}
-
-static enum cm_status cfg_md_rows(const struct cm_cfg_section *sec,
-				  const char *prefix, struct cm_buf *out,
-				  int depth)
-{
-	enum cm_status s = CM_OK;
-
-	if (depth > 8)
-		return CM_EINVAL; /* a cyclic table: a bug in a module */
-	for (size_t i = 0; s == CM_OK && i < sec->n_keys; i++) {
-		const struct cm_cfg_key *k = &sec->keys[i];
-
-		s = cm_buf_printf(out, "| `%s%s` | %s | ", prefix, k->name,
-				  cfg_type_name(k->type));
-		if (s == CM_OK)
-			s = cfg_md_default(k, out);
-		if (s == CM_OK)
-			s = cm_buf_append_str(out, " | ");
-		if (s == CM_OK)
-			s = cfg_md_bounds(k, out);
-		if (s == CM_OK)
-			s = cm_buf_append_str(out, " | ");
-		if (s == CM_OK)
-			s = cfg_md_cell(out, k->doc);
-		if (s == CM_OK)
-			s = cm_buf_append_str(out, " |\n");
-		if (s == CM_OK && (k->type == CM_CFG_T_OBJECT ||
-				   k->type == CM_CFG_T_OBJLIST)) {
-			char sub[CFG_PATH_MAX];
-
-			snprintf(sub, sizeof(sub), "%s%s%s", prefix, k->name,
-				 k->type == CM_CFG_T_OBJECT ? "." : "[].");
-			s = cfg_md_rows(k->sub, sub, out, depth + 1);
-		}
-	}
-	return s;
-}
-
-enum cm_status cm_cfg_doc_markdown(const struct cm_cfg_section *sec,
-				   struct cm_buf *out)
-{
-	enum cm_status s;
-
-	s = cm_buf_printf(out, "### Section `%s`\n\n", sec->name);
-	if (s == CM_OK && sec->doc)
-		s = cm_buf_printf(out, "%s\n\n", sec->doc);
-	if (s == CM_OK)
-		s = cm_buf_append_str(out,
-				      "| Key | Type | Default | Bounds | Description |\n"
-				      "| --- | --- | --- | --- | --- |\n");
-	if (s == CM_OK)
-		s = cfg_md_rows(sec, "", out, 0);
-	if (s == CM_OK)
-		s = cm_buf_append_str(out, "\n");
 	return s;
 }
