@@ -26,7 +26,7 @@
  *
  * Thread: any; the object is immutable after open.
  */
-#include "worker/model/gguf.h"
+#include "worker/model/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,36 +52,6 @@
 #define WK_GGUF_KV_MIN_BYTES 14u
 /* name (8 + 1) + n_dims 4 + one dim 8 + type 4 + offset 8. */
 #define WK_GGUF_TENSOR_MIN_BYTES 33u
-
-struct gguf_kv {
-	char *key;             /* NUL-terminated copy */
-	enum wk_gguf_vtype type;
-	uint64_t off;          /* file offset of the value (string: its bytes;
-				  array: its first element) */
-	uint64_t len;          /* string: bytes; array: element count */
-	enum wk_gguf_vtype elem_type; /* arrays only */
-	uint64_t *str_offs;    /* string arrays: file offset of each element's
-				  u64 length prefix */
-};
-
-struct wk_gguf {
-	const uint8_t *base;
-	uint64_t size;
-	int mapped;            /* base is our mmap */
-	uint32_t version;
-	uint32_t alignment;
-	uint64_t data_off;     /* start of the tensor data section */
-
-	uint64_t n_kv;
-	struct gguf_kv *kv;
-	uint32_t *kv_index;    /* hash slots: kv index + 1, 0 = empty */
-	uint64_t kv_mask;
-
-	uint64_t n_tensors;
-	struct wk_gguf_tensor *tensors;
-	uint32_t *t_index;
-	uint64_t t_mask;
-};
 
 /* Parsing state: a cursor over the file plus the error sink. */
 struct gguf_parse {
@@ -120,7 +90,7 @@ static const char *vtype_name(uint32_t t)
 }
 
 /* Bytes of a fixed-size value; 0 for string/array/unknown. */
-static uint32_t vtype_size(uint32_t t)
+uint32_t wk_gguf_vtype_size(uint32_t t)
 {
 	switch (t) {
 	case WK_GGUF_U8: case WK_GGUF_I8: case WK_GGUF_BOOL: return 1;
@@ -181,7 +151,7 @@ static uint64_t index_slots(uint64_t n)
  * Returns the entry index or -1; *slot_out gets the empty slot where it
  * would go.
  */
-static int64_t index_find(const uint32_t *slots, uint64_t mask, const char *name,
+int64_t wk_gguf_index_find(const uint32_t *slots, uint64_t mask, const char *name,
 			  const char *(*name_of)(const struct wk_gguf *, uint64_t),
 			  const struct wk_gguf *g, uint64_t *slot_out)
 {
@@ -199,12 +169,12 @@ static int64_t index_find(const uint32_t *slots, uint64_t mask, const char *name
 	return -1;
 }
 
-static const char *kv_name_of(const struct wk_gguf *g, uint64_t i)
+const char *wk_gguf_kv_name_of(const struct wk_gguf *g, uint64_t i)
 {
 	return g->kv[i].key;
 }
 
-static const char *tensor_name_of(const struct wk_gguf *g, uint64_t i)
+const char *wk_gguf_tensor_name_of(const struct wk_gguf *g, uint64_t i)
 {
 	return g->tensors[i].name;
 }
@@ -336,7 +306,7 @@ static enum cm_status read_array(struct gguf_parse *p, const char *key, int dept
 		return fail(p, CM_EFORMAT,
 			    "key '%s': array of %llu elements exceeds the limit of %u",
 			    key, (unsigned long long)count, CM_LIM_GGUF_ARRAY_ELEMS_HARD);
-	min_elem = et == WK_GGUF_STRING ? 8 : et == WK_GGUF_ARRAY ? 12 : vtype_size(et);
+	min_elem = et == WK_GGUF_STRING ? 8 : et == WK_GGUF_ARRAY ? 12 : wk_gguf_vtype_size(et);
 	/* count <= 2^24 and min_elem <= 12: the product cannot overflow */
 	if (count * min_elem > left(p))
 		return fail(p, CM_EFORMAT,
@@ -387,7 +357,7 @@ static enum cm_status skip_value(struct gguf_parse *p, const char *key,
 	}
 	if (type == WK_GGUF_ARRAY)
 		return read_array(p, key, depth, NULL);
-	sz = vtype_size(type);
+	sz = wk_gguf_vtype_size(type);
 	if (!sz)
 		return fail(p, CM_EFORMAT, "key '%s': unknown value type %u (expected 0..12)",
 			    key, type);
@@ -422,7 +392,7 @@ static enum cm_status read_kvs(struct gguf_parse *p)
 		st = copy_name(p, "key", i, WK_GGUF_KEY_MAX, &kv->key);
 		if (st != CM_OK)
 			return st;
-		if (index_find(g->kv_index, g->kv_mask, kv->key, kv_name_of, g, &slot) >= 0)
+		if (wk_gguf_index_find(g->kv_index, g->kv_mask, kv->key, wk_gguf_kv_name_of, g, &slot) >= 0)
 			return fail(p, CM_EFORMAT, "key '%s': duplicate key (entry #%llu)",
 				    kv->key, (unsigned long long)i);
 		g->kv_index[slot] = (uint32_t)(i + 1);
@@ -491,7 +461,7 @@ static enum cm_status read_tensor_info(struct gguf_parse *p, uint64_t i, uint64_
 	if (st != CM_OK)
 		return st;
 	t->name = name;
-	if (index_find(g->t_index, g->t_mask, name, tensor_name_of, g, &slot) >= 0)
+	if (wk_gguf_index_find(g->t_index, g->t_mask, name, wk_gguf_tensor_name_of, g, &slot) >= 0)
 		return fail(p, CM_EFORMAT, "tensor '%s': duplicate tensor name (entry #%llu)",
 			    name, (unsigned long long)i);
 	g->t_index[slot] = (uint32_t)(i + 1);
@@ -787,237 +757,4 @@ void wk_gguf_close(struct wk_gguf *g)
 	if (g->mapped)
 		munmap((void *)g->base, (size_t)g->size);
 	cm_free(g);
-}
-
-uint32_t wk_gguf_version(const struct wk_gguf *g)
-{
-	return g->version;
-}
-
-uint64_t wk_gguf_file_size(const struct wk_gguf *g)
-{
-	return g->size;
-}
-
-/* ==== metadata access =============================================== */
-
-int64_t wk_gguf_find_key(const struct wk_gguf *g, const char *key)
-{
-	if (!g->kv_index || !key)
-		return -1;
-	return index_find(g->kv_index, g->kv_mask, key, kv_name_of, g, NULL);
-}
-
-uint64_t wk_gguf_n_kv(const struct wk_gguf *g)
-{
-	return g->n_kv;
-}
-
-const char *wk_gguf_key_name(const struct wk_gguf *g, uint64_t i)
-{
-	return i < g->n_kv ? g->kv[i].key : NULL;
-}
-
-enum wk_gguf_vtype wk_gguf_key_type(const struct wk_gguf *g, uint64_t i)
-{
-	return i < g->n_kv ? g->kv[i].type : WK_GGUF_U8;
-}
-
-static const struct gguf_kv *find_kv(const struct wk_gguf *g, const char *key)
-{
-	int64_t i = wk_gguf_find_key(g, key);
-
-	return i < 0 ? NULL : &g->kv[i];
-}
-
-/* Integer scalar as a sign flag + magnitude; CM_EFORMAT for non-integers. */
-static enum cm_status read_int(const struct wk_gguf *g, const char *key, int *neg,
-			       uint64_t *mag)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-	const uint8_t *v;
-	int64_t s = 0;
-	uint64_t u = 0;
-	int is_signed = 0;
-
-	if (!kv)
-		return CM_ENOTFOUND;
-	v = g->base + kv->off;
-	switch (kv->type) {
-	case WK_GGUF_U8: u = v[0]; break;
-	case WK_GGUF_I8: s = (int8_t)v[0]; is_signed = 1; break;
-	case WK_GGUF_U16: { uint16_t x; memcpy(&x, v, 2); u = x; break; }
-	case WK_GGUF_I16: { int16_t x; memcpy(&x, v, 2); s = x; is_signed = 1; break; }
-	case WK_GGUF_U32: { uint32_t x; memcpy(&x, v, 4); u = x; break; }
-	case WK_GGUF_I32: { int32_t x; memcpy(&x, v, 4); s = x; is_signed = 1; break; }
-	case WK_GGUF_U64: memcpy(&u, v, 8); break;
-	case WK_GGUF_I64: memcpy(&s, v, 8); is_signed = 1; break;
-	default: return CM_EFORMAT;
-	}
-	if (is_signed && s < 0) {
-		*neg = 1;
-		*mag = (uint64_t)(-(s + 1)) + 1;
-	} else {
-		*neg = 0;
-		*mag = is_signed ? (uint64_t)s : u;
-	}
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_get_u32(const struct wk_gguf *g, const char *key, uint32_t *out)
-{
-	int neg;
-	uint64_t m;
-	enum cm_status st = read_int(g, key, &neg, &m);
-
-	if (st != CM_OK)
-		return st;
-	if (neg || m > UINT32_MAX)
-		return CM_EFORMAT;
-	*out = (uint32_t)m;
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_get_u64(const struct wk_gguf *g, const char *key, uint64_t *out)
-{
-	int neg;
-	uint64_t m;
-	enum cm_status st = read_int(g, key, &neg, &m);
-
-	if (st != CM_OK)
-		return st;
-	if (neg)
-		return CM_EFORMAT;
-	*out = m;
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_get_i64(const struct wk_gguf *g, const char *key, int64_t *out)
-{
-	int neg;
-	uint64_t m;
-	enum cm_status st = read_int(g, key, &neg, &m);
-
-	if (st != CM_OK)
-		return st;
-	if (neg) {
-		if (m > (uint64_t)INT64_MAX + 1)
-			return CM_EFORMAT;
-		*out = m == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)m;
-	} else {
-		if (m > (uint64_t)INT64_MAX)
-			return CM_EFORMAT;
-		*out = (int64_t)m;
-	}
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_get_f32(const struct wk_gguf *g, const char *key, float *out)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-
-	if (!kv)
-		return CM_ENOTFOUND;
-	if (kv->type == WK_GGUF_F32) {
-		memcpy(out, g->base + kv->off, 4);
-		return CM_OK;
-	}
-	if (kv->type == WK_GGUF_F64) {
-		double d;
-
-		memcpy(&d, g->base + kv->off, 8);
-		*out = (float)d;
-		return CM_OK;
-	}
-	return CM_EFORMAT;
-}
-
-enum cm_status wk_gguf_get_bool(const struct wk_gguf *g, const char *key, int *out)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-
-	if (!kv)
-		return CM_ENOTFOUND;
-	if (kv->type != WK_GGUF_BOOL)
-		return CM_EFORMAT;
-	*out = g->base[kv->off] != 0;
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_get_str(const struct wk_gguf *g, const char *key,
-			       struct wk_gguf_str *out)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-
-	if (!kv)
-		return CM_ENOTFOUND;
-	if (kv->type != WK_GGUF_STRING)
-		return CM_EFORMAT;
-	out->ptr = (const char *)g->base + kv->off;
-	out->len = kv->len;
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_get_arr(const struct wk_gguf *g, const char *key,
-			       enum wk_gguf_vtype *elem_type, uint64_t *count)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-
-	if (!kv)
-		return CM_ENOTFOUND;
-	if (kv->type != WK_GGUF_ARRAY)
-		return CM_EFORMAT;
-	*elem_type = kv->elem_type;
-	*count = kv->len;
-	return CM_OK;
-}
-
-enum cm_status wk_gguf_arr_str(const struct wk_gguf *g, const char *key, uint64_t i,
-			       struct wk_gguf_str *out)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-	uint64_t off, len;
-
-	if (!kv)
-		return CM_ENOTFOUND;
-	if (kv->type != WK_GGUF_ARRAY || kv->elem_type != WK_GGUF_STRING)
-		return CM_EFORMAT;
-	if (i >= kv->len)
-		return CM_EINVAL;
-	off = kv->str_offs[i];
-	memcpy(&len, g->base + off, 8);
-	out->ptr = (const char *)g->base + off + 8;
-	out->len = len;
-	return CM_OK;
-}
-
-const void *wk_gguf_arr_data(const struct wk_gguf *g, const char *key)
-{
-	const struct gguf_kv *kv = find_kv(g, key);
-
-	if (!kv || kv->type != WK_GGUF_ARRAY || !vtype_size(kv->elem_type))
-		return NULL;
-	return g->base + kv->off;
-}
-
-/* ==== tensor access ================================================= */
-
-uint64_t wk_gguf_n_tensors(const struct wk_gguf *g)
-{
-	return g->n_tensors;
-}
-
-const struct wk_gguf_tensor *wk_gguf_tensor(const struct wk_gguf *g, uint64_t i)
-{
-	return i < g->n_tensors ? &g->tensors[i] : NULL;
-}
-
-const struct wk_gguf_tensor *wk_gguf_find_tensor(const struct wk_gguf *g, const char *name)
-{
-	int64_t i;
-
-	if (!g->t_index || !name)
-		return NULL;
-	i = index_find(g->t_index, g->t_mask, name, tensor_name_of, g, NULL);
-	return i < 0 ? NULL : &g->tensors[i];
 }
