@@ -1,0 +1,740 @@
+/*
+ * model_synth.c - `sluice-model synth`: a model file with deterministic
+ * random weights (same options and seed give the same bytes) and a
+ * generated SentencePiece-style vocabulary, each tensor streamed to disk
+ * as it is generated and quantised (two threads), so the 8b preset never
+ * holds more than a few MiB of weights in memory.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/crypto.h"
+#include "common/limits.h"
+#include "worker/model/gguf.h"
+#include "tools/gguf_write.h"
+#include "worker/model/model_config.h"
+#include "worker/model/quant.h"
+#include "tools/model_cli.h"
+
+
+/* ==== synth: vocabulary ============================================= */
+
+struct template_def {
+	const char *name;
+	const char *text;          /* NULL: no tokenizer.chat_template */
+	const char *const *controls; /* control tokens the template needs */
+	const char *eot;           /* end-of-turn token or NULL */
+	int bos_is_first_control;  /* bos = controls[0] (llama3) */
+};
+
+static const char *const ctl_chatml[] = { "<|im_start|>", "<|im_end|>", NULL };
+static const char *const ctl_llama3[] = { "<|begin_of_text|>", "<|start_header_id|>",
+					  "<|end_header_id|>", "<|eot_id|>", NULL };
+static const char *const ctl_phi3[] = { "<|system|>", "<|user|>", "<|assistant|>",
+					"<|end|>", NULL };
+static const char *const ctl_gemma[] = { "<start_of_turn>", "<end_of_turn>", NULL };
+static const char *const ctl_none[] = { NULL };
+
+static const struct template_def templates[] = {
+	{ "chatml",
+	  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+	  "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
+	  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
+	  ctl_chatml, "<|im_end|>", 0 },
+	{ "llama3",
+	  "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + "
+	  "message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + "
+	  "'<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+	  "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
+	  ctl_llama3, "<|eot_id|>", 1 },
+	{ "llama2",
+	  "{% if messages[0]['role'] == 'system' %}{% set sys = '<<SYS>>\\n' + "
+	  "messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% set rest = messages[1:] %}"
+	  "{% else %}{% set sys = '' %}{% set rest = messages %}{% endif %}"
+	  "{% for message in rest %}{% if message['role'] == 'user' %}"
+	  "{% if loop.index0 == 0 %}{{ bos_token + '[INST] ' + sys + message['content'] | trim "
+	  "+ ' [/INST]' }}{% else %}{{ bos_token + '[INST] ' + message['content'] | trim + "
+	  "' [/INST]' }}{% endif %}{% elif message['role'] == 'assistant' %}"
+	  "{{ ' ' + message['content'] | trim + ' ' + eos_token }}{% endif %}{% endfor %}",
+	  ctl_none, NULL, 0 },
+	{ "mistral",
+	  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+	  "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
+	  "'assistant' %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}",
+	  ctl_none, NULL, 0 },
+	{ "zephyr",
+	  "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
+	  "message['content'] + eos_token + '\\n' }}{% endfor %}"
+	  "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}",
+	  ctl_none, NULL, 0 },
+	{ "phi3",
+	  "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
+	  "message['content'] + '<|end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+	  "{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}",
+	  ctl_phi3, "<|end|>", 0 },
+	{ "gemma",
+	  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}"
+	  "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+	  "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
+	  "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+	  "{{ '<start_of_turn>model\\n' }}{% endif %}",
+	  ctl_gemma, "<end_of_turn>", 0 },
+	{ "none", NULL, ctl_none, NULL, 0 },
+};
+
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_BYTE = 6 };
+
+/* The generated vocabulary: pieces in one pool, unique (hash set). */
+struct vocab {
+	uint32_t n, cap;
+	char **tok;
+	size_t *len;
+	float *score;
+	int32_t *type;
+	uint32_t *set;    /* open addressing: index + 1 */
+	uint32_t set_mask;
+};
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (n--) {
+		h ^= (unsigned char)*s++;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int vocab_init(struct vocab *v, uint32_t cap)
+{
+	uint32_t slots = 16;
+
+	while (slots < 2 * cap)
+		slots <<= 1;
+	v->n = 0;
+	v->cap = cap;
+	v->tok = cm_calloc(cap, sizeof(*v->tok));
+	v->len = cm_calloc(cap, sizeof(*v->len));
+	v->score = cm_calloc(cap, sizeof(*v->score));
+	v->type = cm_calloc(cap, sizeof(*v->type));
+	v->set = cm_calloc(slots, sizeof(*v->set));
+	v->set_mask = slots - 1;
+	return v->tok && v->len && v->score && v->type && v->set ? 0 : -1;
+}
+
+static void vocab_deinit(struct vocab *v)
+{
+	for (uint32_t i = 0; i < v->n; i++)
+		cm_free(v->tok[i]);
+	cm_free(v->tok);
+	cm_free(v->len);
+	cm_free(v->score);
+	cm_free(v->type);
+	cm_free(v->set);
+}
+
+/* Adds a token unless present or full; returns its id, -1 when skipped. */
+static int64_t vocab_add(struct vocab *v, const char *s, size_t n, int32_t type)
+{
+	uint32_t i = (uint32_t)hash_bytes(s, n) & v->set_mask;
+
+	while (v->set[i]) {
+		uint32_t e = v->set[i] - 1;
+
+		if (v->len[e] == n && memcmp(v->tok[e], s, n) == 0)
+			return -1;
+		i = (i + 1) & v->set_mask;
+	}
+	if (v->n == v->cap)
+		return -1;
+	v->tok[v->n] = cm_strndup(s, n);
+	if (!v->tok[v->n])
+		return -1;
+	v->len[v->n] = n;
+	v->type[v->n] = type;
+	v->score[v->n] = 0.0f;
+	v->set[i] = v->n + 1;
+	return v->n++;
+}
+
+#define SPM_SPACE "\xe2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK */
+
+static void add_piece(struct vocab *v, uint32_t limit, const char *prefix, const char *s)
+{
+	char buf[64];
+	int n;
+
+	if (v->n >= limit)
+		return;
+	n = snprintf(buf, sizeof(buf), "%s%s", prefix, s);
+	if (n > 0 && (size_t)n < sizeof(buf))
+		(void)vocab_add(v, buf, (size_t)n, TT_NORMAL);
+}
+
+/*
+ * Pieces in rough order of usefulness: single characters, "▁"+character,
+ * common words, common letter pairs and triples, then every lower-case
+ * pair, triple and quadruple (with and without "▁") until `limit` tokens.
+ * Every piece can be built by merging two shorter pieces.
+ */
+static void vocab_pieces(struct vocab *v, uint32_t limit)
+{
+	static const char *const words[] = {
+		"the", "and", "of", "to", "in", "is", "it", "that", "for", "was", "on",
+		"are", "as", "with", "he", "she", "they", "be", "at", "one", "have",
+		"this", "from", "or", "had", "by", "not", "but", "what", "all", "were",
+		"we", "when", "your", "can", "said", "there", "use", "an", "each",
+		"which", "do", "how", "their", "if", "will", "up", "other", "about",
+		"out", "many", "then", "them", "these", "so", "some", "her", "would",
+		"make", "like", "him", "into", "time", "has", "look", "two", "more",
+		"write", "go", "see", "number", "no", "way", "could", "people", "my",
+		"than", "first", "water", "been", "call", "who", "its", "now", "find",
+		"long", "down", "day", "did", "get", "come", "made", "may", "part",
+		"hello", "world", "you", "I", "a",
+	};
+	static const char *const grams[] = {
+		"th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es",
+		"or", "te", "of", "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng",
+		"se", "ha", "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri",
+		"ro", "ic", "ne", "ea", "ra", "ce", "the", "ing", "and", "ion", "tio",
+		"ent", "ati", "for", "her", "ter", "hat", "tha", "ere", "ate", "his",
+		"con", "res", "ver", "all", "ons", "nce", "men", "ith", "ted", "ers",
+		"pro", "thi", "wit", "are", "ess", "not", "ive", "was", "ect", "rea",
+	};
+	char s[8];
+	size_t i;
+
+	for (int ch = 0x21; ch < 0x7f; ch++) {
+		s[0] = (char)ch;
+		s[1] = '\0';
+		add_piece(v, limit, "", s);
+	}
+	if (v->n < limit)
+		(void)vocab_add(v, SPM_SPACE, strlen(SPM_SPACE), TT_NORMAL);
+	for (int ch = 0x21; ch < 0x7f; ch++) {
+		s[0] = (char)ch;
+		s[1] = '\0';
+		add_piece(v, limit, SPM_SPACE, s);
+	}
+	for (i = 0; i < sizeof(grams) / sizeof(grams[0]); i++)
+		add_piece(v, limit, "", grams[i]);
+	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		/* "▁th" before "▁the" keeps every word reachable by merges */
+		if (strlen(words[i]) > 2) {
+			snprintf(s, sizeof(s), "%.2s", words[i]);
+			add_piece(v, limit, SPM_SPACE, s);
+		}
+		add_piece(v, limit, SPM_SPACE, words[i]);
+	}
+	for (int len = 2; len <= 4 && v->n < limit; len++) {
+		uint32_t total = 1;
+
+		for (int k = 0; k < len; k++)
+			total *= 26;
+		for (uint32_t c = 0; c < total && v->n < limit; c++) {
+			uint32_t x = c;
+
+			for (int k = len - 1; k >= 0; k--) {
+				s[k] = (char)('a' + x % 26);
+				x /= 26;
+			}
+			s[len] = '\0';
+			add_piece(v, limit, "", s);
+			add_piece(v, limit, SPM_SPACE, s);
+		}
+	}
+	/* still short (huge --vocab): numbered filler pieces */
+	for (uint32_t k = 0; v->n < limit; k++) {
+		snprintf(s, sizeof(s), "%u", k);
+		add_piece(v, limit, "#", s);
+	}
+}
+
+/*
+ * Layout: <unk> <s> </s>, the 256 byte tokens, pieces (scores descending),
+ * then the template's control tokens at the end (as real models do).
+ */
+static int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_def *td,
+		       uint32_t *bos, uint32_t *eos, int64_t *eot)
+{
+	uint32_t n_ctl = 0, first_piece;
+	char b[8];
+
+	while (td->controls[n_ctl])
+		n_ctl++;
+	if (vocab_init(v, n_vocab) != 0)
+		return -1;
+	(void)vocab_add(v, "<unk>", 5, TT_UNKNOWN);
+	(void)vocab_add(v, "<s>", 3, TT_CONTROL);
+	(void)vocab_add(v, "</s>", 4, TT_CONTROL);
+	for (int i = 0; i < 256; i++) {
+		snprintf(b, sizeof(b), "<0x%02X>", i);
+		(void)vocab_add(v, b, 6, TT_BYTE);
+	}
+	first_piece = v->n;
+	vocab_pieces(v, n_vocab - n_ctl);
+	for (uint32_t i = first_piece; i < v->n; i++)
+		v->score[i] = -(float)(i - first_piece);
+	*bos = 1;
+	*eos = 2;
+	*eot = -1;
+	for (uint32_t i = 0; i < n_ctl; i++) {
+		int64_t id = vocab_add(v, td->controls[i], strlen(td->controls[i]), TT_CONTROL);
+
+		if (id < 0)
+			return -1;
+		if (i == 0 && td->bos_is_first_control)
+			*bos = (uint32_t)id;
+		if (td->eot && strcmp(td->eot, td->controls[i]) == 0)
+			*eot = id;
+	}
+	return v->n == n_vocab ? 0 : -1;
+}
+
+/* ==== synth: weights ================================================ */
+
+struct preset {
+	const char *name;
+	uint32_t embd, layers, heads, kv_heads, ff, vocab, ctx;
+	float rope_base;
+	int rope_freqs;
+};
+
+static const struct preset presets[] = {
+	/* tiny: every row length a multiple of 256 (K-quants); < 5 MB in F32 */
+	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0 },
+	/* TinyLlama-1.1B shape */
+	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0 },
+	/* Llama-3.1-8B shape */
+	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1 },
+};
+
+enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS };
+
+struct synth_tensor {
+	char name[64];
+	uint32_t type;
+	uint32_t n_dims;
+	uint64_t dims[2];
+	enum synth_kind kind;
+	float std;
+	uint64_t seed;
+};
+
+struct synth {
+	uint64_t seed;
+	uint32_t n_rot;
+	float rope_base;
+	struct synth_tensor *t;
+	uint32_t n_t;
+	int n_threads;
+};
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/*
+ * Approximately normal(0, 1): the sum of four 16-bit uniforms (Irwin-Hall,
+ * variance 4/12) rescaled, one 64-bit draw per value.
+ */
+static float approx_normal(uint64_t *s)
+{
+	uint64_t r = splitmix64(s);
+	float sum = (float)(r & 0xffff) + (float)((r >> 16) & 0xffff) +
+		    (float)((r >> 32) & 0xffff) + (float)(r >> 48);
+
+	return (sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+}
+
+/* Llama 3.1 frequency factors (factor 8, low 1, high 4, original ctx 8192). */
+static float llama31_freq_factor(uint32_t i, uint32_t n_rot, float base)
+{
+	const double factor = 8.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
+	double freq = pow((double)base, -2.0 * i / (double)n_rot);
+	double wavelen = 2.0 * M_PI / freq;
+
+	if (wavelen < old_ctx / high)
+		return 1.0f;
+	if (wavelen > old_ctx / low)
+		return (float)factor;
+	double smooth = (old_ctx / wavelen - low) / (high - low);
+
+	return (float)(1.0 / ((1.0 - smooth) / factor + smooth));
+}
+
+static void gen_row(const struct synth *sy, const struct synth_tensor *t, uint64_t row,
+		    float *out)
+{
+	uint64_t n = t->dims[0], s = t->seed ^ (row * 0xd1b54a32d192ed03ull);
+
+	(void)splitmix64(&s);
+	for (uint64_t i = 0; i < n; i++) {
+		switch (t->kind) {
+		case K_MATRIX: out[i] = t->std * approx_normal(&s); break;
+		case K_NORM: out[i] = 1.0f + 0.1f * approx_normal(&s); break;
+		case K_BIAS: out[i] = 0.02f * approx_normal(&s); break;
+		case K_ROPE_FREQS:
+			out[i] = llama31_freq_factor((uint32_t)i, sy->n_rot, sy->rope_base);
+			break;
+		}
+	}
+}
+
+struct fill_job {
+	const struct synth *sy;
+	const struct synth_tensor *t;
+	uint64_t row0, rows, row_bytes;
+	float *f;
+	uint8_t *q;
+};
+
+static void *fill_worker(void *arg)
+{
+	struct fill_job *j = arg;
+
+	for (uint64_t r = 0; r < j->rows; r++) {
+		float *f = j->f + r * j->t->dims[0];
+
+		gen_row(j->sy, j->t, j->row0 + r, f);
+		wk_quantize_row(j->t->type, f, j->q + r * j->row_bytes, j->t->dims[0]);
+	}
+	return NULL;
+}
+
+#define FILL_CHUNK_VALUES (1u << 20)
+
+static enum cm_status synth_fill(void *ctx, struct wk_gguf_writer *w, uint64_t index)
+{
+	const struct synth *sy = ctx;
+	const struct synth_tensor *t = &sy->t[index];
+	uint64_t cols = t->dims[0], rows = t->n_dims > 1 ? t->dims[1] : 1;
+	uint64_t row_bytes = wk_qtype_row_bytes(t->type, cols);
+	uint64_t chunk = FILL_CHUNK_VALUES / cols ? FILL_CHUNK_VALUES / cols : 1;
+	enum cm_status st = CM_OK;
+	float *f = cm_malloc(chunk * cols * sizeof(float));
+	uint8_t *q = cm_malloc(chunk * row_bytes);
+
+	if (!f || !q) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	for (uint64_t r0 = 0; r0 < rows && st == CM_OK; r0 += chunk) {
+		uint64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+		struct fill_job jobs[2];
+		pthread_t th;
+		int threaded = sy->n_threads > 1 && n > 1;
+		uint64_t half = threaded ? n / 2 : n;
+
+		jobs[0] = (struct fill_job){ sy, t, r0, half, row_bytes, f, q };
+		jobs[1] = (struct fill_job){ sy, t, r0 + half, n - half, row_bytes,
+					     f + half * cols, q + half * row_bytes };
+		if (threaded && pthread_create(&th, NULL, fill_worker, &jobs[1]) != 0)
+			threaded = 0, jobs[0].rows = n;
+		fill_worker(&jobs[0]);
+		if (threaded)
+			pthread_join(th, NULL);
+		st = wk_gguf_writer_emit(w, q, (size_t)(n * row_bytes));
+	}
+out:
+	cm_free(f);
+	cm_free(q);
+	return st;
+}
+
+/* Q4_K_M: Q6_K for attn_v / ffn_down in the first and last eighth of the
+ * layers and every third layer between, and for output.weight. */
+static int q4km_more_bits(uint32_t layer, uint32_t n_layers)
+{
+	return layer < n_layers / 8 || layer >= 7 * n_layers / 8 ||
+	       (layer - n_layers / 8) % 3 == 2;
+}
+
+static void add_synth_tensor(struct synth *sy, const char *name, uint32_t type,
+			    uint32_t n_dims, uint64_t d0, uint64_t d1,
+			    enum synth_kind kind)
+{
+	struct synth_tensor *t = &sy->t[sy->n_t++];
+
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->type = type;
+	t->n_dims = n_dims;
+	t->dims[0] = d0;
+	t->dims[1] = d1;
+	t->kind = kind;
+	/* weights ~ normal(0, 1/sqrt(n_in)) (at least 0.02): unit-scale outputs */
+	t->std = 1.0f / sqrtf((float)d0);
+	if (t->std < 0.02f)
+		t->std = 0.02f;
+	t->seed = sy->seed ^ hash_bytes(name, strlen(name));
+}
+
+struct synth_opts {
+	const struct preset *p;
+	const char *type_name;
+	int arch_qwen2;
+	uint64_t seed;
+	uint32_t vocab, ctx;
+	const struct template_def *td;
+	int rope_freqs;
+	const char *out;
+};
+
+static uint32_t file_type_id(const char *type_name)
+{
+	static const struct { const char *n; uint32_t id; } ft[] = {
+		{ "F32", 0 }, { "F16", 1 }, { "Q4_0", 2 }, { "Q8_0", 7 }, { "Q4_K", 14 },
+		{ "Q4_K_M", 15 }, { "Q5_K", 16 }, { "Q6_K", 18 }, { "BF16", 32 },
+	};
+
+	for (size_t i = 0; i < sizeof(ft) / sizeof(ft[0]); i++)
+		if (strcasecmp(ft[i].n, type_name) == 0)
+			return ft[i].id;
+	return 0;
+}
+
+static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t err_len)
+{
+	const struct preset *p = o->p;
+	const char *arch = o->arch_qwen2 ? "qwen2" : "llama";
+	struct wk_gguf_writer *w = NULL;
+	struct synth sy = { 0 };
+	struct vocab v = { 0 };
+	enum cm_status st;
+	uint32_t bos, eos, head_dim = p->embd / p->heads, mtype, l;
+	int64_t eot;
+	int q4km = strcasecmp(o->type_name, "Q4_K_M") == 0;
+	char key[96], name[64];
+
+	mtype = q4km ? WK_Q_Q4_K : (uint32_t)wk_qtype_parse(o->type_name);
+	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
+	sy.n_rot = head_dim;
+	sy.rope_base = o->arch_qwen2 ? 1000000.0f : p->rope_base;
+	sy.n_threads = 2;
+	sy.t = cm_calloc(8 + 16ull * p->layers, sizeof(*sy.t));
+	if (!sy.t) {
+		st = CM_ENOMEM;
+		goto out;
+	}
+	if (build_vocab(&v, o->vocab, o->td, &bos, &eos, &eot) != 0) {
+		snprintf(err, err_len, "cannot build a vocabulary of %u tokens", o->vocab);
+		st = CM_EINVAL;
+		goto out;
+	}
+
+	/* tensors, in llama.cpp's usual order */
+	add_synth_tensor(&sy, "token_embd.weight", mtype, 2, p->embd, o->vocab, K_MATRIX);
+	if (o->rope_freqs)
+		add_synth_tensor(&sy, "rope_freqs.weight", WK_Q_F32, 1, head_dim / 2, 1,
+				 K_ROPE_FREQS);
+	for (l = 0; l < p->layers; l++) {
+		uint32_t more = q4km && q4km_more_bits(l, p->layers) ? WK_Q_Q6_K : mtype;
+		uint64_t q = (uint64_t)p->heads * head_dim, kv = (uint64_t)p->kv_heads * head_dim;
+
+#define T(what, ty, nd, d0, d1, kind) \
+		snprintf(name, sizeof(name), "blk.%u.%s", l, what); \
+		add_synth_tensor(&sy, name, ty, nd, d0, d1, kind)
+		T("attn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+		T("attn_q.weight", mtype, 2, p->embd, q, K_MATRIX);
+		T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
+		T("attn_v.weight", more, 2, p->embd, kv, K_MATRIX);
+		if (o->arch_qwen2) {
+			T("attn_q.bias", WK_Q_F32, 1, q, 1, K_BIAS);
+			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
+			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
+		}
+		T("attn_output.weight", mtype, 2, q, p->embd, K_MATRIX);
+		T("ffn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+		T("ffn_gate.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
+		T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
+		T("ffn_down.weight", more, 2, p->ff, p->embd, K_MATRIX);
+#undef T
+	}
+	add_synth_tensor(&sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+	add_synth_tensor(&sy, "output.weight", q4km ? WK_Q_Q6_K : mtype, 2, p->embd, o->vocab,
+			 K_MATRIX);
+
+	st = wk_gguf_writer_new(&w);
+	if (st != CM_OK)
+		goto out;
+#define K(suffix) (snprintf(key, sizeof(key), "%s.%s", arch, suffix), key)
+#define CHK(call) do { if (st == CM_OK) st = (call); } while (0)
+	CHK(wk_gguf_writer_add_str(w, "general.architecture", arch));
+	snprintf(name, sizeof(name), "sluice-synth-%s-%s", p->name, o->type_name);
+	CHK(wk_gguf_writer_add_str(w, "general.name", name));
+	CHK(wk_gguf_writer_add_u32(w, "general.file_type", file_type_id(o->type_name)));
+	CHK(wk_gguf_writer_add_u32(w, "general.quantization_version", 2));
+	CHK(wk_gguf_writer_set_alignment(w, 32, 1));
+	CHK(wk_gguf_writer_add_u32(w, K("context_length"), o->ctx));
+	CHK(wk_gguf_writer_add_u32(w, K("embedding_length"), p->embd));
+	CHK(wk_gguf_writer_add_u32(w, K("block_count"), p->layers));
+	CHK(wk_gguf_writer_add_u32(w, K("feed_forward_length"), p->ff));
+	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count"), p->heads));
+	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count_kv"), p->kv_heads));
+	CHK(wk_gguf_writer_add_u32(w, K("rope.dimension_count"), head_dim));
+	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
+	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
+				   o->arch_qwen2 ? 1e-6f : 1e-5f));
+	CHK(wk_gguf_writer_add_u32(w, K("vocab_size"), o->vocab));
+	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama"));
+	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.pre", "default"));
+	CHK(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok,
+				       v.len, v.n));
+	CHK(wk_gguf_writer_add_arr(w, "tokenizer.ggml.scores", WK_GGUF_F32, v.score, v.n));
+	CHK(wk_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", WK_GGUF_I32, v.type, v.n));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", bos));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", eos));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0));
+	if (eot >= 0)
+		CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)eot));
+	CHK(wk_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", 1));
+	CHK(wk_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", 0));
+	if (o->td->text)
+		CHK(wk_gguf_writer_add_str(w, "tokenizer.chat_template", o->td->text));
+	for (uint32_t i = 0; i < sy.n_t; i++) {
+		const struct synth_tensor *t = &sy.t[i];
+
+		CHK(wk_gguf_writer_add_tensor_fill(w, t->name, t->type, t->n_dims, t->dims,
+						   synth_fill, &sy));
+	}
+#undef CHK
+#undef K
+	if (st != CM_OK) {
+		snprintf(err, err_len, "building the file failed: %s", cm_status_str(st));
+		goto out;
+	}
+	st = wk_gguf_writer_write_file(w, o->out, err, err_len);
+out:
+	wk_gguf_writer_free(w);
+	vocab_deinit(&v);
+	cm_free(sy.t);
+	return st;
+}
+
+int model_cmd_synth(int argc, char **argv)
+{
+	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = &templates[0] };
+	uint64_t v;
+	int have_vocab = 0, have_ctx = 0, ctl = 0;
+	char err[ERR_LEN];
+
+	for (int a = 0; a < argc; a++) {
+		const char *arg = argv[a], *val = a + 1 < argc ? argv[a + 1] : NULL;
+
+		if (strcmp(arg, "--rope-freqs") == 0) {
+			o.rope_freqs = 1;
+			continue;
+		}
+		if (!val) {
+			model_usage(stderr);
+			return 2;
+		}
+		a++;
+		if (strcmp(arg, "--preset") == 0) {
+			for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
+				if (strcmp(val, presets[i].name) == 0)
+					o.p = &presets[i];
+			if (!o.p) {
+				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b or 8b, "
+					"found '%s'\n", val);
+				return 2;
+			}
+		} else if (strcmp(arg, "--type") == 0) {
+			if (strcasecmp(val, "Q4_K_M") != 0 &&
+			    (wk_qtype_parse(val) < 0 || !wk_qtype_supported((uint32_t)wk_qtype_parse(val)))) {
+				fprintf(stderr, "sluice-model: --type: expected F32, F16, BF16, "
+					"Q8_0, Q4_0, Q4_K, Q4_K_M, Q5_K or Q6_K, found '%s'\n", val);
+				return 2;
+			}
+			o.type_name = val;
+		} else if (strcmp(arg, "--arch") == 0) {
+			if (strcmp(val, "llama") && strcmp(val, "qwen2")) {
+				fprintf(stderr, "sluice-model: --arch: expected llama or qwen2, "
+					"found '%s'\n", val);
+				return 2;
+			}
+			o.arch_qwen2 = strcmp(val, "qwen2") == 0;
+		} else if (strcmp(arg, "--seed") == 0) {
+			if (model_parse_u64(val, UINT64_MAX, &o.seed) != 0) {
+				fprintf(stderr, "sluice-model: --seed: expected an integer, found "
+					"'%s'\n", val);
+				return 2;
+			}
+		} else if (strcmp(arg, "--vocab") == 0) {
+			if (model_parse_u64(val, WK_MCFG_MAX_VOCAB, &v) != 0 || v < 300) {
+				fprintf(stderr, "sluice-model: --vocab: expected 300..%u, found "
+					"'%s'\n", WK_MCFG_MAX_VOCAB, val);
+				return 2;
+			}
+			o.vocab = (uint32_t)v;
+			have_vocab = 1;
+		} else if (strcmp(arg, "--ctx") == 0) {
+			if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
+				fprintf(stderr, "sluice-model: --ctx: expected 1..%u, found '%s'\n",
+					WK_MCFG_MAX_CTX, val);
+				return 2;
+			}
+			o.ctx = (uint32_t)v;
+			have_ctx = 1;
+		} else if (strcmp(arg, "--template") == 0) {
+			o.td = NULL;
+			for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++)
+				if (strcmp(val, templates[i].name) == 0)
+					o.td = &templates[i];
+			if (!o.td) {
+				fprintf(stderr, "sluice-model: --template: expected chatml, llama3, "
+					"llama2, mistral, zephyr, phi3, gemma or none, found '%s'\n",
+					val);
+				return 2;
+			}
+		} else if (strcmp(arg, "-o") == 0) {
+			o.out = val;
+		} else {
+			model_usage(stderr);
+			return 2;
+		}
+	}
+	if (!o.p || !o.out) {
+		fprintf(stderr, "sluice-model: synth needs --preset and -o\n");
+		model_usage(stderr);
+		return 2;
+	}
+	if (!have_vocab)
+		o.vocab = o.p->vocab;
+	if (!have_ctx)
+		o.ctx = o.p->ctx;
+	if (o.p->rope_freqs)
+		o.rope_freqs = 1;
+	while (o.td->controls[ctl])
+		ctl++;
+	if (o.vocab < 259u + (uint32_t)ctl + 32) {
+		fprintf(stderr, "sluice-model: --vocab %u is too small for 259 base tokens, "
+			"%d control tokens and 32 pieces\n", o.vocab, ctl);
+		return 2;
+	}
+	if (synth_write(&o, err, sizeof(err)) != CM_OK) {
+		struct stat sb;
+
+		fprintf(stderr, "sluice-model: synth: %s\n", err);
+		/* no half-written model left behind (but never unlink a device) */
+		if (stat(o.out, &sb) == 0 && S_ISREG(sb.st_mode))
+			unlink(o.out);
+		return 1;
+	}
+	return 0;
+}
