@@ -142,188 +142,201 @@ static void admin_handle(struct gw_request *req, void *arg)
 	gw_admin_handle(req, g->admin);
 }
 
+/* Everything the gateway process builds, in the order it builds them. */
+struct gw_parts {
+	struct gw_settings set;
+	struct event_base *base;
+	struct gw_key_pepper *pepper;
+	struct gw_workers *ws;
+	struct gw_auth *auth;
+	struct gw_queue *q;
+	struct gw_metrics *metrics;
+	struct gw_admin_listener *listener;
+	struct gw_admin_glue glue;
+	struct gw_dispatch *disp;
+	struct gw_server *srv;
+	struct event *ev_term, *ev_int;
+	struct gw_worker_spec *specs;
+	char (*names)[24];
+};
+
+/* The worker connections, Redis auth and the queue. */
+static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_len)
+{
+	const struct gw_settings *set = &p->set;
+	const struct gw_settings_worker *w = set->workers.items;
+	struct gw_workers_config wc = {
+		.max_inflight = (uint32_t)set->max_inflight_per_worker,
+		.ping_interval_ms = set->ping_interval_ms,
+		.stats_timeout_ms = set->stats_timeout_ms,
+	};
+	struct gw_auth_config ac = {
+		.redis_url = set->redis.url,
+		.ns = set->redis.ns,
+		.timeout_ms = set->redis.timeout_ms,
+		.cache_ttl_ms = set->redis.auth_cache_ttl_ms,
+	};
+	struct gw_queue_config qc = {
+		.tenant_max = (uint32_t)set->queue.tenant_max,
+		.global_max = (uint32_t)set->queue.global_max,
+		.timeout_ns = set->queue.timeout_ms * 1000000LL,
+	};
+
+	p->specs = cm_calloc(set->workers.n, sizeof(*p->specs));
+	p->names = cm_calloc(set->workers.n, sizeof(*p->names));
+	if (!p->specs || !p->names)
+		return CM_ENOMEM;
+	for (size_t i = 0; i < set->workers.n; i++) {
+		snprintf(p->names[i], sizeof(p->names[i]), "w%zu", i);
+		p->specs[i].name = w[i].name ? w[i].name : p->names[i];
+		p->specs[i].socket = w[i].socket;
+		p->specs[i].model = w[i].model;
+	}
+	if (gw_workers_new(p->base, p->specs, set->workers.n, &wc, &p->ws) != CM_OK)
+		return CM_ENOMEM;
+	if (gw_auth_new(p->base, &ac, p->pepper, &p->auth, err, err_len) != CM_OK)
+		return CM_EINVAL;
+	return gw_queue_new(&qc, &p->q);
+}
+
+/* Metrics, the admin listener and the admin API mounted on it. */
+static enum cm_status parts_admin(struct gw_parts *p, char *err, size_t err_len)
+{
+	const struct gw_settings *set = &p->set;
+	struct gw_admin_listener_config lc = {
+		.addr = set->admin_addr,
+		.port = (uint16_t)set->admin_port,
+	};
+	struct gw_admin_config ac = {
+		.ns = set->redis.ns,
+		.credentials_file = set->admin_credentials_file,
+		.pepper_file = set->pepper_file,
+		.drain = admin_drain,
+		.drain_arg = &p->glue,
+	};
+	char e[768];
+
+	if (gw_metrics_new(&p->metrics) != CM_OK)
+		return CM_ENOMEM;
+	if (gw_admin_listener_new(p->base, &lc, p->metrics, &p->listener, e, sizeof(e)) != CM_OK) {
+		snprintf(err, err_len, "admin listener: %s", e);
+		return CM_EINVAL;
+	}
+	p->glue.auth = p->auth;
+	p->glue.ws = p->ws;
+	if (gw_admin_new(&ac, gw_auth_redis(p->auth), &p->glue.admin, e, sizeof(e)) != CM_OK) {
+		snprintf(err, err_len, "admin API: %s", e);
+		return CM_EINVAL;
+	}
+	gw_admin_listener_mount(p->listener, admin_handle, &p->glue);
+	return CM_OK;
+}
+
+/* The dispatcher and the public listener in front of it. */
+static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len)
+{
+	const struct gw_settings *set = &p->set;
+	struct gw_dispatch_config dc;
+	struct gw_dispatch_deps dd = { p->ws, p->q, p->auth, p->metrics };
+	struct gw_server_config sc;
+
+	memset(&dc, 0, sizeof(dc));
+	gw_settings_api_limits(set, &dc.limits);
+	dc.max_prompt_tokens = (uint32_t)set->limits.max_prompt_tokens;
+	dc.route_prefix_bytes = (size_t)set->route_prefix_bytes;
+	dc.route_load_factor = set->route_load_factor;
+	dc.route_round_robin = set->route_policy == GW_PLACE_POLICY_ROUND_ROBIN;
+	dc.ns = set->redis.ns;
+	dc.lease_ttl_ms = set->redis.lease_ttl_ms; /* renewed every third */
+	dc.quota_timeout_ms = set->redis.timeout_ms;
+	dc.out_bytes = set->limits.output_bytes;
+	dc.outage_quota_fraction = set->redis.outage_quota_fraction;
+	if (gw_dispatch_new(p->base, &dc, &dd, &p->disp) != CM_OK)
+		return CM_ENOMEM;
+	gw_settings_server(set, &sc);
+	if (gw_server_new(p->base, &sc, gw_dispatch_handle, p->disp, &p->srv, err,
+			  err_len) != CM_OK)
+		return CM_EINVAL;
+	gw_server_set_error_renderer(p->srv, gw_api_http_error, NULL);
+	if (!set->plain_http && gw_server_watch_sighup(p->srv) != CM_OK)
+		return CM_EIO;
+	gw_metrics_set_sources(p->metrics, p->ws, p->q, p->srv);
+	p->ev_term = evsignal_new(p->base, SIGTERM, stop_cb, p->base);
+	p->ev_int = evsignal_new(p->base, SIGINT, stop_cb, p->base);
+	if (!p->ev_term || !p->ev_int || evsignal_add(p->ev_term, NULL) != 0 ||
+	    evsignal_add(p->ev_int, NULL) != 0)
+		return CM_EIO;
+	return CM_OK;
+}
+
+/* Frees what was built, in reverse order (running requests get 503). */
+static void parts_close(struct gw_parts *p)
+{
+	if (p->ev_term)
+		event_free(p->ev_term);
+	if (p->ev_int)
+		event_free(p->ev_int);
+	gw_dispatch_free(p->disp);
+	gw_server_free(p->srv);
+	gw_admin_listener_free(p->listener);
+	gw_metrics_free(p->metrics);
+	gw_queue_free(p->q);
+	gw_auth_free(p->auth);  /* fails the admin's pending Redis operations first */
+	gw_admin_free(p->glue.admin);
+	gw_workers_free(p->ws);
+	if (p->base)
+		event_base_free(p->base);
+	gw_key_pepper_free(p->pepper);
+	cm_free(p->specs);
+	cm_free(p->names);
+	cm_cfg_free(&gw_settings_section, &p->set);
+}
+
 static int gw_run(const char *path)
 {
-	struct gw_settings set;
-	void *structs[] = { &set };
-	char err[1024];
-	struct event_base *base = NULL;
-	struct gw_key_pepper *pepper = NULL;
-	struct gw_workers *ws = NULL;
-	struct gw_auth *auth = NULL;
-	struct gw_queue *q = NULL;
-	struct gw_metrics *metrics = NULL;
-	struct gw_admin_listener *listener = NULL;
-	struct gw_admin_glue glue = { NULL, NULL, NULL };
-	struct gw_dispatch *disp = NULL;
-	struct gw_server *srv = NULL;
-	struct event *ev_term = NULL, *ev_int = NULL;
-	struct gw_worker_spec *specs = NULL;
-	char (*names)[24] = NULL;
+	struct gw_parts p;
+	void *structs[] = { &p.set };
+	char err[1024] = "";
 	int rc = 1;
-	enum cm_status st;
 
-	st = cm_cfg_load_file(path, gw_sections, structs, 1, err, sizeof(err));
-	if (st != CM_OK) {
+	memset(&p, 0, sizeof(p));
+	if (cm_cfg_load_file(path, gw_sections, structs, 1, err, sizeof(err)) != CM_OK) {
 		fprintf(stderr, "sluice-gateway: %s\n", err);
 		return 1;
 	}
-	cm_log_setup((enum cm_log_level)set.log_level, 2, "gateway");
+	cm_log_setup((enum cm_log_level)p.set.log_level, 2, "gateway");
 	signal(SIGPIPE, SIG_IGN);
-	if (gw_settings_check(&set, err, sizeof(err)) != CM_OK) {
+	if (gw_settings_check(&p.set, err, sizeof(err)) != CM_OK) {
 		fprintf(stderr, "sluice-gateway: %s: %s\n", path, err);
 		goto out;
 	}
-	if (gw_key_pepper_load(set.pepper_file, &pepper, err, sizeof(err)) != CM_OK) {
+	if (gw_key_pepper_load(p.set.pepper_file, &p.pepper, err, sizeof(err)) != CM_OK) {
 		fprintf(stderr, "sluice-gateway: %s\n", err);
 		goto out;
 	}
-	base = event_base_new();
-	if (!base)
+	p.base = event_base_new();
+	if (!p.base)
 		goto out;
-	{
-		const struct gw_settings_worker *w = set.workers.items;
-		struct gw_workers_config wc = {
-			.max_inflight = (uint32_t)set.max_inflight_per_worker,
-			.ping_interval_ms = set.ping_interval_ms,
-			.stats_timeout_ms = set.stats_timeout_ms,
-		};
-
-		specs = cm_calloc(set.workers.n, sizeof(*specs));
-		names = cm_calloc(set.workers.n, sizeof(*names));
-		if (!specs || !names)
-			goto out;
-		for (size_t i = 0; i < set.workers.n; i++) {
-			snprintf(names[i], sizeof(names[i]), "w%zu", i);
-			specs[i].name = w[i].name ? w[i].name : names[i];
-			specs[i].socket = w[i].socket;
-			specs[i].model = w[i].model;
-		}
-		if (gw_workers_new(base, specs, set.workers.n, &wc, &ws) != CM_OK)
-			goto out;
-	}
-	{
-		struct gw_auth_config ac = {
-			.redis_url = set.redis.url,
-			.ns = set.redis.ns,
-			.timeout_ms = set.redis.timeout_ms,
-			.cache_ttl_ms = set.redis.auth_cache_ttl_ms,
-		};
-
-		if (gw_auth_new(base, &ac, pepper, &auth, err, sizeof(err)) != CM_OK) {
+	if (parts_backends(&p, err, sizeof(err)) != CM_OK ||
+	    parts_admin(&p, err, sizeof(err)) != CM_OK ||
+	    parts_public(&p, err, sizeof(err)) != CM_OK) {
+		if (err[0])
 			fprintf(stderr, "sluice-gateway: %s\n", err);
-			goto out;
-		}
-	}
-	{
-		struct gw_queue_config qc = {
-			.tenant_max = (uint32_t)set.queue.tenant_max,
-			.global_max = (uint32_t)set.queue.global_max,
-			.timeout_ns = set.queue.timeout_ms * 1000000LL,
-		};
-
-		if (gw_queue_new(&qc, &q) != CM_OK)
-			goto out;
-	}
-	{
-		struct gw_admin_listener_config lc = {
-			.addr = set.admin_addr,
-			.port = (uint16_t)set.admin_port,
-		};
-
-		if (gw_metrics_new(&metrics) != CM_OK)
-			goto out;
-		if (gw_admin_listener_new(base, &lc, metrics, &listener, err,
-					  sizeof(err)) != CM_OK) {
-			fprintf(stderr, "sluice-gateway: admin listener: %s\n", err);
-			goto out;
-		}
-	}
-	{
-		struct gw_admin_config ac = {
-			.ns = set.redis.ns,
-			.credentials_file = set.admin_credentials_file,
-			.pepper_file = set.pepper_file,
-			.drain = admin_drain,
-			.drain_arg = &glue,
-		};
-
-		glue.auth = auth;
-		glue.ws = ws;
-		if (gw_admin_new(&ac, gw_auth_redis(auth), &glue.admin, err,
-				 sizeof(err)) != CM_OK) {
-			fprintf(stderr, "sluice-gateway: admin API: %s\n", err);
-			goto out;
-		}
-		gw_admin_listener_mount(listener, admin_handle, &glue);
-	}
-	{
-		struct gw_dispatch_config dc;
-		struct gw_dispatch_deps dd = { ws, q, auth, metrics };
-
-		memset(&dc, 0, sizeof(dc));
-		gw_settings_api_limits(&set, &dc.limits);
-		dc.max_prompt_tokens = (uint32_t)set.limits.max_prompt_tokens;
-		dc.route_prefix_bytes = (size_t)set.route_prefix_bytes;
-		dc.route_load_factor = set.route_load_factor;
-		dc.route_round_robin = set.route_policy == 1;
-		dc.ns = set.redis.ns;
-		dc.lease_ttl_ms = set.redis.lease_ttl_ms; /* renewed every third */
-		dc.quota_timeout_ms = set.redis.timeout_ms;
-		dc.out_bytes = set.limits.output_bytes;
-		dc.outage_quota_fraction = set.redis.outage_quota_fraction;
-		if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK)
-			goto out;
-	}
-	{
-		struct gw_server_config sc;
-
-		gw_settings_server(&set, &sc);
-		if (gw_server_new(base, &sc, gw_dispatch_handle, disp, &srv, err,
-				  sizeof(err)) != CM_OK) {
-			fprintf(stderr, "sluice-gateway: %s\n", err);
-			goto out;
-		}
-		gw_server_set_error_renderer(srv, gw_api_http_error, NULL);
-		if (!set.plain_http && gw_server_watch_sighup(srv) != CM_OK)
-			goto out;
-	}
-	gw_metrics_set_sources(metrics, ws, q, srv);
-	ev_term = evsignal_new(base, SIGTERM, stop_cb, base);
-	ev_int = evsignal_new(base, SIGINT, stop_cb, base);
-	if (!ev_term || !ev_int || evsignal_add(ev_term, NULL) != 0 ||
-	    evsignal_add(ev_int, NULL) != 0)
 		goto out;
+	}
 	cm_logf(CM_LOG_INFO, "listening", "public %s:%u (%s), admin %s:%u, %zu worker(s)",
-		set.listen_addr, gw_server_port(srv), set.plain_http ? "http" : "https",
-		set.admin_addr, gw_admin_listener_port(listener), set.workers.n);
+		p.set.listen_addr, gw_server_port(p.srv), p.set.plain_http ? "http" : "https",
+		p.set.admin_addr, gw_admin_listener_port(p.listener), p.set.workers.n);
 	/* a line for scripts and tests that start with port 0 */
-	printf("sluice-gateway listening port=%u admin_port=%u\n", gw_server_port(srv),
-	       gw_admin_listener_port(listener));
+	printf("sluice-gateway listening port=%u admin_port=%u\n", gw_server_port(p.srv),
+	       gw_admin_listener_port(p.listener));
 	fflush(stdout);
-	event_base_dispatch(base);
+	event_base_dispatch(p.base);
 	rc = 0;
 out:
 	if (rc != 0)
 		cm_logf(CM_LOG_ERROR, "start_failed", "the gateway did not start");
-	if (ev_term)
-		event_free(ev_term);
-	if (ev_int)
-		event_free(ev_int);
-	gw_dispatch_free(disp);
-	gw_server_free(srv);
-	gw_admin_listener_free(listener);
-	gw_metrics_free(metrics);
-	gw_queue_free(q);
-	gw_auth_free(auth);  /* fails the admin's pending Redis operations first */
-	gw_admin_free(glue.admin);
-	gw_workers_free(ws);
-	if (base)
-		event_base_free(base);
-	gw_key_pepper_free(pepper);
-	cm_free(specs);
-	cm_free(names);
-	cm_cfg_free(&gw_settings_section, &set);
+	parts_close(&p);
 	return rc;
 }
 

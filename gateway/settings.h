@@ -59,6 +59,9 @@ struct gw_settings_redis {
 	double outage_quota_fraction; /* local share of quotas during an outage */
 };
 
+/* route.policy (an index into its choices). */
+enum gw_place_policy { GW_PLACE_POLICY_AFFINITY = 0, GW_PLACE_POLICY_ROUND_ROBIN = 1 };
+
 struct gw_settings {
 	char *listen_addr;
 	int64_t port;
@@ -78,7 +81,7 @@ struct gw_settings {
 	int64_t stats_timeout_ms;
 	int64_t route_prefix_bytes;
 	double route_load_factor;
-	int route_policy;       /* 0 affinity, 1 round_robin */
+	int route_policy;       /* enum gw_place_policy */
 	struct gw_settings_queue queue;
 	struct gw_settings_redis redis;
 };
