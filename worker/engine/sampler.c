@@ -764,132 +764,140 @@ static uint32_t top_p_cut(struct wk_sampler_ws *ws, uint32_t *list, size_t n,
 	return in[nb - 1];
 }
 
-enum cm_status wk_sampler_sample(struct wk_sampler *s,
-				 struct wk_sampler_ws *ws,
-				 const float *logits, uint32_t n_vocab,
-				 struct wk_sample *out)
+/* The candidate list as the stages of one draw narrow it. */
+struct smp_list {
+	uint32_t *list;     /* token ids (ws->cand) */
+	uint32_t n;         /* entries after top-k */
+	uint32_t cut;       /* the worst token kept by top-k / top-p */
+	uint32_t nsurv;     /* survivors, ascending id, after the cut and min-p */
+	float max;          /* the largest logit */
+	bool sorted;        /* list[0..n) is best first */
+	bool have_e;        /* ws->e holds exp(w - max) for every candidate */
+	bool have_cut;
+	bool all;           /* nothing was cut: every token survives */
+};
+
+/* top-k: the list shrinks to the k best. */
+static void smp_top_k(const struct wk_sampler_params *p, const float *w, uint32_t n_vocab,
+		      struct smp_list *L)
 {
-	const struct wk_sampler_params *p = &s->p;
-	float *w = ws->w, max;
-	double *e = ws->e, temp = p->temperature, z, u, cum;
-	uint32_t *list, best = 0, cut, i, n, nsurv, pick;
-	bool sorted = false, have_e = false, have_cut = false, all = true;
-	bool full_t = false;
+	uint32_t i;
 
-	if (n_vocab != s->n_vocab || n_vocab > ws->n_vocab)
-		return CM_EINVAL;
-
-	/* copy: NaN -> -inf, +inf -> FLT_MAX so that w - max is never NaN */
-	sanitize(logits, w, n_vocab);
-	if (s->penalties)
-		apply_penalties(s, ws);
-
-	max = max_of(w, n_vocab);
-	while (w[best] != max)
-		best++;
-	if (max == -INFINITY)
-		return CM_EINVAL;
-
-	if (temp == 0.0) {
-		out->token = best;
-		out->logprob = (float)(0.0 - log_partition(w, n_vocab, max, 1.0));
-		return CM_OK;
-	}
-
-	/* ---- top-k: the list shrinks to the k best -------------------- */
-	list = ws->cand;
-	n = n_vocab;
+	L->n = n_vocab;
 	if (p->top_k > 0 && p->top_k < n_vocab) {
-		all = false;
-		n = p->top_k;
-		if (n <= SEL_HEAP_MAX) {
-			select_heap(w, NULL, n_vocab, n, list);
-			sorted = true;
+		L->all = false;
+		L->n = p->top_k;
+		if (L->n <= SEL_HEAP_MAX) {
+			select_heap(w, NULL, n_vocab, L->n, L->list);
+			L->sorted = true;
 		} else {
 			for (i = 0; i < n_vocab; i++)
-				list[i] = i;
-			select_quick(w, list, n_vocab, n);
+				L->list[i] = i;
+			select_quick(w, L->list, n_vocab, L->n);
 		}
-		cut = list[n - 1]; /* the k-th best in both paths */
-		have_cut = true;
+		L->cut = L->list[L->n - 1]; /* the k-th best in both paths */
+		L->have_cut = true;
 	} else {
 		for (i = 0; i < n_vocab; i++)
-			list[i] = i;
+			L->list[i] = i;
 	}
+}
 
-	/* ---- top-p over the list at temperature 1 --------------------- */
-	if (p->top_p < 1.0f) {
-		z = 0.0;
-		if (n == n_vocab) { /* the list is 0..n-1 */
-			exp_all(w, n, max, 1.0, e);
-			for (i = 0; i < n; i++)
-				z += e[i];
-		} else {
-			for (i = 0; i < n; i++) {
-				uint32_t t = list[i];
+/* top-p over the list at temperature 1. */
+static void smp_top_p(const struct wk_sampler_params *p, struct wk_sampler_ws *ws,
+		      uint32_t n_vocab, struct smp_list *L)
+{
+	const float *w = ws->w;
+	double *e = ws->e, z = 0.0;
+	uint32_t i;
 
-				e[t] = wk_sampler_exp((double)w[t] - (double)max);
-				z += e[t];
-			}
+	if (p->top_p >= 1.0f)
+		return;
+	if (L->n == n_vocab) { /* the list is 0..n-1 */
+		exp_all(w, L->n, L->max, 1.0, e);
+		for (i = 0; i < L->n; i++)
+			z += e[i];
+	} else {
+		for (i = 0; i < L->n; i++) {
+			uint32_t t = L->list[i];
+
+			e[t] = wk_sampler_exp((double)w[t] - (double)L->max);
+			z += e[t];
 		}
-		have_e = true;
-		cut = top_p_cut(ws, list, n, sorted, z, (double)p->top_p, max);
-		have_cut = true;
-		all = false;
 	}
+	L->have_e = true;
+	L->cut = top_p_cut(ws, L->list, L->n, L->sorted, z, (double)p->top_p, L->max);
+	L->have_cut = true;
+	L->all = false;
+}
 
-	/* ---- survivors in ascending id: prefix up to `cut`, then min-p -- */
-	nsurv = 0;
-	if (!have_cut) {
+/* Survivors in ascending id: the prefix up to `cut`, then min-p. */
+static void smp_survivors(const struct wk_sampler_params *p, struct wk_sampler_ws *ws,
+			  uint32_t n_vocab, struct smp_list *L)
+{
+	const float *w = ws->w;
+	double *e = ws->e;
+	uint32_t *list = L->list, i;
+
+	L->nsurv = 0;
+	if (!L->have_cut) {
 		/* list is 0..n_vocab-1 already in id order */
-		nsurv = n;
-	} else if (n <= 4096u) {
-		for (i = 0; i < n; i++) {
+		L->nsurv = L->n;
+	} else if (L->n <= 4096u) {
+		for (i = 0; i < L->n; i++) {
 			uint32_t t = list[i];
 
-			if (t == cut || better(w, t, cut))
-				list[nsurv++] = t;
+			if (t == L->cut || better(w, t, L->cut))
+				list[L->nsurv++] = t;
 		}
-		qsort(list, nsurv, sizeof(*list), cmp_u32);
+		qsort(list, L->nsurv, sizeof(*list), cmp_u32);
 	} else {
 		for (i = 0; i < n_vocab; i++)
-			if (i == cut || better(w, i, cut))
-				list[nsurv++] = i;
+			if (i == L->cut || better(w, i, L->cut))
+				list[L->nsurv++] = i;
 	}
 	if (p->min_p > 0.0f) {
 		uint32_t kept = 0;
 		double mp = (double)p->min_p;
 
-		if (!have_e && nsurv > n_vocab / 8) {
-			exp_all(w, n_vocab, max, 1.0, e);
-			have_e = true;
+		if (!L->have_e && L->nsurv > n_vocab / 8) {
+			exp_all(w, n_vocab, L->max, 1.0, e);
+			L->have_e = true;
 		}
-
-		for (i = 0; i < nsurv; i++) {
+		for (i = 0; i < L->nsurv; i++) {
 			uint32_t t = list[i];
-			double et = have_e ? e[t]
-					   : wk_sampler_exp((double)w[t] -
-							    (double)max);
+			double et = L->have_e ? e[t]
+					      : wk_sampler_exp((double)w[t] - (double)L->max);
 
 			if (et >= mp)
 				list[kept++] = t;
 		}
-		if (kept != nsurv)
-			all = false;
-		nsurv = kept; /* the best token has e == 1 and always stays */
+		if (kept != L->nsurv)
+			L->all = false;
+		L->nsurv = kept; /* the best token has e == 1 and always stays */
 	}
+}
 
-	/* ---- temperature, draw ----------------------------------------- */
-	z = 0.0;
-	if (nsurv > n_vocab / 8) {
+/* Temperature, the draw and its log-probability. */
+static void smp_draw(struct wk_sampler *s, struct wk_sampler_ws *ws, uint32_t n_vocab,
+		     const struct smp_list *L, uint32_t best, struct wk_sample *out)
+{
+	const float *w = ws->w;
+	double *e = ws->e, temp = s->p.temperature, z = 0.0, u, cum;
+	const uint32_t *list = L->list;
+	float max = L->max;
+	uint32_t i, pick;
+	bool full_t = false;
+
+	if (L->nsurv > n_vocab / 8) {
 		/* many survivors: the vectorised pass over everything is
 		 * cheaper, gives the same values, and the logprob's sum */
 		exp_all(w, n_vocab, max, temp, e);
 		full_t = true;
-		for (i = 0; i < nsurv; i++)
+		for (i = 0; i < L->nsurv; i++)
 			z += e[list[i]];
 	} else {
-		for (i = 0; i < nsurv; i++) {
+		for (i = 0; i < L->nsurv; i++) {
 			uint32_t t = list[i];
 
 			e[t] = wk_sampler_exp(((double)w[t] - (double)max) / temp);
@@ -899,7 +907,7 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 	u = rng_double(s->rng) * z;
 	cum = 0.0;
 	pick = best;
-	for (i = 0; i < nsurv; i++) {
+	for (i = 0; i < L->nsurv; i++) {
 		uint32_t t = list[i];
 
 		if (e[t] > 0.0)
@@ -909,7 +917,7 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 			break;
 	}
 	out->token = pick;
-	if (all && nsurv == n_vocab) {
+	if (L->all && L->nsurv == n_vocab) {
 		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
 				       log(z));
 	} else if (full_t) {
@@ -928,5 +936,44 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 	} else
 		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
 				       log_partition(w, n_vocab, max, temp));
+}
+
+enum cm_status wk_sampler_sample(struct wk_sampler *s,
+				 struct wk_sampler_ws *ws,
+				 const float *logits, uint32_t n_vocab,
+				 struct wk_sample *out)
+{
+	const struct wk_sampler_params *p = &s->p;
+	float *w = ws->w, max;
+	struct smp_list L;
+	uint32_t best = 0;
+
+	if (n_vocab != s->n_vocab || n_vocab > ws->n_vocab)
+		return CM_EINVAL;
+
+	/* copy: NaN -> -inf, +inf -> FLT_MAX so that w - max is never NaN */
+	sanitize(logits, w, n_vocab);
+	if (s->penalties)
+		apply_penalties(s, ws);
+
+	max = max_of(w, n_vocab);
+	while (w[best] != max)
+		best++;
+	if (max == -INFINITY)
+		return CM_EINVAL;
+
+	if (p->temperature == 0.0) {
+		out->token = best;
+		out->logprob = (float)(0.0 - log_partition(w, n_vocab, max, 1.0));
+		return CM_OK;
+	}
+	memset(&L, 0, sizeof(L));
+	L.list = ws->cand;
+	L.max = max;
+	L.all = true;
+	smp_top_k(p, w, n_vocab, &L);
+	smp_top_p(p, ws, n_vocab, &L);
+	smp_survivors(p, ws, n_vocab, &L);
+	smp_draw(s, ws, n_vocab, &L, best, out);
 	return CM_OK;
 }

@@ -364,16 +364,11 @@ static uint32_t pending(const struct wk_seq *q)
 	return q->n_toks - q->n_computed;
 }
 
-enum cm_status wk_sched_step(struct wk_sched *s)
+/* 1. Decode tokens first; preempt the youngest when blocks run out. */
+static void step_decode(struct wk_sched *s, struct step *b, uint32_t *budget)
 {
-	struct step b = { 0, 0, 0 };
-	uint32_t budget = s->cfg.step_tokens;
 	struct wk_seq *q, *next;
-	struct wk_batch batch;
-	int64_t t0, dt;
-	enum cm_status st;
 
-	/* 1. decode tokens first; preempt the youngest when blocks run out */
 	for (q = s->running.head; q; q = next) {
 		next = q->next;
 		q->step_prefill = q->step_decode = 0;
@@ -390,21 +385,26 @@ enum cm_status wk_sched_step(struct wk_sched *s)
 		}
 		if (q->state != SEQ_RUNNING)
 			continue;
-		if (budget == 0)
+		if (*budget == 0)
 			break;
-		add_tokens(s, &b, q, 1);
+		add_tokens(s, b, q, 1);
 		q->step_decode = 1;
-		budget--;
+		(*budget)--;
 	}
+}
 
-	/* 2. prompt chunks of running sequences */
-	for (q = s->running.head; q && budget > 0; q = next) {
+/* 2. Prompt chunks of running sequences. */
+static void step_prefill(struct wk_sched *s, struct step *b, uint32_t *budget)
+{
+	struct wk_seq *q, *next;
+
+	for (q = s->running.head; q && *budget > 0; q = next) {
 		uint32_t chunk;
 
 		next = q->next;
 		if (pending(q) <= 1 || q->step_decode)
 			continue;
-		chunk = pending(q) < budget ? pending(q) : budget;
+		chunk = pending(q) < *budget ? pending(q) : *budget;
 		if (!ensure_blocks(s, q, q->n_computed + chunk)) {
 			uint32_t covered = q->n_blocks * s->bt - q->n_computed;
 
@@ -422,7 +422,7 @@ enum cm_status wk_sched_step(struct wk_sched *s)
 				}
 				next = q->next;
 				covered = q->n_blocks * s->bt - q->n_computed;
-				chunk = covered < budget ? covered : budget;
+				chunk = covered < *budget ? covered : *budget;
 				if (chunk > pending(q))
 					chunk = pending(q);
 			}
@@ -432,13 +432,18 @@ enum cm_status wk_sched_step(struct wk_sched *s)
 			if (!ensure_blocks(s, q, q->n_computed + chunk))
 				continue;
 		}
-		add_tokens(s, &b, q, chunk);
+		add_tokens(s, b, q, chunk);
 		q->step_prefill = 1;
-		budget -= chunk;
+		*budget -= chunk;
 	}
+}
 
-	/* 3. admissions: the whole remaining prompt must fit in free blocks */
-	while (budget > 0 && s->waiting.head) {
+/* 3. Admissions: the whole remaining prompt must fit in free blocks. */
+static void step_admit(struct wk_sched *s, struct step *b, uint32_t *budget)
+{
+	struct wk_seq *q;
+
+	while (*budget > 0 && s->waiting.head) {
 		uint32_t chunk, need;
 
 		q = s->waiting.head;
@@ -464,16 +469,75 @@ enum cm_status wk_sched_step(struct wk_sched *s)
 		if (!q->tm.t_admit)
 			q->tm.t_admit = cm_mono_ns();
 		list_push_back(&s->running, q);
-		chunk = pending(q) < budget ? pending(q) : budget;
+		chunk = pending(q) < *budget ? pending(q) : *budget;
 		if (!ensure_blocks(s, q, q->n_computed + chunk)) {
 			trim_blocks(s, q);
 			break;
 		}
-		add_tokens(s, &b, q, chunk);
+		add_tokens(s, b, q, chunk);
 		q->step_prefill = 1;
-		budget -= chunk;
+		*budget -= chunk;
 	}
+}
 
+/* After the forward pass: positions computed, time accounted, blocks shared. */
+static void step_account(struct wk_sched *s, const struct step *b, int64_t dt)
+{
+	for (uint32_t i = 0; i < b->n_seqs; i++) {
+		struct wk_seq *sq = s->b_seqp[i];
+		uint32_t n = 0;
+
+		for (uint32_t t = 0; t < b->n_tokens; t++)
+			n += s->b_seq[t] == i;
+		sq->n_computed += n;
+		if (sq->step_decode) {
+			sq->tm.decode_ns += dt;
+			s->st.decode_tokens += n;
+		} else {
+			sq->tm.prefill_ns += dt;
+			s->st.prefill_tokens += n;
+		}
+		register_full_blocks(s, sq);
+	}
+}
+
+/* Samples each output row, emits the token and ends what must end. */
+static void step_emit(struct wk_sched *s, const struct step *b)
+{
+	for (uint32_t o = 0; o < b->n_out; o++) {
+		struct wk_seq *sq = s->out_seq[o];
+		const float *lg = s->logits + (uint64_t)o * s->cfg.n_vocab;
+		float lp = 0;
+		int32_t tok = s->cb.sample(s->owner, sq, lg, sq->toks, sq->n_toks, &lp);
+		int stop;
+
+		if (tok < 0 || (uint32_t)tok >= s->cfg.n_vocab) {
+			seq_end(s, sq, WK_END_ERROR);
+			continue;
+		}
+		sq->toks[sq->n_toks++] = tok;
+		sq->n_gen++;
+		if (!sq->tm.t_first_token)
+			sq->tm.t_first_token = cm_mono_ns();
+		stop = s->cb.emit(s->owner, sq, tok, lp, lg);
+		if (stop)
+			seq_end(s, sq, WK_END_STOP);
+		else if (sq->n_gen >= sq->max_tokens || sq->n_toks >= sq->cap_toks)
+			seq_end(s, sq, WK_END_LENGTH);
+	}
+}
+
+enum cm_status wk_sched_step(struct wk_sched *s)
+{
+	struct step b = { 0, 0, 0 };
+	uint32_t budget = s->cfg.step_tokens;
+	struct wk_batch batch;
+	int64_t t0, dt;
+	enum cm_status st;
+
+	step_decode(s, &b, &budget);
+	step_prefill(s, &b, &budget);
+	step_admit(s, &b, &budget);
 	if (b.n_tokens == 0)
 		return CM_AGAIN;
 
@@ -497,47 +561,8 @@ enum cm_status wk_sched_step(struct wk_sched *s)
 			seq_end(s, s->b_seqp[i], WK_END_ERROR);
 		return st;
 	}
-
-	/* account and advance */
-	for (uint32_t i = 0; i < b.n_seqs; i++) {
-		struct wk_seq *sq = s->b_seqp[i];
-		uint32_t n = 0;
-
-		for (uint32_t t = 0; t < b.n_tokens; t++)
-			n += s->b_seq[t] == i;
-		sq->n_computed += n;
-		if (sq->step_decode) {
-			sq->tm.decode_ns += dt;
-			s->st.decode_tokens += n;
-		} else {
-			sq->tm.prefill_ns += dt;
-			s->st.prefill_tokens += n;
-		}
-		register_full_blocks(s, sq);
-	}
-
-	/* sample and emit */
-	for (uint32_t o = 0; o < b.n_out; o++) {
-		struct wk_seq *sq = s->out_seq[o];
-		const float *lg = s->logits + (uint64_t)o * s->cfg.n_vocab;
-		float lp = 0;
-		int32_t tok = s->cb.sample(s->owner, sq, lg, sq->toks, sq->n_toks, &lp);
-		int stop;
-
-		if (tok < 0 || (uint32_t)tok >= s->cfg.n_vocab) {
-			seq_end(s, sq, WK_END_ERROR);
-			continue;
-		}
-		sq->toks[sq->n_toks++] = tok;
-		sq->n_gen++;
-		if (!sq->tm.t_first_token)
-			sq->tm.t_first_token = cm_mono_ns();
-		stop = s->cb.emit(s->owner, sq, tok, lp, lg);
-		if (stop)
-			seq_end(s, sq, WK_END_STOP);
-		else if (sq->n_gen >= sq->max_tokens || sq->n_toks >= sq->cap_toks)
-			seq_end(s, sq, WK_END_LENGTH);
-	}
+	step_account(s, &b, dt);
+	step_emit(s, &b);
 	return CM_OK;
 }
 
