@@ -687,7 +687,7 @@ static void answer_readyz(struct gw_dispatch *d, struct gw_request *r)
 {
 	char body[512];
 	size_t len;
-	int status = gw_api_answer_readyz(d->dep.workers, gw_auth_redis_ok(d->dep.auth),
+	int status = gw_api_answer_readyz(d->dep.workers, gw_redis_up(d->dep.redis),
 					  body, sizeof(body), &len);
 
 	respond_raw(r, status, GW_API_CT_JSON, body, len);
@@ -937,7 +937,7 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 		return CM_ENOMEM;
 	}
 	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK ||
-	    gw_usage_queue_new(base, deps->auth, &d->usage) != CM_OK ||
+	    gw_usage_queue_new(base, deps->redis, &d->usage) != CM_OK ||
 	    gw_local_limit_new(cfg->outage_quota_fraction > 0 ? cfg->outage_quota_fraction : 1.0,
 			       &d->local) != CM_OK) {
 		gw_usage_queue_free(d->usage);
@@ -947,7 +947,7 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 	}
 	d->lease_env = (struct gw_lease_env){
 		.base = base,
-		.auth = deps->auth,
+		.redis = deps->redis,
 		.local = d->local,
 		.ttl_ms = cfg->lease_ttl_ms,
 		.timeout_ms = cfg->quota_timeout_ms,

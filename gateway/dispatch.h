@@ -60,6 +60,7 @@ struct gw_dispatch_deps {
 	struct gw_queue *queue;
 	struct gw_auth *auth;
 	struct gw_metrics *metrics;
+	struct gw_redis *redis;     /* the command connection (quota, usage) */
 };
 
 enum cm_status gw_dispatch_new(struct event_base *base,

@@ -123,7 +123,7 @@ static void stop_cb(evutil_socket_t sig, short what, void *arg)
  * auth replaces it when it reconnects). */
 struct gw_admin_glue {
 	struct gw_admin *admin;
-	struct gw_auth *auth;
+	struct gw_redis *redis;
 	struct gw_workers *ws;
 };
 
@@ -138,7 +138,7 @@ static void admin_handle(struct gw_request *req, void *arg)
 {
 	struct gw_admin_glue *g = arg;
 
-	gw_admin_set_redis(g->admin, gw_auth_redis(g->auth));
+	gw_admin_set_redis(g->admin, gw_redis_async(g->redis));
 	gw_admin_handle(req, g->admin);
 }
 
@@ -148,6 +148,7 @@ struct gw_parts {
 	struct event_base *base;
 	struct gw_key_pepper *pepper;
 	struct gw_workers *ws;
+	struct gw_redis *redis;
 	struct gw_auth *auth;
 	struct gw_queue *q;
 	struct gw_metrics *metrics;
@@ -171,7 +172,6 @@ static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_l
 		.stats_timeout_ms = set->stats_timeout_ms,
 	};
 	struct gw_auth_config ac = {
-		.redis_url = set->redis.url,
 		.ns = set->redis.ns,
 		.timeout_ms = set->redis.timeout_ms,
 		.cache_ttl_ms = set->redis.auth_cache_ttl_ms,
@@ -194,7 +194,9 @@ static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_l
 	}
 	if (gw_workers_new(p->base, p->specs, set->workers.n, &wc, &p->ws) != CM_OK)
 		return CM_ENOMEM;
-	if (gw_auth_new(p->base, &ac, p->pepper, &p->auth, err, err_len) != CM_OK)
+	if (gw_redis_new(p->base, set->redis.url, &p->redis, err, err_len) != CM_OK)
+		return CM_EINVAL;
+	if (gw_auth_new(p->base, &ac, p->pepper, p->redis, &p->auth, err, err_len) != CM_OK)
 		return CM_EINVAL;
 	return gw_queue_new(&qc, &p->q);
 }
@@ -222,9 +224,9 @@ static enum cm_status parts_admin(struct gw_parts *p, char *err, size_t err_len)
 		snprintf(err, err_len, "admin listener: %s", e);
 		return CM_EINVAL;
 	}
-	p->glue.auth = p->auth;
+	p->glue.redis = p->redis;
 	p->glue.ws = p->ws;
-	if (gw_admin_new(&ac, gw_auth_redis(p->auth), &p->glue.admin, e, sizeof(e)) != CM_OK) {
+	if (gw_admin_new(&ac, gw_redis_async(p->redis), &p->glue.admin, e, sizeof(e)) != CM_OK) {
 		snprintf(err, err_len, "admin API: %s", e);
 		return CM_EINVAL;
 	}
@@ -237,7 +239,7 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 {
 	const struct gw_settings *set = &p->set;
 	struct gw_dispatch_config dc;
-	struct gw_dispatch_deps dd = { p->ws, p->q, p->auth, p->metrics };
+	struct gw_dispatch_deps dd = { p->ws, p->q, p->auth, p->metrics, p->redis };
 	struct gw_server_config sc;
 
 	memset(&dc, 0, sizeof(dc));
@@ -281,7 +283,8 @@ static void parts_close(struct gw_parts *p)
 	gw_admin_listener_free(p->listener);
 	gw_metrics_free(p->metrics);
 	gw_queue_free(p->q);
-	gw_auth_free(p->auth);  /* fails the admin's pending Redis operations first */
+	gw_redis_free(p->redis); /* fails every pending Redis call first */
+	gw_auth_free(p->auth);
 	gw_admin_free(p->glue.admin);
 	gw_workers_free(p->ws);
 	if (p->base)

@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "gateway/gov/audit.h"
+#include "gateway/gov/reader.h"
 #include "gateway/gov/records.h"
 
 enum ctl_exit {
@@ -61,7 +62,7 @@ redisReply *ctl_cmd_argv(struct ctl *ctl, int argc, const char **argv);
 /* printf-style command (hiredis's %s/%b formats). */
 redisReply *ctl_cmd(struct ctl *ctl, const char *fmt, ...);
 /* Runs a governance command (gateway/gov/records.h); reply or NULL after a message. */
-redisReply *ctl_gov(struct ctl *ctl, struct gw_gov_cmd *cmd);
+redisReply *ctl_gov(struct ctl *ctl, struct gw_redis_cmd *cmd);
 /*
  * Appends an audit record for a mutating command (actor = ctl->actor).
  * Returns CTL_EXIT_OK, or CTL_EXIT_REDIS after a message saying the action
@@ -100,8 +101,10 @@ long long ctl_now_s(void);
 /* "2026-11-30T20:01:02Z", or "-" for 0. */
 void ctl_fmt_time(long long unix_s, char out[32]);
 
-/* Field `name` of a HGETALL reply, or NULL. */
-const char *ctl_hash_get(const redisReply *r, const char *name);
+/* SMEMBERS of `key`, sorted (gateway/gov/reader.h: pointers into *reply,
+ * which the caller frees; the array with cm_free).  NULL on failure. */
+const char **ctl_members_sorted(struct ctl *ctl, const char *key, redisReply **reply,
+				size_t *n);
 
 /* Prints a JSON value on stdout (indent 2) and frees it. */
 void ctl_print_json(json_t *v);

@@ -77,7 +77,7 @@ static int issue_and_print(struct ctl *ctl, const struct gw_key_pepper *pepper,
 			   const char *t, const char *c, long long expires_in,
 			   const struct rotation *rot)
 {
-	struct gw_gov_cmd *cmd = NULL;
+	struct gw_redis_cmd *cmd = NULL;
 	char full[2 * CTL_NAME_MAX + 2], audit_target[2 * GW_KEY_ID_LEN + 2 * CTL_NAME_MAX + 8];
 	char key[GW_KEY_LEN + 1], id[GW_KEY_ID_LEN + 1];
 	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1];
@@ -244,7 +244,7 @@ static int key_rotate(struct ctl *ctl, int argc, char **argv)
 {
 	const char *old = NULL;
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1];
-	struct gw_gov_cmd *cmd = NULL;
+	struct gw_redis_cmd *cmd = NULL;
 	struct gw_gov_shortened sh;
 	struct gw_key_pepper *pepper = NULL;
 	long long overlap = 86400, expires_in = 0;
@@ -333,38 +333,6 @@ struct key_lister {
 	long long now;
 };
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Members of a set, sorted; NULL after a message on failure. */
-static const char **members_sorted(struct ctl *ctl, const char *key,
-				   redisReply **reply, size_t *n)
-{
-	const char **v;
-
-	*n = 0;
-	*reply = ctl_cmd(ctl, "SMEMBERS %s", key);
-	if (!*reply || (*reply)->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	v = cm_calloc((*reply)->elements + 1, sizeof(*v));
-	if (!v)
-		return NULL;
-	for (size_t i = 0; i < (*reply)->elements; i++)
-		if ((*reply)->element[i]->type == REDIS_REPLY_STRING)
-			v[(*n)++] = (*reply)->element[i]->str;
-	qsort(v, *n, sizeof(*v), cmp_str);
-	return v;
-}
-
-static long long field_ll(const redisReply *h, const char *name)
-{
-	const char *v = ctl_hash_get(h, name);
-
-	return v ? strtoll(v, NULL, 10) : 0;
-}
-
 /* Lists the keys of one client (names already validated). */
 static int list_client(struct key_lister *l, const char *t, const char *c)
 {
@@ -376,7 +344,7 @@ static int list_client(struct key_lister *l, const char *t, const char *c)
 
 	snprintf(full, sizeof(full), "%s/%s", t, c);
 	ctl_key(l->ctl, set, "client", full, "keys");
-	v = members_sorted(l->ctl, set, &ids, &n);
+	v = ctl_members_sorted(l->ctl, set, &ids, &n);
 	if (!v) {
 		rc = CTL_EXIT_REDIS;
 		goto out;
@@ -393,18 +361,18 @@ static int list_client(struct key_lister *l, const char *t, const char *c)
 			rc = CTL_EXIT_REDIS;
 			break;
 		}
-		exp = field_ll(h, "expires");
+		exp = gw_gov_hash_ll(h, "expires", 0);
 		if (h->elements == 0)
 			status = "missing";
-		else if (field_ll(h, "revoked") == 1)
+		else if (gw_gov_hash_ll(h, "revoked", 0) == 1)
 			status = "revoked";
 		else if (exp > 0 && exp <= l->now)
 			status = "expired";
 		else
 			status = "active";
-		ctl_fmt_time(field_ll(h, "created"), created);
+		ctl_fmt_time(gw_gov_hash_ll(h, "created", 0), created);
 		ctl_fmt_time(exp, expires);
-		ctl_fmt_time(field_ll(h, "last_used"), last);
+		ctl_fmt_time(gw_gov_hash_ll(h, "last_used", 0), last);
 		if (l->arr) {
 			json_t *o = json_object();
 
@@ -444,7 +412,7 @@ static int list_tenant(struct key_lister *l, const char *t)
 	int rc = CTL_EXIT_OK;
 
 	ctl_key(l->ctl, set, "tenant", t, "clients");
-	v = members_sorted(l->ctl, set, &names, &n);
+	v = ctl_members_sorted(l->ctl, set, &names, &n);
 	if (!v)
 		rc = CTL_EXIT_REDIS;
 	for (size_t i = 0; v && i < n && rc == CTL_EXIT_OK; i++)
@@ -519,7 +487,7 @@ static int key_list(struct ctl *ctl, int argc, char **argv)
 		rc = c[0] ? list_client(&l, t, c) : list_tenant(&l, t);
 	} else {
 		ctl_key(ctl, key, "tenants", NULL, NULL);
-		v = members_sorted(ctl, key, &r, &n);
+		v = ctl_members_sorted(ctl, key, &r, &n);
 		if (!v) {
 			rc = CTL_EXIT_REDIS;
 			goto out;
@@ -548,7 +516,7 @@ out:
 
 static int key_revoke(struct ctl *ctl, int argc, char **argv)
 {
-	struct gw_gov_cmd *cmd;
+	struct gw_redis_cmd *cmd;
 	enum gw_gov_result res;
 	enum gw_audit_result ar;
 	redisReply *r;

@@ -12,6 +12,8 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "gateway/gov/reader.h"
+#include "gateway/redis/keys.h"
 #include "tools/ctl_internal.h"
 
 /* ---- connection ---------------------------------------------------------- */
@@ -119,7 +121,7 @@ redisReply *ctl_cmd(struct ctl *ctl, const char *fmt, ...)
 	return check_reply(ctl, r);
 }
 
-redisReply *ctl_gov(struct ctl *ctl, struct gw_gov_cmd *cmd)
+redisReply *ctl_gov(struct ctl *ctl, struct gw_redis_cmd *cmd)
 {
 	return check_reply(ctl, gw_gov_send_sync(ctl->rc, cmd));
 }
@@ -168,14 +170,14 @@ redisReply *ctl_eval(struct ctl *ctl, const char *script, int nkeys,
 void ctl_key(const struct ctl *ctl, char out[CTL_KEYNAME_MAX], const char *what,
 	     const char *name, const char *suffix)
 {
-	snprintf(out, CTL_KEYNAME_MAX, "%s%s%s%s%s%s", ctl->ns, what,
-		 name ? ":" : "", name ? name : "", suffix ? ":" : "",
-		 suffix ? suffix : "");
+	/* a name too long for the buffer is cut; Redis then finds nothing */
+	if (gw_redis_key(out, CTL_KEYNAME_MAX, ctl->ns, what, name, suffix) != CM_OK)
+		out[CTL_KEYNAME_MAX - 1] = '\0';
 }
 
 void ctl_channel(const struct ctl *ctl, char out[CTL_KEYNAME_MAX])
 {
-	snprintf(out, CTL_KEYNAME_MAX, "%srevocations", ctl->ns);
+	ctl_key(ctl, out, GW_REDIS_CHANNEL, NULL, NULL);
 }
 
 int ctl_name_ok(const char *what, const char *s)
@@ -296,18 +298,13 @@ void ctl_fmt_time(long long unix_s, char out[32])
 
 /* ---- replies and output --------------------------------------------------- */
 
-const char *ctl_hash_get(const redisReply *r, const char *name)
+const char **ctl_members_sorted(struct ctl *ctl, const char *key, redisReply **reply,
+				size_t *n)
 {
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0 &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING)
-			return r->element[i + 1]->str;
-	return NULL;
+	*n = 0;
+	*reply = ctl_cmd(ctl, "SMEMBERS %s", key);
+	return gw_gov_sorted_members(*reply, NULL, n);
 }
-
 void ctl_print_json(json_t *v)
 {
 	char *s;

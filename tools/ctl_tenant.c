@@ -16,42 +16,6 @@
 #include "common/crypto.h"
 #include "tools/ctl_internal.h"
 
-/* Adds the quota fields of a HGETALL reply to a JSON object (numbers). */
-static void json_quotas(json_t *o, const redisReply *h)
-{
-	for (int f = 0; f < GW_GOV_F_COUNT; f++) {
-		const char *v = ctl_hash_get(h, gw_gov_fields[f].field);
-
-		json_object_set_new(o, gw_gov_fields[f].field,
-				    v ? json_integer(strtoll(v, NULL, 10)) : json_null());
-	}
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* SMEMBERS, sorted in place (the reply keeps owning the strings). */
-static const char **sorted_members(struct ctl *ctl, const char *key,
-				   redisReply **reply, size_t *n)
-{
-	const char **names;
-
-	*n = 0;
-	*reply = ctl_cmd(ctl, "SMEMBERS %s", key);
-	if (!*reply || (*reply)->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	names = cm_calloc((*reply)->elements + 1, sizeof(*names));
-	if (!names)
-		return NULL;
-	for (size_t i = 0; i < (*reply)->elements; i++)
-		if ((*reply)->element[i]->type == REDIS_REPLY_STRING)
-			names[(*n)++] = (*reply)->element[i]->str;
-	qsort(names, *n, sizeof(*names), cmp_str);
-	return names;
-}
-
 /* Prints the outcome of a governance write, maps it to an exit code and
  * an audit result. */
 static int gov_outcome(enum gw_gov_result res, const char *kind, const char *what,
@@ -81,7 +45,7 @@ static int gov_outcome(enum gw_gov_result res, const char *kind, const char *wha
 }
 
 /* Runs `cmd`, audits it, returns the exit code. */
-static int run_gov(struct ctl *ctl, struct gw_gov_cmd *cmd, enum gw_audit_action action,
+static int run_gov(struct ctl *ctl, struct gw_redis_cmd *cmd, enum gw_audit_action action,
 		   const char *kind, const char *what, const char *parent_kind,
 		   const char *parent)
 {
@@ -113,7 +77,7 @@ static int run_gov(struct ctl *ctl, struct gw_gov_cmd *cmd, enum gw_audit_action
 static int tenant_create(struct ctl *ctl, int argc, char **argv)
 {
 	struct gw_gov_quotas q;
-	struct gw_gov_cmd *cmd = NULL;
+	struct gw_redis_cmd *cmd = NULL;
 	const char *name = NULL;
 	char salt_hex[2 * 32 + 1];
 	uint8_t salt[32];
@@ -189,7 +153,7 @@ out:
 static void quota_cells(const redisReply *h, const char **cells)
 {
 	for (int f = 0; f < GW_GOV_F_COUNT; f++)
-		cells[f] = ctl_hash_get(h, gw_gov_fields[f].field);
+		cells[f] = gw_gov_hash_get(h, gw_gov_fields[f].field);
 }
 
 static int tenant_list(struct ctl *ctl, int argc, char **argv)
@@ -214,7 +178,7 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 	if (rc != CTL_EXIT_OK)
 		return rc;
 	ctl_key(ctl, key, "tenants", NULL, NULL);
-	names = sorted_members(ctl, key, &members, &n);
+	names = ctl_members_sorted(ctl, key, &members, &n);
 	if (!names) {
 		rc = CTL_EXIT_REDIS;
 		goto out;
@@ -243,15 +207,15 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 			goto out;
 		}
 		snprintf(nclients, sizeof(nclients), "%lld", sc->integer);
-		const char *cr = ctl_hash_get(h, "created");
+		const char *cr = gw_gov_hash_get(h, "created");
 		ctl_fmt_time(cr ? strtoll(cr, NULL, 10) : 0, created);
-		const char *dis = ctl_hash_get(h, "disabled");
+		const char *dis = gw_gov_hash_get(h, "disabled");
 		int disabled = dis && strcmp(dis, "1") == 0;
 		if (arr) {
 			json_t *o = json_object();
 
 			json_object_set_new(o, "name", json_string(names[i]));
-			json_quotas(o, h);
+			gw_gov_quotas_json(o, h);
 			json_object_set_new(o, "clients", json_integer(sc->integer));
 			json_object_set_new(o, "disabled", json_boolean(disabled));
 			json_object_set_new(o, "created", json_string(created));
@@ -319,19 +283,19 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 		goto out;
 	}
 	ctl_key(ctl, key, "tenant", argv[0], "clients");
-	names = sorted_members(ctl, key, &members, &n);
+	names = ctl_members_sorted(ctl, key, &members, &n);
 	if (!names) {
 		rc = CTL_EXIT_REDIS;
 		goto out;
 	}
-	const char *cr = ctl_hash_get(h, "created");
+	const char *cr = gw_gov_hash_get(h, "created");
 	ctl_fmt_time(cr ? strtoll(cr, NULL, 10) : 0, created);
-	const char *dis = ctl_hash_get(h, "disabled");
+	const char *dis = gw_gov_hash_get(h, "disabled");
 	if (ctl->json) {
 		o = json_object();
 		clients = json_array();
 		json_object_set_new(o, "name", json_string(argv[0]));
-		json_quotas(o, h);
+		gw_gov_quotas_json(o, h);
 		json_object_set_new(o, "disabled", json_boolean(dis && !strcmp(dis, "1")));
 		json_object_set_new(o, "created", json_string(created));
 	} else {
@@ -339,12 +303,12 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 		printf("created:  %s\n", created);
 		printf("disabled: %s\n", dis && !strcmp(dis, "1") ? "yes" : "no");
 		for (int f = 0; f < GW_GOV_F_COUNT; f++) {
-			const char *v = ctl_hash_get(h, gw_gov_fields[f].field);
+			const char *v = gw_gov_hash_get(h, gw_gov_fields[f].field);
 
 			printf("%-18s %s\n", gw_gov_fields[f].field, v ? v : "unlimited");
 		}
 		printf("cache salt: %s (never shown)\n",
-		       ctl_hash_get(h, "salt") ? "set" : "MISSING");
+		       gw_gov_hash_get(h, "salt") ? "set" : "MISSING");
 		printf("\n");
 		t = ctl_table_new(11, head);
 		if (!t) {
@@ -370,8 +334,8 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 			rc = CTL_EXIT_REDIS;
 			goto out;
 		}
-		const char *ccr = ctl_hash_get(ch, "created");
-		const char *cdis = ctl_hash_get(ch, "disabled");
+		const char *ccr = gw_gov_hash_get(ch, "created");
+		const char *cdis = gw_gov_hash_get(ch, "disabled");
 		int cdisabled = cdis && !strcmp(cdis, "1");
 
 		ctl_fmt_time(ccr ? strtoll(ccr, NULL, 10) : 0, ccreated);
@@ -382,7 +346,7 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 			json_object_set_new(c, "name", json_string(names[i]));
 			json_object_set_new(c, "disabled", json_boolean(cdisabled));
 			json_object_set_new(c, "keys", json_integer(kc->integer));
-			json_quotas(c, ch);
+			gw_gov_quotas_json(c, ch);
 			json_object_del(c, "weight");
 			json_object_set_new(c, "created", json_string(ccreated));
 			json_array_append_new(clients, c);
@@ -391,7 +355,7 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 			cells[1] = cdisabled ? "yes" : "no";
 			cells[2] = nkeys;
 			for (int f = GW_GOV_F_RPM; f < GW_GOV_F_COUNT; f++)
-				cells[2 + f] = ctl_hash_get(ch, gw_gov_fields[f].field);
+				cells[2 + f] = gw_gov_hash_get(ch, gw_gov_fields[f].field);
 			cells[10] = ccreated;
 			if (ctl_table_add(t, cells) != 0)
 				rc = CTL_EXIT_REDIS;
@@ -431,7 +395,7 @@ static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 	const char *target = NULL;
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
 	struct gw_gov_quotas q;
-	struct gw_gov_cmd *cmd = NULL;
+	struct gw_redis_cmd *cmd = NULL;
 	int rc = CTL_EXIT_USAGE, nset = 0, nclear = 0;
 
 	memset(&q, 0, sizeof(q));
@@ -525,7 +489,7 @@ static int flag_cmd(struct ctl *ctl, int argc, char **argv, int is_client,
 {
 	const char *kind = is_client ? "client" : "tenant";
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
-	struct gw_gov_cmd *cmd;
+	struct gw_redis_cmd *cmd;
 	enum gw_audit_action action;
 	int rc;
 
@@ -600,7 +564,7 @@ int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv)
 static int client_create(struct ctl *ctl, int argc, char **argv)
 {
 	struct gw_gov_quotas q;
-	struct gw_gov_cmd *cmd;
+	struct gw_redis_cmd *cmd;
 	const char *target = NULL;
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
 	int rc = CTL_EXIT_USAGE;

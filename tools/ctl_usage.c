@@ -27,31 +27,6 @@ struct out {
 	long long n;
 };
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Sorted SMEMBERS (strings owned by *reply); NULL after a message. */
-static const char **members(struct ctl *ctl, const char *key, redisReply **reply,
-			    size_t *n)
-{
-	const char **v;
-
-	*n = 0;
-	*reply = ctl_cmd(ctl, "SMEMBERS %s", key);
-	if (!*reply || (*reply)->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	v = cm_calloc((*reply)->elements + 1, sizeof(*v));
-	if (!v)
-		return NULL;
-	for (size_t i = 0; i < (*reply)->elements; i++)
-		if ((*reply)->element[i]->type == REDIS_REPLY_STRING)
-			v[(*n)++] = (*reply)->element[i]->str;
-	qsort(v, *n, sizeof(*v), cmp_str);
-	return v;
-}
-
 /* Reads one day hash and emits its row when it saw requests. */
 static int emit(struct ctl *ctl, struct out *o, const char *day, const char *tenant,
 		const char *client)
@@ -122,7 +97,7 @@ static int emit_tenant(struct ctl *ctl, struct out *o, const char *day,
 	if (rc != CTL_EXIT_OK || !clients)
 		return rc;
 	ctl_key(ctl, key, "tenant", tenant, "clients");
-	v = members(ctl, key, &r, &n);
+	v = ctl_members_sorted(ctl, key, &r, &n);
 	if (!v)
 		rc = CTL_EXIT_REDIS;
 	for (size_t i = 0; v && i < n && rc == CTL_EXIT_OK; i++)
@@ -238,7 +213,7 @@ int ctl_usage_cmd(struct ctl *ctl, int argc, char **argv)
 		r = NULL;
 	} else {
 		ctl_key(ctl, key, "tenants", NULL, NULL);
-		tenants = members(ctl, key, &r, &nt);
+		tenants = ctl_members_sorted(ctl, key, &r, &nt);
 		if (!tenants) {
 			rc = CTL_EXIT_REDIS;
 			goto out;

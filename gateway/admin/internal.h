@@ -53,7 +53,7 @@ enum step_kind { STEP_GOV = 0, STEP_SHORTEN, STEP_ISSUE };
 
 struct adm_step {
 	enum step_kind kind;
-	struct gw_gov_cmd cmd;
+	struct gw_redis_cmd cmd;
 	enum gw_audit_action action;
 	char target[GW_AUDIT_TARGET_MAX + 1];
 	const char *what; /* "tenant", "client", "key" for messages */

@@ -5,6 +5,8 @@
  */
 #include "gateway/admin/internal.h"
 
+#include "gateway/gov/reader.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,61 +29,35 @@ static void usage_row(struct adm_op *op, const redisReply *r, size_t idx);
 static const char *const hide_tenant[] = {"salt", NULL};
 static const char *const hide_key[] = {"hmac", NULL};
 
-/* Record fields safe to show (never salt or hmac). */
-static json_t *record_json(const redisReply *h, const char *const *skip)
-{
-	json_t *o = json_object();
-
-	for (size_t i = 0; h && h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2) {
-		const redisReply *k = h->element[i], *v = h->element[i + 1];
-		int f, hidden = 0;
-
-		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-			continue;
-		for (int j = 0; skip[j]; j++)
-			hidden |= strcmp(k->str, skip[j]) == 0;
-		if (hidden)
-			continue;
-		f = gw_gov_field_by_name(k->str);
-		if (f >= 0 || strcmp(k->str, "created") == 0 || strcmp(k->str, "expires") == 0 ||
-		    strcmp(k->str, "last_used") == 0 || strcmp(k->str, "revoked_at") == 0)
-			json_object_set_new(o, k->str, json_integer(strtoll(v->str, NULL, 10)));
-		else if (strcmp(k->str, "disabled") == 0 || strcmp(k->str, "revoked") == 0)
-			json_object_set_new(o, k->str, json_boolean(strcmp(v->str, "1") == 0));
-		else
-			json_object_set_new(o, k->str, json_string(v->str));
-	}
-	return o;
-}
-
-static int cmp_name(const void *x, const void *y)
-{
-	return strcmp(*(char *const *)x, *(char *const *)y);
-}
-
 /* Keeps the valid names of an SMEMBERS reply, sorted. */
+static int rd_key_id_ok(const char *s)
+{
+	return gw_admin_key_id_ok(s);
+}
+
+static int rd_name_ok(const char *s)
+{
+	return gw_gov_name_ok(s);
+}
+
+/* The valid names of an SMEMBERS reply, sorted, copied into op->names. */
 static int take_names(struct adm_op *op, const redisReply *r, int key_ids)
 {
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return -1;
-	op->names = cm_calloc(r->elements + 1, sizeof(*op->names));
-	if (!op->names)
-		return -1;
-	for (size_t i = 0; i < r->elements; i++) {
-		const redisReply *e = r->element[i];
+	size_t n = 0;
+	const char **v = gw_gov_sorted_members(r, key_ids ? rd_key_id_ok : rd_name_ok, &n);
 
-		if (e->type != REDIS_REPLY_STRING ||
-		    !(key_ids ? gw_admin_key_id_ok(e->str) : gw_gov_name_ok(e->str)))
-			continue;
-		op->names[op->nnames] = cm_strdup(e->str);
-		if (!op->names[op->nnames])
-			return -1;
+	if (!v)
+		return -1;
+	op->names = cm_calloc(n + 1, sizeof(*op->names));
+	for (size_t i = 0; op->names && i < n; i++) {
+		op->names[i] = cm_strdup(v[i]);
+		if (!op->names[i])
+			break;
 		op->nnames++;
 	}
-	qsort(op->names, op->nnames, sizeof(*op->names), cmp_name);
-	return 0;
+	cm_free(v);
+	return op->names && op->nnames == n ? 0 : -1;
 }
-
 static void on_read_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct adm_op *op = privdata;
@@ -100,7 +76,7 @@ static void on_read_reply(redisAsyncContext *ac, void *reply, void *privdata)
 				if (take_names(op, r, op->rk == READ_KEYS) != 0)
 					op->failed = 1;
 			} else if (r->elements > 0) {
-				json_t *o = record_json(r, op->rk == READ_KEYS ? hide_key : hide_tenant);
+				json_t *o = gw_gov_record_json(r, op->rk == READ_KEYS ? hide_key : hide_tenant);
 
 				if (op->rk == READ_KEYS) {
 					int64_t exp = json_integer_value(json_object_get(o, "expires"));
@@ -121,13 +97,13 @@ static void on_read_reply(redisAsyncContext *ac, void *reply, void *privdata)
 					op->status = 404;
 				} else {
 					json_decref(op->body);
-					op->body = record_json(r, hide_tenant);
+					op->body = gw_gov_record_json(r, hide_tenant);
 				}
 			} else if (op->stage == 0) {
 				if (take_names(op, r, 0) != 0)
 					op->failed = 1;
 			} else if (r->elements > 0) {
-				json_array_append_new(op->arr, record_json(r, hide_tenant));
+				json_array_append_new(op->arr, gw_gov_record_json(r, hide_tenant));
 			}
 			break;
 		case READ_CLIENT:
@@ -135,7 +111,7 @@ static void on_read_reply(redisAsyncContext *ac, void *reply, void *privdata)
 				op->status = 404;
 			} else {
 				json_decref(op->body);
-				op->body = record_json(r, hide_tenant);
+				op->body = gw_gov_record_json(r, hide_tenant);
 			}
 			break;
 		case READ_USAGE:

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "gateway/redis/keys.h"
 
 static const char b62_digits[] =
 	"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -299,12 +300,9 @@ void gw_key_wipe(struct gw_key_parts *parts)
 enum cm_status gw_key_record_name(char *out, size_t size, const char *ns,
 				  const char *key_id)
 {
-	int n;
-
 	if (gw_key_id_check(key_id, strnlen(key_id, GW_KEY_ID_LEN + 1)) != CM_OK)
 		return CM_EINVAL;
-	n = snprintf(out, size, "%skey:%s", ns ? ns : "sluice:", key_id);
-	return n > 0 && (size_t)n < size ? CM_OK : CM_EINVAL;
+	return gw_redis_key(out, size, ns, "key", key_id, NULL);
 }
 
 /* Strict non-negative decimal; 0 on success. */

@@ -16,7 +16,6 @@
 
 #include "common/alloc.h"
 
-extern const char gw_lua_src_audit_append[];
 
 #define VERIFY_BATCH "500"
 
@@ -98,20 +97,7 @@ static int in_list(const char *s, const char *const *list, int n)
 
 /* ---- append -------------------------------------------------------------- */
 
-static enum cm_status cmd_add(struct gw_gov_cmd *cmd, const char *s)
-{
-	size_t n = strnlen(s, GW_GOV_ARG_BYTES);
-
-	if (cmd->argc >= GW_GOV_MAX_ARGS || n >= GW_GOV_ARG_BYTES)
-		return CM_EINVAL;
-	memcpy(cmd->store[cmd->argc], s, n + 1);
-	cmd->argv[cmd->argc] = cmd->store[cmd->argc];
-	cmd->argvlen[cmd->argc] = n;
-	cmd->argc++;
-	return CM_OK;
-}
-
-enum cm_status gw_audit_cmd_append(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_audit_cmd_append(struct gw_redis_cmd *cmd, const char *ns,
 				   const char *actor, enum gw_audit_action action,
 				   const char *target, enum gw_audit_result result)
 {
@@ -127,25 +113,20 @@ enum cm_status gw_audit_cmd_append(struct gw_gov_cmd *cmd, const char *ns,
 		st = gw_gov_key(head, ns, "audit", "head", NULL);
 	if (st != CM_OK)
 		return st;
-	cmd->op = 0;
-	cmd->argv[0] = "EVAL";
-	cmd->argvlen[0] = 4;
-	cmd->argv[1] = gw_lua_src_audit_append;
-	cmd->argvlen[1] = strlen(gw_lua_src_audit_append);
-	cmd->argc = 2;
-	st = cmd_add(cmd, "2");
+	gw_redis_cmd_script(cmd, GW_LUA_AUDIT_APPEND, GW_REDIS_EVAL, 0);
+	st = gw_redis_cmd_add(cmd, "2");
 	if (st == CM_OK)
-		st = cmd_add(cmd, stream);
+		st = gw_redis_cmd_add(cmd, stream);
 	if (st == CM_OK)
-		st = cmd_add(cmd, head);
+		st = gw_redis_cmd_add(cmd, head);
 	if (st == CM_OK)
-		st = cmd_add(cmd, actor);
+		st = gw_redis_cmd_add(cmd, actor);
 	if (st == CM_OK)
-		st = cmd_add(cmd, gw_audit_action_name(action));
+		st = gw_redis_cmd_add(cmd, gw_audit_action_name(action));
 	if (st == CM_OK)
-		st = cmd_add(cmd, target);
+		st = gw_redis_cmd_add(cmd, target);
 	if (st == CM_OK)
-		st = cmd_add(cmd, gw_audit_result_name(result));
+		st = gw_redis_cmd_add(cmd, gw_audit_result_name(result));
 	return st;
 }
 
@@ -199,7 +180,7 @@ enum cm_status gw_audit_append_sync(redisContext *c, const char *ns,
 				    const char *target, enum gw_audit_result result,
 				    struct gw_audit_entry *out)
 {
-	struct gw_gov_cmd *cmd = cm_malloc(sizeof(*cmd));
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 	redisReply *r = NULL;
 	enum cm_status st;
 
@@ -207,7 +188,7 @@ enum cm_status gw_audit_append_sync(redisContext *c, const char *ns,
 		return CM_ENOMEM;
 	st = gw_audit_cmd_append(cmd, ns, actor, action, target, result);
 	if (st == CM_OK) {
-		r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
+		r = gw_redis_send_sync(c, cmd);
 		st = r ? gw_audit_parse_append(r, out) : CM_EIO;
 	}
 	if (r)
@@ -217,12 +198,11 @@ enum cm_status gw_audit_append_sync(redisContext *c, const char *ns,
 }
 
 struct audit_pending {
-	struct gw_gov_cmd cmd;
 	gw_audit_done_fn done;
 	void *arg;
 };
 
-static void on_append_reply(redisAsyncContext *ac, void *reply, void *privdata)
+static void on_append_reply(void *privdata, const redisReply *r)
 {
 	struct audit_pending *p = privdata;
 	gw_audit_done_fn done = p->done;
@@ -230,9 +210,8 @@ static void on_append_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	struct gw_audit_entry e;
 	enum cm_status st = CM_EIO;
 
-	(void)ac;
-	if (reply)
-		st = gw_audit_parse_append(reply, &e);
+	if (r)
+		st = gw_audit_parse_append(r, &e);
 	cm_free(p);
 	done(arg, st, st == CM_OK ? &e : NULL);
 }
@@ -243,23 +222,26 @@ enum cm_status gw_audit_append_async(redisAsyncContext *ac, const char *ns,
 				     gw_audit_done_fn done, void *arg)
 {
 	struct audit_pending *p = cm_malloc(sizeof(*p));
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 	enum cm_status st;
 
-	if (!p)
+	if (!p || !cmd) {
+		cm_free(p);
+		cm_free(cmd);
 		return CM_ENOMEM;
-	st = gw_audit_cmd_append(&p->cmd, ns, actor, action, target, result);
+	}
+	st = gw_audit_cmd_append(cmd, ns, actor, action, target, result);
 	if (st != CM_OK) {
+		cm_free(cmd);
 		cm_free(p);
 		return st;
 	}
 	p->done = done;
 	p->arg = arg;
-	if (redisAsyncCommandArgv(ac, on_append_reply, p, p->cmd.argc, p->cmd.argv,
-				  p->cmd.argvlen) != REDIS_OK) {
+	st = gw_redis_send_async(ac, cmd, on_append_reply, p);
+	if (st != CM_OK)
 		cm_free(p);
-		return CM_EIO;
-	}
-	return CM_OK;
+	return st;
 }
 
 /* ---- reading and verifying ------------------------------------------------ */

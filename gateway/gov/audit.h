@@ -100,7 +100,7 @@ struct gw_audit_entry {
  * Builds the append call (EVAL of audit_append.lua).  CM_EINVAL when the
  * actor or target fails its charset or an enum is out of range.
  */
-enum cm_status gw_audit_cmd_append(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_audit_cmd_append(struct gw_redis_cmd *cmd, const char *ns,
 				   const char *actor, enum gw_audit_action action,
 				   const char *target,
 				   enum gw_audit_result result) CM_WUR;

@@ -11,17 +11,17 @@
 #include <time.h>
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "gateway/gov/reader.h"
+#include "gateway/gov/records.h"
+#include "gateway/redis/cmd.h"
+#include "gateway/redis/keys.h"
 
 #define GW_AUTH_CACHE_SLOTS 4096
-#define GW_AUTH_RECONNECT_MIN_MS 100
-#define GW_AUTH_RECONNECT_MAX_MS 5000
-#define GW_AUTH_CHANNEL "revocations"
 
 struct gw_auth_entry {
 	int used;
@@ -35,20 +35,14 @@ struct gw_auth_entry {
 struct gw_auth {
 	struct event_base *base;
 	struct gw_auth_config cfg;
-	char *url, *ns;
+	char *ns;
 	const struct gw_key_pepper *pepper;
-	redisAsyncContext *cmd, *sub;
-	int cmd_up, sub_up;
-	struct event *cmd_retry, *sub_retry;
-	int64_t cmd_backoff, sub_backoff;
+	struct gw_redis *redis;     /* borrowed: commands and the subscription */
 	struct gw_auth_entry *cache;
 	gw_auth_revoke_fn revoke_fn;
 	void *revoke_ctx;
 	struct gw_auth_stats stats;
 	int freeing;
-	char host[256];
-	int port;
-	int unix_sock;
 };
 
 struct gw_auth_lookup {
@@ -66,9 +60,6 @@ struct gw_auth_lookup {
 	struct gw_auth_identity id;
 };
 
-static void cmd_connect(struct gw_auth *a);
-static void sub_connect(struct gw_auth *a);
-
 /* ---- small helpers -------------------------------------------------- */
 
 static uint32_t slot_of(const char *key_id)
@@ -78,20 +69,6 @@ static uint32_t slot_of(const char *key_id)
 	for (const char *p = key_id; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	return h % GW_AUTH_CACHE_SLOTS;
-}
-
-static const char *hash_get(const redisReply *r, const char *field)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2) {
-		const redisReply *k = r->element[i], *v = r->element[i + 1];
-
-		if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
-		    strcmp(k->str, field) == 0)
-			return v->str;
-	}
-	return NULL;
 }
 
 static int64_t num_or(const char *s, int64_t def)
@@ -220,11 +197,11 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 		return refuse(l, "tenant record missing");
 	if (cr->elements == 0)
 		return refuse(l, "client record missing");
-	if (num_or(hash_get(tr, "disabled"), 0))
+	if (gw_gov_hash_ll(tr, "disabled", 0))
 		return refuse(l, "tenant disabled");
-	if (num_or(hash_get(cr, "disabled"), 0))
+	if (gw_gov_hash_ll(cr, "disabled", 0))
 		return refuse(l, "client disabled");
-	salt = hash_get(tr, "salt");
+	salt = gw_gov_hash_get(tr, "salt");
 	if (!salt || strlen(salt) != 64 || cm_hex_decode(salt, 64, id->salt, 32) != CM_OK) {
 		cm_logf(CM_LOG_ERROR, "auth_tenant", "tenant %s: salt missing or malformed",
 			id->tenant);
@@ -237,20 +214,20 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 		lookup_finish(l, 503);
 		return;
 	}
-	id->weight = (uint32_t)num_or(hash_get(tr, "weight"), 1);
+	id->weight = (uint32_t)gw_gov_hash_ll(tr, "weight", 1);
 	if (id->weight < 1 || id->weight > 1000)
 		id->weight = 1;
 	id->queue_max = UINT32_MAX;
-	s = hash_get(cr, "queue");
+	s = gw_gov_hash_get(cr, "queue");
 	if (!s)
-		s = hash_get(tr, "queue");
+		s = gw_gov_hash_get(tr, "queue");
 	if (s)
 		id->queue_max = (uint32_t)num_or(s, UINT32_MAX);
-	tp = num_or(hash_get(tr, "max_prompt_tokens"), 0);
-	cp = num_or(hash_get(cr, "max_prompt_tokens"), 0);
+	tp = gw_gov_hash_ll(tr, "max_prompt_tokens", 0);
+	cp = gw_gov_hash_ll(cr, "max_prompt_tokens", 0);
 	id->max_prompt_tokens = tp && cp ? (tp < cp ? tp : cp) : (tp ? tp : cp);
-	tp = num_or(hash_get(tr, "max_output_tokens"), 0);
-	cp = num_or(hash_get(cr, "max_output_tokens"), 0);
+	tp = gw_gov_hash_ll(tr, "max_output_tokens", 0);
+	cp = gw_gov_hash_ll(cr, "max_output_tokens", 0);
 	id->max_output_tokens = tp && cp ? (tp < cp ? tp : cp) : (tp ? tp : cp);
 	id->batch = strcmp(l->klass, "batch") == 0;
 	if (a->cfg.cache_ttl_ms > 0) {
@@ -267,12 +244,10 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 }
 
 /* HGETALL tenant + HGETALL client arrive in one EVAL reply (one round trip). */
-static void records_cb(redisAsyncContext *c, void *reply, void *priv)
+static void records_cb(void *priv, const redisReply *r)
 {
 	struct gw_auth_lookup *l = priv;
-	redisReply *r = reply;
 
-	(void)c;
 	l->outstanding--;
 	if (!l->finished && !l->abandoned) {
 		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
@@ -283,19 +258,16 @@ static void records_cb(redisAsyncContext *c, void *reply, void *priv)
 	lookup_free_if_idle(l);
 }
 
-static const char records_lua[] =
-	"return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}";
-
-static void key_cb(redisAsyncContext *c, void *reply, void *priv)
+static void key_cb(void *priv, const redisReply *r)
 {
 	struct gw_auth_lookup *l = priv;
-	redisReply *r = reply;
 	struct gw_auth *a = l->a;
 	enum cm_status st;
 	const char *klass;
 	char tk[GW_KEY_NAME_MAX + 64], ck[2 * GW_KEY_NAME_MAX + 64];
+	char full[2 * GW_KEY_NAME_MAX + 2];
+	struct gw_redis_cmd *cmd;
 
-	(void)c;
 	l->outstanding--;
 	if (l->finished || l->abandoned)
 		goto out;
@@ -322,20 +294,51 @@ static void key_cb(redisAsyncContext *c, void *reply, void *priv)
 		refuse(l, l->rec.revoked ? "key revoked" : "key expired");
 		goto out;
 	}
-	klass = hash_get(r, "class");
+	klass = gw_gov_hash_get(r, "class");
 	snprintf(l->klass, sizeof(l->klass), "%s", klass ? klass : "interactive");
 	snprintf(l->id.tenant, sizeof(l->id.tenant), "%s", l->rec.tenant);
 	snprintf(l->id.client, sizeof(l->id.client), "%s", l->rec.client);
-	snprintf(tk, sizeof(tk), "%stenant:%s", a->ns, l->rec.tenant);
-	snprintf(ck, sizeof(ck), "%sclient:%s/%s", a->ns, l->rec.tenant, l->rec.client);
-	if (!a->cmd || redisAsyncCommand(a->cmd, records_cb, l, "EVAL %s 2 %s %s",
-					 records_lua, tk, ck) != REDIS_OK) {
+	snprintf(full, sizeof(full), "%s/%s", l->rec.tenant, l->rec.client);
+	if (gw_redis_key(tk, sizeof(tk), a->ns, "tenant", l->rec.tenant, NULL) != CM_OK ||
+	    gw_redis_key(ck, sizeof(ck), a->ns, "client", full, NULL) != CM_OK ||
+	    !(cmd = cm_malloc(sizeof(*cmd)))) {
+		lookup_finish(l, 503);
+		goto out;
+	}
+	gw_redis_cmd_script(cmd, GW_LUA_AUTH_RECORDS, GW_REDIS_EVALSHA, 0);
+	if (gw_redis_cmd_add(cmd, "2") != CM_OK || gw_redis_cmd_add(cmd, tk) != CM_OK ||
+	    gw_redis_cmd_add(cmd, ck) != CM_OK) {
+		cm_free(cmd);
+		lookup_finish(l, 503);
+		goto out;
+	}
+	if (gw_redis_send_async(gw_redis_async(a->redis), cmd, records_cb, l) != CM_OK) {
 		lookup_finish(l, 503);
 		goto out;
 	}
 	l->outstanding++;
 out:
 	lookup_free_if_idle(l);
+}
+
+/* HGETALL of a key's record; the reply goes to key_cb. */
+static enum cm_status auth_send_hgetall(struct gw_auth *a, const char *key_id,
+					struct gw_auth_lookup *l)
+{
+	char name[GW_KEY_NAME_MAX + 64];
+	struct gw_redis_cmd *cmd;
+
+	if (gw_key_record_name(name, sizeof(name), a->ns, key_id) != CM_OK)
+		return CM_EINVAL;
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd)
+		return CM_ENOMEM;
+	gw_redis_cmd_plain(cmd, "HGETALL");
+	if (gw_redis_cmd_add(cmd, name) != CM_OK) {
+		cm_free(cmd);
+		return CM_EINVAL;
+	}
+	return gw_redis_send_async(gw_redis_async(a->redis), cmd, key_cb, l);
 }
 
 /*
@@ -348,7 +351,6 @@ static void refresh_ahead(struct gw_auth *a, const struct gw_key_parts *parts,
 			  struct gw_auth_entry *e)
 {
 	struct gw_auth_lookup *l = cm_calloc(1, sizeof(*l));
-	char name[GW_KEY_NAME_MAX + 64];
 	struct timeval tv;
 
 	if (!l)
@@ -357,8 +359,7 @@ static void refresh_ahead(struct gw_auth *a, const struct gw_key_parts *parts,
 	l->refresh = 1;
 	l->parts = *parts;
 	snprintf(l->id.key_id, sizeof(l->id.key_id), "%s", parts->id);
-	if (gw_key_record_name(name, sizeof(name), a->ns, parts->id) != CM_OK ||
-	    redisAsyncCommand(a->cmd, key_cb, l, "HGETALL %s", name) != REDIS_OK) {
+	if (auth_send_hgetall(a, parts->id, l) != CM_OK) {
 		gw_key_wipe(&l->parts);
 		cm_free(l);
 		return;
@@ -378,7 +379,6 @@ void gw_auth_check(struct gw_auth *a, const char *authz, gw_auth_done_fn done,
 	struct gw_auth_lookup *l;
 	const char *key;
 	struct gw_auth_entry *e;
-	char name[GW_KEY_NAME_MAX + 64];
 	struct timeval tv;
 
 	*handle = NULL;
@@ -410,7 +410,7 @@ void gw_auth_check(struct gw_auth *a, const char *authz, gw_auth_done_fn done,
 		a->stats.cache_hits++;
 		if (gw_key_verify(a->pepper, &l->parts, e->hmac_hex, strlen(e->hmac_hex))) {
 			l->id = e->id;
-			if (!e->refreshing && a->cmd_up &&
+			if (!e->refreshing && gw_redis_async(a->redis) &&
 			    e->expires_ns - cm_mono_ns() < a->cfg.cache_ttl_ms * 500000LL)
 				refresh_ahead(a, &l->parts, e);
 			lookup_finish(l, 200);
@@ -420,12 +420,7 @@ void gw_auth_check(struct gw_auth *a, const char *authz, gw_auth_done_fn done,
 		goto out;
 	}
 	a->stats.cache_misses++;
-	if (!a->cmd || !a->cmd_up) {
-		lookup_finish(l, 503);
-		goto out;
-	}
-	if (gw_key_record_name(name, sizeof(name), a->ns, l->parts.id) != CM_OK ||
-	    redisAsyncCommand(a->cmd, key_cb, l, "HGETALL %s", name) != REDIS_OK) {
+	if (!gw_redis_async(a->redis) || auth_send_hgetall(a, l->parts.id, l) != CM_OK) {
 		lookup_finish(l, 503);
 		goto out;
 	}
@@ -451,101 +446,18 @@ void gw_auth_abandon(struct gw_auth_lookup *l)
 	lookup_free_if_idle(l);
 }
 
-/* ---- connections --------------------------------------------------- */
+/* ---- the revocation subscription (gateway/redis/conn.h) ----------------- */
 
-static redisAsyncContext *open_ctx(struct gw_auth *a)
+static void auth_sub_msg(void *ctx, const char *payload, size_t len)
 {
-	redisAsyncContext *c = a->unix_sock ? redisAsyncConnectUnix(a->host)
-		: redisAsyncConnect(a->host, a->port);
+	struct gw_auth *a = ctx;
+	char msg[201], action[16], kind[16], target[2 * GW_KEY_NAME_MAX + 2];
 
-	if (!c)
-		return NULL;
-	if (c->err) {
-		cm_logf(CM_LOG_WARN, "redis_connect", "%s: %s", a->url, c->errstr);
-		redisAsyncFree(c);
-		return NULL;
-	}
-	c->data = a;
-	if (redisLibeventAttach(c, a->base) != REDIS_OK) {
-		redisAsyncFree(c);
-		return NULL;
-	}
-	return c;
-}
-
-static void retry_later(struct gw_auth *a, struct event *ev, int64_t *backoff)
-{
-	struct timeval tv = ms_tv(*backoff);
-
-	if (a->freeing)
+	if (len > 200)
 		return;
-	evtimer_add(ev, &tv);
-	*backoff = *backoff * 2 > GW_AUTH_RECONNECT_MAX_MS ? GW_AUTH_RECONNECT_MAX_MS
-							     : *backoff * 2;
-}
-
-static void cmd_connected(const redisAsyncContext *c, int status)
-{
-	struct gw_auth *a = c->data;
-
-	if (status != REDIS_OK) {
-		cm_logf(CM_LOG_WARN, "redis_connect", "%s: %s", a->url, c->errstr);
-		a->cmd = NULL;
-		a->cmd_up = 0;
-		retry_later(a, a->cmd_retry, &a->cmd_backoff);
-		return;
-	}
-	a->cmd_up = 1;
-	a->cmd_backoff = GW_AUTH_RECONNECT_MIN_MS;
-	cm_logf(CM_LOG_INFO, "redis_connected", "%s", a->url);
-}
-
-static void cmd_disconnected(const redisAsyncContext *c, int status)
-{
-	struct gw_auth *a = c->data;
-
-	a->cmd = NULL;
-	a->cmd_up = 0;
-	if (a->freeing)
-		return;
-	cm_logf(CM_LOG_WARN, "redis_disconnected", "%s: %s", a->url,
-		status == REDIS_OK ? "closed" : c->errstr);
-	retry_later(a, a->cmd_retry, &a->cmd_backoff);
-}
-
-static void cmd_connect(struct gw_auth *a)
-{
-	a->cmd = open_ctx(a);
-	if (!a->cmd) {
-		retry_later(a, a->cmd_retry, &a->cmd_backoff);
-		return;
-	}
-	redisAsyncSetConnectCallback(a->cmd, cmd_connected);
-	redisAsyncSetDisconnectCallback(a->cmd, cmd_disconnected);
-}
-
-static void sub_msg(redisAsyncContext *c, void *reply, void *priv)
-{
-	struct gw_auth *a = priv;
-	redisReply *r = reply;
-	char action[16], kind[16], target[2 * GW_KEY_NAME_MAX + 2];
-	const redisReply *p;
-
-	(void)c;
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-	    r->element[0]->type != REDIS_REPLY_STRING)
-		return;
-	if (strcmp(r->element[0]->str, "subscribe") == 0) {
-		a->sub_up = 1;
-		a->sub_backoff = GW_AUTH_RECONNECT_MIN_MS;
-		cache_flush(a); /* anything published while we were away */
-		return;
-	}
-	if (strcmp(r->element[0]->str, "message") != 0)
-		return;
-	p = r->element[2];
-	if (p->type != REDIS_REPLY_STRING || p->len > 200 ||
-	    sscanf(p->str, "%15s %15s %129s", action, kind, target) != 3)
+	memcpy(msg, payload, len);
+	msg[len] = '\0';
+	if (sscanf(msg, "%15s %15s %129s", action, kind, target) != 3)
 		return;
 	a->stats.revocations++;
 	cache_drop(a, kind, target);
@@ -553,96 +465,27 @@ static void sub_msg(redisAsyncContext *c, void *reply, void *priv)
 		a->revoke_fn(a->revoke_ctx, kind, target);
 }
 
-static void sub_connected(const redisAsyncContext *c, int status)
+static void auth_sub_ok(void *ctx)
 {
-	struct gw_auth *a = c->data;
-
-	if (status != REDIS_OK) {
-		a->sub = NULL;
-		a->sub_up = 0;
-		retry_later(a, a->sub_retry, &a->sub_backoff);
-	}
+	cache_flush(ctx); /* anything published while we were away */
 }
 
-static void sub_disconnected(const redisAsyncContext *c, int status)
+static void auth_sub_lost(void *ctx)
 {
-	struct gw_auth *a = c->data;
-
-	(void)status;
-	a->sub = NULL;
-	a->sub_up = 0;
-	if (a->freeing)
-		return;
+	(void)ctx;
 	/* Redis outage policy (docs/gateway.md): cached keys keep working until
 	 * their TTL; revocations seen so far already dropped their entries, and
 	 * nothing is cached again until Redis answers; re-subscribing flushes. */
-	cm_logf(CM_LOG_WARN, "redis_subscription_lost", "%s: cached keys expire "
-		"within auth_cache_ttl_ms; unknown keys get 503", a->url);
-	retry_later(a, a->sub_retry, &a->sub_backoff);
-}
-
-static void sub_connect(struct gw_auth *a)
-{
-	char chan[96];
-
-	a->sub = open_ctx(a);
-	if (!a->sub) {
-		retry_later(a, a->sub_retry, &a->sub_backoff);
-		return;
-	}
-	redisAsyncSetConnectCallback(a->sub, sub_connected);
-	redisAsyncSetDisconnectCallback(a->sub, sub_disconnected);
-	snprintf(chan, sizeof(chan), "%s%s", a->ns, GW_AUTH_CHANNEL);
-	if (redisAsyncCommand(a->sub, sub_msg, a, "SUBSCRIBE %s", chan) != REDIS_OK)
-		cm_logf(CM_LOG_WARN, "redis_subscribe", "%s: SUBSCRIBE not sent", a->url);
-}
-
-static void cmd_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	cmd_connect(arg);
-}
-
-static void sub_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	sub_connect(arg);
-}
-
-static enum cm_status parse_url(struct gw_auth *a, char *err, size_t err_len)
-{
-	const char *u = a->url;
-
-	if (strncmp(u, "unix://", 7) == 0 && u[7] == '/' && strlen(u + 7) < sizeof(a->host)) {
-		a->unix_sock = 1;
-		snprintf(a->host, sizeof(a->host), "%s", u + 7);
-		return CM_OK;
-	}
-	if (strncmp(u, "redis://", 8) == 0) {
-		const char *h = u + 8, *colon = strrchr(h, ':');
-		size_t hl = colon ? (size_t)(colon - h) : strlen(h);
-
-		if (hl > 0 && hl < sizeof(a->host)) {
-			memcpy(a->host, h, hl);
-			a->host[hl] = '\0';
-			a->port = colon ? atoi(colon + 1) : 6379;
-			if (a->port > 0 && a->port < 65536)
-				return CM_OK;
-		}
-	}
-	snprintf(err, err_len, "gateway.redis.url: expected unix:///path or redis://host[:port], "
-		 "found \"%.100s\"", u);
-	return CM_EINVAL;
+	cm_logf(CM_LOG_WARN, "redis_subscription_lost", "cached keys expire "
+		"within auth_cache_ttl_ms; unknown keys get 503");
 }
 
 enum cm_status gw_auth_new(struct event_base *base, const struct gw_auth_config *cfg,
-			   const struct gw_key_pepper *pepper, struct gw_auth **out,
-			   char *err, size_t err_len)
+			   const struct gw_key_pepper *pepper, struct gw_redis *redis,
+			   struct gw_auth **out, char *err, size_t err_len)
 {
 	struct gw_auth *a = cm_calloc(1, sizeof(*a));
-	enum cm_status st;
+	char chan[GW_GOV_KEYNAME_MAX];
 
 	*out = NULL;
 	if (!a)
@@ -650,23 +493,19 @@ enum cm_status gw_auth_new(struct event_base *base, const struct gw_auth_config 
 	a->base = base;
 	a->cfg = *cfg;
 	a->pepper = pepper;
-	a->url = cm_strdup(cfg->redis_url);
-	a->ns = cm_strdup(cfg->ns ? cfg->ns : "sluice:");
+	a->redis = redis;
+	a->ns = cm_strdup(cfg->ns ? cfg->ns : GW_REDIS_NS_DEFAULT);
 	a->cache = cm_calloc(GW_AUTH_CACHE_SLOTS, sizeof(*a->cache));
-	a->cmd_retry = evtimer_new(base, cmd_retry_cb, a);
-	a->sub_retry = evtimer_new(base, sub_retry_cb, a);
-	a->cmd_backoff = a->sub_backoff = GW_AUTH_RECONNECT_MIN_MS;
-	if (!a->url || !a->ns || !a->cache || !a->cmd_retry || !a->sub_retry) {
+	if (!a->ns || !a->cache) {
 		gw_auth_free(a);
 		return CM_ENOMEM;
 	}
-	st = parse_url(a, err, err_len);
-	if (st != CM_OK) {
+	if (gw_redis_key(chan, sizeof(chan), a->ns, GW_REDIS_CHANNEL, NULL, NULL) != CM_OK ||
+	    gw_redis_subscribe(redis, chan, auth_sub_msg, auth_sub_ok, auth_sub_lost, a) != CM_OK) {
+		snprintf(err, err_len, "gateway.redis.ns: cannot subscribe to the revocation channel");
 		gw_auth_free(a);
-		return st;
+		return CM_EINVAL;
 	}
-	cmd_connect(a);
-	sub_connect(a);
 	*out = a;
 	return CM_OK;
 }
@@ -676,19 +515,10 @@ void gw_auth_free(struct gw_auth *a)
 	if (!a)
 		return;
 	a->freeing = 1;
-	if (a->cmd)
-		redisAsyncFree(a->cmd);
-	if (a->sub)
-		redisAsyncFree(a->sub);
-	if (a->cmd_retry)
-		event_free(a->cmd_retry);
-	if (a->sub_retry)
-		event_free(a->sub_retry);
 	if (a->cache) {
 		cm_wipe(a->cache, GW_AUTH_CACHE_SLOTS * sizeof(*a->cache));
 		cm_free(a->cache);
 	}
-	cm_free(a->url);
 	cm_free(a->ns);
 	cm_free(a);
 }
@@ -697,16 +527,6 @@ void gw_auth_set_revoke_cb(struct gw_auth *a, gw_auth_revoke_fn fn, void *ctx)
 {
 	a->revoke_fn = fn;
 	a->revoke_ctx = ctx;
-}
-
-redisAsyncContext *gw_auth_redis(struct gw_auth *a)
-{
-	return a->cmd_up ? a->cmd : NULL;
-}
-
-int gw_auth_redis_ok(const struct gw_auth *a)
-{
-	return a->cmd_up && a->sub_up;
 }
 
 void gw_auth_get_stats(const struct gw_auth *a, struct gw_auth_stats *out)

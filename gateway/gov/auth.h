@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <hiredis/async.h>
+#include "gateway/redis/conn.h"
 
 #include "common/status.h"
 #include "gateway/gov/apikey.h"
@@ -44,7 +44,6 @@ struct gw_auth;
 struct gw_auth_lookup;
 
 struct gw_auth_config {
-	const char *redis_url;    /* unix:///path or redis://host[:port] */
 	const char *ns;           /* "sluice:" */
 	int64_t timeout_ms;       /* per lookup */
 	int64_t cache_ttl_ms;     /* 0: no cache */
@@ -71,9 +70,14 @@ typedef void (*gw_auth_done_fn)(void *arg, int status,
 /* kind "key" (target key id), "client" (tenant/client), "tenant". */
 typedef void (*gw_auth_revoke_fn)(void *ctx, const char *kind, const char *target);
 
+/*
+ * `redis` (borrowed, outlives the auth) carries the lookups and the
+ * revocation subscription, which gw_auth_new takes.  Free the auth after
+ * gw_redis_free: the lookups still in flight end 503 then.
+ */
 enum cm_status gw_auth_new(struct event_base *base, const struct gw_auth_config *cfg,
-			   const struct gw_key_pepper *pepper, struct gw_auth **out,
-			   char *err, size_t err_len) CM_WUR;
+			   const struct gw_key_pepper *pepper, struct gw_redis *redis,
+			   struct gw_auth **out, char *err, size_t err_len) CM_WUR;
 void gw_auth_free(struct gw_auth *a);
 
 void gw_auth_set_revoke_cb(struct gw_auth *a, gw_auth_revoke_fn fn, void *ctx);
@@ -89,10 +93,6 @@ void gw_auth_check(struct gw_auth *a, const char *authorization,
 /* The caller lost interest: done will not be called. */
 void gw_auth_abandon(struct gw_auth_lookup *l);
 
-/* The command connection for other modules (quota), NULL when down. */
-redisAsyncContext *gw_auth_redis(struct gw_auth *a);
-/* 1 when the command connection is up and subscribed. */
-int gw_auth_redis_ok(const struct gw_auth *a);
 
 struct gw_auth_stats {
 	uint64_t cache_hits, cache_misses, lookups, refused, unavailable,

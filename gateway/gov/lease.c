@@ -79,7 +79,7 @@ static void lease_timeout_cb(evutil_socket_t fd, short what, void *arg)
 enum cm_status gw_lease_admit(struct gw_lease *l, int64_t estimate,
 			      struct gw_quota_verdict *now, int *decided_now)
 {
-	redisAsyncContext *ac = gw_auth_redis(l->env->auth);
+	redisAsyncContext *ac = gw_redis_async(l->env->redis);
 	uint8_t rnd[8];
 
 	*decided_now = 0;
@@ -135,7 +135,7 @@ static void lease_arm_renew(struct gw_lease *l)
 static void lease_renew_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw_lease *l = arg;
-	redisAsyncContext *ac = gw_auth_redis(l->env->auth);
+	redisAsyncContext *ac = gw_redis_async(l->env->redis);
 
 	(void)fd;
 	(void)what;
@@ -177,7 +177,7 @@ void gw_lease_end(struct gw_lease *l, int64_t actual)
 		gw_local_limit_finish(l->env->local, &l->subj);
 	}
 	if (l->admitted) {
-		redisAsyncContext *ac = gw_auth_redis(l->env->auth);
+		redisAsyncContext *ac = gw_redis_async(l->env->redis);
 
 		l->admitted = 0;
 		if (ac && gw_quota_finish_async(ac, &l->subj, l->estimate, actual, l->id,

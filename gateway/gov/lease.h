@@ -22,7 +22,7 @@
 #include <event2/event.h>
 
 #include "common/status.h"
-#include "gateway/gov/auth.h"
+#include "gateway/redis/conn.h"
 #include "gateway/gov/local_limit.h"
 #include "gateway/gov/quota.h"
 
@@ -44,7 +44,7 @@ struct gw_lease_owner {
 /* What every lease of a dispatcher shares (borrowed, outlives the leases). */
 struct gw_lease_env {
 	struct event_base *base;
-	struct gw_auth *auth;           /* lends the Redis connection */
+	struct gw_redis *redis;         /* the command connection */
 	struct gw_local_limit *local;   /* the outage fallback */
 	int64_t ttl_ms;                 /* quota.lease_ttl_ms */
 	int64_t timeout_ms;             /* redis.timeout_ms: admission deadline */

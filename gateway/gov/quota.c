@@ -2,7 +2,7 @@
  * quota.c - builds the quota script calls and parses their replies.
  *
  * Owns nothing; every command is built into caller storage (struct
- * gw_quota_cmd) so that the async gateway can keep it until the reply
+ * gw_redis_cmd) so that the async gateway can keep it until the reply
  * arrives and resend it as EVAL after a NOSCRIPT error.  The argument
  * layout matches the KEYS/ARGV contract written at the top of each
  * gateway/quota_*.lua file.
@@ -14,7 +14,8 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "gateway/gov/quota_lua.h"
+#include "gateway/redis/cmd.h"
+#include "gateway/redis/keys.h"
 
 #define LEASE_ID_MAX 128
 
@@ -69,69 +70,28 @@ enum cm_status gw_quota_key(char *out, size_t size, const char *ns,
 			    const char *tenant, const char *client,
 			    enum gw_quota_key_kind kind)
 {
-	int n;
-
 	if (!ns)
 		ns = GW_QUOTA_NS_DEFAULT;
 	if (strnlen(ns, GW_QUOTA_NAME_MAX + 1) > GW_QUOTA_NAME_MAX ||
 	    !name_ok(tenant) || (client && !name_ok(client)) ||
 	    (unsigned)kind > GW_QUOTA_KEY_DAILY)
 		return CM_EINVAL;
-	if (client)
-		n = snprintf(out, size, "%sq:{%s}:c:%s:%s", ns, tenant, client,
-			     key_kind_suffix[kind]);
-	else
-		n = snprintf(out, size, "%sq:{%s}:%s", ns, tenant,
-			     key_kind_suffix[kind]);
-	if (n < 0 || (size_t)n >= size)
-		return CM_EINVAL;
-	return CM_OK;
+	return gw_redis_tenant_key(out, size, ns, "q", tenant, client, key_kind_suffix[kind]);
 }
 
 /* ---- building ----------------------------------------------------------- */
 
-static void cmd_start(struct gw_quota_cmd *cmd, int use_eval,
-		      enum gw_quota_lua_script script)
-{
-	cmd->argc = 0;
-	cmd->script = (int)script;
-	if (use_eval) {
-		cmd->argv[0] = "EVAL";
-		cmd->argv[1] = gw_quota_lua_text(script);
-	} else {
-		cmd->argv[0] = "EVALSHA";
-		cmd->argv[1] = gw_quota_lua_sha1(script);
-	}
-	cmd->argvlen[0] = strlen(cmd->argv[0]);
-	cmd->argvlen[1] = strlen(cmd->argv[1]);
-	cmd->argc = 2;
-}
-
-/* Appends one argument copied into the command's own storage. */
-static enum cm_status cmd_add(struct gw_quota_cmd *cmd, const char *s)
-{
-	size_t n = strnlen(s, GW_QUOTA_ARG_BYTES);
-
-	if (cmd->argc >= GW_QUOTA_MAX_ARGS || n >= GW_QUOTA_ARG_BYTES)
-		return CM_EINVAL;
-	memcpy(cmd->store[cmd->argc], s, n + 1);
-	cmd->argv[cmd->argc] = cmd->store[cmd->argc];
-	cmd->argvlen[cmd->argc] = n;
-	cmd->argc++;
-	return CM_OK;
-}
-
-static enum cm_status cmd_add_i64(struct gw_quota_cmd *cmd, int64_t v)
+static enum cm_status cmd_add_i64(struct gw_redis_cmd *cmd, int64_t v)
 {
 	char num[24];
 
 	if (v < 0 || v > GW_QUOTA_VALUE_MAX)
 		return CM_EINVAL;
 	snprintf(num, sizeof(num), "%" PRId64, v);
-	return cmd_add(cmd, num);
+	return gw_redis_cmd_add(cmd, num);
 }
 
-static enum cm_status cmd_add_key(struct gw_quota_cmd *cmd,
+static enum cm_status cmd_add_key(struct gw_redis_cmd *cmd,
 				  const struct gw_quota_subject *subj,
 				  const char *client, enum gw_quota_key_kind kind)
 {
@@ -141,11 +101,11 @@ static enum cm_status cmd_add_key(struct gw_quota_cmd *cmd,
 	st = gw_quota_key(key, sizeof(key), subj->ns, subj->tenant, client, kind);
 	if (st != CM_OK)
 		return st;
-	return cmd_add(cmd, key);
+	return gw_redis_cmd_add(cmd, key);
 }
 
 /* numkeys 8, KEYS[1..8], ARGV[1..8] (the limits of both scopes). */
-static enum cm_status cmd_add_keys_limits(struct gw_quota_cmd *cmd,
+static enum cm_status cmd_add_keys_limits(struct gw_redis_cmd *cmd,
 					  const struct gw_quota_subject *subj)
 {
 	const struct gw_quota_limits *lim[2] = {&subj->tenant_limits,
@@ -155,7 +115,7 @@ static enum cm_status cmd_add_keys_limits(struct gw_quota_cmd *cmd,
 
 	if (!subj->client)
 		return CM_EINVAL;
-	st = cmd_add(cmd, "8");
+	st = gw_redis_cmd_add(cmd, "8");
 	for (int s = 0; s < 2 && st == CM_OK; s++)
 		for (int k = GW_QUOTA_KEY_RPM; k <= GW_QUOTA_KEY_DAILY && st == CM_OK; k++)
 			st = cmd_add_key(cmd, subj, who[s], (enum gw_quota_key_kind)k);
@@ -187,7 +147,7 @@ static int ttl_ok(int64_t ttl_ms)
 	       ttl_ms <= GW_QUOTA_LEASE_TTL_MAX_MS;
 }
 
-enum cm_status gw_quota_cmd_admit(struct gw_quota_cmd *cmd, int use_eval,
+enum cm_status gw_quota_cmd_admit(struct gw_redis_cmd *cmd, int use_eval,
 				  const struct gw_quota_subject *subj,
 				  int64_t tokens, const char *lease_id,
 				  int64_t lease_ttl_ms)
@@ -196,18 +156,18 @@ enum cm_status gw_quota_cmd_admit(struct gw_quota_cmd *cmd, int use_eval,
 
 	if (!lease_ok(lease_id) || !ttl_ok(lease_ttl_ms))
 		return CM_EINVAL;
-	cmd_start(cmd, use_eval, GW_QUOTA_LUA_ADMIT);
+	gw_redis_cmd_script(cmd, GW_LUA_QUOTA_ADMIT, use_eval ? GW_REDIS_EVAL : GW_REDIS_EVALSHA, 0);
 	st = cmd_add_keys_limits(cmd, subj);
 	if (st == CM_OK)
 		st = cmd_add_i64(cmd, tokens);
 	if (st == CM_OK)
-		st = cmd_add(cmd, lease_id);
+		st = gw_redis_cmd_add(cmd, lease_id);
 	if (st == CM_OK)
 		st = cmd_add_i64(cmd, lease_ttl_ms);
 	return st;
 }
 
-enum cm_status gw_quota_cmd_finish(struct gw_quota_cmd *cmd, int use_eval,
+enum cm_status gw_quota_cmd_finish(struct gw_redis_cmd *cmd, int use_eval,
 				   const struct gw_quota_subject *subj,
 				   int64_t estimate, int64_t actual,
 				   const char *lease_id)
@@ -216,18 +176,18 @@ enum cm_status gw_quota_cmd_finish(struct gw_quota_cmd *cmd, int use_eval,
 
 	if (!lease_ok(lease_id))
 		return CM_EINVAL;
-	cmd_start(cmd, use_eval, GW_QUOTA_LUA_FINISH);
+	gw_redis_cmd_script(cmd, GW_LUA_QUOTA_FINISH, use_eval ? GW_REDIS_EVAL : GW_REDIS_EVALSHA, 0);
 	st = cmd_add_keys_limits(cmd, subj);
 	if (st == CM_OK)
 		st = cmd_add_i64(cmd, estimate);
 	if (st == CM_OK)
 		st = cmd_add_i64(cmd, actual);
 	if (st == CM_OK)
-		st = cmd_add(cmd, lease_id);
+		st = gw_redis_cmd_add(cmd, lease_id);
 	return st;
 }
 
-enum cm_status gw_quota_cmd_renew(struct gw_quota_cmd *cmd, int use_eval,
+enum cm_status gw_quota_cmd_renew(struct gw_redis_cmd *cmd, int use_eval,
 				  const struct gw_quota_subject *subj,
 				  const char *lease_id, int64_t lease_ttl_ms)
 {
@@ -235,34 +195,20 @@ enum cm_status gw_quota_cmd_renew(struct gw_quota_cmd *cmd, int use_eval,
 
 	if (!lease_ok(lease_id) || !ttl_ok(lease_ttl_ms) || !subj->client)
 		return CM_EINVAL;
-	cmd_start(cmd, use_eval, GW_QUOTA_LUA_RENEW);
-	st = cmd_add(cmd, "2");
+	gw_redis_cmd_script(cmd, GW_LUA_QUOTA_RENEW, use_eval ? GW_REDIS_EVAL : GW_REDIS_EVALSHA, 0);
+	st = gw_redis_cmd_add(cmd, "2");
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, subj, NULL, GW_QUOTA_KEY_CONCURRENCY);
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, subj, subj->client, GW_QUOTA_KEY_CONCURRENCY);
 	if (st == CM_OK)
-		st = cmd_add(cmd, lease_id);
+		st = gw_redis_cmd_add(cmd, lease_id);
 	if (st == CM_OK)
 		st = cmd_add_i64(cmd, lease_ttl_ms);
 	return st;
 }
 
-void gw_quota_cmd_use_eval(struct gw_quota_cmd *cmd)
-{
-	cmd->argv[0] = "EVAL";
-	cmd->argvlen[0] = 4;
-	cmd->argv[1] = gw_quota_lua_text((enum gw_quota_lua_script)cmd->script);
-	cmd->argvlen[1] = strlen(cmd->argv[1]);
-}
-
 /* ---- parsing ------------------------------------------------------------ */
-
-int gw_quota_reply_is_noscript(const redisReply *r)
-{
-	return r && r->type == REDIS_REPLY_ERROR && r->str &&
-	       strncmp(r->str, "NOSCRIPT", 8) == 0;
-}
 
 static int reply_int(const redisReply *r, int64_t *out)
 {
@@ -369,20 +315,12 @@ enum cm_status gw_quota_limits_parse(const redisReply *r,
 
 /* ---- synchronous helpers ------------------------------------------------ */
 
-/* Sends `cmd`; on NOSCRIPT resends it as EVAL.  The caller frees *reply. */
-static enum cm_status send_sync(redisContext *c, struct gw_quota_cmd *cmd,
+/* Sends `cmd` (EVAL after NOSCRIPT).  The caller frees *reply. */
+static enum cm_status send_sync(redisContext *c, struct gw_redis_cmd *cmd,
 				redisReply **reply)
 {
-	redisReply *r;
-
-	r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
-	if (r && gw_quota_reply_is_noscript(r)) {
-		freeReplyObject(r);
-		gw_quota_cmd_use_eval(cmd);
-		r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
-	}
-	*reply = r;
-	return r ? CM_OK : CM_EIO;
+	*reply = gw_redis_send_sync(c, cmd);
+	return *reply ? CM_OK : CM_EIO;
 }
 
 enum cm_status gw_quota_admit_sync(redisContext *c,
@@ -391,7 +329,7 @@ enum cm_status gw_quota_admit_sync(redisContext *c,
 				   int64_t lease_ttl_ms,
 				   struct gw_quota_verdict *out)
 {
-	struct gw_quota_cmd cmd;
+	struct gw_redis_cmd cmd;
 	redisReply *r = NULL;
 	enum cm_status st;
 
@@ -410,7 +348,7 @@ enum cm_status gw_quota_finish_sync(redisContext *c,
 				    int64_t estimate, int64_t actual,
 				    const char *lease_id, int64_t *released)
 {
-	struct gw_quota_cmd cmd;
+	struct gw_redis_cmd cmd;
 	redisReply *r = NULL;
 	enum cm_status st;
 
@@ -429,7 +367,7 @@ enum cm_status gw_quota_renew_sync(redisContext *c,
 				   const char *lease_id, int64_t lease_ttl_ms,
 				   int64_t *held)
 {
-	struct gw_quota_cmd cmd;
+	struct gw_redis_cmd cmd;
 	redisReply *r = NULL;
 	enum cm_status st;
 
@@ -446,63 +384,59 @@ enum cm_status gw_quota_renew_sync(redisContext *c,
 /* ---- asynchronous calls -------------------------------------------------- */
 
 struct quota_pending {
-	struct gw_quota_cmd cmd;
 	gw_quota_done_fn done;
 	void *arg;
-	int retried; /* already resent as EVAL */
+	int script;  /* enum gw_lua_script */
 };
 
-static void on_async_reply(redisAsyncContext *ac, void *reply, void *privdata)
+static void on_async_reply(void *privdata, const redisReply *r)
 {
 	struct quota_pending *p = privdata;
-	redisReply *r = reply;
 	struct gw_quota_verdict v;
 	enum cm_status st = CM_EIO;
 	int64_t count = 0;
-	int script = p->cmd.script;
+	int script = p->script;
 	gw_quota_done_fn done = p->done;
 	void *arg = p->arg;
 
-	if (r && gw_quota_reply_is_noscript(r) && !p->retried) {
-		p->retried = 1;
-		gw_quota_cmd_use_eval(&p->cmd);
-		if (redisAsyncCommandArgv(ac, on_async_reply, p, p->cmd.argc,
-					  p->cmd.argv, p->cmd.argvlen) == REDIS_OK)
-			return;
-		r = NULL; /* could not resend: report a connection failure */
-	}
 	if (r) {
-		if (script == GW_QUOTA_LUA_ADMIT)
+		if (script == GW_LUA_QUOTA_ADMIT)
 			st = gw_quota_parse_admit(r, &v);
-		else if (script == GW_QUOTA_LUA_FINISH)
+		else if (script == GW_LUA_QUOTA_FINISH)
 			st = gw_quota_parse_finish(r, &count);
 		else
 			st = gw_quota_parse_renew(r, &count);
 	}
 	cm_free(p);
-	done(arg, st, st == CM_OK && script == GW_QUOTA_LUA_ADMIT ? &v : NULL, count);
+	done(arg, st, st == CM_OK && script == GW_LUA_QUOTA_ADMIT ? &v : NULL, count);
 }
 
-/* Takes `p` (freed on failure). */
-static enum cm_status send_async(redisAsyncContext *ac, struct quota_pending *p)
+/* Takes `cmd` and `p` (both freed on failure). */
+static enum cm_status send_async(redisAsyncContext *ac, struct gw_redis_cmd *cmd,
+				 struct quota_pending *p)
 {
-	if (redisAsyncCommandArgv(ac, on_async_reply, p, p->cmd.argc, p->cmd.argv,
-				  p->cmd.argvlen) != REDIS_OK) {
+	enum cm_status st;
+
+	p->script = cmd->script;
+	st = gw_redis_send_async(ac, cmd, on_async_reply, p);
+	if (st != CM_OK)
 		cm_free(p);
-		return CM_EIO;
-	}
-	return CM_OK;
+	return st;
 }
 
-static struct quota_pending *pending_new(gw_quota_done_fn done, void *arg)
+static struct quota_pending *pending_new(gw_quota_done_fn done, void *arg,
+					 struct gw_redis_cmd **cmd)
 {
 	struct quota_pending *p = cm_malloc(sizeof(*p));
 
-	if (!p)
+	*cmd = cm_malloc(sizeof(**cmd));
+	if (!p || !*cmd) {
+		cm_free(p);
+		cm_free(*cmd);
 		return NULL;
+	}
 	p->done = done;
 	p->arg = arg;
-	p->retried = 0;
 	return p;
 }
 
@@ -512,17 +446,19 @@ enum cm_status gw_quota_admit_async(redisAsyncContext *ac,
 				    int64_t lease_ttl_ms, gw_quota_done_fn done,
 				    void *arg)
 {
-	struct quota_pending *p = pending_new(done, arg);
+	struct gw_redis_cmd *cmd;
+	struct quota_pending *p = pending_new(done, arg, &cmd);
 	enum cm_status st;
 
 	if (!p)
 		return CM_ENOMEM;
-	st = gw_quota_cmd_admit(&p->cmd, 0, subj, tokens, lease_id, lease_ttl_ms);
+	st = gw_quota_cmd_admit(cmd, 0, subj, tokens, lease_id, lease_ttl_ms);
 	if (st != CM_OK) {
+		cm_free(cmd);
 		cm_free(p);
 		return st;
 	}
-	return send_async(ac, p);
+	return send_async(ac, cmd, p);
 }
 
 enum cm_status gw_quota_finish_async(redisAsyncContext *ac,
@@ -531,17 +467,19 @@ enum cm_status gw_quota_finish_async(redisAsyncContext *ac,
 				     const char *lease_id, gw_quota_done_fn done,
 				     void *arg)
 {
-	struct quota_pending *p = pending_new(done, arg);
+	struct gw_redis_cmd *cmd;
+	struct quota_pending *p = pending_new(done, arg, &cmd);
 	enum cm_status st;
 
 	if (!p)
 		return CM_ENOMEM;
-	st = gw_quota_cmd_finish(&p->cmd, 0, subj, estimate, actual, lease_id);
+	st = gw_quota_cmd_finish(cmd, 0, subj, estimate, actual, lease_id);
 	if (st != CM_OK) {
+		cm_free(cmd);
 		cm_free(p);
 		return st;
 	}
-	return send_async(ac, p);
+	return send_async(ac, cmd, p);
 }
 
 enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
@@ -549,15 +487,17 @@ enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
 				    const char *lease_id, int64_t lease_ttl_ms,
 				    gw_quota_done_fn done, void *arg)
 {
-	struct quota_pending *p = pending_new(done, arg);
+	struct gw_redis_cmd *cmd;
+	struct quota_pending *p = pending_new(done, arg, &cmd);
 	enum cm_status st;
 
 	if (!p)
 		return CM_ENOMEM;
-	st = gw_quota_cmd_renew(&p->cmd, 0, subj, lease_id, lease_ttl_ms);
+	st = gw_quota_cmd_renew(cmd, 0, subj, lease_id, lease_ttl_ms);
 	if (st != CM_OK) {
+		cm_free(cmd);
 		cm_free(p);
 		return st;
 	}
-	return send_async(ac, p);
+	return send_async(ac, cmd, p);
 }

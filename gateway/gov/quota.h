@@ -14,15 +14,14 @@
  * checks both scopes atomically against Redis's clock and consumes
  * nothing unless every limit admits the request.
  *
- * This module only builds command arguments and parses replies, so that
- * the same code serves the gateway (hiredis async on its event loop:
- * gw_quota_*_async, or by hand: build with gw_quota_cmd_*, send with
- * redisAsyncCommandArgv, on a NOSCRIPT error call gw_quota_cmd_use_eval
- * and send again) and synchronous tools (gw_quota_*_sync).  A gw_quota_cmd owns copies of every argument, so it
- * may outlive the subject it was built from.
+ * This module builds the script calls (into a gateway/redis/cmd.h
+ * command, which owns copies of every argument) and parses their replies,
+ * so that the same code serves the gateway (gw_quota_*_async on its event
+ * loop) and synchronous tools (gw_quota_*_sync); both send with the
+ * EVALSHA -> NOSCRIPT -> EVAL fallback of gateway/redis/cmd.h.
  *
  * The builders and parsers allocate nothing; the _async calls allocate one
- * command each.  Thread-safe (no shared state beyond quota_lua's SHA-1s);
+ * command each.  Thread-safe (no shared state beyond the scripts' SHA-1s);
  * an async context belongs to the loop thread that drives it.
  */
 #ifndef SLUICE_GATEWAY_GOV_QUOTA_H
@@ -35,12 +34,12 @@
 #include <hiredis/hiredis.h>
 
 #include "common/status.h"
+#include "gateway/redis/cmd.h"
 
 #define GW_QUOTA_NS_DEFAULT "sluice:"
 /* Longest namespace, tenant or client name accepted in a key name. */
 #define GW_QUOTA_NAME_MAX 64
-#define GW_QUOTA_ARG_BYTES 256
-#define GW_QUOTA_MAX_ARGS 24
+#define GW_QUOTA_ARG_BYTES GW_REDIS_ARG_BYTES /* longest key */
 /* Lease TTL bounds, ms. */
 #define GW_QUOTA_LEASE_TTL_MIN_MS 50
 #define GW_QUOTA_LEASE_TTL_MAX_MS (24LL * 3600 * 1000)
@@ -89,13 +88,6 @@ struct gw_quota_verdict {
 
 /* A ready-to-send command: argv/argvlen point into this struct or into
  * static script text. */
-struct gw_quota_cmd {
-	int argc;
-	const char *argv[GW_QUOTA_MAX_ARGS];
-	size_t argvlen[GW_QUOTA_MAX_ARGS];
-	int script;    /* enum gw_quota_lua_script */
-	char store[GW_QUOTA_MAX_ARGS][GW_QUOTA_ARG_BYTES];
-};
 
 /* Key kinds of gw_quota_key(). */
 enum gw_quota_key_kind {
@@ -123,7 +115,7 @@ enum cm_status gw_quota_key(char *out, size_t size, const char *ns,
  * `lease_ttl_ms`.  use_eval 0 builds EVALSHA, 1 builds EVAL.  CM_EINVAL on
  * a bad name, a negative or too large value or TTL.
  */
-enum cm_status gw_quota_cmd_admit(struct gw_quota_cmd *cmd, int use_eval,
+enum cm_status gw_quota_cmd_admit(struct gw_redis_cmd *cmd, int use_eval,
 				  const struct gw_quota_subject *subj,
 				  int64_t tokens, const char *lease_id,
 				  int64_t lease_ttl_ms) CM_WUR;
@@ -132,20 +124,14 @@ enum cm_status gw_quota_cmd_admit(struct gw_quota_cmd *cmd, int use_eval,
  * token counters by (actual - estimate).  Also used on cancel (actual =
  * tokens produced so far) and on failure before any token (actual 0).
  */
-enum cm_status gw_quota_cmd_finish(struct gw_quota_cmd *cmd, int use_eval,
+enum cm_status gw_quota_cmd_finish(struct gw_redis_cmd *cmd, int use_eval,
 				   const struct gw_quota_subject *subj,
 				   int64_t estimate, int64_t actual,
 				   const char *lease_id) CM_WUR;
 /* Builds the lease renewal call (long streams renew before the TTL). */
-enum cm_status gw_quota_cmd_renew(struct gw_quota_cmd *cmd, int use_eval,
+enum cm_status gw_quota_cmd_renew(struct gw_redis_cmd *cmd, int use_eval,
 				  const struct gw_quota_subject *subj,
 				  const char *lease_id, int64_t lease_ttl_ms) CM_WUR;
-/* Turns an EVALSHA command into the equivalent EVAL (NOSCRIPT retry). */
-void gw_quota_cmd_use_eval(struct gw_quota_cmd *cmd);
-
-/* 1 when `r` is Redis's NOSCRIPT error (retry with EVAL), else 0. */
-int gw_quota_reply_is_noscript(const redisReply *r);
-
 /* Parses the admission reply; CM_EPROTO on any other shape or an error
  * reply (the caller logs it; the request is answered 503). */
 enum cm_status gw_quota_parse_admit(const redisReply *r,

@@ -7,6 +7,8 @@
  */
 #include "gateway/gov/records.h"
 
+#include "gateway/redis/keys.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,77 +41,6 @@ enum gov_op {
 	OP_KEY_REVOKE,
 	OP_KEY_SHORTEN,
 };
-
-/* KEYS: tenant hash, tenants index.  ARGV: name, field/value pairs. */
-static const char tenant_create_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
-	"redis.call('HSET', KEYS[1], unpack(ARGV, 2))\n"
-	"redis.call('SADD', KEYS[2], ARGV[1])\n"
-	"return 1\n";
-
-/* KEYS: tenant hash, client hash, client index.  ARGV: name, pairs. */
-static const char client_create_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"redis.call('HSET', KEYS[2], unpack(ARGV, 2))\n"
-	"redis.call('SADD', KEYS[3], ARGV[1])\n"
-	"return 1\n";
-
-/* KEYS: record.  ARGV: 0|1, channel, message. */
-static const char flag_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-	"redis.call('HSET', KEYS[1], 'disabled', ARGV[1])\n"
-	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
-	"return 1\n";
-
-/*
- * KEYS: record.  ARGV[1] channel, ARGV[2] message, ARGV[3] number of
- * field/value pairs n, then n pairs, then the fields to delete.
- */
-static const char update_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-	"local n = tonumber(ARGV[3])\n"
-	"for i = 0, n - 1 do\n"
-	"  redis.call('HSET', KEYS[1], ARGV[4 + 2 * i], ARGV[5 + 2 * i])\n"
-	"end\n"
-	"for i = 4 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end\n"
-	"redis.call('PUBLISH', ARGV[1], ARGV[2])\n"
-	"return 1\n";
-
-/* KEYS: client hash, key hash, client key index.  ARGV: id, pairs. */
-static const char key_issue_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end\n"
-	"if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end\n"
-	"redis.call('HSET', KEYS[2], unpack(ARGV, 2))\n"
-	"redis.call('SADD', KEYS[3], ARGV[1])\n"
-	"return 1\n";
-
-/* KEYS: key hash.  ARGV: now, channel, message. */
-static const char key_revoke_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end\n"
-	"local was = redis.call('HGET', KEYS[1], 'revoked')\n"
-	"if was ~= '1' then\n"
-	"  redis.call('HSET', KEYS[1], 'revoked', '1', 'revoked_at', ARGV[1])\n"
-	"end\n"
-	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
-	"if was == '1' then return 2 end\n"
-	"return 1\n";
-
-/*
- * KEYS: key hash.  ARGV: until, channel, message.  Sets expires to
- * min(current, until); refuses a revoked key.  Returns {status, tenant,
- * client, new expiry}: status 0 missing, 1 ok, 2 revoked.
- */
-static const char key_shorten_lua[] =
-	"if redis.call('EXISTS', KEYS[1]) == 0 then return {0, '', '', 0} end\n"
-	"local k = redis.call('HMGET', KEYS[1], 'tenant', 'client', 'expires', 'revoked')\n"
-	"if k[4] == '1' then return {2, k[1], k[2], 0} end\n"
-	"local exp = tonumber(ARGV[1])\n"
-	"local cur = tonumber(k[3]) or 0\n"
-	"if cur > 0 and cur < exp then exp = cur end\n"
-	"redis.call('HSET', KEYS[1], 'expires', exp)\n"
-	"redis.call('PUBLISH', ARGV[2], ARGV[3])\n"
-	"return {1, k[1], k[2], exp}\n";
 
 /* ---- names and values --------------------------------------------------- */
 
@@ -169,78 +100,26 @@ int gw_gov_value_ok(enum gw_gov_field f, long long v)
 enum cm_status gw_gov_key(char out[GW_GOV_KEYNAME_MAX], const char *ns,
 			  const char *what, const char *name, const char *suffix)
 {
-	int n;
-
 	if (!ns)
 		ns = GW_GOV_NS_DEFAULT;
-	n = snprintf(out, GW_GOV_KEYNAME_MAX, "%s%s%s%s%s%s", ns, what,
-		     name ? ":" : "", name ? name : "", suffix ? ":" : "",
-		     suffix ? suffix : "");
-	return n < 0 || n >= GW_GOV_KEYNAME_MAX ? CM_EINVAL : CM_OK;
+	return gw_redis_key(out, GW_GOV_KEYNAME_MAX, ns, what, name, suffix);
 }
 
 enum cm_status gw_gov_channel(char out[GW_GOV_KEYNAME_MAX], const char *ns)
 {
-	return gw_gov_key(out, ns, "revocations", NULL, NULL);
+	return gw_gov_key(out, ns, GW_REDIS_CHANNEL, NULL, NULL);
 }
 
 /* ---- building ------------------------------------------------------------ */
 
-static void cmd_start(struct gw_gov_cmd *cmd, int op, const char *script)
-{
-	cmd->op = op;
-	cmd->argv[0] = "EVAL";
-	cmd->argvlen[0] = 4;
-	cmd->argv[1] = script;
-	cmd->argvlen[1] = strlen(script);
-	cmd->argc = 2;
-}
-
-static enum cm_status cmd_add(struct gw_gov_cmd *cmd, const char *s)
-{
-	size_t n = strnlen(s, GW_GOV_ARG_BYTES);
-
-	if (cmd->argc >= GW_GOV_MAX_ARGS || n >= GW_GOV_ARG_BYTES)
-		return CM_EINVAL;
-	memcpy(cmd->store[cmd->argc], s, n + 1);
-	cmd->argv[cmd->argc] = cmd->store[cmd->argc];
-	cmd->argvlen[cmd->argc] = n;
-	cmd->argc++;
-	return CM_OK;
-}
-
-static enum cm_status cmd_add_ll(struct gw_gov_cmd *cmd, long long v)
-{
-	char num[24];
-
-	snprintf(num, sizeof(num), "%lld", v);
-	return cmd_add(cmd, num);
-}
-
-static enum cm_status cmd_add_pair(struct gw_gov_cmd *cmd, const char *f,
-				   const char *v)
-{
-	enum cm_status st = cmd_add(cmd, f);
-
-	return st == CM_OK ? cmd_add(cmd, v) : st;
-}
-
-static enum cm_status cmd_add_pair_ll(struct gw_gov_cmd *cmd, const char *f,
-				      long long v)
-{
-	enum cm_status st = cmd_add(cmd, f);
-
-	return st == CM_OK ? cmd_add_ll(cmd, v) : st;
-}
-
-static enum cm_status cmd_add_key(struct gw_gov_cmd *cmd, const char *ns,
+static enum cm_status cmd_add_key(struct gw_redis_cmd *cmd, const char *ns,
 				  const char *what, const char *name,
 				  const char *suffix)
 {
 	char key[GW_GOV_KEYNAME_MAX];
 	enum cm_status st = gw_gov_key(key, ns, what, name, suffix);
 
-	return st == CM_OK ? cmd_add(cmd, key) : st;
+	return st == CM_OK ? gw_redis_cmd_add(cmd, key) : st;
 }
 
 static enum cm_status quotas_ok(const struct gw_gov_quotas *q, int allow_weight)
@@ -260,14 +139,14 @@ static enum cm_status quotas_ok(const struct gw_gov_quotas *q, int allow_weight)
 	return CM_OK;
 }
 
-static enum cm_status cmd_add_quotas(struct gw_gov_cmd *cmd,
+static enum cm_status cmd_add_quotas(struct gw_redis_cmd *cmd,
 				     const struct gw_gov_quotas *q)
 {
 	enum cm_status st = CM_OK;
 
 	for (int f = 0; q && f < GW_GOV_F_COUNT && st == CM_OK; f++)
 		if (q->set[f])
-			st = cmd_add_pair_ll(cmd, gw_gov_fields[f].field, q->val[f]);
+			st = gw_redis_cmd_add_pair_i64(cmd, gw_gov_fields[f].field, q->val[f]);
 	return st;
 }
 
@@ -276,7 +155,7 @@ static int ns_valid(const char *ns)
 	return !ns || gw_gov_ns_ok(ns);
 }
 
-enum cm_status gw_gov_cmd_tenant_create(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_tenant_create(struct gw_redis_cmd *cmd, const char *ns,
 					const char *name,
 					const struct gw_gov_quotas *q,
 					const char *salt_hex, int64_t created_s)
@@ -286,30 +165,30 @@ enum cm_status gw_gov_cmd_tenant_create(struct gw_gov_cmd *cmd, const char *ns,
 	if (!ns_valid(ns) || !gw_gov_name_ok(name) || quotas_ok(q, 1) != CM_OK ||
 	    !salt_hex || strlen(salt_hex) != 64)
 		return CM_EINVAL;
-	cmd_start(cmd, OP_TENANT_CREATE, tenant_create_lua);
-	st = cmd_add(cmd, "2");
+	gw_redis_cmd_script(cmd, GW_LUA_RECORDS_TENANT_CREATE, GW_REDIS_EVAL, OP_TENANT_CREATE);
+	st = gw_redis_cmd_add(cmd, "2");
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "tenant", name, NULL);
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "tenants", NULL, NULL);
 	if (st == CM_OK)
-		st = cmd_add(cmd, name);
+		st = gw_redis_cmd_add(cmd, name);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "name", name);
+		st = gw_redis_cmd_add_pair(cmd, "name", name);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "salt", salt_hex);
+		st = gw_redis_cmd_add_pair(cmd, "salt", salt_hex);
 	if (st == CM_OK)
-		st = cmd_add_pair_ll(cmd, "created", created_s);
+		st = gw_redis_cmd_add_pair_i64(cmd, "created", created_s);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "disabled", "0");
+		st = gw_redis_cmd_add_pair(cmd, "disabled", "0");
 	if (st == CM_OK && !(q && q->set[GW_GOV_F_WEIGHT]))
-		st = cmd_add_pair(cmd, "weight", "1");
+		st = gw_redis_cmd_add_pair(cmd, "weight", "1");
 	if (st == CM_OK)
 		st = cmd_add_quotas(cmd, q);
 	return st;
 }
 
-enum cm_status gw_gov_cmd_client_create(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_client_create(struct gw_redis_cmd *cmd, const char *ns,
 					const char *tenant, const char *client,
 					const struct gw_gov_quotas *q,
 					int64_t created_s)
@@ -321,8 +200,8 @@ enum cm_status gw_gov_cmd_client_create(struct gw_gov_cmd *cmd, const char *ns,
 	    quotas_ok(q, 0) != CM_OK)
 		return CM_EINVAL;
 	snprintf(full, sizeof(full), "%s/%s", tenant, client);
-	cmd_start(cmd, OP_CLIENT_CREATE, client_create_lua);
-	st = cmd_add(cmd, "3");
+	gw_redis_cmd_script(cmd, GW_LUA_RECORDS_CLIENT_CREATE, GW_REDIS_EVAL, OP_CLIENT_CREATE);
+	st = gw_redis_cmd_add(cmd, "3");
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "tenant", tenant, NULL);
 	if (st == CM_OK)
@@ -330,15 +209,15 @@ enum cm_status gw_gov_cmd_client_create(struct gw_gov_cmd *cmd, const char *ns,
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "tenant", tenant, "clients");
 	if (st == CM_OK)
-		st = cmd_add(cmd, client);
+		st = gw_redis_cmd_add(cmd, client);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "tenant", tenant);
+		st = gw_redis_cmd_add_pair(cmd, "tenant", tenant);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "name", client);
+		st = gw_redis_cmd_add_pair(cmd, "name", client);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "disabled", "0");
+		st = gw_redis_cmd_add_pair(cmd, "disabled", "0");
 	if (st == CM_OK)
-		st = cmd_add_pair_ll(cmd, "created", created_s);
+		st = gw_redis_cmd_add_pair_i64(cmd, "created", created_s);
 	if (st == CM_OK)
 		st = cmd_add_quotas(cmd, q);
 	return st;
@@ -363,7 +242,7 @@ static enum cm_status target_of(const char *ns, const char *tenant,
 	return gw_gov_key(key, ns, "tenant", tenant, NULL);
 }
 
-enum cm_status gw_gov_cmd_flag(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_flag(struct gw_redis_cmd *cmd, const char *ns,
 			       const char *tenant, const char *client, int disable)
 {
 	char key[GW_GOV_KEYNAME_MAX], chan[GW_GOV_KEYNAME_MAX];
@@ -376,20 +255,20 @@ enum cm_status gw_gov_cmd_flag(struct gw_gov_cmd *cmd, const char *ns,
 	if (st != CM_OK)
 		return st;
 	snprintf(msg, sizeof(msg), "%s %s", disable ? "disable" : "enable", what);
-	cmd_start(cmd, OP_FLAG, flag_lua);
-	st = cmd_add(cmd, "1");
+	gw_redis_cmd_script(cmd, GW_LUA_RECORDS_FLAG, GW_REDIS_EVAL, OP_FLAG);
+	st = gw_redis_cmd_add(cmd, "1");
 	if (st == CM_OK)
-		st = cmd_add(cmd, key);
+		st = gw_redis_cmd_add(cmd, key);
 	if (st == CM_OK)
-		st = cmd_add(cmd, disable ? "1" : "0");
+		st = gw_redis_cmd_add(cmd, disable ? "1" : "0");
 	if (st == CM_OK)
-		st = cmd_add(cmd, chan);
+		st = gw_redis_cmd_add(cmd, chan);
 	if (st == CM_OK)
-		st = cmd_add(cmd, msg);
+		st = gw_redis_cmd_add(cmd, msg);
 	return st;
 }
 
-enum cm_status gw_gov_cmd_update(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_update(struct gw_redis_cmd *cmd, const char *ns,
 				 const char *tenant, const char *client,
 				 const struct gw_gov_quotas *q)
 {
@@ -412,21 +291,21 @@ enum cm_status gw_gov_cmd_update(struct gw_gov_cmd *cmd, const char *ns,
 	if (st != CM_OK)
 		return st;
 	snprintf(msg, sizeof(msg), "update %s", what);
-	cmd_start(cmd, OP_UPDATE, update_lua);
-	st = cmd_add(cmd, "1");
+	gw_redis_cmd_script(cmd, GW_LUA_RECORDS_UPDATE, GW_REDIS_EVAL, OP_UPDATE);
+	st = gw_redis_cmd_add(cmd, "1");
 	if (st == CM_OK)
-		st = cmd_add(cmd, key);
+		st = gw_redis_cmd_add(cmd, key);
 	if (st == CM_OK)
-		st = cmd_add(cmd, chan);
+		st = gw_redis_cmd_add(cmd, chan);
 	if (st == CM_OK)
-		st = cmd_add(cmd, msg);
+		st = gw_redis_cmd_add(cmd, msg);
 	if (st == CM_OK)
-		st = cmd_add_ll(cmd, nset);
+		st = gw_redis_cmd_add_i64(cmd, nset);
 	if (st == CM_OK)
 		st = cmd_add_quotas(cmd, q);
 	for (int f = 0; f < GW_GOV_F_COUNT && st == CM_OK; f++)
 		if (q->clear[f])
-			st = cmd_add(cmd, gw_gov_fields[f].field);
+			st = gw_redis_cmd_add(cmd, gw_gov_fields[f].field);
 	return st;
 }
 
@@ -449,7 +328,7 @@ static int key_id_ok(const char *id)
 	return 1;
 }
 
-enum cm_status gw_gov_cmd_key_issue(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_key_issue(struct gw_redis_cmd *cmd, const char *ns,
 				    const char *tenant, const char *client,
 				    const char *key_id, const char *hmac_hex,
 				    int64_t created_s, int64_t expires_s)
@@ -462,8 +341,8 @@ enum cm_status gw_gov_cmd_key_issue(struct gw_gov_cmd *cmd, const char *ns,
 	    expires_s < 0)
 		return CM_EINVAL;
 	snprintf(full, sizeof(full), "%s/%s", tenant, client);
-	cmd_start(cmd, OP_KEY_ISSUE, key_issue_lua);
-	st = cmd_add(cmd, "3");
+	gw_redis_cmd_script(cmd, GW_LUA_RECORDS_KEY_ISSUE, GW_REDIS_EVAL, OP_KEY_ISSUE);
+	st = gw_redis_cmd_add(cmd, "3");
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "client", full, NULL);
 	if (st == CM_OK)
@@ -471,28 +350,28 @@ enum cm_status gw_gov_cmd_key_issue(struct gw_gov_cmd *cmd, const char *ns,
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "client", full, "keys");
 	if (st == CM_OK)
-		st = cmd_add(cmd, key_id);
+		st = gw_redis_cmd_add(cmd, key_id);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "id", key_id);
+		st = gw_redis_cmd_add_pair(cmd, "id", key_id);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "tenant", tenant);
+		st = gw_redis_cmd_add_pair(cmd, "tenant", tenant);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "client", client);
+		st = gw_redis_cmd_add_pair(cmd, "client", client);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "hmac", hmac_hex);
+		st = gw_redis_cmd_add_pair(cmd, "hmac", hmac_hex);
 	if (st == CM_OK)
-		st = cmd_add_pair_ll(cmd, "created", created_s);
+		st = gw_redis_cmd_add_pair_i64(cmd, "created", created_s);
 	if (st == CM_OK)
-		st = cmd_add_pair_ll(cmd, "expires", expires_s);
+		st = gw_redis_cmd_add_pair_i64(cmd, "expires", expires_s);
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "revoked", "0");
+		st = gw_redis_cmd_add_pair(cmd, "revoked", "0");
 	if (st == CM_OK)
-		st = cmd_add_pair(cmd, "last_used", "0");
+		st = gw_redis_cmd_add_pair(cmd, "last_used", "0");
 	return st;
 }
 
 /* Common shape of revoke and shorten: KEYS key hash, ARGV n, chan, msg. */
-static enum cm_status key_cmd(struct gw_gov_cmd *cmd, int op, const char *script,
+static enum cm_status key_cmd(struct gw_redis_cmd *cmd, int op, enum gw_lua_script script,
 			      const char *ns, const char *key_id, int64_t n,
 			      const char *action)
 {
@@ -505,36 +384,36 @@ static enum cm_status key_cmd(struct gw_gov_cmd *cmd, int op, const char *script
 	if (st != CM_OK)
 		return st;
 	snprintf(msg, sizeof(msg), "%s key %s", action, key_id);
-	cmd_start(cmd, op, script);
-	st = cmd_add(cmd, "1");
+	gw_redis_cmd_script(cmd, script, GW_REDIS_EVAL, op);
+	st = gw_redis_cmd_add(cmd, "1");
 	if (st == CM_OK)
 		st = cmd_add_key(cmd, ns, "key", key_id, NULL);
 	if (st == CM_OK)
-		st = cmd_add_ll(cmd, n);
+		st = gw_redis_cmd_add_i64(cmd, n);
 	if (st == CM_OK)
-		st = cmd_add(cmd, chan);
+		st = gw_redis_cmd_add(cmd, chan);
 	if (st == CM_OK)
-		st = cmd_add(cmd, msg);
+		st = gw_redis_cmd_add(cmd, msg);
 	return st;
 }
 
-enum cm_status gw_gov_cmd_key_revoke(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_key_revoke(struct gw_redis_cmd *cmd, const char *ns,
 				     const char *key_id, int64_t now_s)
 {
-	return key_cmd(cmd, OP_KEY_REVOKE, key_revoke_lua, ns, key_id, now_s,
+	return key_cmd(cmd, OP_KEY_REVOKE, GW_LUA_RECORDS_KEY_REVOKE, ns, key_id, now_s,
 		       "revoke");
 }
 
-enum cm_status gw_gov_cmd_key_shorten(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_key_shorten(struct gw_redis_cmd *cmd, const char *ns,
 				      const char *key_id, int64_t until_s)
 {
-	return key_cmd(cmd, OP_KEY_SHORTEN, key_shorten_lua, ns, key_id, until_s,
+	return key_cmd(cmd, OP_KEY_SHORTEN, GW_LUA_RECORDS_KEY_SHORTEN, ns, key_id, until_s,
 		       "update");
 }
 
 /* ---- replies ------------------------------------------------------------- */
 
-enum cm_status gw_gov_parse(const struct gw_gov_cmd *cmd, const redisReply *r,
+enum cm_status gw_gov_parse(const struct gw_redis_cmd *cmd, const redisReply *r,
 			    enum gw_gov_result *out)
 {
 	long long v;
@@ -605,7 +484,7 @@ enum cm_status gw_gov_parse_shorten(const redisReply *r,
 	return CM_OK;
 }
 
-redisReply *gw_gov_send_sync(redisContext *c, struct gw_gov_cmd *cmd)
+redisReply *gw_gov_send_sync(redisContext *c, struct gw_redis_cmd *cmd)
 {
-	return redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
+	return gw_redis_send_sync(c, cmd);
 }

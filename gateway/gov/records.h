@@ -6,7 +6,7 @@
  * Both front ends (tools/ctl_*.c, synchronous; gateway/admin/admin.c, hiredis
  * async on the gateway's loop) build their commands here, so they write
  * identical Redis state and publish identical messages on the revocation
- * channel.  Each builder fills a struct gw_gov_cmd (argv with its own
+ * channel.  Each builder fills a struct gw_redis_cmd (argv with its own
  * storage, EVAL + script text: admin writes are rare, so no EVALSHA) and
  * each parser reads the script's reply.
  *
@@ -21,12 +21,11 @@
 #include <hiredis/hiredis.h>
 
 #include "common/status.h"
+#include "gateway/redis/cmd.h"
 
 #define GW_GOV_NAME_MAX 63      /* tenant and client names, without NUL */
 #define GW_GOV_NS_MAX 32        /* key namespace */
 #define GW_GOV_KEYNAME_MAX 256  /* any key or channel name, with NUL */
-#define GW_GOV_MAX_ARGS 48
-#define GW_GOV_ARG_BYTES 256
 #define GW_GOV_NS_DEFAULT "sluice:"
 /* Longest key lifetime and rotation overlap: 10 years, in seconds. */
 #define GW_GOV_DURATION_MAX_S (3650LL * 86400)
@@ -61,13 +60,6 @@ struct gw_gov_quotas {
 };
 
 /* A ready-to-send command (argv points into the struct or static text). */
-struct gw_gov_cmd {
-	int op; /* which script (private to gov.c); gw_gov_parse reads it */
-	int argc;
-	const char *argv[GW_GOV_MAX_ARGS];
-	size_t argvlen[GW_GOV_MAX_ARGS];
-	char store[GW_GOV_MAX_ARGS][GW_GOV_ARG_BYTES];
-};
 
 /* Outcome of a governance script. */
 enum gw_gov_result {
@@ -117,32 +109,32 @@ enum cm_status gw_gov_channel(char out[GW_GOV_KEYNAME_MAX], const char *ns) CM_W
  *   and publishes "update key <id>".  Reply -> DONE (with the owner and the
  *   new expiry), REVOKED or NOTFOUND.
  */
-enum cm_status gw_gov_cmd_tenant_create(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_tenant_create(struct gw_redis_cmd *cmd, const char *ns,
 					const char *name,
 					const struct gw_gov_quotas *q,
 					const char *salt_hex, int64_t created_s) CM_WUR;
-enum cm_status gw_gov_cmd_client_create(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_client_create(struct gw_redis_cmd *cmd, const char *ns,
 					const char *tenant, const char *client,
 					const struct gw_gov_quotas *q,
 					int64_t created_s) CM_WUR;
-enum cm_status gw_gov_cmd_flag(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_flag(struct gw_redis_cmd *cmd, const char *ns,
 			       const char *tenant, const char *client,
 			       int disable) CM_WUR;
-enum cm_status gw_gov_cmd_update(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_update(struct gw_redis_cmd *cmd, const char *ns,
 				 const char *tenant, const char *client,
 				 const struct gw_gov_quotas *q) CM_WUR;
-enum cm_status gw_gov_cmd_key_issue(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_key_issue(struct gw_redis_cmd *cmd, const char *ns,
 				    const char *tenant, const char *client,
 				    const char *key_id, const char *hmac_hex,
 				    int64_t created_s, int64_t expires_s) CM_WUR;
-enum cm_status gw_gov_cmd_key_revoke(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_key_revoke(struct gw_redis_cmd *cmd, const char *ns,
 				     const char *key_id, int64_t now_s) CM_WUR;
-enum cm_status gw_gov_cmd_key_shorten(struct gw_gov_cmd *cmd, const char *ns,
+enum cm_status gw_gov_cmd_key_shorten(struct gw_redis_cmd *cmd, const char *ns,
 				      const char *key_id, int64_t until_s) CM_WUR;
 
 /* Result of the create/flag/update/issue/revoke script `cmd` ran;
  * CM_EPROTO on an error reply or any other shape. */
-enum cm_status gw_gov_parse(const struct gw_gov_cmd *cmd, const redisReply *r,
+enum cm_status gw_gov_parse(const struct gw_redis_cmd *cmd, const redisReply *r,
 			    enum gw_gov_result *out) CM_WUR;
 
 /* What key_shorten returns. */
@@ -156,6 +148,6 @@ enum cm_status gw_gov_parse_shorten(const redisReply *r,
 				    struct gw_gov_shortened *out) CM_WUR;
 
 /* Sends a built command on a synchronous connection; NULL when it failed. */
-redisReply *gw_gov_send_sync(redisContext *c, struct gw_gov_cmd *cmd);
+redisReply *gw_gov_send_sync(redisContext *c, struct gw_redis_cmd *cmd);
 
 #endif

@@ -1,23 +1,18 @@
 /*
  * usage.c - builds the usage record call, parses replies, reads counters
- * (see usage.h).  The script text comes from usage_record.lua, compiled in
- * by lua_embed.cmake; its SHA-1 (Redis's script name, not a security
- * use) is computed once under pthread_once.
+ * (see usage.h).  The script is usage_record.lua (gateway/redis/lua.h),
+ * sent with the EVALSHA fallback of gateway/redis/cmd.h.
  */
 #include "gateway/gov/usage.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <openssl/evp.h>
 
 #include "common/alloc.h"
 #include "common/crypto.h"
 #include "gateway/gov/records.h"
-
-extern const char gw_lua_src_usage_record[];
+#include "gateway/redis/keys.h"
 
 static const char *const field_names[GW_USAGE_F_COUNT] = {
 	[GW_USAGE_F_REQUESTS] = "requests",
@@ -52,19 +47,6 @@ const char *gw_usage_field_name(enum gw_usage_field f)
 const char *gw_usage_outcome_name(enum gw_usage_outcome o)
 {
 	return (unsigned)o < GW_USAGE_OUTCOME_COUNT ? outcome_names[o] : NULL;
-}
-
-static char lua_sha[41];
-static pthread_once_t lua_sha_once = PTHREAD_ONCE_INIT;
-
-static void lua_sha_compute(void)
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	EVP_Digest(gw_lua_src_usage_record, strlen(gw_lua_src_usage_record), md, &n,
-		   EVP_sha1(), NULL);
-	cm_hex_encode(md, 20, lua_sha);
 }
 
 /* ---- days ------------------------------------------------------------------ */
@@ -139,19 +121,13 @@ enum cm_status gw_usage_key(char out[GW_USAGE_KEY_MAX], const char *ns,
 			    const char *tenant, const char *client, const char *day)
 {
 	int64_t t;
-	int n;
 
 	if (!ns)
 		ns = GW_GOV_NS_DEFAULT;
 	if (!gw_gov_ns_ok(ns) || !gw_gov_name_ok(tenant) ||
 	    (client && !gw_gov_name_ok(client)) || gw_usage_day_parse(day, &t) != CM_OK)
 		return CM_EINVAL;
-	if (client)
-		n = snprintf(out, GW_USAGE_KEY_MAX, "%susage:{%s}:c:%s:%s", ns, tenant,
-			     client, day);
-	else
-		n = snprintf(out, GW_USAGE_KEY_MAX, "%susage:{%s}:%s", ns, tenant, day);
-	return n < 0 || n >= GW_USAGE_KEY_MAX ? CM_EINVAL : CM_OK;
+	return gw_redis_tenant_key(out, GW_USAGE_KEY_MAX, ns, "usage", tenant, client, day);
 }
 
 /* ---- the record call -------------------------------------------------------- */
@@ -176,49 +152,19 @@ static int request_id_ok(const char *s)
 	return 1;
 }
 
-static enum cm_status cmd_add(struct gw_usage_cmd *cmd, const char *s)
-{
-	size_t n = strnlen(s, GW_USAGE_KEY_MAX);
-	size_t max = sizeof(cmd->argv) / sizeof(cmd->argv[0]);
-
-	if ((size_t)cmd->argc >= max || n >= GW_USAGE_KEY_MAX)
-		return CM_EINVAL;
-	memcpy(cmd->store[cmd->argc], s, n + 1);
-	cmd->argv[cmd->argc] = cmd->store[cmd->argc];
-	cmd->argvlen[cmd->argc] = n;
-	cmd->argc++;
-	return CM_OK;
-}
-
-static enum cm_status cmd_add_i64(struct gw_usage_cmd *cmd, int64_t v)
-{
-	char num[24];
-
-	snprintf(num, sizeof(num), "%" PRId64, v);
-	return cmd_add(cmd, num);
-}
-
-void gw_usage_cmd_use_eval(struct gw_usage_cmd *cmd)
-{
-	cmd->argv[0] = "EVAL";
-	cmd->argvlen[0] = 4;
-	cmd->argv[1] = gw_lua_src_usage_record;
-	cmd->argvlen[1] = strlen(gw_lua_src_usage_record);
-}
-
 static int tokens_ok(int64_t v)
 {
 	return v >= 0 && v <= GW_USAGE_TOKENS_MAX;
 }
 
-enum cm_status gw_usage_cmd_record(struct gw_usage_cmd *cmd, int use_eval,
+enum cm_status gw_usage_cmd_record(struct gw_redis_cmd *cmd, int use_eval,
 				   const struct gw_usage_record *rec)
 {
 	char day[GW_USAGE_DAY_LEN + 1], key[GW_USAGE_KEY_MAX];
+	char done[GW_USAGE_REQUEST_ID_MAX + 8];
 	const char *ns = rec->ns ? rec->ns : GW_GOV_NS_DEFAULT;
 	int64_t inc[GW_USAGE_F_COUNT];
 	enum cm_status st;
-	int n;
 
 	if (!request_id_ok(rec->request_id) || !tokens_ok(rec->prompt_tokens) ||
 	    !tokens_ok(rec->cached_prompt_tokens) ||
@@ -237,50 +183,34 @@ enum cm_status gw_usage_cmd_record(struct gw_usage_cmd *cmd, int use_eval,
 	if (rec->outcome != GW_USAGE_OK)
 		inc[GW_USAGE_F_ERRORS_AUTH + (int)rec->outcome - 1] = 1;
 
-	cmd->argc = 2;
-	if (use_eval) {
-		gw_usage_cmd_use_eval(cmd);
-	} else {
-		pthread_once(&lua_sha_once, lua_sha_compute);
-		cmd->argv[0] = "EVALSHA";
-		cmd->argvlen[0] = 7;
-		cmd->argv[1] = lua_sha;
-		cmd->argvlen[1] = 40;
-	}
-	st = cmd_add(cmd, "3");
+	gw_redis_cmd_script(cmd, GW_LUA_USAGE_RECORD, use_eval ? GW_REDIS_EVAL : GW_REDIS_EVALSHA, 0);
+	st = gw_redis_cmd_add(cmd, "3");
 	if (st == CM_OK)
 		st = gw_usage_key(key, ns, rec->tenant, NULL, day);
 	if (st == CM_OK)
-		st = cmd_add(cmd, key);
+		st = gw_redis_cmd_add(cmd, key);
 	if (st == CM_OK)
 		st = gw_usage_key(key, ns, rec->tenant, rec->client, day);
 	if (st == CM_OK)
-		st = cmd_add(cmd, key);
+		st = gw_redis_cmd_add(cmd, key);
 	if (st != CM_OK)
 		return CM_EINVAL;
-	n = snprintf(key, sizeof(key), "%susage:{%s}:done:%s", ns, rec->tenant,
-		     rec->request_id);
-	if (n < 0 || (size_t)n >= sizeof(key))
-		return CM_EINVAL;
-	st = cmd_add(cmd, key);
+	snprintf(done, sizeof(done), "done:%s", rec->request_id);
+	st = gw_redis_tenant_key(key, sizeof(key), ns, "usage", rec->tenant, NULL, done);
 	if (st == CM_OK)
-		st = cmd_add_i64(cmd, GW_USAGE_MARKER_TTL_S);
+		st = gw_redis_cmd_add(cmd, key);
 	if (st == CM_OK)
-		st = cmd_add_i64(cmd, GW_USAGE_HASH_TTL_S);
+		st = gw_redis_cmd_add_i64(cmd, GW_USAGE_MARKER_TTL_S);
+	if (st == CM_OK)
+		st = gw_redis_cmd_add_i64(cmd, GW_USAGE_HASH_TTL_S);
 	for (int f = 0; f < GW_USAGE_F_COUNT && st == CM_OK; f++) {
 		if (inc[f] == 0)
 			continue;
-		st = cmd_add(cmd, field_names[f]);
+		st = gw_redis_cmd_add(cmd, field_names[f]);
 		if (st == CM_OK)
-			st = cmd_add_i64(cmd, inc[f]);
+			st = gw_redis_cmd_add_i64(cmd, inc[f]);
 	}
 	return st;
-}
-
-static int is_noscript(const redisReply *r)
-{
-	return r && r->type == REDIS_REPLY_ERROR && r->str &&
-	       strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
 enum cm_status gw_usage_parse_record(const redisReply *r, int *counted)
@@ -323,7 +253,7 @@ enum cm_status gw_usage_counts_add(struct gw_usage_counts *acc,
 enum cm_status gw_usage_record_sync(redisContext *c,
 				    const struct gw_usage_record *rec, int *counted)
 {
-	struct gw_usage_cmd *cmd = cm_malloc(sizeof(*cmd));
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 	redisReply *r = NULL;
 	enum cm_status st;
 
@@ -331,12 +261,7 @@ enum cm_status gw_usage_record_sync(redisContext *c,
 		return CM_ENOMEM;
 	st = gw_usage_cmd_record(cmd, 0, rec);
 	if (st == CM_OK) {
-		r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
-		if (is_noscript(r)) {
-			freeReplyObject(r);
-			gw_usage_cmd_use_eval(cmd);
-			r = redisCommandArgv(c, cmd->argc, cmd->argv, cmd->argvlen);
-		}
+		r = gw_redis_send_sync(c, cmd);
 		st = r ? gw_usage_parse_record(r, counted) : CM_EIO;
 	}
 	if (r)
@@ -368,29 +293,18 @@ enum cm_status gw_usage_read_sync(redisContext *c, const char *ns,
 /* ---- asynchronous ------------------------------------------------------------ */
 
 struct usage_pending {
-	struct gw_usage_cmd cmd;
 	gw_usage_done_fn done;
 	void *arg;
-	int retried;
 };
 
-static void on_record_reply(redisAsyncContext *ac, void *reply, void *privdata)
+static void on_record_reply(void *privdata, const redisReply *r)
 {
 	struct usage_pending *p = privdata;
-	redisReply *r = reply;
 	gw_usage_done_fn done = p->done;
 	void *arg = p->arg;
 	enum cm_status st = CM_EIO;
 	int counted = 0;
 
-	if (r && is_noscript(r) && !p->retried) {
-		p->retried = 1;
-		gw_usage_cmd_use_eval(&p->cmd);
-		if (redisAsyncCommandArgv(ac, on_record_reply, p, p->cmd.argc,
-					  p->cmd.argv, p->cmd.argvlen) == REDIS_OK)
-			return;
-		r = NULL;
-	}
 	if (r)
 		st = gw_usage_parse_record(r, &counted);
 	cm_free(p);
@@ -402,24 +316,26 @@ enum cm_status gw_usage_record_async(redisAsyncContext *ac,
 				     gw_usage_done_fn done, void *arg)
 {
 	struct usage_pending *p = cm_malloc(sizeof(*p));
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 	enum cm_status st;
 
-	if (!p)
+	if (!p || !cmd) {
+		cm_free(p);
+		cm_free(cmd);
 		return CM_ENOMEM;
-	st = gw_usage_cmd_record(&p->cmd, 0, rec);
+	}
+	st = gw_usage_cmd_record(cmd, 0, rec);
 	if (st != CM_OK) {
+		cm_free(cmd);
 		cm_free(p);
 		return st;
 	}
 	p->done = done;
 	p->arg = arg;
-	p->retried = 0;
-	if (redisAsyncCommandArgv(ac, on_record_reply, p, p->cmd.argc, p->cmd.argv,
-				  p->cmd.argvlen) != REDIS_OK) {
+	st = gw_redis_send_async(ac, cmd, on_record_reply, p);
+	if (st != CM_OK)
 		cm_free(p);
-		return CM_EIO;
-	}
-	return CM_OK;
+	return st;
 }
 
 enum gw_usage_outcome gw_usage_outcome_of(const char *outcome, int status)

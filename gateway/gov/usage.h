@@ -32,6 +32,7 @@
 #include <hiredis/hiredis.h>
 
 #include "common/status.h"
+#include "gateway/redis/cmd.h"
 
 #define GW_USAGE_REQUEST_ID_MAX 64
 #define GW_USAGE_MARKER_TTL_S (2 * 86400)
@@ -107,21 +108,13 @@ enum cm_status gw_usage_key(char out[GW_USAGE_KEY_MAX], const char *ns,
 			    const char *tenant, const char *client,
 			    const char *day) CM_WUR;
 
-/* A ready-to-send command (EVALSHA or EVAL). */
-struct gw_usage_cmd {
-	int argc;
-	const char *argv[8 + 2 * GW_USAGE_F_COUNT];
-	size_t argvlen[8 + 2 * GW_USAGE_F_COUNT];
-	char store[8 + 2 * GW_USAGE_F_COUNT][GW_USAGE_KEY_MAX];
-};
 
 /*
  * Builds the record call.  CM_EINVAL on a bad name or request id, a
  * negative or too large count, cached > prompt, an unknown outcome.
  */
-enum cm_status gw_usage_cmd_record(struct gw_usage_cmd *cmd, int use_eval,
+enum cm_status gw_usage_cmd_record(struct gw_redis_cmd *cmd, int use_eval,
 				   const struct gw_usage_record *rec) CM_WUR;
-void gw_usage_cmd_use_eval(struct gw_usage_cmd *cmd);
 /* Reply: *counted = 1 (added) or 0 (this request id was already counted). */
 enum cm_status gw_usage_parse_record(const redisReply *r, int *counted) CM_WUR;
 

@@ -11,6 +11,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "gateway/gov/auth.h"
 
 struct gw_usage_pending {
 	struct gw_usage_queue *q;   /* NULL once the queue is gone */
@@ -26,7 +27,7 @@ struct gw_usage_pending {
 
 struct gw_usage_queue {
 	struct event_base *base;
-	struct gw_auth *auth;
+	struct gw_redis *redis;
 	struct gw_usage_pending *head;
 	size_t n;
 };
@@ -89,7 +90,7 @@ static void uq_done(void *arg, enum cm_status st, int counted)
 
 static void uq_send(struct gw_usage_pending *u)
 {
-	redisAsyncContext *ac = u->q ? gw_auth_redis(u->q->auth) : NULL;
+	redisAsyncContext *ac = u->q ? gw_redis_async(u->q->redis) : NULL;
 
 	u->tries++;
 	if (ac && gw_usage_record_async(ac, &u->rec, uq_done, u) == CM_OK) {
@@ -99,7 +100,7 @@ static void uq_send(struct gw_usage_pending *u)
 	uq_failed(u);
 }
 
-enum cm_status gw_usage_queue_new(struct event_base *base, struct gw_auth *auth,
+enum cm_status gw_usage_queue_new(struct event_base *base, struct gw_redis *redis,
 				  struct gw_usage_queue **out)
 {
 	struct gw_usage_queue *q = cm_calloc(1, sizeof(*q));
@@ -108,7 +109,7 @@ enum cm_status gw_usage_queue_new(struct event_base *base, struct gw_auth *auth,
 	if (!q)
 		return CM_ENOMEM;
 	q->base = base;
-	q->auth = auth;
+	q->redis = redis;
 	*out = q;
 	return CM_OK;
 }
@@ -157,7 +158,7 @@ void gw_usage_queue_free(struct gw_usage_queue *q)
 	if (!q)
 		return;
 	until = cm_mono_ns() + GW_USAGE_FLUSH_MS * 1000000LL;
-	while (q->head && gw_auth_redis(q->auth) && cm_mono_ns() < until) {
+	while (q->head && gw_redis_async(q->redis) && cm_mono_ns() < until) {
 		struct timeval tv = { 0, 20000 };
 
 		event_base_loopexit(q->base, &tv);

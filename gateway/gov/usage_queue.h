@@ -10,7 +10,7 @@
  * reused on every retry, so Redis counts it once.
  *
  * Runs on the gateway's event loop; owns its records and their timers.
- * Redis connections are borrowed from gw_auth at each try.
+ * The Redis connection is borrowed (gateway/redis/conn.h) at each try.
  */
 #ifndef SLUICE_GATEWAY_GOV_USAGE_QUEUE_H
 #define SLUICE_GATEWAY_GOV_USAGE_QUEUE_H
@@ -20,7 +20,7 @@
 #include <event2/event.h>
 
 #include "common/status.h"
-#include "gateway/gov/auth.h"
+#include "gateway/redis/conn.h"
 #include "gateway/gov/usage.h"
 
 #define GW_USAGE_TRIES 600
@@ -31,7 +31,7 @@
 
 struct gw_usage_queue;
 
-enum cm_status gw_usage_queue_new(struct event_base *base, struct gw_auth *auth,
+enum cm_status gw_usage_queue_new(struct event_base *base, struct gw_redis *redis,
 				  struct gw_usage_queue **out) CM_WUR;
 
 /*

@@ -126,7 +126,7 @@ static void xdel(const char *id)
 
 static void test_names_and_validation(void **state)
 {
-	struct gw_gov_cmd cmd;
+	struct gw_redis_cmd cmd;
 	char long_target[GW_AUDIT_TARGET_MAX + 2];
 
 	(void)state;
@@ -161,7 +161,7 @@ static void test_names_and_validation(void **state)
  * builder is refused by Redis and nothing is appended. */
 static void test_script_refuses_text(void **state)
 {
-	struct gw_gov_cmd cmd;
+	struct gw_redis_cmd cmd;
 	redisReply *r;
 
 	(void)state;

@@ -26,7 +26,8 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "gateway/gov/quota.h"
-#include "gateway/gov/quota_lua.h"
+#include "gateway/redis/cmd.h"
+#include "gateway/redis/lua.h"
 #include "tests/gateway/redis_fixture.h"
 
 static struct redis_fixture fx;
@@ -151,16 +152,16 @@ static void test_keys_and_names(void **state)
 	assert_string_equal(gw_quota_limit_name(GW_QUOTA_LIMIT_DAILY_TOKENS),
 			    "daily_tokens");
 	assert_string_equal(gw_quota_scope_name(GW_QUOTA_SCOPE_CLIENT), "client");
-	assert_int_equal(strlen(gw_quota_lua_sha1(GW_QUOTA_LUA_ADMIT)), 40);
-	assert_string_not_equal(gw_quota_lua_sha1(GW_QUOTA_LUA_ADMIT),
-				gw_quota_lua_sha1(GW_QUOTA_LUA_FINISH));
-	assert_null(gw_quota_lua_text(GW_QUOTA_LUA_COUNT));
+	assert_int_equal(strlen(gw_lua_sha1(GW_LUA_QUOTA_ADMIT)), 40);
+	assert_string_not_equal(gw_lua_sha1(GW_LUA_QUOTA_ADMIT),
+				gw_lua_sha1(GW_LUA_QUOTA_FINISH));
+	assert_null(gw_lua_text(GW_LUA_COUNT));
 }
 
 static void test_bad_arguments(void **state)
 {
 	struct gw_quota_subject s = subject("eng", "bot");
-	struct gw_quota_cmd cmd;
+	struct gw_redis_cmd cmd;
 
 	(void)state;
 	assert_int_equal(gw_quota_cmd_admit(&cmd, 0, &s, -1, "L", 1000), CM_EINVAL);
@@ -179,13 +180,13 @@ static void test_bad_arguments(void **state)
 	/* EVALSHA <sha> 8 keys*8 limits*8 tokens lease ttl */
 	assert_int_equal(cmd.argc, 2 + 1 + 8 + 8 + 3);
 	assert_string_equal(cmd.argv[0], "EVALSHA");
-	assert_string_equal(cmd.argv[1], gw_quota_lua_sha1(GW_QUOTA_LUA_ADMIT));
+	assert_string_equal(cmd.argv[1], gw_lua_sha1(GW_LUA_QUOTA_ADMIT));
 	assert_string_equal(cmd.argv[3], "t:q:{eng}:rpm");
 	assert_string_equal(cmd.argv[7], "t:q:{eng}:c:bot:rpm");
 	assert_string_equal(cmd.argv[11], "5");
-	gw_quota_cmd_use_eval(&cmd);
+	gw_redis_cmd_use_eval(&cmd);
 	assert_string_equal(cmd.argv[0], "EVAL");
-	assert_string_equal(cmd.argv[1], gw_quota_lua_text(GW_QUOTA_LUA_ADMIT));
+	assert_string_equal(cmd.argv[1], gw_lua_text(GW_LUA_QUOTA_ADMIT));
 }
 
 static void test_parse_replies(void **state)
@@ -221,8 +222,8 @@ static void test_parse_replies(void **state)
 	assert_int_equal(gw_quota_parse_admit(&arr, &v), CM_EPROTO);
 	assert_int_equal(gw_quota_parse_admit(&err, &v), CM_EPROTO);
 	assert_int_equal(gw_quota_parse_admit(NULL, &v), CM_EPROTO);
-	assert_int_equal(gw_quota_reply_is_noscript(&err), 1);
-	assert_int_equal(gw_quota_reply_is_noscript(&e0), 0);
+	assert_int_equal(gw_redis_reply_is_noscript(&err), 1);
+	assert_int_equal(gw_redis_reply_is_noscript(&e0), 0);
 	assert_int_equal(gw_quota_parse_finish(&e0, &n), CM_EPROTO);
 	assert_int_equal(gw_quota_parse_renew(&e3, &n), CM_OK);
 	assert_int_equal(n, 10);
@@ -561,7 +562,7 @@ static void test_noscript_fallback(void **state)
 	s.tenant_limits.rpm = 2;
 	assert_int_equal(admit(&s, 0, "a", 1000).allowed, 1);
 	/* EVAL loaded it: the next EVALSHA succeeds directly. */
-	r = redisCommand(rc, "SCRIPT EXISTS %s", gw_quota_lua_sha1(GW_QUOTA_LUA_ADMIT));
+	r = redisCommand(rc, "SCRIPT EXISTS %s", gw_lua_sha1(GW_LUA_QUOTA_ADMIT));
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 	assert_int_equal(r->element[0]->integer, 1);

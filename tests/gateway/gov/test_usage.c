@@ -133,7 +133,7 @@ static void test_days(void **state)
 
 static void test_bad_records(void **state)
 {
-	struct gw_usage_cmd cmd;
+	struct gw_redis_cmd cmd;
 	struct gw_usage_record r = rec("bot", "r1", DAY0, 10, 0, 5, GW_USAGE_OK);
 
 	(void)state;
