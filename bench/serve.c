@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "pclient.h"
+#include "tests/integration/pclient.h"
 
 #define MAX_STREAMS 256
 #define MAX_LEVELS 16

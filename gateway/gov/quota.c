@@ -5,7 +5,7 @@
  * gw_redis_cmd) so that the async gateway can keep it until the reply
  * arrives and resend it as EVAL after a NOSCRIPT error.  The argument
  * layout matches the KEYS/ARGV contract written at the top of each
- * gateway/quota_*.lua file.
+ * gateway/gov/quota_*.lua file.
  */
 #include "gateway/gov/quota.h"
 

@@ -1,6 +1,6 @@
 /*
  * records.c - governance scripts and their calls, shared by sluicectl and the
- * admin API (see gov.h).  Every write is one Lua script: existence check,
+ * admin API (see records.h).  Every write is one Lua script: existence check,
  * write, index update and announcement together, so two admins racing on
  * one name get one success and one conflict, and a gateway never sees a
  * message before the state it announces.

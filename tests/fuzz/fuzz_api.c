@@ -1,5 +1,5 @@
 /*
- * fuzz_api.c - libFuzzer target for gateway/api/api.c: request bodies for every
+ * fuzz_api.c - libFuzzer target for gateway/api/ (request.c, ollama.c, openai.c, render.c): request bodies for every
  * endpoint, then the responses rendered from what was accepted.
  *
  * Input layout: byte 0 selects the endpoint (generate, chat, OpenAI chat,

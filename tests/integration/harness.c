@@ -1,22 +1,31 @@
 /*
  * harness.c - processes and files for integration tests (see harness.h).
  */
-#include "harness.h"
+#include "tests/integration/harness.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmocka.h>
 #include <hiredis/hiredis.h>
 
 #include "common/clock.h"
+#include "gateway/gov/apikey.h"
 
 static char tmp[256];
 
@@ -254,4 +263,150 @@ char *h_read_file(const char *path, size_t *len)
 			*len = (size_t)n;
 	}
 	return buf;
+}
+
+/* ---- sluicectl and HTTP clients ------------------------------------------- */
+
+static char h_ctl_redis[600], h_ctl_pepper[600];
+
+void h_ctl_setup(const char *redis_sock, const char *pepper_file)
+{
+	snprintf(h_ctl_redis, sizeof(h_ctl_redis), "%s", redis_sock);
+	snprintf(h_ctl_pepper, sizeof(h_ctl_pepper), "%s", pepper_file);
+}
+
+static int h_ctl_v(char *out, size_t size, const char *fmt, va_list ap, char *args,
+		   size_t args_len)
+{
+	char cmd[2048];
+	int st;
+	char *o;
+
+	vsnprintf(args, args_len, fmt, ap);
+	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
+		 h_bin("tools/sluicectl"), h_ctl_redis, h_ctl_pepper, args);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
+	if (out && size)
+		snprintf(out, size, "%s", o);
+	if (st != 0 && !out)
+		fprintf(stderr, "sluicectl %s: %s\n", args, o);
+	free(o);
+	return st;
+}
+
+int h_ctl_rc(char *out, size_t size, const char *fmt, ...)
+{
+	char args[512];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	st = h_ctl_v(out, size, fmt, ap, args, sizeof(args));
+	va_end(ap);
+	return st;
+}
+
+void h_ctl(char *out, size_t size, const char *fmt, ...)
+{
+	char args[512], o[65536];
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	st = h_ctl_v(o, sizeof(o), fmt, ap, args, sizeof(args));
+	va_end(ap);
+	if (st != 0)
+		fprintf(stderr, "sluicectl %s: %s\n", args, o);
+	assert_int_equal(st, 0);
+	if (out && size)
+		snprintf(out, size, "%s", o);
+}
+
+void h_issue_key(const char *who, char key[64], char id[32])
+{
+	char o[2048], *p;
+
+	h_ctl(o, sizeof(o), "key issue %s", who);
+	p = strstr(o, "key:     ");
+	assert_non_null(p);
+	p += 9;
+	snprintf(key, 64, "%.*s", (int)strcspn(p, "\n"), p);
+	assert_int_equal(strlen(key), GW_KEY_LEN);
+	if (id) {
+		p = strstr(o, "key id:  ");
+		assert_non_null(p);
+		p += 9;
+		snprintf(id, 32, "%.*s", (int)strcspn(p, "\n"), p);
+	}
+}
+
+int h_http(int p, const char *method, const char *path, const char *auth,
+	   const char *data, char **body, int timeout_ms)
+{
+	struct sockaddr_in sa;
+	char head[1024];
+	char *buf = NULL;
+	size_t cap = 0, n = 0;
+	int fd, code = -1, len;
+
+	if (body)
+		*body = NULL;
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)p);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		goto out;
+	if (timeout_ms > 0) {
+		struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	}
+	len = snprintf(head, sizeof(head),
+		       "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+		       "%s%s%s"
+		       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+		       method, path, auth ? "Authorization: Bearer " : "", auth ? auth : "",
+		       auth ? "\r\n" : "", data ? strlen(data) : 0);
+	if (write(fd, head, (size_t)len) != len)
+		goto out;
+	if (data && write(fd, data, strlen(data)) != (ssize_t)strlen(data))
+		goto out;
+	for (;;) {
+		ssize_t r;
+
+		if (cap - n < 4096) {
+			cap = cap ? cap * 2 : 16384;
+			buf = realloc(buf, cap + 1);
+			assert_non_null(buf);
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			code = -2;
+			goto out;
+		}
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (buf) {
+		buf[n] = 0;
+		if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
+			code = -1;
+		if (body) {
+			char *b = strstr(buf, "\r\n\r\n");
+
+			*body = strdup(b ? b + 4 : "");
+		}
+	}
+out:
+	free(buf);
+	close(fd);
+	return code;
 }

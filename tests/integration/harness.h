@@ -7,6 +7,7 @@
 #ifndef SLUICE_TESTS_HARNESS_H
 #define SLUICE_TESTS_HARNESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -55,5 +56,26 @@ void h_pause_ms(int ms);
 char *h_run_capture(const char *cmd, int *status);
 /* Reads a whole file into a malloc'd NUL-terminated string. */
 char *h_read_file(const char *path, size_t *len);
+
+/* ---- sluicectl and HTTP clients ------------------------------------------- */
+
+/* The Redis socket and pepper file every h_ctl call passes (copied). */
+void h_ctl_setup(const char *redis_sock, const char *pepper_file);
+/* Runs `sluicectl --redis ... --pepper-file ... ARGS 2>&1`; its output in
+ * out[size] (out may be NULL); returns its exit status. */
+int h_ctl_rc(char *out, size_t size, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same, failing the running cmocka test unless it exits 0. */
+void h_ctl(char *out, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* `sluicectl key issue WHO`: the key (and its id when id is not NULL). */
+void h_issue_key(const char *who, char key[64], char id[32]);
+/*
+ * One HTTP/1.1 request over a fresh loopback connection to port p; returns
+ * the status (-1 when the connection failed; with timeout_ms > 0, -2 when
+ * no complete answer came within it) and the body in *body (malloc'd, may
+ * be NULL).
+ */
+int h_http(int p, const char *method, const char *path, const char *auth,
+	   const char *data, char **body, int timeout_ms);
 
 #endif

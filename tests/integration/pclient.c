@@ -1,7 +1,7 @@
 /*
  * pclient.c - blocking proto/ client (see pclient.h).
  */
-#include "pclient.h"
+#include "tests/integration/pclient.h"
 
 #include <errno.h>
 #include <stdio.h>

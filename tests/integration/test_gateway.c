@@ -2,7 +2,7 @@
  * test_gateway.c - the whole service with real processes: a private
  * redis-server on a Unix socket, a sluice-worker on a generated tiny model,
  * sluice-gateway with a certificate made here (openssl CLI), keys made with
- * sluicectl, and curl as the client (issue 5, "Done when").
+ * sluicectl, and curl as the client.
  *
  *  - every endpoint, streaming and not, parses as its API says; Ollama
  *    eval_count equals the tokens streamed and the durations are present;
@@ -50,374 +50,63 @@
 
 #include "common/clock.h"
 #include "gateway/gov/apikey.h"
-#include "harness.h"
+#include "tests/integration/gateway_fixture.h"
 
 #define CANARY "CANARY-b7e1f03c-never-log-me"
-#define DEADLINE_MS 60000
-
-static struct h_proc redis, worker, gateway;
-static char dir[512], redis_sock[600], worker_sock[600], cert[600], pepper[600];
-static int port, admin_port;
-static char worker_cfg[2048];
-static char key_a[64], key_b[64], key_night[64], key_small[64];
-
-/* ---- helpers --------------------------------------------------------- */
-
-static void ctl(char *out, size_t size, const char *fmt, ...)
-{
-	char args[512], cmd[2048];
-	va_list ap;
-	int st;
-	char *o;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
-		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
-	o = h_run_capture(cmd, &st);
-	assert_non_null(o);
-	if (st != 0)
-		fprintf(stderr, "sluicectl %s: %s\n", args, o);
-	assert_int_equal(st, 0);
-	if (out)
-		snprintf(out, size, "%s", o);
-	free(o);
-}
-
-static void issue_key(const char *who, char out[64])
-{
-	char o[2048], *p;
-
-	ctl(o, sizeof(o), "key issue %s", who);
-	p = strstr(o, "key:     ");
-	assert_non_null(p);
-	p += 9;
-	snprintf(out, 64, "%.*s", (int)strcspn(p, "\n"), p);
-	assert_int_equal(strlen(out), GW_KEY_LEN);
-}
-
-struct resp {
-	int code;
-	char *body;
-	char *headers;
-};
-
-static void resp_free(struct resp *r)
-{
-	free(r->body);
-	free(r->headers);
-	memset(r, 0, sizeof(*r));
-}
-
-/* curl against the gateway; body from `data` (NULL: GET) written to a file. */
-static void req(struct resp *r, const char *path, const char *key, const char *data,
-		size_t data_len, const char *extra)
-{
-	static int seq;
-	char bodyf[700], hdrf[700], dataf[700], cmd[16384], auth[128] = "";
-	int st;
-	char *o;
-	size_t len;
-
-	seq++;
-	snprintf(bodyf, sizeof(bodyf), "%s/resp%d.body", dir, seq);
-	snprintf(hdrf, sizeof(hdrf), "%s/resp%d.hdr", dir, seq);
-	snprintf(dataf, sizeof(dataf), "%s/req%d.data", dir, seq);
-	if (data) {
-		FILE *f = fopen(dataf, "wb");
-
-		assert_non_null(f);
-		fwrite(data, 1, data_len ? data_len : strlen(data), f);
-		fclose(f);
-	}
-	if (key)
-		snprintf(auth, sizeof(auth), "-H 'Authorization: Bearer %s'", key);
-	snprintf(cmd, sizeof(cmd),
-		 "curl -sS --max-time 60 --cacert %s -o %s -D %s -w '%%{http_code}' %s "
-		 "%s%s%s %s 'https://127.0.0.1:%d%s'",
-		 cert, bodyf, hdrf, auth, data ? "--data-binary @" : "", data ? dataf : "",
-		 data ? " -H 'Content-Type: application/json'" : "", extra ? extra : "", port, path);
-	o = h_run_capture(cmd, &st);
-	assert_non_null(o);
-	r->code = atoi(o);
-	free(o);
-	r->body = h_read_file(bodyf, &len);
-	if (!r->body)
-		r->body = calloc(1, 1);
-	r->headers = h_read_file(hdrf, &len);
-	if (!r->headers)
-		r->headers = calloc(1, 1);
-}
-
-static json_t *parse(const char *s)
-{
-	json_error_t e;
-	json_t *j = json_loads(s, JSON_ALLOW_NUL, &e); /* models may emit NUL */
-
-	if (!j)
-		fprintf(stderr, "not JSON (%s): %.300s\n", e.text, s);
-	assert_non_null(j);
-	return j;
-}
-
-static const char *ollama_error(json_t *j)
-{
-	json_t *e = json_object_get(j, "error");
-
-	assert_true(json_is_string(e));
-	return json_string_value(e);
-}
-
-static const char *openai_error(json_t *j)
-{
-	json_t *e = json_object_get(j, "error");
-
-	assert_true(json_is_object(e));
-	assert_true(json_is_string(json_object_get(e, "message")));
-	assert_true(json_is_string(json_object_get(e, "type")));
-	return json_string_value(json_object_get(e, "message"));
-}
-
-static char *metrics(void)
-{
-	char cmd[256];
-	int st;
-
-	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 http://127.0.0.1:%d/metrics", admin_port);
-	char *m = h_run_capture(cmd, &st);
-
-	assert_non_null(m);
-	return m;
-}
-
-/* Value of one sample line "name{labels} value" (or -1). */
-static double metric(const char *text, const char *series)
-{
-	const char *p = text;
-	size_t n = strlen(series);
-
-	while ((p = strstr(p, series)) != NULL) {
-		if ((p == text || p[-1] == '\n') && p[n] == ' ')
-			return atof(p + n + 1);
-		p += n;
-	}
-	return -1;
-}
-
-static int wait_port_line(void)
-{
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	while (h_now_ms() < end) {
-		size_t len;
-		char *log = h_read_file(gateway.log, &len);
-		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
-
-		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &port,
-				&admin_port) == 2) {
-			free(log);
-			return 0;
-		}
-		free(log);
-		if (!h_alive(&gateway))
-			return -1;
-		h_pause_ms(20);
-	}
-	return -1;
-}
-
-static int wait_ready(void)
-{
-	int64_t end = h_now_ms() + DEADLINE_MS;
-	struct resp r;
-
-	while (h_now_ms() < end) {
-		req(&r, "/readyz", NULL, NULL, 0, NULL);
-		if (r.code == 200) {
-			resp_free(&r);
-			return 0;
-		}
-		resp_free(&r);
-		h_pause_ms(50);
-	}
-	return -1;
-}
-
-static void assert_served(void)
-{
-	struct resp r;
-	json_t *j;
-
-	req(&r, "/api/generate", key_a,
-	    "{\"model\":\"tiny\",\"prompt\":\"hello\",\"stream\":false,\"options\":{\"num_predict\":3}}",
-	    0, NULL);
-	assert_int_equal(r.code, 200);
-	j = parse(r.body);
-	assert_true(json_is_true(json_object_get(j, "done")));
-	json_decref(j);
-	resp_free(&r);
-}
-
-/* ---- setup ----------------------------------------------------------- */
-
-static int start_redis(void)
-{
-	return h_redis_start(&redis, redis_sock, dir, DEADLINE_MS);
-}
-
-static int setup(void **state)
-{
-	char cmd[2048], path[700];
-	const char *model;
-	int rc;
-	FILE *f;
-	char *argv[4];
-
-	(void)state;
-	if (system("command -v openssl >/dev/null && command -v curl >/dev/null") != 0)
-		return 77;
-	snprintf(dir, sizeof(dir), "%s", h_tmpdir());
-	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", dir);
-	snprintf(worker_sock, sizeof(worker_sock), "%s/worker.sock", dir);
-	snprintf(cert, sizeof(cert), "%s/tls.crt", dir);
-	snprintf(pepper, sizeof(pepper), "%s/pepper", dir);
-	snprintf(cmd, sizeof(cmd),
-		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
-		 "-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 -keyout %s/tls.key "
-		 "-out %s >/dev/null 2>&1", dir, cert);
-	if (system(cmd) != 0)
-		return -1;
-	f = fopen(pepper, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	chmod(pepper, 0600);
-	rc = start_redis();
-	if (rc != 0)
-		return rc;
-	model = h_model("tiny", "Q8_0", "llama");
-	if (!model)
-		return -1;
-	snprintf(worker_cfg, sizeof(worker_cfg),
-		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
-		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
-		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, worker_sock);
-	if (h_worker_start(&worker, "worker", worker_cfg) != 0)
-		return -1;
-	snprintf(path, sizeof(path), "%s/gateway.json", dir);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"{\"gateway\": {\"listen_addr\": \"127.0.0.1\", \"port\": 0,"
-		" \"tls_cert_file\": \"%s\", \"tls_key_file\": \"%s/tls.key\","
-		" \"admin_addr\": \"127.0.0.1\", \"admin_port\": 0, \"pepper_file\": \"%s\","
-		" \"log_level\": \"debug\","
-		" \"limits\": {\"body_bytes\": \"64KiB\", \"header_bytes\": \"8KiB\","
-		"   \"messages\": 8, \"stop_strings\": 4},"
-		" \"timeouts\": {\"header_ms\": 1500, \"body_ms\": 1500},"
-		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"tiny\"}],"
-		" \"max_inflight_per_worker\": 1, \"ping_interval_ms\": 500,"
-		" \"stats_timeout_ms\": 3000,"
-		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
-		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
-		cert, dir, pepper, worker_sock, redis_sock);
-	fclose(f);
-	argv[0] = (char *)h_bin("gateway/sluice-gateway");
-	argv[1] = "--config";
-	argv[2] = path;
-	argv[3] = NULL;
-	if (h_spawn(&gateway, "gateway", argv) != 0 || wait_port_line() != 0)
-		return -1;
-	ctl(NULL, 0, "tenant create alpha");
-	ctl(NULL, 0, "client create alpha/app");
-	ctl(NULL, 0, "tenant create beta");
-	ctl(NULL, 0, "client create beta/app");
-	ctl(NULL, 0, "tenant create night --queue 100");
-	ctl(NULL, 0, "client create night/batch");
-	ctl(NULL, 0, "tenant create small --queue 1");
-	ctl(NULL, 0, "client create small/app");
-	issue_key("alpha/app", key_a);
-	issue_key("beta/app", key_b);
-	issue_key("night/batch", key_night);
-	issue_key("small/app", key_small);
-	return wait_ready();
-}
-
-static int teardown(void **state)
-{
-	int rc;
-
-	(void)state;
-	/* a clean stop on SIGTERM (under ASan: no leak, no error report) */
-	rc = h_stop(&gateway, 10000);
-	h_stop(&worker, 10000);
-	h_stop(&redis, 10000);
-	if (rc != 0) {
-		fprintf(stderr, "gateway exit status %d; log kept: %s\n", rc, gateway.log);
-		return -1;
-	}
-	h_cleanup();
-	return 0;
-}
-
-/* ---- every endpoint ---------------------------------------------------- */
 
 static void test_fixed_endpoints(void **state)
 {
-	struct resp r;
+	struct gwt_resp r;
 	json_t *j, *a;
 
 	(void)state;
-	req(&r, "/healthz", NULL, NULL, 0, NULL);
+	gwt_req(&r, "/healthz", NULL, NULL, 0, NULL);
 	assert_int_equal(r.code, 200);
-	resp_free(&r);
-	req(&r, "/readyz", NULL, NULL, 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/readyz", NULL, NULL, 0, NULL);
 	assert_int_equal(r.code, 200);
-	resp_free(&r);
-	req(&r, "/metrics", NULL, NULL, 0, NULL); /* never on the public port */
+	gwt_resp_free(&r);
+	gwt_req(&r, "/metrics", NULL, NULL, 0, NULL); /* never on the public port */
 	assert_int_equal(r.code, 404);
-	resp_free(&r);
-	req(&r, "/api/version", NULL, NULL, 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/api/version", NULL, NULL, 0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	assert_true(json_is_string(json_object_get(j, "version")));
 	json_decref(j);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/api/tags", key_a, NULL, 0, NULL);
+	gwt_req(&r, "/api/tags", gwt_key_a, NULL, 0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	a = json_object_get(j, "models");
 	assert_int_equal(json_array_size(a), 1);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")), "tiny");
 	json_decref(j);
-	resp_free(&r);
-	req(&r, "/v1/models", key_a, NULL, 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/v1/models", gwt_key_a, NULL, 0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	a = json_object_get(j, "data");
 	assert_int_equal(json_array_size(a), 1);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "id")), "tiny");
 	json_decref(j);
-	resp_free(&r);
-	req(&r, "/api/ps", key_a, NULL, 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/api/ps", gwt_key_a, NULL, 0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	assert_int_equal(json_array_size(json_object_get(j, "models")), 1);
 	json_decref(j);
-	resp_free(&r);
-	req(&r, "/api/show", key_a, "{\"model\":\"tiny\"}", 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/api/show", gwt_key_a, "{\"model\":\"tiny\"}", 0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	assert_true(json_is_object(j));
 	json_decref(j);
-	resp_free(&r);
-	req(&r, "/api/show", key_a, "{\"model\":\"nope\"}", 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/api/show", gwt_key_a, "{\"model\":\"nope\"}", 0, NULL);
 	assert_int_equal(r.code, 404);
-	resp_free(&r);
+	gwt_resp_free(&r);
 }
 
 /* NDJSON: every line an object; returns the number of done:false chunks
@@ -431,7 +120,7 @@ static json_t *ndjson(const char *body, int *chunks, const char *field, const ch
 	while (*p) {
 		size_t n = strcspn(p, "\n");
 		char *line = strndup(p, n);
-		json_t *j = parse(line);
+		json_t *j = gwt_parse(line);
 
 		free(line);
 		if (json_is_true(json_object_get(j, "done"))) {
@@ -474,12 +163,12 @@ static void assert_ollama_final(json_t *f, int chunks)
 
 static void test_ollama_generate_and_chat(void **state)
 {
-	struct resp r;
+	struct gwt_resp r;
 	json_t *f;
 	int chunks;
 
 	(void)state;
-	req(&r, "/api/generate", key_a,
+	gwt_req(&r, "/api/generate", gwt_key_a,
 	    "{\"model\":\"tiny\",\"prompt\":\"tell me\",\"options\":{\"num_predict\":8,\"seed\":3}}",
 	    0, NULL);
 	assert_int_equal(r.code, 200);
@@ -488,38 +177,38 @@ static void test_ollama_generate_and_chat(void **state)
 	assert_ollama_final(f, chunks);
 	assert_true(chunks >= 1);
 	json_decref(f);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/api/generate", key_a,
+	gwt_req(&r, "/api/generate", gwt_key_a,
 	    "{\"model\":\"tiny\",\"prompt\":\"tell me\",\"stream\":false,\"options\":{\"num_predict\":8}}",
 	    0, NULL);
 	assert_int_equal(r.code, 200);
-	f = parse(r.body);
+	f = gwt_parse(r.body);
 	assert_true(json_is_string(json_object_get(f, "response")));
 	assert_true(json_is_true(json_object_get(f, "done")));
 	assert_true(json_integer_value(json_object_get(f, "eval_count")) >= 1);
 	assert_true(json_integer_value(json_object_get(f, "eval_count")) <= 8);
 	json_decref(f);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/api/chat", key_a,
+	gwt_req(&r, "/api/chat", gwt_key_a,
 	    "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
 	    "\"options\":{\"num_predict\":6}}", 0, NULL);
 	assert_int_equal(r.code, 200);
 	f = ndjson(r.body, &chunks, "message", "content");
 	assert_ollama_final(f, chunks);
 	json_decref(f);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/api/chat", key_a,
+	gwt_req(&r, "/api/chat", gwt_key_a,
 	    "{\"model\":\"tiny\",\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
 	    "\"options\":{\"num_predict\":6}}", 0, NULL);
 	assert_int_equal(r.code, 200);
-	f = parse(r.body);
+	f = gwt_parse(r.body);
 	assert_true(json_is_string(json_object_get(json_object_get(f, "message"), "content")));
 	assert_true(json_is_integer(json_object_get(f, "prompt_eval_count")));
 	json_decref(f);
-	resp_free(&r);
+	gwt_resp_free(&r);
 }
 
 /* SSE: counts content chunks, checks [DONE] ends it, returns the usage. */
@@ -541,7 +230,7 @@ static json_t *sse(const char *body, int *chunks, int chat)
 			if (strcmp(line + 6, "[DONE]") == 0) {
 				done = 1;
 			} else {
-				json_t *j = parse(line + 6);
+				json_t *j = gwt_parse(line + 6);
 				json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
 				json_t *u = json_object_get(j, "usage");
 
@@ -568,12 +257,12 @@ static json_t *sse(const char *body, int *chunks, int chat)
 
 static void test_openai(void **state)
 {
-	struct resp r;
+	struct gwt_resp r;
 	json_t *j, *u;
 	int chunks;
 
 	(void)state;
-	req(&r, "/v1/chat/completions", key_a,
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a,
 	    "{\"model\":\"tiny\",\"stream\":true,\"stream_options\":{\"include_usage\":true},"
 	    "\"max_tokens\":7,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 0, NULL);
 	assert_int_equal(r.code, 200);
@@ -584,37 +273,37 @@ static void test_openai(void **state)
 	assert_true(json_integer_value(json_object_get(u, "prompt_tokens")) >= 1);
 	assert_true(chunks >= 1);
 	json_decref(u);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/v1/chat/completions", key_a,
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a,
 	    "{\"model\":\"tiny\",\"max_tokens\":7,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
 	    0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	assert_true(json_is_string(json_object_get(json_object_get(
 		json_array_get(json_object_get(j, "choices"), 0), "message"), "content")));
 	assert_true(json_integer_value(json_object_get(json_object_get(j, "usage"),
 						       "completion_tokens")) >= 1);
 	json_decref(j);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/v1/completions", key_a,
+	gwt_req(&r, "/v1/completions", gwt_key_a,
 	    "{\"model\":\"tiny\",\"prompt\":\"once\",\"max_tokens\":5,\"stream\":true}", 0, NULL);
 	assert_int_equal(r.code, 200);
 	u = sse(r.body, &chunks, 0);
 	assert_null(u); /* no include_usage: no usage chunk */
 	assert_true(chunks >= 1);
-	resp_free(&r);
+	gwt_resp_free(&r);
 
-	req(&r, "/v1/completions", key_a, "{\"model\":\"tiny\",\"prompt\":\"once\",\"max_tokens\":5}",
+	gwt_req(&r, "/v1/completions", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"once\",\"max_tokens\":5}",
 	    0, NULL);
 	assert_int_equal(r.code, 200);
-	j = parse(r.body);
+	j = gwt_parse(r.body);
 	assert_true(json_is_string(json_object_get(json_array_get(json_object_get(j, "choices"), 0),
 						   "text")));
 	assert_true(json_is_object(json_object_get(j, "usage")));
 	json_decref(j);
-	resp_free(&r);
+	gwt_resp_free(&r);
 }
 
 /* ---- bad input ----------------------------------------------------------- */
@@ -622,25 +311,25 @@ static void test_openai(void **state)
 static void expect(const char *path, const char *key, const char *body, size_t len,
 		   const char *extra, int code)
 {
-	struct resp r;
+	struct gwt_resp r;
 	json_t *j;
 	const char *msg;
 
-	req(&r, path, key, body, len, extra);
+	gwt_req(&r, path, key, body, len, extra);
 	if (r.code != code)
 		fprintf(stderr, "%s %s: expected %d, got %d: %.300s\n", path,
 			body ? body : "", code, r.code, r.body);
 	assert_int_equal(r.code, code);
-	j = parse(r.body);
-	msg = strncmp(path, "/v1/", 4) == 0 ? openai_error(j) : ollama_error(j);
+	j = gwt_parse(r.body);
+	msg = strncmp(path, "/v1/", 4) == 0 ? gwt_openai_error(j) : gwt_ollama_error(j);
 	/* never a path, a key or internal state */
 	assert_null(strstr(msg, "/tmp"));
 	assert_null(strstr(msg, "slk_"));
-	assert_null(strstr(r.body, dir));
+	assert_null(strstr(r.body, gwt_dir));
 	if (key)
 		assert_null(strstr(r.body, key));
 	json_decref(j);
-	resp_free(&r);
+	gwt_resp_free(&r);
 }
 
 static void test_bad_keys(void **state)
@@ -660,10 +349,10 @@ static void test_bad_keys(void **state)
 	expect("/api/generate", unknown, gen, 0, NULL, 401);
 	expect("/v1/models", unknown, NULL, 0, NULL, 401);
 	/* the right id with a wrong secret */
-	memcpy(wrong, key_a, sizeof(wrong));
+	memcpy(wrong, gwt_key_a, sizeof(wrong));
 	wrong[20] = wrong[20] == 'a' ? 'b' : 'a';
 	expect("/api/generate", wrong, gen, 0, NULL, 401);
-	assert_served();
+	gwt_assert_served();
 }
 
 static void test_bad_requests(void **state)
@@ -679,43 +368,43 @@ static void test_bad_requests(void **state)
 	memset(big, ' ', 100 * 1024);
 	big[0] = '{';
 	big[100 * 1024 - 1] = '}';
-	expect("/api/generate", key_a, big, 100 * 1024, NULL, 413);
+	expect("/api/generate", gwt_key_a, big, 100 * 1024, NULL, 413);
 	free(big);
 	/* 431 */
 	o = (size_t)snprintf(hdr, sizeof(hdr), "-H 'X-Big: ");
 	memset(hdr + o, 'a', 9000);
 	snprintf(hdr + o + 9000, sizeof(hdr) - o - 9000, "'");
-	expect("/api/generate", key_a, "{}", 0, hdr, 431);
-	assert_served();
+	expect("/api/generate", gwt_key_a, "{}", 0, hdr, 431);
+	gwt_assert_served();
 	/* 400s in each API's format */
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",", 0, NULL, 400);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"prompt\":5}", 0, NULL, 400);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"model\":\"tiny\",\"prompt\":\"x\"}", 0, NULL, 400);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"prompt\":\"x\",\"options\":{\"num_predict\":-5}}", 0, NULL, 400);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"prompt\":\"x\",\"options\":{\"num_predict\":99999999999}}", 0, NULL, 400);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"prompt\":\"x\",\"options\":{\"temperature\":-1}}", 0, NULL, 400);
-	expect("/v1/chat/completions", key_a, "{\"model\":\"tiny\",\"max_tokens\":-1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 400);
-	expect("/v1/chat/completions", key_a, "{\"model\":\"tiny\",\"top_p\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 400);
-	expect("/v1/chat/completions", key_a, "{\"model\":\"tiny\",\"n\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 400);
-	expect("/v1/completions", key_a, "{\"model\":\"tiny\",\"prompt\":\"\xff\xfe\"}", 0, NULL, 400);
-	expect("/v1/completions", key_a, nul_body, sizeof(nul_body) - 1, NULL, 400);
-	expect("/v1/completions", key_a, "{\"model\":\"tiny\",\"prompt\":\"a\\u0000b\"}", 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",", 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":5}", 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"model\":\"tiny\",\"prompt\":\"x\"}", 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"x\",\"options\":{\"num_predict\":-5}}", 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"x\",\"options\":{\"num_predict\":99999999999}}", 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"x\",\"options\":{\"temperature\":-1}}", 0, NULL, 400);
+	expect("/v1/chat/completions", gwt_key_a, "{\"model\":\"tiny\",\"max_tokens\":-1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 400);
+	expect("/v1/chat/completions", gwt_key_a, "{\"model\":\"tiny\",\"top_p\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 400);
+	expect("/v1/chat/completions", gwt_key_a, "{\"model\":\"tiny\",\"n\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 400);
+	expect("/v1/completions", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"\xff\xfe\"}", 0, NULL, 400);
+	expect("/v1/completions", gwt_key_a, nul_body, sizeof(nul_body) - 1, NULL, 400);
+	expect("/v1/completions", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"a\\u0000b\"}", 0, NULL, 400);
 	o = (size_t)snprintf(chat9, sizeof(chat9), "{\"model\":\"tiny\",\"messages\":[");
 	for (int i = 0; i < 9; i++)
 		o += (size_t)snprintf(chat9 + o, sizeof(chat9) - o, "%s{\"role\":\"user\",\"content\":\"m\"}",
 				      i ? "," : "");
 	snprintf(chat9 + o, sizeof(chat9) - o, "]}");
-	expect("/api/chat", key_a, chat9, 0, NULL, 400);
+	expect("/api/chat", gwt_key_a, chat9, 0, NULL, 400);
 	snprintf(stop5, sizeof(stop5), "{\"model\":\"tiny\",\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}");
-	expect("/v1/completions", key_a, stop5, 0, NULL, 400);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"prompt\":\"x\"}", 0,
+	expect("/v1/completions", gwt_key_a, stop5, 0, NULL, 400);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"x\"}", 0,
 	       "-H 'X-Sluice-Class: urgent'", 400);
 	/* 404 unknown model, 403 model management */
-	expect("/api/generate", key_a, "{\"model\":\"gpt-9\",\"prompt\":\"x\"}", 0, NULL, 404);
-	expect("/v1/chat/completions", key_a, "{\"model\":\"gpt-9\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 404);
-	expect("/api/pull", key_a, "{\"model\":\"tiny\"}", 0, NULL, 403);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"gpt-9\",\"prompt\":\"x\"}", 0, NULL, 404);
+	expect("/v1/chat/completions", gwt_key_a, "{\"model\":\"gpt-9\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL, 404);
+	expect("/api/pull", gwt_key_a, "{\"model\":\"tiny\"}", 0, NULL, 403);
 	expect("/api/delete", NULL, "{\"model\":\"tiny\"}", 0, "-X DELETE", 403);
-	assert_served();
+	gwt_assert_served();
 }
 
 static int tcp_connect(void)
@@ -726,7 +415,7 @@ static int tcp_connect(void)
 	assert_true(fd >= 0);
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
+	sa.sin_port = htons((uint16_t)gwt_port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	return fd;
@@ -763,7 +452,7 @@ static void test_slowloris_and_garbage_tls(void **state)
 		assert_int_equal(write(slow[i], "\x16\x03\x01", 3), 3);
 	}
 	/* a well-behaved client is served meanwhile */
-	assert_served();
+	gwt_assert_served();
 	for (int i = 0; i < 4; i++) {
 		t = wait_closed(slow[i], 10000);
 		assert_true(t >= 0); /* closed by the header deadline (1.5 s) */
@@ -778,7 +467,7 @@ static void test_slowloris_and_garbage_tls(void **state)
 	assert_int_equal(write(garbage, "\x00\x01\x02\x03garbage\xff\xfe", 13), 13);
 	assert_true(wait_closed(garbage, 10000) >= 0);
 	close(garbage);
-	assert_served();
+	gwt_assert_served();
 }
 
 /* ---- queues ---------------------------------------------------------------- */
@@ -795,7 +484,7 @@ static pid_t bg_curl(const char *path, const char *key, const char *body,
 		 "-H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
 		 "-H 'X-Sluice-Ignore-EOS: 1' "
 		 "--data-binary '%s' %s 'https://127.0.0.1:%d%s' > %s.code 2>/dev/null",
-		 cert, out, key, body, extra ? extra : "", port, path, out);
+		 gwt_cert, out, key, body, extra ? extra : "", gwt_port, path, out);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -832,8 +521,8 @@ static int wait_metric(const char *series, double value, int at_least)
 	int64_t end = h_now_ms() + DEADLINE_MS;
 
 	while (h_now_ms() < end) {
-		char *m = metrics();
-		double v = metric(m, series);
+		char *m = gwt_metrics();
+		double v = gwt_metric(m, series);
 
 		free(m);
 		if (at_least ? v >= value : v == value)
@@ -852,36 +541,36 @@ static void test_tenant_queue_full_429(void **state)
 {
 	char out[4][700];
 	pid_t holder, queued;
-	struct resp r;
+	struct gwt_resp r;
 	json_t *j;
 
 	(void)state;
 	for (int i = 0; i < 4; i++)
-		snprintf(out[i], sizeof(out[i]), "%s/q429-%d", dir, i);
-	holder = bg_curl("/api/generate", key_a, holder_body, NULL, out[0]);
+		snprintf(out[i], sizeof(out[i]), "%s/q429-%d", gwt_dir, i);
+	holder = bg_curl("/api/generate", gwt_key_a, holder_body, NULL, out[0]);
 	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
 	/* the worker is paused so that its one slot stays taken however fast
 	 * the holder would otherwise finish */
-	assert_int_equal(kill(worker.pid, SIGSTOP), 0);
-	queued = bg_curl("/api/generate", key_small,
+	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
+	queued = bg_curl("/api/generate", gwt_key_small,
 			 "{\"model\":\"tiny\",\"prompt\":\"q\",\"options\":{\"num_predict\":4}}",
 			 NULL, out[1]);
 	assert_int_equal(wait_metric("sluice_gateway_queue_depth{tenant=\"small\"}", 1, 0), 0);
 	/* the tenant's one queue place is taken: 429 with Retry-After */
-	req(&r, "/v1/completions", key_small, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":4}",
+	gwt_req(&r, "/v1/completions", gwt_key_small, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":4}",
 	    0, NULL);
 	assert_int_equal(r.code, 429);
 	assert_non_null(strcasestr(r.headers, "\nRetry-After: "));
-	j = parse(r.body);
-	assert_non_null(strstr(openai_error(j), "queue"));
+	j = gwt_parse(r.body);
+	assert_non_null(strstr(gwt_openai_error(j), "queue"));
 	json_decref(j);
-	resp_free(&r);
+	gwt_resp_free(&r);
 	/* another tenant is still admitted and served */
-	assert_int_equal(kill(worker.pid, SIGCONT), 0);
-	req(&r, "/api/generate", key_b,
+	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
+	gwt_req(&r, "/api/generate", gwt_key_b,
 	    "{\"model\":\"tiny\",\"prompt\":\"b\",\"stream\":false,\"options\":{\"num_predict\":3}}", 0, NULL);
 	assert_int_equal(r.code, 200);
-	resp_free(&r);
+	gwt_resp_free(&r);
 	wait_pid(holder);
 	wait_pid(queued);
 	assert_int_equal(bg_code(out[0]), 200);
@@ -898,36 +587,36 @@ static void test_interactive_ahead_of_64_batch(void **state)
 	int n_batch_lines = 0;
 
 	(void)state;
-	snprintf(out, sizeof(out), "%s/hold", dir);
-	holder = bg_curl("/api/generate", key_a, holder_body, NULL, out);
+	snprintf(out, sizeof(out), "%s/hold", gwt_dir);
+	holder = bg_curl("/api/generate", gwt_key_a, holder_body, NULL, out);
 	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
 	/* the worker is paused: its one slot stays taken while the queue fills */
-	assert_int_equal(kill(worker.pid, SIGSTOP), 0);
+	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	for (int i = 0; i < NB; i++) {
-		snprintf(out, sizeof(out), "%s/batch-%d", dir, i);
-		bpid[i] = bg_curl("/api/generate", key_night,
+		snprintf(out, sizeof(out), "%s/batch-%d", gwt_dir, i);
+		bpid[i] = bg_curl("/api/generate", gwt_key_night,
 				  "{\"model\":\"tiny\",\"prompt\":\"nightly job\",\"options\":{\"num_predict\":4}}",
 				  "-H 'X-Sluice-Class: batch'", out);
 	}
 	assert_int_equal(wait_metric("sluice_gateway_queue_depth{tenant=\"night\"}", NB, 0), 0);
-	snprintf(out, sizeof(out), "%s/probe", dir);
-	probe = bg_curl("/api/generate", key_b,
+	snprintf(out, sizeof(out), "%s/probe", gwt_dir);
+	probe = bg_curl("/api/generate", gwt_key_b,
 			"{\"model\":\"tiny\",\"prompt\":\"chat\",\"options\":{\"num_predict\":4}}",
 			NULL, out);
 	assert_int_equal(wait_metric("sluice_gateway_queue_depth{tenant=\"beta\"}", 1, 0), 0);
-	assert_int_equal(kill(worker.pid, SIGCONT), 0);
+	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
 	wait_pid(probe);
 	assert_int_equal(bg_code(out), 200);
 	for (int i = 0; i < NB; i++)
 		wait_pid(bpid[i]);
 	wait_pid(holder);
 	for (int i = 0; i < NB; i++) {
-		snprintf(out, sizeof(out), "%s/batch-%d", dir, i);
+		snprintf(out, sizeof(out), "%s/batch-%d", gwt_dir, i);
 		assert_int_equal(bg_code(out), 200);
 	}
 	/* with one request in flight per worker, completion order is dispatch
 	 * order: the probe's log line comes before every batch line */
-	log = h_read_file(gateway.log, &len);
+	log = h_read_file(gwt_gateway.log, &len);
 	assert_non_null(log);
 	for (p = log; (p = strstr(p, "\"event\":\"request\"")) != NULL; p++) {
 		char *eol = strchr(p, '\n');
@@ -979,8 +668,8 @@ static void test_disconnect_frees_blocks(void **state)
 	assert_int_equal(pipe(fds), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
-		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key_a,
-		 holder_body, port);
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", gwt_cert, gwt_key_a,
+		 holder_body, gwt_port);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -997,19 +686,19 @@ static void test_disconnect_frees_blocks(void **state)
 	assert_true(n > 0); /* the stream has begun */
 	/* pause the worker so the generation cannot finish on its own before
 	 * the client goes away: what frees its blocks must be the CANCEL */
-	assert_int_equal(kill(worker.pid, SIGSTOP), 0);
+	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	kill(pid, SIGKILL);
 	wait_pid(pid);
 	close(fds[0]);
 	assert_int_equal(wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
-	assert_int_equal(kill(worker.pid, SIGCONT), 0);
+	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
 	/* CANCEL reached the worker: it ended the request as cancelled, and
 	 * every block is free again */
-	assert_int_equal(wait_log(worker.log, "\"end\":\"cancelled\""), 0);
+	assert_int_equal(wait_log(gwt_worker.log, "\"end\":\"cancelled\""), 0);
 	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
 	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
 	assert_int_equal(wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
-	assert_served();
+	gwt_assert_served();
 }
 
 static void test_worker_lost_mid_stream(void **state)
@@ -1026,8 +715,8 @@ static void test_worker_lost_mid_stream(void **state)
 	assert_int_equal(pipe(fds), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
-		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key_a,
-		 holder_body, port);
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", gwt_cert, gwt_key_a,
+		 holder_body, gwt_port);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -1043,8 +732,8 @@ static void test_worker_lost_mid_stream(void **state)
 	n = read(fds[0], buf, sizeof(buf) - 1);
 	assert_true(n > 0); /* streaming */
 	got = (size_t)n;
-	assert_int_equal(kill(worker.pid, SIGKILL), 0);
-	assert_int_equal(waitpid(worker.pid, &status, 0), worker.pid);
+	assert_int_equal(kill(gwt_worker.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(gwt_worker.pid, &status, 0), gwt_worker.pid);
 	/* the stream ends (curl exits) with an error line in Ollama's format */
 	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
 		got += (size_t)n;
@@ -1055,16 +744,16 @@ static void test_worker_lost_mid_stream(void **state)
 	assert_null(strstr(buf, "\"done\":true"));
 	/* not ready while the worker is away, then back once it returns */
 	{
-		struct resp r;
+		struct gwt_resp r;
 
-		req(&r, "/readyz", NULL, NULL, 0, NULL);
+		gwt_req(&r, "/readyz", NULL, NULL, 0, NULL);
 		assert_int_equal(r.code, 503);
 		assert_non_null(strstr(r.body, "w0"));
-		resp_free(&r);
+		gwt_resp_free(&r);
 	}
-	assert_int_equal(h_worker_start(&worker, "worker", worker_cfg), 0);
-	assert_int_equal(wait_ready(), 0);
-	assert_served();
+	assert_int_equal(h_worker_start(&gwt_worker, "worker", gwt_worker_cfg), 0);
+	assert_int_equal(gwt_wait_ready(), 0);
+	gwt_assert_served();
 }
 
 /* ---- keys and secrets ---------------------------------------------------- */
@@ -1072,44 +761,44 @@ static void test_worker_lost_mid_stream(void **state)
 static void test_revoked_key_refused(void **state)
 {
 	char key[64], id[GW_KEY_ID_LEN + 1];
-	struct resp r;
+	struct gwt_resp r;
 
 	(void)state;
-	issue_key("alpha/app", key);
+	h_issue_key("alpha/app", key, NULL);
 	snprintf(id, sizeof(id), "%.*s", GW_KEY_ID_LEN, key + 4);
-	req(&r, "/v1/models", key, NULL, 0, NULL);
+	gwt_req(&r, "/v1/models", key, NULL, 0, NULL);
 	assert_int_equal(r.code, 200); /* now cached */
-	resp_free(&r);
-	ctl(NULL, 0, "key revoke %s", id);
-	req(&r, "/v1/models", key, NULL, 0, NULL);
+	gwt_resp_free(&r);
+	h_ctl(NULL, 0, "key revoke %s", id);
+	gwt_req(&r, "/v1/models", key, NULL, 0, NULL);
 	assert_int_equal(r.code, 401);
-	resp_free(&r);
+	gwt_resp_free(&r);
 	expect("/api/generate", key, "{\"model\":\"tiny\",\"prompt\":\"x\"}", 0, NULL, 401);
-	assert_served();
+	gwt_assert_served();
 }
 
 static void test_quota_429_names_the_limit(void **state)
 {
 	char key[64];
-	struct resp r;
+	struct gwt_resp r;
 	json_t *j;
 
 	(void)state;
-	ctl(NULL, 0, "tenant create metered --rpm 1");
-	ctl(NULL, 0, "client create metered/app");
-	issue_key("metered/app", key);
-	req(&r, "/api/generate", key,
+	h_ctl(NULL, 0, "tenant create metered --rpm 1");
+	h_ctl(NULL, 0, "client create metered/app");
+	h_issue_key("metered/app", key, NULL);
+	gwt_req(&r, "/api/generate", key,
 	    "{\"model\":\"tiny\",\"prompt\":\"q\",\"stream\":false,\"options\":{\"num_predict\":2}}", 0, NULL);
 	assert_int_equal(r.code, 200);
-	resp_free(&r);
-	req(&r, "/v1/completions", key, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":2}", 0, NULL);
+	gwt_resp_free(&r);
+	gwt_req(&r, "/v1/completions", key, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":2}", 0, NULL);
 	assert_int_equal(r.code, 429);
 	assert_non_null(strcasestr(r.headers, "\nRetry-After: "));
-	j = parse(r.body);
-	assert_non_null(strstr(openai_error(j), "tenant rpm"));
+	j = gwt_parse(r.body);
+	assert_non_null(strstr(gwt_openai_error(j), "tenant rpm"));
 	json_decref(j);
-	resp_free(&r);
-	assert_served(); /* other tenants are not affected */
+	gwt_resp_free(&r);
+	gwt_assert_served(); /* other tenants are not affected */
 }
 
 static void test_revocation_stops_a_stream(void **state)
@@ -1122,13 +811,13 @@ static void test_revocation_stops_a_stream(void **state)
 	struct pollfd pfd;
 
 	(void)state;
-	issue_key("beta/app", key);
+	h_issue_key("beta/app", key, NULL);
 	snprintf(id, sizeof(id), "%.*s", GW_KEY_ID_LEN, key + 4);
 	assert_int_equal(pipe(fds), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
-		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", cert, key,
-		 holder_body, port);
+		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", gwt_cert, key,
+		 holder_body, gwt_port);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -1144,7 +833,7 @@ static void test_revocation_stops_a_stream(void **state)
 	n = read(fds[0], buf, sizeof(buf) - 1);
 	assert_true(n > 0);
 	got = (size_t)n;
-	ctl(NULL, 0, "key revoke %s", id);
+	h_ctl(NULL, 0, "key revoke %s", id);
 	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
 		got += (size_t)n;
 	buf[got] = '\0';
@@ -1160,7 +849,7 @@ static void test_revocation_stops_a_stream(void **state)
 
 static void scan_redis_for(const char *needle)
 {
-	redisContext *c = redisConnectUnix(redis_sock);
+	redisContext *c = redisConnectUnix(gwt_redis_sock);
 	redisReply *keys;
 
 	assert_non_null(c);
@@ -1202,33 +891,33 @@ static void scan_redis_for(const char *needle)
 
 static void test_canary_never_logged_or_stored(void **state)
 {
-	struct resp r;
+	struct gwt_resp r;
 	static const char *const files[] = { "gateway.log", "worker.log", "redis.log" };
 
 	(void)state;
-	req(&r, "/api/generate", key_a,
+	gwt_req(&r, "/api/generate", gwt_key_a,
 	    "{\"model\":\"tiny\",\"prompt\":\"" CANARY "\",\"options\":{\"num_predict\":4}}", 0, NULL);
 	assert_int_equal(r.code, 200);
-	resp_free(&r);
-	req(&r, "/v1/chat/completions", key_b,
+	gwt_resp_free(&r);
+	gwt_req(&r, "/v1/chat/completions", gwt_key_b,
 	    "{\"model\":\"tiny\",\"stream\":true,\"max_tokens\":4,\"messages\":[{\"role\":\"system\","
 	    "\"content\":\"" CANARY "\"},{\"role\":\"user\",\"content\":\"" CANARY "\"}]}", 0, NULL);
 	assert_int_equal(r.code, 200);
-	resp_free(&r);
-	expect("/api/generate", key_a, "{\"model\":\"" CANARY "\",\"prompt\":\"" CANARY "\"}", 0, NULL, 404);
-	expect("/api/generate", key_a, "{\"model\":\"tiny\",\"prompt\":\"" CANARY "\",\"options\":{\"top_k\":-1}}", 0, NULL, 400);
+	gwt_resp_free(&r);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"" CANARY "\",\"prompt\":\"" CANARY "\"}", 0, NULL, 404);
+	expect("/api/generate", gwt_key_a, "{\"model\":\"tiny\",\"prompt\":\"" CANARY "\",\"options\":{\"top_k\":-1}}", 0, NULL, 400);
 	expect("/api/generate", NULL, "{\"model\":\"tiny\",\"prompt\":\"" CANARY "\"}", 0, NULL, 401);
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		char path[800];
 		size_t len;
 		char *text;
 
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		snprintf(path, sizeof(path), "%s/%s", gwt_dir, files[i]);
 		text = h_read_file(path, &len);
 		assert_non_null(text);
 		assert_null(memmem(text, len, CANARY, strlen(CANARY)));
 		/* and never a whole key */
-		assert_null(memmem(text, len, key_a, strlen(key_a)));
+		assert_null(memmem(text, len, gwt_key_a, strlen(gwt_key_a)));
 		free(text);
 	}
 	scan_redis_for(CANARY);
@@ -1266,7 +955,7 @@ static void test_quickstart(void **state)
 		 "SLUICE_SKIP_DEPS=1 SLUICE_SKIP_BUILD=1 SLUICE_QUICKSTART_EXIT_AFTER_CHECK=1 "
 		 "SLUICE_BUILD_DIR=%s SLUICE_QUICKSTART_DIR=%s/qs SLUICE_PORT=%d "
 		 "SLUICE_ADMIN_PORT=%d timeout 150 %s/deploy/quickstart.sh 2>&1",
-		 build, dir, free_port(), free_port(), src);
+		 build, gwt_dir, free_port(), free_port(), src);
 	out = h_run_capture(cmd, &st);
 	assert_non_null(out);
 	if (st != 0)
@@ -1298,5 +987,5 @@ int main(void)
 		cmocka_unit_test(test_quickstart),
 	};
 
-	return cmocka_run_group_tests_name("integration/gateway", tests, setup, teardown);
+	return cmocka_run_group_tests_name("integration/gateway", tests, gwt_setup, gwt_teardown);
 }

@@ -1,6 +1,6 @@
 /*
- * test_governance.c - governance across gateways with real processes
- * (issue 6, "Done when"): a private redis-server on a Unix socket, TWO
+ * test_governance.c - governance across gateways with real processes:
+ * a private redis-server on a Unix socket, TWO
  * sluice-gateways sharing it (plain HTTP on loopback), one sluice-worker on
  * the generated tiny model, keys made with sluicectl.
  *
@@ -55,293 +55,7 @@
 
 #include "common/clock.h"
 #include "gateway/gov/apikey.h"
-#include "harness.h"
-
-#define DEADLINE_MS 60000
-#define N_GW 2
-#define N_REVOKE 100
-#define ADMIN_TOKEN "test-admin-token-0123456789abcdef0123456789"
-
-static struct h_proc redis, worker, gw[N_GW];
-static char dir[512], redis_sock[600], worker_sock[600], pepper[600], creds[600];
-static int port[N_GW], admin_port[N_GW];
-static char key_u[64];
-
-static int64_t now_us(void)
-{
-	return cm_mono_ns() / 1000;
-}
-
-static int ctl_rc(char *out, size_t size, const char *fmt, ...)
-{
-	char args[512], cmd[2048];
-	va_list ap;
-	int st;
-	char *o;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
-		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
-	o = h_run_capture(cmd, &st);
-	assert_non_null(o);
-	if (out)
-		snprintf(out, size, "%s", o);
-	free(o);
-	return st;
-}
-
-static void ctl(char *out, size_t size, const char *fmt, ...)
-{
-	char args[512];
-	char o[65536];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	st = ctl_rc(o, sizeof(o), "%s", args);
-	if (st != 0)
-		fprintf(stderr, "sluicectl %s: %s\n", args, o);
-	assert_int_equal(st, 0);
-	if (out)
-		snprintf(out, size, "%s", o);
-}
-
-static void issue_key(const char *who, char key[64], char id[32])
-{
-	char o[2048], *p;
-
-	ctl(o, sizeof(o), "key issue %s", who);
-	p = strstr(o, "key:     ");
-	assert_non_null(p);
-	p += 9;
-	snprintf(key, 64, "%.*s", (int)strcspn(p, "\n"), p);
-	assert_int_equal(strlen(key), GW_KEY_LEN);
-	if (id) {
-		p = strstr(o, "key id:  ");
-		assert_non_null(p);
-		p += 9;
-		snprintf(id, 32, "%.*s", (int)strcspn(p, "\n"), p);
-	}
-}
-
-/*
- * One HTTP/1.1 request over a fresh loopback connection; returns the
- * status (-1 when the connection failed) and the body in *body (malloc'd,
- * may be NULL).
- */
-static int http_to(int p, const char *method, const char *path, const char *auth,
-		   const char *data, char **body, int timeout_ms);
-
-static int http(int p, const char *method, const char *path, const char *auth,
-		const char *data, char **body)
-{
-	return http_to(p, method, path, auth, data, body, 0);
-}
-
-/* timeout_ms > 0: -2 when no complete answer came within it. */
-static int http_to(int p, const char *method, const char *path, const char *auth,
-		   const char *data, char **body, int timeout_ms)
-{
-	struct sockaddr_in sa;
-	char head[1024];
-	char *buf = NULL;
-	size_t cap = 0, n = 0;
-	int fd, code = -1, len;
-
-	if (body)
-		*body = NULL;
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0)
-		return -1;
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)p);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
-		goto out;
-	if (timeout_ms > 0) {
-		struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
-	len = snprintf(head, sizeof(head),
-		       "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-		       "%s%s%s"
-		       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-		       method, path, auth ? "Authorization: Bearer " : "", auth ? auth : "",
-		       auth ? "\r\n" : "", data ? strlen(data) : 0);
-	if (write(fd, head, (size_t)len) != len)
-		goto out;
-	if (data && write(fd, data, strlen(data)) != (ssize_t)strlen(data))
-		goto out;
-	for (;;) {
-		ssize_t r;
-
-		if (cap - n < 4096) {
-			cap = cap ? cap * 2 : 16384;
-			buf = realloc(buf, cap + 1);
-			assert_non_null(buf);
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			code = -2;
-			goto out;
-		}
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	if (buf) {
-		buf[n] = 0;
-		if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
-			code = -1;
-		if (body) {
-			char *b = strstr(buf, "\r\n\r\n");
-
-			*body = strdup(b ? b + 4 : "");
-		}
-	}
-out:
-	free(buf);
-	close(fd);
-	return code;
-}
-
-/* ---- setup ----------------------------------------------------------- */
-
-static int start_redis(void)
-{
-	return h_redis_start(&redis, redis_sock, dir, DEADLINE_MS);
-}
-
-static int start_gateway(int i)
-{
-	char path[700], name[32];
-	char *argv[4];
-	FILE *f;
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	snprintf(path, sizeof(path), "%s/gateway%d.json", dir, i);
-	f = fopen(path, "w");
-	if (!f)
-		return -1;
-	fprintf(f,
-		"{\"gateway\": {\"listen_addr\": \"127.0.0.1\", \"port\": 0, \"plain_http\": true,"
-		" \"admin_addr\": \"127.0.0.1\", \"admin_port\": 0, \"pepper_file\": \"%s\","
-		" \"admin_credentials_file\": \"%s\", \"log_level\": \"debug\","
-		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"tiny\"}],"
-		" \"ping_interval_ms\": 500, \"stats_timeout_ms\": 3000,"
-		" \"queue\": {\"tenant_max\": 100, \"global_max\": 400, \"timeout_ms\": \"60s\"},"
-		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 5000,"
-		"   \"lease_ttl_ms\": 1500, \"outage_quota_fraction\": 0.5}}}\n",
-		pepper, creds, worker_sock, redis_sock);
-	fclose(f);
-	static int starts;
-
-	/* a new log per start: the port line is read from it */
-	snprintf(name, sizeof(name), "gateway%d-%d", i, starts++);
-	argv[0] = (char *)h_bin("gateway/sluice-gateway");
-	argv[1] = "--config";
-	argv[2] = path;
-	argv[3] = NULL;
-	if (h_spawn(&gw[i], name, argv) != 0)
-		return -1;
-	while (h_now_ms() < end) {
-		size_t len;
-		char *log = h_read_file(gw[i].log, &len);
-		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
-
-		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &port[i],
-				&admin_port[i]) == 2) {
-			free(log);
-			break;
-		}
-		free(log);
-		if (!h_alive(&gw[i]))
-			return -1;
-		h_pause_ms(20);
-	}
-	while (h_now_ms() < end) {
-		if (http(port[i], "GET", "/readyz", NULL, NULL, NULL) == 200)
-			return 0;
-		h_pause_ms(50);
-	}
-	return -1;
-}
-
-static int setup(void **state)
-{
-	const char *model;
-	char worker_cfg[2048];
-	int rc;
-	FILE *f;
-
-	(void)state;
-	snprintf(dir, sizeof(dir), "%s", h_tmpdir());
-	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", dir);
-	snprintf(worker_sock, sizeof(worker_sock), "%s/worker.sock", dir);
-	snprintf(pepper, sizeof(pepper), "%s/pepper", dir);
-	snprintf(creds, sizeof(creds), "%s/admin.creds", dir);
-	f = fopen(pepper, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	chmod(pepper, 0600);
-	f = fopen(creds, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "tester %s\n", ADMIN_TOKEN);
-	fclose(f);
-	chmod(creds, 0600);
-	rc = start_redis();
-	if (rc != 0)
-		return rc;
-	model = h_model("tiny", "Q8_0", "llama");
-	if (!model)
-		return -1;
-	snprintf(worker_cfg, sizeof(worker_cfg),
-		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
-		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
-		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, worker_sock);
-	if (h_worker_start(&worker, "worker", worker_cfg) != 0)
-		return -1;
-	for (int i = 0; i < N_GW; i++)
-		if (start_gateway(i) != 0)
-			return -1;
-	ctl(NULL, 0, "tenant create gov");
-	ctl(NULL, 0, "client create gov/app");
-	ctl(NULL, 0, "tenant create rev");
-	ctl(NULL, 0, "client create rev/app");
-	issue_key("gov/app", key_u, NULL);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	int rc = 0;
-
-	(void)state;
-	for (int i = 0; i < N_GW; i++)
-		if (h_stop(&gw[i], 10000) != 0) {
-			fprintf(stderr, "gateway%d exit status non-zero; log kept: %s\n", i,
-				gw[i].log);
-			rc = -1;
-		}
-	h_stop(&worker, 10000);
-	h_stop(&redis, 10000);
-	if (rc == 0)
-		h_cleanup();
-	return rc;
-}
-
-/* ---- the admin API is mounted -------------------------------------------- */
+#include "tests/integration/governance_fixture.h"
 
 static void test_admin_api_mounted(void **state)
 {
@@ -349,8 +63,8 @@ static void test_admin_api_mounted(void **state)
 	for (int i = 0; i < N_GW; i++) {
 		char *body = NULL;
 
-		assert_int_equal(http(admin_port[i], "GET", "/admin/tenants", NULL, NULL, NULL), 401);
-		assert_int_equal(http(admin_port[i], "GET", "/admin/tenants", ADMIN_TOKEN, NULL,
+		assert_int_equal(gvt_http(gvt_admin_port[i], "GET", "/admin/tenants", NULL, NULL, NULL), 401);
+		assert_int_equal(gvt_http(gvt_admin_port[i], "GET", "/admin/tenants", ADMIN_TOKEN, NULL,
 				      &body), 200);
 		assert_non_null(body);
 		assert_non_null(strstr(body, "\"gov\""));
@@ -369,7 +83,7 @@ static void usage_sum(int64_t *prompt, int64_t *completion, int64_t *requests)
 	int st;
 
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s usage gov --format json",
-		 h_bin("tools/sluicectl"), redis_sock);
+		 h_bin("tools/sluicectl"), gvt_redis_sock);
 	o = h_run_capture(cmd, &st);
 	assert_non_null(o);
 	assert_int_equal(st, 0);
@@ -400,7 +114,7 @@ static void test_usage_totals(void **state)
 		json_t *j;
 		json_error_t e;
 
-		assert_int_equal(http(port[k % N_GW], "POST", "/api/generate", key_u,
+		assert_int_equal(gvt_http(gvt_port[k % N_GW], "POST", "/api/generate", gvt_key_u,
 				      "{\"model\":\"tiny\",\"prompt\":\"count me\",\"stream\":false,"
 				      "\"options\":{\"num_predict\":4}}", &body), 200);
 		j = json_loads(body, JSON_ALLOW_NUL, &e);
@@ -427,8 +141,8 @@ static void test_usage_totals(void **state)
 		char *o;
 
 		snprintf(cmd, sizeof(cmd), "grep -h 'usage\\|request' %s %s | tail -3; "
-			 "redis-cli -s %s --scan --pattern '*usage*' | head", gw[0].log, gw[1].log,
-			 redis_sock);
+			 "redis-cli -s %s --scan --pattern '*usage*' | head", gvt_gw[0].log, gvt_gw[1].log,
+			 gvt_redis_sock);
 		o = h_run_capture(cmd, &st);
 		assert_non_null(o);
 		fprintf(stderr, "gateway log lines about usage:\n%s\n", o);
@@ -458,7 +172,7 @@ static void test_revocation_latency(void **state)
 
 	(void)state;
 	for (int k = 0; k < N_REVOKE; k++)
-		issue_key("rev/app", rev_keys[k], ids[k]);
+		h_issue_key("rev/app", rev_keys[k], ids[k]);
 	for (int k = 0; k < N_REVOKE; k++) {
 		int64_t t0, end;
 		int done[N_GW] = { 0 };
@@ -466,22 +180,22 @@ static void test_revocation_latency(void **state)
 
 		/* warm: both gateways hold the key in their cache */
 		for (int i = 0; i < N_GW; i++)
-			assert_int_equal(http(port[i], "GET", "/v1/models", rev_keys[k], NULL, NULL),
+			assert_int_equal(gvt_http(gvt_port[i], "GET", "/v1/models", rev_keys[k], NULL, NULL),
 					 200);
-		ctl(NULL, 0, "key revoke %s", ids[k]);
-		t0 = now_us();
+		h_ctl(NULL, 0, "key revoke %s", ids[k]);
+		t0 = gvt_now_us();
 		end = t0 + 5000000;
-		while (left > 0 && now_us() < end) {
+		while (left > 0 && gvt_now_us() < end) {
 			for (int i = 0; i < N_GW; i++) {
 				int code;
 
 				if (done[i])
 					continue;
-				code = http(port[i], "GET", "/v1/models", rev_keys[k], NULL, NULL);
+				code = gvt_http(gvt_port[i], "GET", "/v1/models", rev_keys[k], NULL, NULL);
 				if (code == 401) {
 					done[i] = 1;
 					left--;
-					lat[nl++] = now_us() - t0;
+					lat[nl++] = gvt_now_us() - t0;
 				} else {
 					assert_int_equal(code, 200);
 				}
@@ -524,7 +238,7 @@ static double admin_metric(int p, const char *series)
 	char *body = NULL;
 	double v = -1;
 
-	if (http(p, "GET", "/metrics", NULL, NULL, &body) == 200 && body) {
+	if (gvt_http(p, "GET", "/metrics", NULL, NULL, &body) == 200 && body) {
 		const char *q = body;
 		size_t n = strlen(series);
 
@@ -551,12 +265,12 @@ static void test_revocation_ends_streams(void **state)
 	int64_t t0, end, ended_us[N_GW];
 
 	(void)state;
-	issue_key("gov/app", key, id);
+	h_issue_key("gov/app", key, id);
 	for (int i = 0; i < N_GW; i++) {
 		struct pollfd pfd = { .events = POLLIN };
 		ssize_t n;
 
-		fd[i] = stream_open(port[i], key, body);
+		fd[i] = stream_open(gvt_port[i], key, body);
 		pfd.fd = fd[i];
 		/* the stream has started: its first bytes arrived */
 		assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
@@ -564,10 +278,10 @@ static void test_revocation_ends_streams(void **state)
 		assert_true(n > 0);
 		got[i] = (size_t)n;
 	}
-	ctl(NULL, 0, "key revoke %s", id);
-	t0 = now_us();
+	h_ctl(NULL, 0, "key revoke %s", id);
+	t0 = gvt_now_us();
 	end = t0 + 10000000;
-	while (open_n > 0 && now_us() < end) {
+	while (open_n > 0 && gvt_now_us() < end) {
 		struct pollfd pfd[N_GW];
 
 		for (int i = 0; i < N_GW; i++) {
@@ -585,7 +299,7 @@ static void test_revocation_ends_streams(void **state)
 				got[i] += (size_t)n;
 				continue;
 			}
-			ended_us[i] = now_us() - t0;
+			ended_us[i] = gvt_now_us() - t0;
 			close(fd[i]);
 			fd[i] = -1;
 			open_n--;
@@ -602,12 +316,12 @@ static void test_revocation_ends_streams(void **state)
 	}
 	/* the worker's sequences and KV blocks are freed */
 	end = h_now_ms() + 10000;
-	while ((admin_metric(admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") != 0 ||
-		admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") != 0) &&
+	while ((admin_metric(gvt_admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") != 0 ||
+		admin_metric(gvt_admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") != 0) &&
 	       h_now_ms() < end)
 		h_pause_ms(20);
-	assert_true(admin_metric(admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") == 0);
-	assert_true(admin_metric(admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") == 0);
+	assert_true(admin_metric(gvt_admin_port[0], "sluice_worker_inflight{worker=\"w0\"}") == 0);
+	assert_true(admin_metric(gvt_admin_port[0], "sluice_worker_kv_blocks_used{worker=\"w0\"}") == 0);
 }
 
 /* ---- usage across a gateway restart ---------------------------------------- */
@@ -627,7 +341,7 @@ static void *load_one(void *p)
 
 	for (int k = 0; k < 12; k++) {
 		char *body = NULL;
-		int code = http(load_ports[(a->idx + k) % N_GW], "POST", "/api/generate", a->key,
+		int code = gvt_http(load_ports[(a->idx + k) % N_GW], "POST", "/api/generate", a->key,
 				"{\"model\":\"tiny\",\"prompt\":\"load run\",\"stream\":false,"
 				"\"options\":{\"num_predict\":6}}", &body);
 
@@ -656,7 +370,7 @@ static void usage_of(const char *tenant, int64_t *prompt, int64_t *completion, i
 	int st;
 
 	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s usage %s --format json",
-		 h_bin("tools/sluicectl"), redis_sock, tenant);
+		 h_bin("tools/sluicectl"), gvt_redis_sock, tenant);
 	o = h_run_capture(cmd, &st);
 	assert_non_null(o);
 	assert_int_equal(st, 0);
@@ -692,11 +406,11 @@ static void test_usage_across_restart(void **state)
 	int64_t want_p = 0, want_c = 0, p = 0, c = 0, n = 0, end;
 
 	(void)state;
-	ctl(NULL, 0, "tenant create load");
-	ctl(NULL, 0, "client create load/app");
-	issue_key("load/app", key, NULL);
+	h_ctl(NULL, 0, "tenant create load");
+	h_ctl(NULL, 0, "client create load/app");
+	h_issue_key("load/app", key, NULL);
 	for (int i = 0; i < N_GW; i++)
-		load_ports[i] = port[i];
+		load_ports[i] = gvt_port[i];
 	for (int i = 0; i < THREADS; i++) {
 		memset(&a[i], 0, sizeof(a[i]));
 		a[i].idx = i;
@@ -713,9 +427,9 @@ static void test_usage_across_restart(void **state)
 			break;
 		h_pause_ms(20);
 	} while (h_now_ms() < end);
-	assert_int_equal(h_stop(&gw[1], 10000), 0);
-	assert_int_equal(start_gateway(1), 0);
-	load_ports[1] = port[1];
+	assert_int_equal(h_stop(&gvt_gw[1], 10000), 0);
+	assert_int_equal(gvt_start_gateway(1), 0);
+	load_ports[1] = gvt_port[1];
 	for (int i = 0; i < THREADS; i++) {
 		pthread_join(th[i], NULL);
 		ok += a[i].ok;
@@ -750,7 +464,7 @@ static void *burst_one(void *p)
 {
 	struct burst_arg *a = p;
 
-	a->code = http(a->port, "POST", "/api/generate", a->key,
+	a->code = gvt_http(a->port, "POST", "/api/generate", a->key,
 		       "{\"model\":\"tiny\",\"prompt\":\"rpm\",\"stream\":false,"
 		       "\"options\":{\"num_predict\":1}}", NULL);
 	return NULL;
@@ -765,11 +479,11 @@ static void test_rpm_across_gateways(void **state)
 	int ok = 0, limited = 0;
 
 	(void)state;
-	ctl(NULL, 0, "tenant create rpmt --rpm %d", RPM);
-	ctl(NULL, 0, "client create rpmt/app");
-	issue_key("rpmt/app", key, NULL);
+	h_ctl(NULL, 0, "tenant create rpmt --rpm %d", RPM);
+	h_ctl(NULL, 0, "client create rpmt/app");
+	h_issue_key("rpmt/app", key, NULL);
 	for (int i = 0; i < CLIENTS; i++) {
-		a[i].port = port[i % N_GW];
+		a[i].port = gvt_port[i % N_GW];
 		a[i].key = key;
 		a[i].code = 0;
 		assert_int_equal(pthread_create(&th[i], NULL, burst_one, &a[i]), 0);
@@ -789,7 +503,7 @@ static void *hold_one(void *p)
 {
 	struct burst_arg *a = p;
 
-	a->code = http(a->port, "POST", "/api/generate", a->key,
+	a->code = gvt_http(a->port, "POST", "/api/generate", a->key,
 		       "{\"model\":\"tiny\",\"prompt\":\"hold\",\"stream\":false,"
 		       "\"options\":{\"num_predict\":2}}", NULL);
 	return NULL;
@@ -798,7 +512,7 @@ static void *hold_one(void *p)
 /* The most leases held in any concurrency set of tenant `t` (Redis). */
 static long long leases_held(const char *t)
 {
-	redisContext *c = redisConnectUnix(redis_sock);
+	redisContext *c = redisConnectUnix(gvt_redis_sock);
 	redisReply *r, *z;
 	long long best = 0;
 
@@ -830,13 +544,13 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 	int code;
 
 	(void)state;
-	ctl(NULL, 0, "tenant create conct --concurrency 2");
-	ctl(NULL, 0, "client create conct/app");
-	issue_key("conct/app", key, NULL);
+	h_ctl(NULL, 0, "tenant create conct --concurrency 2");
+	h_ctl(NULL, 0, "client create conct/app");
+	h_issue_key("conct/app", key, NULL);
 	/* the worker paused: admitted requests stay in flight */
-	assert_int_equal(kill(worker.pid, SIGSTOP), 0);
+	assert_int_equal(kill(gvt_worker.pid, SIGSTOP), 0);
 	for (int i = 0; i < N_GW; i++) {
-		a[i].port = port[i];
+		a[i].port = gvt_port[i];
 		a[i].key = key;
 		a[i].code = 0;
 		assert_int_equal(pthread_create(&th[i], NULL, hold_one, &a[i]), 0);
@@ -848,17 +562,17 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 		h_pause_ms(5);
 	assert_int_equal(leases_held("conct"), 2);
 	for (int i = 0; i < N_GW; i++)
-		assert_int_equal(http_to(port[i], "POST", "/api/generate", key,
+		assert_int_equal(h_http(gvt_port[i], "POST", "/api/generate", key,
 					 "{\"model\":\"tiny\",\"prompt\":\"x\",\"stream\":false}",
 					 NULL, 3000), 429);
 	/* gateway 1 dies holding its lease: recovered within the lease TTL */
-	assert_int_equal(kill(gw[1].pid, SIGKILL), 0);
-	waitpid(gw[1].pid, NULL, 0);
+	assert_int_equal(kill(gvt_gw[1].pid, SIGKILL), 0);
+	waitpid(gvt_gw[1].pid, NULL, 0);
 	t_kill = h_now_ms();
 	end = t_kill + 10000;
 	while (h_now_ms() < end) {
 		/* admitted = no answer (the worker is paused) */
-		code = http_to(port[0], "POST", "/api/generate", key,
+		code = h_http(gvt_port[0], "POST", "/api/generate", key,
 			       "{\"model\":\"tiny\",\"prompt\":\"y\",\"stream\":false,"
 			       "\"options\":{\"num_predict\":1}}", NULL, 200);
 		if (code == -2) {
@@ -870,11 +584,11 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 	fprintf(stderr, "concurrency lease of a SIGKILLed gateway recovered after %lld ms "
 		"(lease TTL 1500 ms)\n", (long long)recovered_ms);
 	assert_true(recovered_ms >= 0 && recovered_ms <= 1500 + 500);
-	assert_int_equal(kill(worker.pid, SIGCONT), 0);
+	assert_int_equal(kill(gvt_worker.pid, SIGCONT), 0);
 	for (int i = 0; i < N_GW; i++)
 		pthread_join(th[i], NULL);
 	assert_int_equal(a[0].code, 200);
-	assert_int_equal(start_gateway(1), 0);
+	assert_int_equal(gvt_start_gateway(1), 0);
 }
 
 /* ---- Redis outage policy --------------------------------------------------- */
@@ -891,46 +605,46 @@ static void test_redis_outage(void **state)
 	redisReply *r;
 
 	(void)state;
-	ctl(NULL, 0, "tenant create metered --rpm 10");
-	ctl(NULL, 0, "client create metered/app");
-	issue_key("metered/app", metered, NULL);
-	issue_key("gov/app", fresh, NULL);
-	issue_key("gov/app", revoked, revoked_id);
+	h_ctl(NULL, 0, "tenant create metered --rpm 10");
+	h_ctl(NULL, 0, "client create metered/app");
+	h_issue_key("metered/app", metered, NULL);
+	h_issue_key("gov/app", fresh, NULL);
+	h_issue_key("gov/app", revoked, revoked_id);
 	/* cache key_u, the revoked key and the metered key on gateway 0 */
-	assert_int_equal(http(port[0], "GET", "/v1/models", key_u, NULL, NULL), 200);
-	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 200);
-	assert_int_equal(http(port[0], "GET", "/v1/models", metered, NULL, NULL), 200);
-	ctl(o, sizeof(o), "key revoke %s", revoked_id);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", gvt_key_u, NULL, NULL), 200);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", revoked, NULL, NULL), 200);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", metered, NULL, NULL), 200);
+	h_ctl(o, sizeof(o), "key revoke %s", revoked_id);
 	end = h_now_ms() + 5000;
-	while (http(port[0], "GET", "/v1/models", revoked, NULL, NULL) != 401 && h_now_ms() < end)
+	while (gvt_http(gvt_port[0], "GET", "/v1/models", revoked, NULL, NULL) != 401 && h_now_ms() < end)
 		;
-	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
 	usage_sum(&p0, &c0, &n0);
 	/* persist, then stop Redis (restarted below from the dump) */
-	rc = redisConnectUnix(redis_sock);
+	rc = redisConnectUnix(gvt_redis_sock);
 	assert_non_null(rc);
 	r = redisCommand(rc, "SAVE");
 	assert_non_null(r);
 	freeReplyObject(r);
 	redisFree(rc);
-	assert_int_equal(h_stop(&redis, 10000), 0);
+	assert_int_equal(h_stop(&gvt_redis, 10000), 0);
 	/* wait until the gateway has noticed (readyz names Redis) */
 	end = h_now_ms() + 10000;
-	while (http(port[0], "GET", "/readyz", NULL, NULL, NULL) == 200 && h_now_ms() < end)
+	while (gvt_http(gvt_port[0], "GET", "/readyz", NULL, NULL, NULL) == 200 && h_now_ms() < end)
 		;
-	assert_int_not_equal(http(port[0], "GET", "/readyz", NULL, NULL, NULL), 200);
+	assert_int_not_equal(gvt_http(gvt_port[0], "GET", "/readyz", NULL, NULL, NULL), 200);
 	/* a cached key keeps working (auth_cache_ttl_ms is 5 s) */
 	for (int k = 0; k < 3; k++)
-		if (http(port[0], "POST", "/api/generate", key_u, gen_body, NULL) == 200)
+		if (gvt_http(gvt_port[0], "POST", "/api/generate", gvt_key_u, gen_body, NULL) == 200)
 			served++;
 	assert_int_equal(served, 3);
 	/* an unknown key: 503; a key revoked before the outage stays refused */
-	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
-	code = http(port[0], "GET", "/v1/models", revoked, NULL, NULL);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
+	code = gvt_http(gvt_port[0], "GET", "/v1/models", revoked, NULL, NULL);
 	assert_true(code == 401 || code == 503);
 	/* quotas: this gateway's share, 0.5 x 10 RPM = 5 */
 	for (int k = 0; k < 8; k++) {
-		code = http(port[0], "POST", "/api/generate", metered, gen_body, NULL);
+		code = gvt_http(gvt_port[0], "POST", "/api/generate", metered, gen_body, NULL);
 		if (code == 200)
 			served++;
 		else if (code == 429)
@@ -941,14 +655,14 @@ static void test_redis_outage(void **state)
 	assert_int_equal(served - 3, 5);
 	assert_int_equal(refused, 3);
 	/* Redis returns: the gateways reconnect, unknown keys are looked up */
-	assert_int_equal(start_redis(), 0);
+	assert_int_equal(gvt_start_redis(), 0);
 	end = h_now_ms() + 20000;
-	while ((code = http(port[0], "GET", "/v1/models", fresh, NULL, NULL)) != 200 &&
+	while ((code = gvt_http(gvt_port[0], "GET", "/v1/models", fresh, NULL, NULL)) != 200 &&
 	       h_now_ms() < end)
 		h_pause_ms(20);
 	assert_int_equal(code, 200);
-	assert_int_equal(http(port[1], "GET", "/v1/models", fresh, NULL, NULL), 200);
-	assert_int_equal(http(port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
+	assert_int_equal(gvt_http(gvt_port[1], "GET", "/v1/models", fresh, NULL, NULL), 200);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", revoked, NULL, NULL), 401);
 	/* the outage's 3 requests of gov/app were recorded once Redis came back,
 	 * with the 2 /v1/models just above */
 	end = h_now_ms() + 20000;
@@ -980,7 +694,7 @@ static void check_blob(const char *what, const char *p, size_t n)
 {
 	const char *keys[N_REVOKE + 1];
 
-	keys[0] = key_u;
+	keys[0] = gvt_key_u;
 	for (int k = 0; k < N_REVOKE; k++)
 		keys[k + 1] = rev_keys[k];
 	for (int k = 0; k <= N_REVOKE; k++) {
@@ -1006,39 +720,39 @@ static void test_redis_slow(void **state)
 	int code;
 
 	(void)state;
-	ctl(NULL, 0, "tenant create slowt --rpm 1000");
-	ctl(NULL, 0, "client create slowt/app");
-	issue_key("slowt/app", slow, NULL);
-	issue_key("slowt/app", fresh, NULL);
-	assert_int_equal(http(port[0], "GET", "/v1/models", slow, NULL, NULL), 200);
-	assert_int_equal(http(port[0], "POST", "/api/generate", slow, gen_body, NULL), 200);
-	assert_int_equal(kill(redis.pid, SIGSTOP), 0);
+	h_ctl(NULL, 0, "tenant create slowt --rpm 1000");
+	h_ctl(NULL, 0, "client create slowt/app");
+	h_issue_key("slowt/app", slow, NULL);
+	h_issue_key("slowt/app", fresh, NULL);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", slow, NULL, NULL), 200);
+	assert_int_equal(gvt_http(gvt_port[0], "POST", "/api/generate", slow, gen_body, NULL), 200);
+	assert_int_equal(kill(gvt_redis.pid, SIGSTOP), 0);
 	/* the key is cached; its quota admission waits on Redis: 503 at the deadline */
 	t0 = h_now_ms();
-	code = http(port[0], "POST", "/api/generate", slow, gen_body, NULL);
+	code = gvt_http(gvt_port[0], "POST", "/api/generate", slow, gen_body, NULL);
 	dt = h_now_ms() - t0;
 	fprintf(stderr, "slow redis: quota admission answered %d after %lld ms\n", code,
 		(long long)dt);
 	assert_int_equal(code, 503);
 	assert_true(dt >= 900 && dt < 5000);
 	/* an unknown key: its lookup has the same deadline */
-	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", fresh, NULL, NULL), 503);
 	/* the event loop never waited: health answers at once */
 	t0 = h_now_ms();
-	assert_int_equal(http(port[0], "GET", "/healthz", NULL, NULL, NULL), 200);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/healthz", NULL, NULL, NULL), 200);
 	assert_true(h_now_ms() - t0 < 500);
-	assert_int_equal(kill(redis.pid, SIGCONT), 0);
+	assert_int_equal(kill(gvt_redis.pid, SIGCONT), 0);
 	end = h_now_ms() + 20000;
-	while ((code = http(port[0], "POST", "/api/generate", slow, gen_body, NULL)) != 200 &&
+	while ((code = gvt_http(gvt_port[0], "POST", "/api/generate", slow, gen_body, NULL)) != 200 &&
 	       h_now_ms() < end)
 		h_pause_ms(20);
 	assert_int_equal(code, 200);
-	assert_int_equal(http(port[0], "GET", "/v1/models", fresh, NULL, NULL), 200);
+	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", fresh, NULL, NULL), 200);
 }
 
 static void test_no_secret_stored_or_logged(void **state)
 {
-	redisContext *c = redisConnectUnix(redis_sock);
+	redisContext *c = redisConnectUnix(gvt_redis_sock);
 	redisReply *r, *v;
 	size_t nk = 0;
 
@@ -1067,7 +781,7 @@ static void test_no_secret_stored_or_logged(void **state)
 		char pat[600];
 		glob_t g;
 
-		snprintf(pat, sizeof(pat), "%s/*.log", dir);
+		snprintf(pat, sizeof(pat), "%s/*.log", gvt_dir);
 		assert_int_equal(glob(pat, 0, NULL, &g), 0);
 		assert_true(g.gl_pathc >= 4);
 		for (size_t i = 0; i < g.gl_pathc; i++) {
@@ -1092,10 +806,10 @@ static void test_audit_verify(void **state)
 
 	(void)state;
 	/* an admin API mutation joins sluicectl's records in the chain */
-	assert_int_equal(http(admin_port[0], "POST", "/admin/tenants", ADMIN_TOKEN,
+	assert_int_equal(gvt_http(gvt_admin_port[0], "POST", "/admin/tenants", ADMIN_TOKEN,
 			      "{\"name\":\"viaadmin\"}", NULL), 201);
-	ctl(o, sizeof(o), "audit verify");
-	c = redisConnectUnix(redis_sock);
+	h_ctl(o, sizeof(o), "audit verify");
+	c = redisConnectUnix(gvt_redis_sock);
 	assert_non_null(c);
 	/*
 	 * Editing: streams cannot be changed in place, so a copy of the log
@@ -1153,10 +867,10 @@ static void test_audit_verify(void **state)
 		freeReplyObject(x);
 		freeReplyObject(last);
 		if (edit)
-			assert_int_not_equal(ctl_rc(o, sizeof(o), "--namespace %s audit verify", ns),
+			assert_int_not_equal(h_ctl_rc(o, sizeof(o), "--namespace %s audit verify", ns),
 					     0);
 		else
-			assert_int_equal(ctl_rc(o, sizeof(o), "--namespace %s audit verify", ns), 0);
+			assert_int_equal(h_ctl_rc(o, sizeof(o), "--namespace %s audit verify", ns), 0);
 	}
 	assert_non_null(c);
 	r = redisCommand(c, "XRANGE sluice:audit - + COUNT 3");
@@ -1173,7 +887,7 @@ static void test_audit_verify(void **state)
 	}
 	freeReplyObject(r);
 	redisFree(c);
-	assert_int_not_equal(ctl_rc(o, sizeof(o), "audit verify"), 0);
+	assert_int_not_equal(h_ctl_rc(o, sizeof(o), "audit verify"), 0);
 }
 
 int main(void)
@@ -1192,5 +906,5 @@ int main(void)
 		cmocka_unit_test(test_audit_verify),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, gvt_setup, gvt_teardown);
 }

@@ -1,5 +1,5 @@
 /*
- * test_routing.c - many workers (issue 7, "Done when"): one gateway, three
+ * test_routing.c - many workers: one gateway, three
  * real sluice-workers on the tiny generated model, a private redis-server,
  * sluicectl for keys and drain, curl as the client (plain HTTP on
  * loopback).
@@ -40,7 +40,7 @@
 #include <jansson.h>
 
 #include "common/clock.h"
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define DEADLINE_MS 60000
 #define NW 3
@@ -53,39 +53,6 @@ static char wsock[NW][600], wcfg[NW][2048];
 static int port, admin_port;
 static char key_a[64], key_b[64];
 static char prefix[2048];
-
-static void ctl(char *out, size_t size, const char *fmt, ...)
-{
-	char args[512], cmd[2048];
-	va_list ap;
-	int st;
-	char *o;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	snprintf(cmd, sizeof(cmd), "%s --redis unix://%s --pepper-file %s %s 2>&1",
-		 h_bin("tools/sluicectl"), redis_sock, pepper, args);
-	o = h_run_capture(cmd, &st);
-	assert_non_null(o);
-	if (st != 0)
-		fprintf(stderr, "sluicectl %s: %s\n", args, o);
-	assert_int_equal(st, 0);
-	if (out)
-		snprintf(out, size, "%s", o);
-	free(o);
-}
-
-static void issue_key(const char *who, char out[64])
-{
-	char o[2048], *p;
-
-	ctl(o, sizeof(o), "key issue %s", who);
-	p = strstr(o, "key:     ");
-	assert_non_null(p);
-	p += 9;
-	snprintf(out, 64, "%.*s", (int)strcspn(p, "\n"), p);
-}
 
 /* Writes the request body of a generate call with prompt prefix+tail. */
 static void body_file(const char *path, const char *tail, int stream, int predict)
@@ -330,6 +297,7 @@ static int setup(void **state)
 	snprintf(dir, sizeof(dir), "%s", h_tmpdir());
 	snprintf(redis_sock, sizeof(redis_sock), "%s/redis.sock", dir);
 	snprintf(pepper, sizeof(pepper), "%s/pepper", dir);
+	h_ctl_setup(redis_sock, pepper);
 	snprintf(creds, sizeof(creds), "%s/admin.creds", dir);
 	f = fopen(pepper, "w");
 	if (!f)
@@ -388,12 +356,12 @@ static int setup(void **state)
 	argv[3] = NULL;
 	if (h_spawn(&gateway, "gateway", argv) != 0 || wait_port_line() != 0)
 		return -1;
-	ctl(NULL, 0, "tenant create alpha --queue 32");
-	ctl(NULL, 0, "client create alpha/app");
-	ctl(NULL, 0, "tenant create beta");
-	ctl(NULL, 0, "client create beta/app");
-	issue_key("alpha/app", key_a);
-	issue_key("beta/app", key_b);
+	h_ctl(NULL, 0, "tenant create alpha --queue 32");
+	h_ctl(NULL, 0, "client create alpha/app");
+	h_ctl(NULL, 0, "tenant create beta");
+	h_ctl(NULL, 0, "client create beta/app");
+	h_issue_key("alpha/app", key_a, NULL);
+	h_issue_key("beta/app", key_b, NULL);
 	for (int w = 0; w < NW; w++)
 		wait_worker_ready(w);
 	return 0;

@@ -1,7 +1,6 @@
 /*
  * test_worker.c - a real sluice-worker process on a generated model,
- * driven over its Unix socket with proto/ frames (issue: worker as a
- * server).
+ * driven over its Unix socket with proto/ frames.
  *
  *  - 32 concurrent requests of different lengths each produce exactly the
  *    tokens and final-logits digest of their solo run; afterwards every KV
@@ -27,8 +26,8 @@
 
 #include <cmocka.h>
 
-#include "harness.h"
-#include "pclient.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/pclient.h"
 
 #define TIMEOUT_MS 120000
 

@@ -355,24 +355,10 @@ static void test_validation(void **state)
 	freeReplyObject(x);
 }
 
-/* The whole flow; later checks rely on earlier state. */
-static void test_flow(void **state)
+/* Tenants and clients: create, conflicts, list (no salt), read. */
+static void flow_tenants(void)
 {
-	struct timeval tv = {5, 0};
-	redisContext *sub;
-	redisReply *m;
 	struct resp r;
-	char key[128], kid[32], key2[128], kid2[32], path[256];
-	const char *s;
-	char *dump;
-
-	(void)state;
-	/* A subscriber on the revocation channel. */
-	sub = redisConnectUnixWithTimeout(fx.sock, tv);
-	assert_non_null(sub);
-	m = redisCommand(sub, "SUBSCRIBE sluice:revocations");
-	assert_non_null(m);
-	freeReplyObject(m);
 
 	call(&r, NULL, "POST", "/admin/tenants",
 	     "{\"name\":\"eng\",\"rpm\":600,\"concurrency\":8,\"weight\":3}");
@@ -401,6 +387,13 @@ static void test_flow(void **state)
 	assert_int_equal(json_integer_value(json_object_get(r.body, "rpm")), 600);
 	json_decref(r.body);
 	expect_status("GET", "/admin/tenants/nobody", NULL, 404, NULL);
+}
+
+/* PATCH of a tenant and a client: what Redis holds and what is announced. */
+static void flow_patch(redisContext *sub)
+{
+	redisReply *m;
+	struct resp r;
 
 	/* PATCH: set, clear and disable in one call; two messages. */
 	call(&r, NULL, "PATCH", "/admin/tenants/eng",
@@ -430,6 +423,17 @@ static void test_flow(void **state)
 	assert_int_equal(redisGetReply(sub, (void **)&m), REDIS_OK);
 	assert_string_equal(m->element[2]->str, "enable client eng/ci-bot");
 	freeReplyObject(m);
+}
+
+/* Keys: issued once, never listed, revoked (announced), rotated; no secret
+ * stored.  *kid is the revoked key's id. */
+static void flow_keys(redisContext *sub, char kid[32])
+{
+	redisReply *m;
+	struct resp r;
+	char key[128], key2[128], kid2[32], path[256];
+	const char *s;
+	char *dump;
 
 	/* Key issue: returned once, with the documented format. */
 	call(&r, NULL, "POST", "/admin/clients/eng/ci-bot/keys", "{\"expires_in\":3600}");
@@ -439,7 +443,7 @@ static void test_flow(void **state)
 	assert_int_equal(strlen(s), 55);
 	assert_memory_equal(s, "slk_", 4);
 	snprintf(key, sizeof(key), "%s", s);
-	snprintf(kid, sizeof(kid), "%s", json_string_value(json_object_get(r.body, "key_id")));
+	snprintf(kid, 32, "%s", json_string_value(json_object_get(r.body, "key_id")));
 	assert_memory_equal(key + 4, kid, 12);
 	json_decref(r.body);
 	expect_status("POST", "/admin/clients/eng/nobody/keys", NULL, 404, NULL);
@@ -495,6 +499,12 @@ static void test_flow(void **state)
 	assert_null(strstr(dump, key + 17));
 	assert_null(strstr(dump, key2 + 17));
 	free(dump);
+}
+
+/* Drain, then the audit log: every mutation, by the credential's name. */
+static void flow_drain_audit(const char *kid)
+{
+	struct resp r;
 
 	/* Worker drain goes to the gateway's callback. */
 	call(&r, NULL, "POST", "/admin/workers/w0/drain", NULL);
@@ -533,6 +543,27 @@ static void test_flow(void **state)
 		assert_int_equal(v.intact, 1);
 		assert_true(v.records >= 12);
 	}
+}
+
+/* The whole flow; later checks rely on earlier state. */
+static void test_flow(void **state)
+{
+	struct timeval tv = {5, 0};
+	redisContext *sub;
+	redisReply *m;
+	char kid[32];
+
+	(void)state;
+	/* A subscriber on the revocation channel. */
+	sub = redisConnectUnixWithTimeout(fx.sock, tv);
+	assert_non_null(sub);
+	m = redisCommand(sub, "SUBSCRIBE sluice:revocations");
+	assert_non_null(m);
+	freeReplyObject(m);
+	flow_tenants();
+	flow_patch(sub);
+	flow_keys(sub, kid);
+	flow_drain_audit(kid);
 	redisFree(sub);
 }
 

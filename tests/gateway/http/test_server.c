@@ -45,6 +45,7 @@
 #include "common/clock.h"
 #include "gateway/api/api.h"
 #include "gateway/http/server.h"
+#include "tests/gateway/http/tls_client.h"
 
 #define HEADER_TIMEOUT_MS 1000 /* generous: curl starts slowly on a loaded machine */
 #define IDLE_TIMEOUT_MS 1500
@@ -360,164 +361,6 @@ static int group_teardown(void **state)
 	return 0;
 }
 
-/* ---- clients --------------------------------------------------------------- */
-
-/* Runs curl with `args`; stdout into out.  Returns curl's exit code. */
-static int curl(char *out, size_t outlen, const char *fmt, ...) CM_PRINTF(3, 4);
-
-static int curl(char *out, size_t outlen, const char *fmt, ...)
-{
-	char cmd[16384];
-	va_list ap;
-	FILE *f;
-	size_t n = 0;
-	int rc, k;
-
-	k = snprintf(cmd, sizeof(cmd), "curl -sS --noproxy '*' --max-time 10 ");
-	va_start(ap, fmt);
-	vsnprintf(cmd + k, sizeof(cmd) - (size_t)k, fmt, ap);
-	va_end(ap);
-	f = popen(cmd, "r");
-	assert_non_null(f);
-	if (out) {
-		n = fread(out, 1, outlen - 1, f);
-		out[n] = '\0';
-	} else {
-		char sink[4096];
-
-		while (fread(sink, 1, sizeof(sink), f) > 0)
-			;
-	}
-	rc = pclose(f);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static int tcp_connect(uint16_t p)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(p) };
-	struct timeval tv = { 10, 0 };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	assert_true(fd >= 0);
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-struct tcli {
-	int fd;
-	SSL_CTX *ctx;
-	SSL *ssl;
-};
-
-/* TLS client trusting `ca`; max_version 0 = any.  0 on success. */
-static int tcli_open(struct tcli *c, const char *ca, int max_version)
-{
-	char path[128];
-
-	memset(c, 0, sizeof(*c));
-	c->fd = tcp_connect(port);
-	c->ctx = SSL_CTX_new(TLS_client_method());
-	snprintf(path, sizeof(path), "%s/%s.crt", dir, ca);
-	assert_int_equal(SSL_CTX_load_verify_locations(c->ctx, path, NULL), 1);
-	SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
-	if (max_version) {
-		SSL_CTX_set_min_proto_version(c->ctx, 0);
-		SSL_CTX_set_max_proto_version(c->ctx, max_version);
-		SSL_CTX_set_security_level(c->ctx, 0);
-	}
-	c->ssl = SSL_new(c->ctx);
-	X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), "127.0.0.1");
-	SSL_set_fd(c->ssl, c->fd);
-	SSL_clear_mode(c->ssl, SSL_MODE_AUTO_RETRY); /* tickets do not block reads */
-	if (SSL_connect(c->ssl) != 1) {
-		ERR_clear_error();
-		return -1;
-	}
-	return 0;
-}
-
-/* SSL_read that tells "no application data yet" (tickets) from a close:
- * >0 bytes, 0 nothing yet, -1 closed or failed. */
-static int tcli_read(struct tcli *c, char *b, int n)
-{
-	int r = SSL_read(c->ssl, b, n);
-
-	if (r > 0)
-		return r;
-	r = SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_READ ? 0 : -1;
-	ERR_clear_error();
-	return r;
-}
-
-static void tcli_close(struct tcli *c)
-{
-	SSL_free(c->ssl);
-	SSL_CTX_free(c->ctx);
-	close(c->fd);
-	ERR_clear_error();
-}
-
-static void tcli_send(struct tcli *c, const char *s)
-{
-	assert_int_equal(SSL_write(c->ssl, s, (int)strlen(s)), (int)strlen(s));
-}
-
-/* Reads one response with a Content-Length body into out; returns status. */
-static int tcli_response(struct tcli *c, char *out, size_t outlen)
-{
-	size_t n = 0;
-	char *end = NULL, *cl;
-	long body = -1;
-
-	while (n < outlen - 1) {
-		int r = tcli_read(c, out + n, 1); /* byte-wise: never read past the response */
-
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			continue;
-		n += (size_t)r;
-		out[n] = '\0';
-		if (!end && (end = strstr(out, "\r\n\r\n"))) {
-			cl = strcasestr(out, "Content-Length:");
-			body = cl ? atol(cl + 15) : 0;
-		}
-		if (end && (long)(n - (size_t)(end + 4 - out)) >= body)
-			break;
-	}
-	return atoi(out + 9);
-}
-
-/* Waits until the peer closes: returns ms waited, or -1 at the deadline. */
-static long wait_closed(int fd, struct tcli *c)
-{
-	int64_t t0 = cm_mono_ns();
-
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long waited = (long)((cm_mono_ns() - t0) / CM_NS_PER_MS);
-		char b[256];
-		int r;
-
-		if (waited > DEADLINE_MS)
-			return -1;
-		r = poll(&p, 1, (int)(DEADLINE_MS - waited));
-		if (r <= 0)
-			continue;
-		if (c) {
-			r = tcli_read(c, b, sizeof(b));
-			if (r == 0)
-				continue;
-		} else {
-			r = (int)read(fd, b, sizeof(b));
-		}
-		if (r <= 0)
-			return (long)((cm_mono_ns() - t0) / CM_NS_PER_MS);
-	}
-}
-
 /* ---- tests ------------------------------------------------------------------ */
 
 static void test_tls_versions(void **state)
@@ -526,21 +369,21 @@ static void test_tls_versions(void **state)
 	char out[4096];
 
 	(void)state;
-	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 	assert_int_equal(SSL_version(c.ssl), TLS1_3_VERSION);
 	tcli_send(&c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_int_equal(tcli_response(&c, out, sizeof(out)), 200);
 	assert_non_null(strstr(out, "\r\n\r\nhello\n"));
 	tcli_close(&c);
 	/* TLS 1.2 still accepted */
-	assert_int_equal(tcli_open(&c, "a", TLS1_2_VERSION), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", TLS1_2_VERSION), 0);
 	assert_int_equal(SSL_version(c.ssl), TLS1_2_VERSION);
 	tcli_close(&c);
 	/* TLS 1.1 refused */
-	assert_int_equal(tcli_open(&c, "a", TLS1_1_VERSION), -1);
+	assert_int_equal(tcli_open(&c, port, dir, "a", TLS1_1_VERSION), -1);
 	tcli_close(&c);
 	/* curl, verifying the certificate */
-	assert_int_equal(curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello",
+	assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello",
 			      dir, port), 0);
 	assert_string_equal(out, "hello\n");
 }
@@ -551,19 +394,19 @@ static void test_http10_and_keepalive(void **state)
 	struct gw_server_stats s0, s1;
 
 	(void)state;
-	assert_int_equal(curl(out, sizeof(out), "-0 -i --cacert %s/a.crt https://127.0.0.1:%u/hello",
+	assert_int_equal(tcli_curl(out, sizeof(out), "-0 -i --cacert %s/a.crt https://127.0.0.1:%u/hello",
 			      dir, port), 0);
 	assert_int_equal(strncmp(out, "HTTP/1.0 200 OK\r\n", 17), 0);
 	assert_non_null(strcasestr(out, "Connection: close"));
 	/* HEAD: the length of the body, no body */
-	assert_int_equal(curl(out, sizeof(out), "-I --cacert %s/a.crt https://127.0.0.1:%u/hello",
+	assert_int_equal(tcli_curl(out, sizeof(out), "-I --cacert %s/a.crt https://127.0.0.1:%u/hello",
 			      dir, port), 0);
 	assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
 	assert_non_null(strcasestr(out, "Content-Length: 6\r\n"));
 	assert_null(strstr(out, "hello"));
 	/* two requests, one connection */
 	s0 = stats_of(srv);
-	assert_int_equal(curl(out, sizeof(out), "-o /dev/null -o /dev/null -w '%%{num_connects} ' "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-o /dev/null -o /dev/null -w '%%{num_connects} ' "
 			      "--cacert %s/a.crt https://127.0.0.1:%u/hello https://127.0.0.1:%u/echo",
 			      dir, port, port), 0);
 	assert_string_equal(out, "1 0 ");
@@ -571,12 +414,12 @@ static void test_http10_and_keepalive(void **state)
 	assert_int_equal(s1.accepted - s0.accepted, 1);
 	assert_int_equal(s1.requests - s0.requests, 2);
 	/* POST body reaches the handler, extra header goes out */
-	assert_int_equal(curl(out, sizeof(out), "-i --data-binary 'abcdef' --cacert %s/a.crt "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-i --data-binary 'abcdef' --cacert %s/a.crt "
 			      "https://127.0.0.1:%u/echo", dir, port), 0);
 	assert_non_null(strstr(out, "len=6 id=1"));
 	assert_non_null(strstr(out, "X-Test: 1\r\n"));
 	/* chunked request body */
-	assert_int_equal(curl(out, sizeof(out), "-H 'Transfer-Encoding: chunked' --data-binary 'abcdefgh' "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-H 'Transfer-Encoding: chunked' --data-binary 'abcdefgh' "
 			      "--cacert %s/a.crt https://127.0.0.1:%u/echo", dir, port), 0);
 	assert_string_equal(out, "len=8 id=1");
 }
@@ -587,7 +430,7 @@ static void test_pipelining(void **state)
 	char out[4096];
 
 	(void)state;
-	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 	tcli_send(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
 		      "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
 		      "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -597,7 +440,7 @@ static void test_pipelining(void **state)
 	assert_non_null(strstr(out, "hello"));
 	assert_int_equal(tcli_response(&c, out, sizeof(out)), 404);
 	assert_non_null(strstr(out, "Connection: close"));
-	assert_true(wait_closed(c.fd, &c) >= 0);
+	assert_true(tcli_wait_closed(DEADLINE_MS, c.fd, &c) >= 0);
 	tcli_close(&c);
 }
 
@@ -609,7 +452,7 @@ static void test_header_limit_431(void **state)
 	(void)state;
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	assert_int_equal(curl(out, sizeof(out), "-w '\\n%%{http_code}' -H 'X-Big: %s' "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-w '\\n%%{http_code}' -H 'X-Big: %s' "
 			      "--cacert %s/a.crt https://127.0.0.1:%u/api/chat", big, dir, port), 0);
 	assert_non_null(strstr(out, "\n431"));
 	/* Ollama-format body (path /api/...) */
@@ -623,14 +466,14 @@ static void test_body_limit_413(void **state)
 	(void)state;
 	assert_int_equal(sh("head -c 1048576 /dev/zero > %s/big.bin", dir), 0);
 	/* with Expect: 100-continue the client sends no body at all */
-	assert_int_equal(curl(out, sizeof(out), "-w '\\n%%{http_code} %%{size_upload}' "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-w '\\n%%{http_code} %%{size_upload}' "
 			      "-H 'Expect: 100-continue' --data-binary @%s/big.bin "
 			      "--cacert %s/a.crt https://127.0.0.1:%u/v1/chat/completions",
 			      dir, dir, port), 0);
 	assert_non_null(strstr(out, "\n413 0"));
 	assert_non_null(strstr(out, "\"type\":\"invalid_request_error\"")); /* OpenAI format */
 	/* without Expect: the answer still arrives although the body was not read */
-	assert_int_equal(curl(out, sizeof(out), "-w '\\n%%{http_code}' "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-w '\\n%%{http_code}' "
 			      "-H 'Expect:' --data-binary @%s/big.bin "
 			      "--cacert %s/a.crt https://127.0.0.1:%u/api/generate",
 			      dir, dir, port), 0);
@@ -639,12 +482,12 @@ static void test_body_limit_413(void **state)
 	{
 		struct tcli c;
 
-		assert_int_equal(tcli_open(&c, "a", 0), 0);
+		assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 		tcli_send(&c, "POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n");
 		assert_int_equal(tcli_response(&c, out, sizeof(out)), 413);
 		assert_non_null(strstr(out, "Connection: close"));
 		assert_non_null(strstr(out, "{\"error\":\"request body is larger than the body limit\"}"));
-		assert_true(wait_closed(c.fd, &c) >= 0);
+		assert_true(tcli_wait_closed(DEADLINE_MS, c.fd, &c) >= 0);
 		tcli_close(&c);
 	}
 }
@@ -652,21 +495,21 @@ static void test_body_limit_413(void **state)
 static void test_garbage_instead_of_tls(void **state)
 {
 	struct gw_server_stats s0 = stats_of(srv), s1;
-	int fd = tcp_connect(port);
+	int fd = tcli_tcp_connect(port);
 	char out[256];
 	static const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n\x16\x03\x01\xff\xff";
 
 	(void)state;
 	/* a connection that started with garbage is open while curl succeeds */
 	assert_int_equal(write(fd, "\x01\x02", 2), 2);
-	assert_int_equal(curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello", dir, port), 0);
+	assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello", dir, port), 0);
 	assert_string_equal(out, "hello\n");
 	assert_int_equal(write(fd, junk, sizeof(junk) - 1), (ssize_t)sizeof(junk) - 1);
-	assert_true(wait_closed(fd, NULL) >= 0);
+	assert_true(tcli_wait_closed(DEADLINE_MS, fd, NULL) >= 0);
 	close(fd);
 	s1 = stats_of(srv);
 	assert_true(s1.tls_handshake_failures > s0.tls_handshake_failures);
-	assert_int_equal(curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello", dir, port), 0);
+	assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello", dir, port), 0);
 	assert_string_equal(out, "hello\n");
 }
 
@@ -681,7 +524,7 @@ static void test_slowloris(void **state)
 	int curl_done = 0;
 
 	(void)state;
-	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 	/* one header byte per 20 ms: paced by poll on the socket, which also
 	 * notices the close */
 	for (size_t i = 0; i < sizeof(req) - 1; i++) {
@@ -695,7 +538,7 @@ static void test_slowloris(void **state)
 		}
 		if (!curl_done) {
 			/* another client is served meanwhile */
-			assert_int_equal(curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello",
+			assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello",
 					      dir, port), 0);
 			assert_string_equal(out, "hello\n");
 			curl_done = 1;
@@ -717,8 +560,8 @@ static void test_slowloris(void **state)
 
 	/* a TCP client that never starts TLS is closed by the same deadline */
 	{
-		int fd = tcp_connect(port);
-		long w = wait_closed(fd, NULL);
+		int fd = tcli_tcp_connect(port);
+		long w = tcli_wait_closed(DEADLINE_MS, fd, NULL);
 
 		assert_true(w >= HEADER_TIMEOUT_MS - 50 && w < DEADLINE_MS);
 		close(fd);
@@ -733,10 +576,10 @@ static void test_idle_timeout(void **state)
 	struct gw_server_stats s0 = stats_of(srv), s1;
 
 	(void)state;
-	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 	tcli_send(&c, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_int_equal(tcli_response(&c, out, sizeof(out)), 200);
-	w = wait_closed(c.fd, &c);
+	w = tcli_wait_closed(DEADLINE_MS, c.fd, &c);
 	assert_true(w >= IDLE_TIMEOUT_MS - 100 && w < DEADLINE_MS);
 	tcli_close(&c);
 	s1 = stats_of(srv);
@@ -750,9 +593,9 @@ static void test_body_timeout(void **state)
 	struct gw_server_stats s0 = stats_of(srv), s1;
 
 	(void)state;
-	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 	tcli_send(&c, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc");
-	w = wait_closed(c.fd, &c);
+	w = tcli_wait_closed(DEADLINE_MS, c.fd, &c);
 	assert_true(w >= BODY_TIMEOUT_MS - 100 && w < DEADLINE_MS);
 	tcli_close(&c);
 	s1 = stats_of(srv);
@@ -765,15 +608,15 @@ static void test_streaming(void **state)
 	int closed0;
 
 	(void)state;
-	assert_int_equal(curl(out, sizeof(out), "-N --cacert %s/a.crt 'https://127.0.0.1:%u/stream?4'",
+	assert_int_equal(tcli_curl(out, sizeof(out), "-N --cacert %s/a.crt 'https://127.0.0.1:%u/stream?4'",
 			      dir, port), 0);
 	assert_string_equal(out, "chunk 0\nchunk 1\nchunk 2\nchunk 3\n");
-	assert_int_equal(curl(out, sizeof(out), "-i --cacert %s/a.crt 'https://127.0.0.1:%u/stream?2'",
+	assert_int_equal(tcli_curl(out, sizeof(out), "-i --cacert %s/a.crt 'https://127.0.0.1:%u/stream?2'",
 			      dir, port), 0);
 	assert_non_null(strcasestr(out, "Transfer-Encoding: chunked"));
 	assert_non_null(strcasestr(out, "Content-Type: application/x-ndjson"));
 	/* HTTP/1.0: close-delimited */
-	assert_int_equal(curl(out, sizeof(out), "-0 -i --cacert %s/a.crt 'https://127.0.0.1:%u/stream?3'",
+	assert_int_equal(tcli_curl(out, sizeof(out), "-0 -i --cacert %s/a.crt 'https://127.0.0.1:%u/stream?3'",
 			      dir, port), 0);
 	assert_null(strcasestr(out, "Transfer-Encoding"));
 	assert_non_null(strstr(out, "\r\n\r\nchunk 0\nchunk 1\nchunk 2\n"));
@@ -784,7 +627,7 @@ static void test_streaming(void **state)
 		struct tcli c;
 		char b[256];
 
-		assert_int_equal(tcli_open(&c, "a", 0), 0);
+		assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 		tcli_send(&c, "GET /stream?100000 HTTP/1.1\r\nHost: x\r\n\r\n");
 		int r;
 
@@ -798,7 +641,7 @@ static void test_streaming(void **state)
 	{
 		struct tcli c;
 
-		assert_int_equal(tcli_open(&c, "a", 0), 0);
+		assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 		tcli_send(&c, "GET /hang HTTP/1.1\r\nHost: x\r\n\r\n");
 		tcli_close(&c);
 	}
@@ -812,12 +655,12 @@ static void test_output_cap(void **state)
 	struct gw_server_stats s0 = stats_of(srv), s1;
 
 	(void)state;
-	assert_int_equal(tcli_open(&c, "a", 0), 0);
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
 	tcli_send(&c, "GET /flood HTTP/1.1\r\nHost: x\r\n\r\n");
 	/* the handler is refused at the cap and the connection goes away */
 	assert_int_equal(wait_counter(&n_overflow, ov0 + 1), ov0 + 1);
 	assert_int_equal(wait_counter(&n_closed, closed0 + 1), closed0 + 1);
-	assert_true(wait_closed(c.fd, &c) >= 0);
+	assert_true(tcli_wait_closed(DEADLINE_MS, c.fd, &c) >= 0);
 	tcli_close(&c);
 	s1 = stats_of(srv);
 	assert_int_equal(s1.output_overflows - s0.output_overflows, 1);
@@ -846,7 +689,7 @@ static void test_reload(void **state)
 	on_loop(reload_fn, &ra);
 	assert_int_equal(ra.st, CM_OK);
 	/* a connection made with certificate A stays open across the reload */
-	assert_int_equal(tcli_open(&old, "a", 0), 0);
+	assert_int_equal(tcli_open(&old, port, dir, "a", 0), 0);
 	tcli_send(&old, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_int_equal(tcli_response(&old, out, sizeof(out)), 200);
 
@@ -854,9 +697,9 @@ static void test_reload(void **state)
 	on_loop(reload_fn, &ra);
 	assert_int_equal(ra.st, CM_OK);
 	/* new connections get B */
-	assert_int_equal(curl(out, sizeof(out), "--cacert %s/b.crt https://127.0.0.1:%u/hello", dir, port), 0);
+	assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/b.crt https://127.0.0.1:%u/hello", dir, port), 0);
 	assert_string_equal(out, "hello\n");
-	assert_int_equal(curl(NULL, 0, "--cacert %s/a.crt https://127.0.0.1:%u/hello 2>/dev/null", dir, port), 60);
+	assert_int_equal(tcli_curl(NULL, 0, "--cacert %s/a.crt https://127.0.0.1:%u/hello 2>/dev/null", dir, port), 60);
 	/* the old connection still works */
 	tcli_send(&old, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
 	assert_int_equal(tcli_response(&old, out, sizeof(out)), 200);
@@ -866,7 +709,7 @@ static void test_reload(void **state)
 	on_loop(reload_fn, &ra);
 	assert_int_equal(ra.st, CM_EIO);
 	assert_non_null(strstr(ra.err, "tls_key_file"));
-	assert_int_equal(curl(out, sizeof(out), "--cacert %s/b.crt https://127.0.0.1:%u/hello", dir, port), 0);
+	assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/b.crt https://127.0.0.1:%u/hello", dir, port), 0);
 	/* a key that does not match the certificate is refused */
 	assert_int_equal(sh("cp %s/b.crt %s/cert.pem && cp %s/a.key %s/key.pem", dir, dir, dir, dir), 0);
 	on_loop(reload_fn, &ra);
@@ -892,7 +735,7 @@ static void test_reload(void **state)
 			poll(NULL, 0, 10);
 		} while (cm_mono_ns() - t0 < DEADLINE_MS * CM_NS_PER_MS);
 		assert_true(s1.tls_reloads > s0.tls_reloads);
-		assert_int_equal(curl(out, sizeof(out), "--cacert %s/b.crt https://127.0.0.1:%u/hello", dir, port), 0);
+		assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/b.crt https://127.0.0.1:%u/hello", dir, port), 0);
 	}
 }
 
@@ -946,7 +789,7 @@ static void test_connection_limit(void **state)
 		}
 	}
 	/* the third is accepted and closed at once; the first two stay */
-	assert_true(wait_closed(fds[2], NULL) >= 0);
+	assert_true(tcli_wait_closed(DEADLINE_MS, fds[2], NULL) >= 0);
 	st = stats_of(a.s);
 	assert_int_equal(st.rejected_connections, 1);
 	assert_int_equal(st.active, 2);
@@ -980,9 +823,9 @@ static void test_plain_http_rules(void **state)
 	a.c.listen_addr = "127.0.0.1";
 	on_loop(mk_fn, &a);
 	assert_int_equal(a.st, CM_OK);
-	assert_int_equal(curl(out, sizeof(out), "http://127.0.0.1:%u/hello", gw_server_port(a.s)), 0);
+	assert_int_equal(tcli_curl(out, sizeof(out), "http://127.0.0.1:%u/hello", gw_server_port(a.s)), 0);
 	assert_string_equal(out, "hello\n");
-	assert_int_equal(curl(out, sizeof(out), "-w '%%{http_code}' -o /dev/null -X PUT --data-binary x "
+	assert_int_equal(tcli_curl(out, sizeof(out), "-w '%%{http_code}' -o /dev/null -X PUT --data-binary x "
 			      "-H 'Content-Length: 1' -H 'Content-Length: 1' http://127.0.0.1:%u/hello",
 			      gw_server_port(a.s)), 0);
 	assert_string_equal(out, "400");
@@ -1039,10 +882,10 @@ static void test_alloc_failures(void **state)
 	}
 	for (long k = 0; k < 24; k++) {
 		on_loop(arm_fn, &k);
-		(void)curl(NULL, 0, "--cacert %s/a.crt -d '{}' https://127.0.0.1:%u/echo 2>/dev/null",
+		(void)tcli_curl(NULL, 0, "--cacert %s/a.crt -d '{}' https://127.0.0.1:%u/echo 2>/dev/null",
 			   dir, port);
 		on_loop(disarm_fn, NULL);
-		assert_int_equal(curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello",
+		assert_int_equal(tcli_curl(out, sizeof(out), "--cacert %s/a.crt https://127.0.0.1:%u/hello",
 				      dir, port), 0);
 		assert_string_equal(out, "hello\n");
 	}

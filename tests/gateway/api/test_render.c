@@ -1,0 +1,514 @@
+/*
+ * test_render.c - gateway/api/render.c, errors.c, fixed.c: every rendered
+ * body (streamed chunks, final chunks, whole bodies, errors, the fixed
+ * endpoints) parsed back with jansson.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "common/arena.h"
+#include "common/buf.h"
+#include "gateway/api/api.h"
+
+#include "tests/gateway/api/api_fixture.h"
+
+static void fill_result(struct gw_api_result *res)
+{
+	struct proto_done d = {
+		.finish = PROTO_FINISH_LENGTH, .prompt_tokens = 11, .cached_tokens = 4,
+		.gen_tokens = 3, .load_ns = 5, .queue_ns = 6, .prefill_ns = 700,
+		.decode_ns = 800, .ttft_ns = 900,
+	};
+
+	gw_api_result_from_done(res, &d);
+	assert_int_equal(res->total_ns, 0);
+	res->total_ns = 123456789;
+	res->ttft_ns = 1000;
+	res->queue_ns = 2000;
+}
+
+static void check_ollama_done(json_t *j, int chat)
+{
+	json_t *x = json_object_get(j, "sluice");
+
+	assert_true(json_is_true(json_object_get(j, "done")));
+	assert_string_equal(json_string_value(json_object_get(j, "done_reason")), "length");
+	assert_int_equal(json_integer_value(json_object_get(j, "total_duration")), 123456789);
+	assert_int_equal(json_integer_value(json_object_get(j, "load_duration")), 5);
+	assert_int_equal(json_integer_value(json_object_get(j, "prompt_eval_count")), 11);
+	assert_int_equal(json_integer_value(json_object_get(j, "prompt_eval_duration")), 700);
+	assert_int_equal(json_integer_value(json_object_get(j, "eval_count")), 3);
+	assert_int_equal(json_integer_value(json_object_get(j, "eval_duration")), 800);
+	assert_int_equal(json_integer_value(json_object_get(x, "ttft_ns")), 1000);
+	assert_int_equal(json_integer_value(json_object_get(x, "queue_ns")), 2000);
+	assert_int_equal(json_integer_value(json_object_get(x, "cached_prompt_tokens")), 4);
+	assert_string_equal(json_string_value(json_object_get(j, "model")), "m");
+	assert_true(json_is_string(json_object_get(j, "created_at")));
+	if (chat)
+		assert_string_equal(json_string_value(json_object_get(
+					    json_object_get(j, "message"), "role")), "assistant");
+}
+
+static void test_render_ollama(void **state)
+{
+	struct gw_api_request r;
+	struct gw_api_stream s;
+	struct gw_api_result res;
+	struct cm_buf b;
+	json_t *j;
+	char *nl;
+
+	(void)state;
+	cm_buf_init(&b, 1 << 16);
+	fill_result(&res);
+	api_ok(GW_API_OLLAMA_GENERATE, "{\"model\":\"m\",\"prompt\":\"p\"}", &r);
+	assert_string_equal(gw_api_content_type(&r), GW_API_CT_NDJSON);
+	gw_api_stream_init(&s, &r, 1, 1700000000LL * 1000000000LL);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "He said \"hi\"\n", 13), CM_OK);
+	nl = memchr(cm_buf_data(&b), '\n', cm_buf_len(&b));
+	assert_ptr_equal(nl, cm_buf_data(&b) + cm_buf_len(&b) - 1); /* one line */
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "response")), "He said \"hi\"\n");
+	assert_true(json_is_false(json_object_get(j, "done")));
+	assert_string_equal(json_string_value(json_object_get(j, "model")), "m");
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
+	assert_int_equal(cm_buf_data(&b)[cm_buf_len(&b) - 1], '\n');
+	j = api_load(&b);
+	check_ollama_done(j, 0);
+	assert_string_equal(json_string_value(json_object_get(j, "response")), "");
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_full(&b, &s, "whole", 5, &res), CM_OK);
+	j = api_load(&b);
+	check_ollama_done(j, 0);
+	assert_string_equal(json_string_value(json_object_get(j, "response")), "whole");
+	json_decref(j);
+
+	api_ok(GW_API_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	gw_api_stream_init(&s, &r, 2, 0);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "tok", 3), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "message"), "content")), "tok");
+	assert_null(json_object_get(j, "response"));
+	json_decref(j);
+	cm_buf_reset(&b);
+	res.finish = PROTO_FINISH_STOP;
+	assert_int_equal(gw_api_render_full(&b, &s, "all", 3, &res), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "done_reason")), "stop");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "message"), "content")), "all");
+	json_decref(j);
+	cm_buf_deinit(&b);
+}
+
+/* Splits SSE events: returns the number of "data: " payloads. */
+static int sse_split(const struct cm_buf *b, char ev[][4096], int max)
+{
+	const char *p = (const char *)cm_buf_data(b), *end = p + cm_buf_len(b);
+	int n = 0;
+
+	while (p < end) {
+		const char *e = strstr(p, "\n\n");
+
+		assert_non_null(e);
+		assert_int_equal(strncmp(p, "data: ", 6), 0);
+		assert_true(n < max);
+		snprintf(ev[n], 4096, "%.*s", (int)(e - p - 6), p + 6);
+		n++;
+		p = e + 2;
+	}
+	return n;
+}
+
+static json_t *loads(const char *s)
+{
+	json_t *j = json_loads(s, 0, NULL);
+
+	if (!j)
+		fail_msg("not JSON: %s", s);
+	return j;
+}
+
+static void test_render_openai(void **state)
+{
+	struct gw_api_request r;
+	struct gw_api_stream s;
+	struct gw_api_result res;
+	struct cm_buf b;
+	char ev[8][4096];
+	json_t *j, *c, *u;
+	int n;
+
+	(void)state;
+	cm_buf_init(&b, 1 << 16);
+	fill_result(&res);
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+			       "\"stream\":true,\"stream_options\":{\"include_usage\":true}}", &r);
+	gw_api_stream_init(&s, &r, 9, 1700000000LL * 1000000000LL);
+	assert_int_equal(strncmp(s.id, "chatcmpl-", 9), 0);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "Hel", 3), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "lo", 2), CM_OK);
+	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
+	n = sse_split(&b, ev, 8);
+	assert_int_equal(n, 5);
+	j = loads(ev[0]);
+	assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion.chunk");
+	assert_string_equal(json_string_value(json_object_get(j, "id")), s.id);
+	assert_int_equal(json_integer_value(json_object_get(j, "created")), 1700000000);
+	assert_string_equal(json_string_value(json_object_get(j, "model")), "gm");
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(c, "delta"), "role")), "assistant");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(c, "delta"), "content")), "Hel");
+	assert_true(json_is_null(json_object_get(c, "finish_reason")));
+	assert_true(json_is_null(json_object_get(j, "usage")));
+	json_decref(j);
+	j = loads(ev[1]);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_null(json_object_get(json_object_get(c, "delta"), "role"));
+	json_decref(j);
+	j = loads(ev[2]);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "length");
+	assert_int_equal(json_object_size(json_object_get(c, "delta")), 0);
+	json_decref(j);
+	j = loads(ev[3]);
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 0);
+	u = json_object_get(j, "usage");
+	assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")), 11);
+	assert_int_equal(json_integer_value(json_object_get(u, "completion_tokens")), 3);
+	assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), 14);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(u, "prompt_tokens_details"),
+							    "cached_tokens")), 4);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "sluice"), "ttft_ns")), 1000);
+	json_decref(j);
+	assert_string_equal(ev[4], "[DONE]");
+
+	/* without include_usage: finish chunk then [DONE], no usage chunk */
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &r);
+	gw_api_stream_init(&s, &r, 9, 0);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "a", 1), CM_OK);
+	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
+	n = sse_split(&b, ev, 8);
+	assert_int_equal(n, 3);
+	j = loads(ev[0]);
+	assert_null(json_object_get(j, "usage"));
+	json_decref(j);
+	assert_string_equal(ev[2], "[DONE]");
+
+	/* non-streaming chat.completion */
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_full(&b, &s, "answer", 6, &res), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(c, "message"), "content")), "answer");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(c, "message"), "role")), "assistant");
+	assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "length");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")), 14);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "sluice"), "cached_prompt_tokens")), 4);
+	json_decref(j);
+
+	/* text_completion, streaming and not */
+	api_ok(GW_API_OPENAI_COMPLETIONS, "{\"model\":\"gm\",\"prompt\":\"x\",\"stream\":true}", &r);
+	gw_api_stream_init(&s, &r, 9, 0);
+	assert_int_equal(strncmp(s.id, "cmpl-", 5), 0);
+	cm_buf_reset(&b);
+	res.finish = PROTO_FINISH_STOP;
+	assert_int_equal(gw_api_render_chunk(&b, &s, "t", 1), CM_OK);
+	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
+	n = sse_split(&b, ev, 8);
+	assert_int_equal(n, 3);
+	j = loads(ev[0]);
+	assert_string_equal(json_string_value(json_object_get(j, "object")), "text_completion");
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "text")), "t");
+	json_decref(j);
+	j = loads(ev[1]);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "stop");
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_full(&b, &s, "full", 4, &res), CM_OK);
+	j = api_load(&b);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "text")), "full");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens")), 11);
+	json_decref(j);
+	cm_buf_deinit(&b);
+}
+
+static void test_render_errors(void **state)
+{
+	struct gw_api_error e;
+	struct gw_api_request r;
+	struct gw_api_stream s;
+	struct cm_buf b;
+	const char *ct = NULL;
+	json_t *j;
+	char longname[200];
+
+	(void)state;
+	cm_buf_init(&b, 8192);
+	/* model not found: 404 in both formats, name truncated */
+	memset(longname, 'n', sizeof(longname));
+	gw_api_error_model_not_found(&e, longname, sizeof(longname));
+	assert_int_equal(e.status, 404);
+	assert_int_equal(strlen(e.message), strlen("model '' not found") + 64);
+	assert_int_equal(gw_api_render_error(&b, GW_STYLE_OPENAI, &e), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")), "not_found_error");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "model_not_found");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")), "model");
+	json_decref(j);
+
+	/* the server's own errors, by path */
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_http_error(413, "request body is larger than the body limit",
+					   "/v1/chat/completions", &b, &ct, NULL), CM_OK);
+	assert_string_equal(ct, GW_API_CT_JSON);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+			    "request body is larger than the body limit");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+			    "invalid_request_error");
+	assert_true(json_is_null(json_object_get(json_object_get(j, "error"), "param")));
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_http_error(431, "too big", "/api/chat", &b, &ct, NULL), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "error")), "too big");
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_http_error(400, "x", NULL, &b, &ct, NULL), CM_OK);
+	j = api_load(&b);
+	assert_true(json_is_string(json_object_get(j, "error")));
+	json_decref(j);
+
+	/* OpenAI types by status */
+	{
+		struct { int status; const char *type; } t[] = {
+			{ 401, "authentication_error" }, { 403, "permission_error" },
+			{ 429, "rate_limit_error" }, { 503, "server_error" }, { 500, "server_error" },
+		};
+
+		for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+			gw_api_error_set(&e, t[i].status, NULL, NULL, "m");
+			cm_buf_reset(&b);
+			assert_int_equal(gw_api_render_error(&b, GW_STYLE_OPENAI, &e), CM_OK);
+			j = api_load(&b);
+			assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+					    t[i].type);
+			json_decref(j);
+		}
+	}
+
+	/* 403 for model management */
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_manage_forbidden(&b, "pull"), CM_OK);
+	j = api_load(&b);
+	assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "model management (pull)"));
+	assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "operator"));
+	json_decref(j);
+
+	/* errors after streaming started */
+	gw_api_error_set(&e, 500, NULL, NULL, "worker failed");
+	api_ok(GW_API_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	gw_api_stream_init(&s, &r, 1, 0);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_stream_error(&b, &s, &e), CM_OK);
+	assert_int_equal(cm_buf_data(&b)[cm_buf_len(&b) - 1], '\n');
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "error")), "worker failed");
+	json_decref(j);
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &r);
+	gw_api_stream_init(&s, &r, 1, 0);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_stream_error(&b, &s, &e), CM_OK);
+	{
+		char ev[2][4096];
+
+		assert_int_equal(sse_split(&b, ev, 2), 1);
+		j = loads(ev[0]);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+				    "server_error");
+		json_decref(j);
+	}
+	cm_buf_deinit(&b);
+}
+
+/* The hand-rendered per-token chunks escape everything JSON requires. */
+static void test_render_chunk_escaping(void **state)
+{
+	static const char nasty[] = "q\"b\\s/ \n\r\t\b\f\x01\x1f\x7f \xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x98\x80 </script>";
+	const char *bodies[] = {
+		"{\"model\":\"m\\\"x\",\"prompt\":\"p\"}",
+		"{\"model\":\"m\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+		"{\"model\":\"m\\\"x\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+		"{\"model\":\"m\\\"x\",\"prompt\":\"p\",\"stream\":true}",
+	};
+	struct gw_api_request r;
+	struct gw_api_stream st;
+	struct cm_buf b;
+
+	(void)state;
+	cm_buf_init(&b, 1 << 16);
+	for (int k = 0; k < 4; k++) {
+		json_t *j, *c;
+		const char *got;
+
+		api_ok((enum gw_api_kind)k, bodies[k], &r);
+		gw_api_stream_init(&st, &r, 1, 0);
+		for (int rep = 0; rep < 2; rep++) {
+			const char *p;
+			size_t n;
+
+			cm_buf_reset(&b);
+			assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1), CM_OK);
+			p = (const char *)cm_buf_data(&b);
+			n = cm_buf_len(&b);
+			if (k >= 2) {
+				assert_int_equal(strncmp(p, "data: ", 6), 0);
+				assert_int_equal(strcmp(p + n - 2, "\n\n"), 0);
+				p += 6;
+				n -= 8;
+			} else {
+				assert_int_equal(p[n - 1], '\n');
+				assert_null(memchr(p, '\n', n - 1)); /* one line */
+				n -= 1;
+			}
+			j = json_loadb(p, n, 0, NULL);
+			assert_non_null(j);
+			assert_string_equal(json_string_value(json_object_get(j, "model")), "m\"x");
+			if (k == 0)
+				got = json_string_value(json_object_get(j, "response"));
+			else if (k == 1)
+				got = json_string_value(json_object_get(json_object_get(j, "message"), "content"));
+			else if (k == 2)
+				got = json_string_value(json_object_get(json_object_get(
+					json_array_get(json_object_get(j, "choices"), 0), "delta"), "content"));
+			else
+				got = json_string_value(json_object_get(
+					json_array_get(json_object_get(j, "choices"), 0), "text"));
+			assert_non_null(got);
+			assert_string_equal(got, nasty);
+			if (k == 2) {
+				c = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+				assert_int_equal(json_object_get(c, "role") != NULL, rep == 0);
+				assert_true(json_is_null(json_object_get(j, "usage")));
+			}
+			json_decref(j);
+		}
+		/* invalid UTF-8 from a broken worker never produces invalid JSON */
+		cm_buf_reset(&b);
+		assert_int_equal(gw_api_render_chunk(&b, &st, "\xff\xfe", 2), CM_OK);
+		if (k < 2) {
+			j = json_loadb((const char *)cm_buf_data(&b), cm_buf_len(&b) - 1, 0, NULL);
+			assert_non_null(j);
+			json_decref(j);
+		}
+	}
+	/* at the buffer's cap: refused and the buffer is unchanged */
+	cm_buf_deinit(&b);
+	cm_buf_init(&b, 40);
+	assert_int_equal(cm_buf_append_str(&b, "keep"), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1), CM_ELIMIT);
+	assert_int_equal(cm_buf_len(&b), 4);
+	cm_buf_deinit(&b);
+}
+
+static void test_render_fixed(void **state)
+{
+	struct gw_api_model m[2] = {
+		{ .name = "tiny:latest", .architecture = "llama", .family = "llama",
+		  .parameter_size = "1.1B", .quantization = "Q4_K_M", .size_bytes = 123,
+		  .vram_bytes = 456, .modified_wall_ns = 1700000000LL * 1000000000LL,
+		  .context_len = 2048 },
+		{ .name = "qwen", .architecture = "qwen2", .family = "qwen2",
+		  .parameter_size = "0.5B", .quantization = "Q8_0", .context_len = 4096 },
+	};
+	struct cm_buf b;
+	json_t *j, *e;
+
+	(void)state;
+	m[0].sha256[0] = 0xab;
+	cm_buf_init(&b, 1 << 16);
+	assert_int_equal(gw_api_render_version(&b), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "version")), GW_API_OLLAMA_COMPAT_VERSION);
+	json_decref(j);
+
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_tags(&b, m, 2), CM_OK);
+	j = api_load(&b);
+	assert_int_equal(json_array_size(json_object_get(j, "models")), 2);
+	e = json_array_get(json_object_get(j, "models"), 0);
+	assert_string_equal(json_string_value(json_object_get(e, "name")), "tiny:latest");
+	assert_string_equal(json_string_value(json_object_get(e, "model")), "tiny:latest");
+	assert_int_equal(json_integer_value(json_object_get(e, "size")), 123);
+	assert_int_equal(strlen(json_string_value(json_object_get(e, "digest"))), 64);
+	assert_int_equal(strncmp(json_string_value(json_object_get(e, "digest")), "ab00", 4), 0);
+	assert_string_equal(json_string_value(json_object_get(e, "modified_at")), "2023-11-14T22:13:20.000Z");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "details"), "quantization_level")), "Q4_K_M");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "details"), "format")), "gguf");
+	assert_null(json_object_get(e, "size_vram"));
+	json_decref(j);
+
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_ps(&b, m, 1), CM_OK);
+	j = api_load(&b);
+	e = json_array_get(json_object_get(j, "models"), 0);
+	assert_int_equal(json_integer_value(json_object_get(e, "size_vram")), 456);
+	assert_true(json_is_string(json_object_get(e, "expires_at")));
+	json_decref(j);
+
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_models(&b, m, 2), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(j, "object")), "list");
+	e = json_array_get(json_object_get(j, "data"), 1);
+	assert_string_equal(json_string_value(json_object_get(e, "id")), "qwen");
+	assert_string_equal(json_string_value(json_object_get(e, "object")), "model");
+	assert_string_equal(json_string_value(json_object_get(e, "owned_by")), "sluice");
+	json_decref(j);
+
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_tags(&b, m, 0), CM_OK);
+	assert_string_equal((char *)cm_buf_data(&b), "{\"models\":[]}");
+
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_show(&b, &m[1]), CM_OK);
+	j = api_load(&b);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "model_info"),
+							      "general.architecture")), "qwen2");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "model_info"),
+							    "qwen2.context_length")), 4096);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "details"), "family")), "qwen2");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "capabilities"), 0)), "completion");
+	json_decref(j);
+	cm_buf_deinit(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_render_ollama),
+		cmocka_unit_test(test_render_openai),
+		cmocka_unit_test(test_render_errors),
+		cmocka_unit_test(test_render_chunk_escaping),
+		cmocka_unit_test(test_render_fixed),
+	};
+
+	return cmocka_run_group_tests_name("gateway_api_render", tests, api_setup, api_teardown);
+}

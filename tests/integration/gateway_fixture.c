@@ -1,0 +1,307 @@
+/*
+ * gateway_fixture.c - the processes and clients of the whole-service test
+ * (test_gateway.c; see gateway_fixture.h).
+ */
+#include "tests/integration/gateway_fixture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "common/clock.h"
+#include "gateway/gov/apikey.h"
+#include "tests/integration/harness.h"
+
+#define DEADLINE_MS 60000
+
+struct h_proc gwt_redis, gwt_worker, gwt_gateway;
+char gwt_dir[512], gwt_redis_sock[600], gwt_worker_sock[600], gwt_cert[600], gwt_pepper[600];
+int gwt_port, gwt_admin_port;
+char gwt_worker_cfg[2048];
+char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
+
+/* ---- helpers --------------------------------------------------------- */
+
+
+void gwt_resp_free(struct gwt_resp *r)
+{
+	free(r->body);
+	free(r->headers);
+	memset(r, 0, sizeof(*r));
+}
+
+/* curl against the gateway; body from `data` (NULL: GET) written to a file. */
+void gwt_req(struct gwt_resp *r, const char *path, const char *key, const char *data,
+		size_t data_len, const char *extra)
+{
+	static int seq;
+	char bodyf[700], hdrf[700], dataf[700], cmd[16384], auth[128] = "";
+	int st;
+	char *o;
+	size_t len;
+
+	seq++;
+	snprintf(bodyf, sizeof(bodyf), "%s/resp%d.body", gwt_dir, seq);
+	snprintf(hdrf, sizeof(hdrf), "%s/resp%d.hdr", gwt_dir, seq);
+	snprintf(dataf, sizeof(dataf), "%s/req%d.data", gwt_dir, seq);
+	if (data) {
+		FILE *f = fopen(dataf, "wb");
+
+		assert_non_null(f);
+		fwrite(data, 1, data_len ? data_len : strlen(data), f);
+		fclose(f);
+	}
+	if (key)
+		snprintf(auth, sizeof(auth), "-H 'Authorization: Bearer %s'", key);
+	snprintf(cmd, sizeof(cmd),
+		 "curl -sS --max-time 60 --cacert %s -o %s -D %s -w '%%{http_code}' %s "
+		 "%s%s%s %s 'https://127.0.0.1:%d%s'",
+		 gwt_cert, bodyf, hdrf, auth, data ? "--data-binary @" : "", data ? dataf : "",
+		 data ? " -H 'Content-Type: application/json'" : "", extra ? extra : "", gwt_port, path);
+	o = h_run_capture(cmd, &st);
+	assert_non_null(o);
+	r->code = atoi(o);
+	free(o);
+	r->body = h_read_file(bodyf, &len);
+	if (!r->body)
+		r->body = calloc(1, 1);
+	r->headers = h_read_file(hdrf, &len);
+	if (!r->headers)
+		r->headers = calloc(1, 1);
+}
+
+json_t *gwt_parse(const char *s)
+{
+	json_error_t e;
+	json_t *j = json_loads(s, JSON_ALLOW_NUL, &e); /* models may emit NUL */
+
+	if (!j)
+		fprintf(stderr, "not JSON (%s): %.300s\n", e.text, s);
+	assert_non_null(j);
+	return j;
+}
+
+const char *gwt_ollama_error(json_t *j)
+{
+	json_t *e = json_object_get(j, "error");
+
+	assert_true(json_is_string(e));
+	return json_string_value(e);
+}
+
+const char *gwt_openai_error(json_t *j)
+{
+	json_t *e = json_object_get(j, "error");
+
+	assert_true(json_is_object(e));
+	assert_true(json_is_string(json_object_get(e, "message")));
+	assert_true(json_is_string(json_object_get(e, "type")));
+	return json_string_value(json_object_get(e, "message"));
+}
+
+char *gwt_metrics(void)
+{
+	char cmd[256];
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "curl -sS --max-time 10 http://127.0.0.1:%d/metrics", gwt_admin_port);
+	char *m = h_run_capture(cmd, &st);
+
+	assert_non_null(m);
+	return m;
+}
+
+/* Value of one sample line "name{labels} value" (or -1). */
+double gwt_metric(const char *text, const char *series)
+{
+	const char *p = text;
+	size_t n = strlen(series);
+
+	while ((p = strstr(p, series)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return atof(p + n + 1);
+		p += n;
+	}
+	return -1;
+}
+
+int gwt_wait_port_line(void)
+{
+	int64_t end = h_now_ms() + DEADLINE_MS;
+
+	while (h_now_ms() < end) {
+		size_t len;
+		char *log = h_read_file(gwt_gateway.log, &len);
+		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
+
+		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &gwt_port,
+				&gwt_admin_port) == 2) {
+			free(log);
+			return 0;
+		}
+		free(log);
+		if (!h_alive(&gwt_gateway))
+			return -1;
+		h_pause_ms(20);
+	}
+	return -1;
+}
+
+int gwt_wait_ready(void)
+{
+	int64_t end = h_now_ms() + DEADLINE_MS;
+	struct gwt_resp r;
+
+	while (h_now_ms() < end) {
+		gwt_req(&r, "/readyz", NULL, NULL, 0, NULL);
+		if (r.code == 200) {
+			gwt_resp_free(&r);
+			return 0;
+		}
+		gwt_resp_free(&r);
+		h_pause_ms(50);
+	}
+	return -1;
+}
+
+void gwt_assert_served(void)
+{
+	struct gwt_resp r;
+	json_t *j;
+
+	gwt_req(&r, "/api/generate", gwt_key_a,
+	    "{\"model\":\"tiny\",\"prompt\":\"hello\",\"stream\":false,\"options\":{\"num_predict\":3}}",
+	    0, NULL);
+	assert_int_equal(r.code, 200);
+	j = gwt_parse(r.body);
+	assert_true(json_is_true(json_object_get(j, "done")));
+	json_decref(j);
+	gwt_resp_free(&r);
+}
+
+/* ---- setup ----------------------------------------------------------- */
+
+int gwt_start_redis(void)
+{
+	return h_redis_start(&gwt_redis, gwt_redis_sock, gwt_dir, DEADLINE_MS);
+}
+
+int gwt_setup(void **state)
+{
+	char cmd[2048], path[700];
+	const char *model;
+	int rc;
+	FILE *f;
+	char *argv[4];
+
+	(void)state;
+	if (system("command -v openssl >/dev/null && command -v curl >/dev/null") != 0)
+		return 77;
+	snprintf(gwt_dir, sizeof(gwt_dir), "%s", h_tmpdir());
+	snprintf(gwt_redis_sock, sizeof(gwt_redis_sock), "%s/redis.sock", gwt_dir);
+	snprintf(gwt_worker_sock, sizeof(gwt_worker_sock), "%s/worker.sock", gwt_dir);
+	snprintf(gwt_cert, sizeof(gwt_cert), "%s/tls.crt", gwt_dir);
+	snprintf(gwt_pepper, sizeof(gwt_pepper), "%s/pepper", gwt_dir);
+	h_ctl_setup(gwt_redis_sock, gwt_pepper);
+	snprintf(cmd, sizeof(cmd),
+		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+		 "-subj /CN=localhost -addext subjectAltName=IP:127.0.0.1 -keyout %s/tls.key "
+		 "-out %s >/dev/null 2>&1", gwt_dir, gwt_cert);
+	if (system(cmd) != 0)
+		return -1;
+	f = fopen(gwt_pepper, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
+	fclose(f);
+	chmod(gwt_pepper, 0600);
+	rc = gwt_start_redis();
+	if (rc != 0)
+		return rc;
+	model = h_model("tiny", "Q8_0", "llama");
+	if (!model)
+		return -1;
+	snprintf(gwt_worker_cfg, sizeof(gwt_worker_cfg),
+		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
+		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
+		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, gwt_worker_sock);
+	if (h_worker_start(&gwt_worker, "worker", gwt_worker_cfg) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/gateway.json", gwt_dir);
+	f = fopen(path, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+		"{\"gateway\": {\"listen_addr\": \"127.0.0.1\", \"port\": 0,"
+		" \"tls_cert_file\": \"%s\", \"tls_key_file\": \"%s/tls.key\","
+		" \"admin_addr\": \"127.0.0.1\", \"admin_port\": 0, \"pepper_file\": \"%s\","
+		" \"log_level\": \"debug\","
+		" \"limits\": {\"body_bytes\": \"64KiB\", \"header_bytes\": \"8KiB\","
+		"   \"messages\": 8, \"stop_strings\": 4},"
+		" \"timeouts\": {\"header_ms\": 1500, \"body_ms\": 1500},"
+		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"tiny\"}],"
+		" \"max_inflight_per_worker\": 1, \"ping_interval_ms\": 500,"
+		" \"stats_timeout_ms\": 3000,"
+		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
+		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
+		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_redis_sock);
+	fclose(f);
+	argv[0] = (char *)h_bin("gateway/sluice-gateway");
+	argv[1] = "--config";
+	argv[2] = path;
+	argv[3] = NULL;
+	if (h_spawn(&gwt_gateway, "gateway", argv) != 0 || gwt_wait_port_line() != 0)
+		return -1;
+	h_ctl(NULL, 0, "tenant create alpha");
+	h_ctl(NULL, 0, "client create alpha/app");
+	h_ctl(NULL, 0, "tenant create beta");
+	h_ctl(NULL, 0, "client create beta/app");
+	h_ctl(NULL, 0, "tenant create night --queue 100");
+	h_ctl(NULL, 0, "client create night/batch");
+	h_ctl(NULL, 0, "tenant create small --queue 1");
+	h_ctl(NULL, 0, "client create small/app");
+	h_issue_key("alpha/app", gwt_key_a, NULL);
+	h_issue_key("beta/app", gwt_key_b, NULL);
+	h_issue_key("night/batch", gwt_key_night, NULL);
+	h_issue_key("small/app", gwt_key_small, NULL);
+	return gwt_wait_ready();
+}
+
+int gwt_teardown(void **state)
+{
+	int rc;
+
+	(void)state;
+	/* a clean stop on SIGTERM (under ASan: no leak, no error report) */
+	rc = h_stop(&gwt_gateway, 10000);
+	h_stop(&gwt_worker, 10000);
+	h_stop(&gwt_redis, 10000);
+	if (rc != 0) {
+		fprintf(stderr, "gateway exit status %d; log kept: %s\n", rc, gwt_gateway.log);
+		return -1;
+	}
+	h_cleanup();
+	return 0;
+}
+
+/* ---- every endpoint ---------------------------------------------------- */
+

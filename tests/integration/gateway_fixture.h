@@ -1,0 +1,44 @@
+/*
+ * gateway_fixture.h - the whole service of test_gateway.c: a private
+ * redis-server on a Unix socket, one sluice-worker on a generated tiny
+ * model, sluice-gateway with a certificate made by the test (openssl CLI),
+ * keys made with sluicectl; curl as the client.  gwt_setup / gwt_teardown
+ * are the cmocka group fixtures.  Tests only.
+ */
+#ifndef SLUICE_TESTS_INTEGRATION_GATEWAY_FIXTURE_H
+#define SLUICE_TESTS_INTEGRATION_GATEWAY_FIXTURE_H
+
+#include <jansson.h>
+
+#include "tests/integration/harness.h"
+
+#define DEADLINE_MS 60000
+
+extern struct h_proc gwt_redis, gwt_worker, gwt_gateway;
+extern char gwt_dir[512], gwt_redis_sock[600], gwt_worker_sock[600], gwt_cert[600], gwt_pepper[600];
+extern int gwt_port, gwt_admin_port;
+extern char gwt_worker_cfg[2048];
+extern char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
+
+struct gwt_resp {
+	int code;
+	char *body;
+	char *headers;
+};
+
+void gwt_resp_free(struct gwt_resp *r);
+void gwt_req(struct gwt_resp *r, const char *path, const char *key, const char *data,
+		size_t data_len, const char *extra);
+json_t *gwt_parse(const char *s);
+const char *gwt_ollama_error(json_t *j);
+const char *gwt_openai_error(json_t *j);
+char *gwt_metrics(void);
+double gwt_metric(const char *text, const char *series);
+int gwt_wait_port_line(void);
+int gwt_wait_ready(void);
+void gwt_assert_served(void);
+int gwt_start_redis(void);
+int gwt_setup(void **state);
+int gwt_teardown(void **state);
+
+#endif
