@@ -3,6 +3,9 @@
  */
 #include "common/status.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *cm_status_str(enum cm_status st)
 {
 	switch (st) {
@@ -23,4 +26,16 @@ const char *cm_status_str(enum cm_status st)
 	case CM_EINTERNAL: return "internal error";
 	}
 	return "unknown status";
+}
+
+enum cm_status cm_fail(char *err, size_t err_len, enum cm_status st, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && err_len > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, err_len, fmt, ap);
+		va_end(ap);
+	}
+	return st;
 }

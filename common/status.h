@@ -10,6 +10,8 @@
 #ifndef SLUICE_COMMON_STATUS_H
 #define SLUICE_COMMON_STATUS_H
 
+#include <stddef.h>
+
 #define CM_WUR __attribute__((warn_unused_result))
 #define CM_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 
@@ -33,5 +35,10 @@ enum cm_status {
 
 /* Short stable name of a status ("ok", "again", "out of memory", ...). */
 const char *cm_status_str(enum cm_status st);
+
+/* Formats a message into err[err_len] (nothing when err is NULL or
+ * err_len 0) and returns st: `return cm_fail(err, len, CM_EINVAL, ...);`. */
+enum cm_status cm_fail(char *err, size_t err_len, enum cm_status st, const char *fmt, ...)
+	CM_PRINTF(4, 5);
 
 #endif

@@ -58,16 +58,25 @@ static json_t *model_entry(const struct gw_api_model *m)
 	return o;
 }
 
+/* An empty object and array for a list body; 0, or -1 (both released). */
+static int fx_list_new(json_t **o, json_t **arr)
+{
+	*o = json_object();
+	*arr = json_array();
+	if (*o && *arr)
+		return 0;
+	json_decref(*o);
+	json_decref(*arr);
+	return -1;
+}
+
 static enum cm_status model_list(struct cm_buf *out, const struct gw_api_model *m,
 				 size_t n, int ps)
 {
-	json_t *o = json_object(), *arr = json_array();
+	json_t *o, *arr;
 
-	if (!o || !arr) {
-		json_decref(o);
-		json_decref(arr);
+	if (fx_list_new(&o, &arr) != 0)
 		return CM_ENOMEM;
-	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = model_entry(&m[i]);
 
@@ -97,13 +106,10 @@ enum cm_status gw_api_render_ps(struct cm_buf *out,
 enum cm_status gw_api_render_models(struct cm_buf *out,
 				    const struct gw_api_model *m, size_t n)
 {
-	json_t *o = json_object(), *arr = json_array();
+	json_t *o, *arr;
 
-	if (!o || !arr) {
-		json_decref(o);
-		json_decref(arr);
+	if (fx_list_new(&o, &arr) != 0)
 		return CM_ENOMEM;
-	}
 	for (size_t i = 0; i < n; i++) {
 		json_t *e = json_object();
 

@@ -18,6 +18,7 @@
 
 #include "common/alloc.h"
 #include "gateway/redis/keys.h"
+#include "gateway/gov/reader.h"
 
 static const char b62_digits[] =
 	"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -305,22 +306,6 @@ enum cm_status gw_key_record_name(char *out, size_t size, const char *ns,
 	return gw_redis_key(out, size, ns, "key", key_id, NULL);
 }
 
-/* Strict non-negative decimal; 0 on success. */
-static int parse_i64(const char *s, size_t len, int64_t *out)
-{
-	int64_t v = 0;
-
-	if (len == 0 || len > 18)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return 0;
-}
-
 static int copy_name(char dst[GW_KEY_NAME_MAX], const char *s, size_t len)
 {
 	if (len == 0 || len >= GW_KEY_NAME_MAX || memchr(s, '\0', len))
@@ -359,11 +344,11 @@ enum cm_status gw_key_record_parse(const redisReply *r, struct gw_key_record *ou
 				have_hmac = 1;
 			}
 		} else if (strcmp(k->str, "created") == 0) {
-			bad = parse_i64(v->str, v->len, &out->created);
+			bad = gw_gov_decimal(v->str, v->len, &out->created);
 		} else if (strcmp(k->str, "expires") == 0) {
-			bad = parse_i64(v->str, v->len, &out->expires);
+			bad = gw_gov_decimal(v->str, v->len, &out->expires);
 		} else if (strcmp(k->str, "last_used") == 0) {
-			bad = parse_i64(v->str, v->len, &out->last_used);
+			bad = gw_gov_decimal(v->str, v->len, &out->last_used);
 		} else if (strcmp(k->str, "revoked") == 0) {
 			bad = !(v->len == 1 && (v->str[0] == '0' || v->str[0] == '1'));
 			out->revoked = !bad && v->str[0] == '1';

@@ -7,6 +7,7 @@
  * command, freed before its callback runs.
  */
 #include "gateway/gov/audit.h"
+#include "gateway/gov/reader.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -130,22 +131,6 @@ enum cm_status gw_audit_cmd_append(struct gw_redis_cmd *cmd, const char *ns,
 	return st;
 }
 
-/* Strict decimal int64 >= 0 from a string of `len` bytes. */
-static int parse_i64(const char *s, size_t len, int64_t *out)
-{
-	int64_t v = 0;
-
-	if (len == 0 || len > 18)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return 0;
-}
-
 static int copy_str(char *dst, size_t size, const redisReply *r)
 {
 	if (!r || r->type != REDIS_REPLY_STRING || r->len >= size)
@@ -166,9 +151,9 @@ enum cm_status gw_audit_parse_append(const redisReply *r, struct gw_audit_entry 
 		if (r->element[i]->type != REDIS_REPLY_STRING)
 			return CM_EPROTO;
 	if (copy_str(e.id, sizeof(e.id), r->element[0]) != 0 ||
-	    parse_i64(r->element[1]->str, r->element[1]->len, &e.seq) != 0 ||
+	    gw_gov_decimal(r->element[1]->str, r->element[1]->len, &e.seq) != 0 ||
 	    copy_str(e.hash, sizeof(e.hash), r->element[2]) != 0 ||
-	    parse_i64(r->element[3]->str, r->element[3]->len, &e.time_us) != 0)
+	    gw_gov_decimal(r->element[3]->str, r->element[3]->len, &e.time_us) != 0)
 		return CM_EPROTO;
 	if (out)
 		*out = e;
@@ -276,7 +261,7 @@ enum cm_status gw_audit_parse_entry(const redisReply *e, struct gw_audit_entry *
 		if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
 			return CM_EFORMAT;
 		if (strcmp(k->str, "seq") == 0) {
-			rc = parse_i64(v->str, v->len, &out->seq);
+			rc = gw_gov_decimal(v->str, v->len, &out->seq);
 			bit = 1;
 		} else if (strcmp(k->str, "prev") == 0) {
 			rc = copy_str(out->prev, sizeof(out->prev), v);
@@ -291,7 +276,7 @@ enum cm_status gw_audit_parse_entry(const redisReply *e, struct gw_audit_entry *
 			rc = copy_str(out->target, sizeof(out->target), v);
 			bit = 16;
 		} else if (strcmp(k->str, "time") == 0) {
-			rc = parse_i64(v->str, v->len, &out->time_us);
+			rc = gw_gov_decimal(v->str, v->len, &out->time_us);
 			bit = 32;
 		} else if (strcmp(k->str, "result") == 0) {
 			rc = copy_str(out->result, sizeof(out->result), v);

@@ -71,17 +71,6 @@ static uint32_t slot_of(const char *key_id)
 	return h % GW_AUTH_CACHE_SLOTS;
 }
 
-static int64_t num_or(const char *s, int64_t def)
-{
-	char *end;
-	long long v;
-
-	if (!s || !*s)
-		return def;
-	v = strtoll(s, &end, 10);
-	return *end ? def : v;
-}
-
 static void cache_flush(struct gw_auth *a)
 {
 	for (size_t i = 0; i < GW_AUTH_CACHE_SLOTS; i++) {
@@ -222,7 +211,7 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 	if (!s)
 		s = gw_gov_hash_get(tr, "queue");
 	if (s)
-		id->queue_max = (uint32_t)num_or(s, UINT32_MAX);
+		id->queue_max = (uint32_t)gw_gov_number(s, UINT32_MAX);
 	tp = gw_gov_hash_ll(tr, "max_prompt_tokens", 0);
 	cp = gw_gov_hash_ll(cr, "max_prompt_tokens", 0);
 	id->max_prompt_tokens = tp && cp ? (tp < cp ? tp : cp) : (tp ? tp : cp);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "gateway/gov/reader.h"
 #include "gateway/redis/cmd.h"
 #include "gateway/redis/keys.h"
 
@@ -298,14 +299,8 @@ enum cm_status gw_quota_limits_parse(const redisReply *r,
 
 			if (strcmp(k->str, names[f]) != 0)
 				continue;
-			if (v->len == 0 || v->len > 16)
-				return CM_EFORMAT;
-			for (size_t j = 0; j < v->len; j++) {
-				if (v->str[j] < '0' || v->str[j] > '9')
-					return CM_EFORMAT;
-				x = x * 10 + (v->str[j] - '0');
-			}
-			if (x > GW_QUOTA_VALUE_MAX)
+			if (v->len > 16 || gw_gov_decimal(v->str, v->len, &x) != 0 ||
+			    x > GW_QUOTA_VALUE_MAX)
 				return CM_EFORMAT;
 			*slots[f] = x;
 		}
@@ -411,33 +406,32 @@ static void on_async_reply(void *privdata, const redisReply *r)
 	done(arg, st, st == CM_OK && script == GW_LUA_QUOTA_ADMIT ? &v : NULL, count);
 }
 
-/* Takes `cmd` and `p` (both freed on failure). */
-static enum cm_status send_async(redisAsyncContext *ac, struct gw_redis_cmd *cmd,
-				 struct quota_pending *p)
+/*
+ * Sends `cmd` (heap), built with status `built`; both freed on any failure.
+ * The reply goes to done(arg, ...).
+ */
+static enum cm_status quota_send(redisAsyncContext *ac, struct gw_redis_cmd *cmd,
+				 enum cm_status built, gw_quota_done_fn done, void *arg)
 {
+	struct quota_pending *p;
 	enum cm_status st;
 
+	if (built != CM_OK) {
+		cm_free(cmd);
+		return built;
+	}
+	p = cm_malloc(sizeof(*p));
+	if (!p) {
+		cm_free(cmd);
+		return CM_ENOMEM;
+	}
+	p->done = done;
+	p->arg = arg;
 	p->script = cmd->script;
 	st = gw_redis_send_async(ac, cmd, on_async_reply, p);
 	if (st != CM_OK)
 		cm_free(p);
 	return st;
-}
-
-static struct quota_pending *pending_new(gw_quota_done_fn done, void *arg,
-					 struct gw_redis_cmd **cmd)
-{
-	struct quota_pending *p = cm_malloc(sizeof(*p));
-
-	*cmd = cm_malloc(sizeof(**cmd));
-	if (!p || !*cmd) {
-		cm_free(p);
-		cm_free(*cmd);
-		return NULL;
-	}
-	p->done = done;
-	p->arg = arg;
-	return p;
 }
 
 enum cm_status gw_quota_admit_async(redisAsyncContext *ac,
@@ -446,19 +440,12 @@ enum cm_status gw_quota_admit_async(redisAsyncContext *ac,
 				    int64_t lease_ttl_ms, gw_quota_done_fn done,
 				    void *arg)
 {
-	struct gw_redis_cmd *cmd;
-	struct quota_pending *p = pending_new(done, arg, &cmd);
-	enum cm_status st;
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 
-	if (!p)
+	if (!cmd)
 		return CM_ENOMEM;
-	st = gw_quota_cmd_admit(cmd, 0, subj, tokens, lease_id, lease_ttl_ms);
-	if (st != CM_OK) {
-		cm_free(cmd);
-		cm_free(p);
-		return st;
-	}
-	return send_async(ac, cmd, p);
+	return quota_send(ac, cmd, gw_quota_cmd_admit(cmd, 0, subj, tokens, lease_id, lease_ttl_ms),
+			  done, arg);
 }
 
 enum cm_status gw_quota_finish_async(redisAsyncContext *ac,
@@ -467,19 +454,12 @@ enum cm_status gw_quota_finish_async(redisAsyncContext *ac,
 				     const char *lease_id, gw_quota_done_fn done,
 				     void *arg)
 {
-	struct gw_redis_cmd *cmd;
-	struct quota_pending *p = pending_new(done, arg, &cmd);
-	enum cm_status st;
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 
-	if (!p)
+	if (!cmd)
 		return CM_ENOMEM;
-	st = gw_quota_cmd_finish(cmd, 0, subj, estimate, actual, lease_id);
-	if (st != CM_OK) {
-		cm_free(cmd);
-		cm_free(p);
-		return st;
-	}
-	return send_async(ac, cmd, p);
+	return quota_send(ac, cmd, gw_quota_cmd_finish(cmd, 0, subj, estimate, actual, lease_id),
+			  done, arg);
 }
 
 enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
@@ -487,17 +467,10 @@ enum cm_status gw_quota_renew_async(redisAsyncContext *ac,
 				    const char *lease_id, int64_t lease_ttl_ms,
 				    gw_quota_done_fn done, void *arg)
 {
-	struct gw_redis_cmd *cmd;
-	struct quota_pending *p = pending_new(done, arg, &cmd);
-	enum cm_status st;
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
 
-	if (!p)
+	if (!cmd)
 		return CM_ENOMEM;
-	st = gw_quota_cmd_renew(cmd, 0, subj, lease_id, lease_ttl_ms);
-	if (st != CM_OK) {
-		cm_free(cmd);
-		cm_free(p);
-		return st;
-	}
-	return send_async(ac, cmd, p);
+	return quota_send(ac, cmd, gw_quota_cmd_renew(cmd, 0, subj, lease_id, lease_ttl_ms),
+			  done, arg);
 }

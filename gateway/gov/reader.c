@@ -23,9 +23,23 @@ const char *gw_gov_hash_get(const redisReply *h, const char *field)
 	return NULL;
 }
 
-long long gw_gov_hash_ll(const redisReply *h, const char *field, long long def)
+int gw_gov_decimal(const char *s, size_t len, int64_t *out)
 {
-	const char *s = gw_gov_hash_get(h, field);
+	int64_t v = 0;
+
+	if (len == 0 || len > 18)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+long long gw_gov_number(const char *s, long long def)
+{
 	char *end;
 	long long v;
 
@@ -33,6 +47,11 @@ long long gw_gov_hash_ll(const redisReply *h, const char *field, long long def)
 		return def;
 	v = strtoll(s, &end, 10);
 	return *end ? def : v;
+}
+
+long long gw_gov_hash_ll(const redisReply *h, const char *field, long long def)
+{
+	return gw_gov_number(gw_gov_hash_get(h, field), def);
 }
 
 static int rd_cmp_str(const void *a, const void *b)

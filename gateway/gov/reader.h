@@ -10,9 +10,17 @@
 #define SLUICE_GATEWAY_GOV_READER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <hiredis/hiredis.h>
 #include <jansson.h>
+
+/* A strict non-negative decimal of 1..18 digits (s[0..len), no sign, no
+ * space) into *out: 0, or -1 when s is anything else. */
+int gw_gov_decimal(const char *s, size_t len, int64_t *out);
+/* A decimal number (strtoll, the whole string), `def` when absent, empty
+ * or not a number. */
+long long gw_gov_number(const char *s, long long def);
 
 /* The value of `field` in an HGETALL reply, NULL when absent (or not text). */
 const char *gw_gov_hash_get(const redisReply *h, const char *field);

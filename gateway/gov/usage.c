@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/crypto.h"
+#include "gateway/gov/reader.h"
 #include "gateway/gov/records.h"
 #include "gateway/redis/keys.h"
 
@@ -235,13 +236,8 @@ enum cm_status gw_usage_counts_add(struct gw_usage_counts *acc,
 		for (int f = 0; f < GW_USAGE_F_COUNT; f++) {
 			if (strcmp(k->str, field_names[f]) != 0)
 				continue;
-			if (v->len == 0 || v->len > 18)
+			if (gw_gov_decimal(v->str, v->len, &x) != 0)
 				return CM_EFORMAT;
-			for (size_t j = 0; j < v->len; j++) {
-				if (v->str[j] < '0' || v->str[j] > '9')
-					return CM_EFORMAT;
-				x = x * 10 + (v->str[j] - '0');
-			}
 			acc->v[f] += x;
 		}
 	}

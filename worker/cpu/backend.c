@@ -323,24 +323,9 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 
 	if (T == 0)
 		return CM_OK;
-	for (uint32_t t = 0; t < T; t++) {
-		const struct wk_batch_seq *s;
-
-		if (b->tokens[t] < 0 || (uint32_t)b->tokens[t] >= hp->n_vocab ||
-		    b->seq[t] >= b->n_seqs)
-			return CM_EINVAL;
-		s = &b->seqs[b->seq[t]];
-		if (b->pos[t] / be->block_tokens >= s->n_blocks)
-			return CM_EINVAL;
-		for (uint32_t i = 0; i <= b->pos[t] / be->block_tokens; i++)
-			if (s->blocks[i] >= be->n_blocks)
-				return CM_EINVAL;
-		if (b->pos[t] > max_pos)
-			max_pos = b->pos[t];
-	}
-	for (uint32_t o = 0; o < b->n_out; o++)
-		if (b->out[o] >= T)
-			return CM_EINVAL;
+	st = wk_batch_check(b, hp->n_vocab, be->block_tokens, be->n_blocks, &max_pos);
+	if (st != CM_OK)
+		return st;
 	st = ensure_scratch(be, T, max_pos + 1);
 	if (st != CM_OK)
 		return st;

@@ -511,25 +511,14 @@ static enum cm_status cuda_forward_inner(struct cuda_backend *be, const struct w
 	int bucket = -1;
 	enum cm_status st;
 
-	/* validate as the CPU backend does */
-	for (uint32_t t = 0; t < T; t++) {
-		const struct wk_batch_seq *sq;
+	uint32_t max_pos = 0;
 
-		if (b->tokens[t] < 0 || (uint32_t)b->tokens[t] >= hp->n_vocab ||
-		    b->seq[t] >= b->n_seqs)
-			return CM_EINVAL;
-		sq = &b->seqs[b->seq[t]];
-		if (b->pos[t] / bt >= sq->n_blocks)
-			return CM_EINVAL;
-		for (uint32_t i = 0; i <= b->pos[t] / bt; i++)
-			if (sq->blocks[i] >= be->n_blocks)
-				return CM_EINVAL;
-		if (b->pos[t] / bt + 1 > need)
-			need = b->pos[t] / bt + 1;
-	}
-	for (uint32_t o = 0; o < b->n_out; o++)
-		if (b->out[o] >= T)
-			return CM_EINVAL;
+	/* the checks every backend makes (worker/engine/backend.h) */
+	st = wk_batch_check(b, hp->n_vocab, bt, be->n_blocks, &max_pos);
+	if (st != CM_OK)
+		return st;
+	if (T > 0)
+		need = max_pos / bt + 1;
 	/* sequences without tokens in the step still get a table row */
 	rows = T > b->n_seqs ? T : b->n_seqs;
 	st = ensure(be, rows, need);

@@ -26,7 +26,7 @@ extern "C" {
 
 struct wk_model;
 
-/* The vtable; its create() uses device 0. */
+/* The vtable; create() takes the device from wk_backend_params. */
 extern const struct wk_backend_ops wk_cuda_backend_ops;
 
 /* Devices visible to the runtime; 0 when there is no device or driver. */

@@ -102,4 +102,22 @@ struct wk_backend {
 
 extern const struct wk_backend_ops wk_cpu_backend_ops;
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The checks every backend's forward() makes before touching memory:
+ * token ids below n_vocab, sequence indices in range, the block of every
+ * position (and of every position before it) listed and below n_blocks,
+ * output indices below n_tokens.  CM_EINVAL on the first violation;
+ * *max_pos (may be NULL) the largest position in the batch (0 when empty).
+ */
+enum cm_status wk_batch_check(const struct wk_batch *b, uint32_t n_vocab,
+			      uint32_t block_tokens, uint32_t n_blocks, uint32_t *max_pos) CM_WUR;
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -35,21 +35,6 @@ struct wk_stop {
 	bool matched;
 };
 
-static enum cm_status fail_msg(char *err, size_t err_len, const char *fmt, ...)
-	CM_PRINTF(3, 4);
-
-static enum cm_status fail_msg(char *err, size_t err_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && err_len > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, err_len, fmt, ap);
-		va_end(ap);
-	}
-	return CM_EINVAL;
-}
-
 void wk_stop_free(struct wk_stop *s)
 {
 	if (!s)
@@ -91,20 +76,20 @@ enum cm_status wk_stop_new(const char *const *strs, const size_t *lens,
 
 	*out = NULL;
 	if (n > WK_STOP_MAX_STRINGS) {
-		st = fail_msg(err, err_len,
+		st = cm_fail(err, err_len, CM_EINVAL,
 			      "stop: expected at most %u stop strings, found %zu",
 			      (unsigned)WK_STOP_MAX_STRINGS, n);
 		goto out;
 	}
 	for (size_t k = 0; k < n; k++) {
 		if (lens[k] == 0) {
-			st = fail_msg(err, err_len,
+			st = cm_fail(err, err_len, CM_EINVAL,
 				      "stop[%zu]: expected a non-empty string, found an empty one",
 				      k);
 			goto out;
 		}
 		if (lens[k] > WK_STOP_MAX_BYTES) {
-			st = fail_msg(err, err_len,
+			st = cm_fail(err, err_len, CM_EINVAL,
 				      "stop[%zu]: expected at most %u bytes, found %zu",
 				      k, (unsigned)WK_STOP_MAX_BYTES, lens[k]);
 			goto out;

@@ -67,19 +67,27 @@ void wk_serve_send_error(struct wk_serve_conn *c, uint64_t id, uint16_t code, co
 	wk_serve_conn_send(c, &m);
 }
 
+/* After a read or write returned n: 1 to go on (bytes moved, or EINTR), 0
+ * to wait for the socket (EAGAIN), -1 when the peer is gone (c dead). */
+static int conn_io_go_on(struct wk_serve_conn *c, ssize_t n)
+{
+	if (n > 0 || (n < 0 && errno == EINTR))
+		return 1;
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	c->dead = 1;
+	return -1;
+}
+
 void wk_serve_conn_flush(struct wk_serve_conn *c)
 {
 	while (!c->dead && cm_buf_len(&c->out) > 0) {
 		ssize_t n = write(c->fd, cm_buf_data(&c->out), cm_buf_len(&c->out));
 
-		if (n < 0 && errno == EINTR)
+		if (conn_io_go_on(c, n) <= 0)
+			return;
+		if (n < 0)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		if (n <= 0) {
-			c->dead = 1;
-			return;
-		}
 		cm_buf_consume(&c->out, (size_t)n);
 	}
 }
@@ -217,14 +225,10 @@ void wk_serve_conn_read(struct wk_server *s, struct wk_serve_conn *c)
 	while (!c->dead) {
 		ssize_t n = read(c->fd, buf, sizeof(buf));
 
-		if (n < 0 && errno == EINTR)
+		if (conn_io_go_on(c, n) <= 0)
+			return;
+		if (n < 0)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		if (n <= 0) {
-			c->dead = 1;
-			return;
-		}
 		wk_serve_conn_input(s, c, buf, (size_t)n);
 	}
 }

@@ -215,10 +215,52 @@ static int split_chars(struct enc *e, size_t len, size_t *n_syms)
 	return 0;
 }
 
+/* A merged symbol with no token of its own, SentencePiece style: its bytes
+ * as <0xNN> tokens, or the unknown token. */
+static void spm_fallback(struct enc *e, const struct sym *y)
+{
+	const struct wk_tok *t = e->tok;
+
+	for (uint32_t j = 0; j < y->n; j++) {
+		int32_t b = t->byte_tok[(uint8_t)e->buf[y->off + j]];
+
+		if (b >= 0)
+			emit(e, b);
+		else if (t->unk >= 0)
+			emit(e, t->unk);
+	}
+}
+
+/* The same for byte-level BPE, as the reference: each byte of the text on
+ * its own, when it is a token. */
+static void bpe_fallback(struct enc *e, const struct sym *y)
+{
+	for (uint32_t j = 0; j < y->n; j++) {
+		int32_t id = wk_tok_find_text(e->tok, e->buf + y->off + j, 1);
+
+		if (id >= 0)
+			emit(e, id);
+	}
+}
+
+/* Emits the token of every merged symbol, in order; `fallback` for a
+ * symbol whose text is no token. */
+static void emit_syms(struct enc *e, void (*fallback)(struct enc *e, const struct sym *y))
+{
+	for (int32_t i = 0; i != -1; i = e->syms[i].next) {
+		const struct sym *y = &e->syms[i];
+		int32_t id = wk_tok_find_text(e->tok, e->buf + y->off, y->n);
+
+		if (id >= 0)
+			emit(e, id);
+		else
+			fallback(e, y);
+	}
+}
+
 /* SentencePiece: one raw fragment. */
 static int encode_spm(struct enc *e, const char *s, size_t len, int prefix)
 {
-	const struct wk_tok *t = e->tok;
 	size_t n = 0, n_syms;
 
 	if (grow((void **)&e->buf, &e->buf_cap, (len + 1) * 3 + 1, 1))
@@ -239,23 +281,7 @@ static int encode_spm(struct enc *e, const char *s, size_t len, int prefix)
 		return 0;
 	if (split_chars(e, n, &n_syms) || merge_all(e, n_syms))
 		return -1;
-	for (int32_t i = 0; i != -1; i = e->syms[i].next) {
-		const struct sym *y = &e->syms[i];
-		int32_t id = wk_tok_find_text(t, e->buf + y->off, y->n);
-
-		if (id >= 0) {
-			emit(e, id);
-			continue;
-		}
-		for (uint32_t j = 0; j < y->n; j++) {
-			int32_t b = t->byte_tok[(uint8_t)e->buf[y->off + j]];
-
-			if (b >= 0)
-				emit(e, b);
-			else if (t->unk >= 0)
-				emit(e, t->unk);
-		}
-	}
+	emit_syms(e, spm_fallback);
 	return 0;
 }
 
@@ -284,21 +310,7 @@ static int encode_bpe_word(struct enc *e, const char *s, size_t len)
 	}
 	if (split_chars(e, n, &n_syms) || merge_all(e, n_syms))
 		return -1;
-	for (int32_t i = 0; i != -1; i = e->syms[i].next) {
-		const struct sym *y = &e->syms[i];
-		int32_t id = wk_tok_find_text(t, e->buf + y->off, y->n);
-
-		if (id >= 0) {
-			emit(e, id);
-			continue;
-		}
-		/* as the reference: each byte of the text on its own, when a token */
-		for (uint32_t j = 0; j < y->n; j++) {
-			id = wk_tok_find_text(t, e->buf + y->off + j, 1);
-			if (id >= 0)
-				emit(e, id);
-		}
-	}
+	emit_syms(e, bpe_fallback);
 	return 0;
 }
 
