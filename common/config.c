@@ -47,12 +47,34 @@ static enum cm_status cfg_parse_uint(const char **sp, uint64_t *out)
 	return CM_OK;
 }
 
+/* A number with a unit suffix from units[n] ("" allowed when listed),
+ * at most `max` after scaling. */
+struct cfg_unit {
+	const char *unit;
+	uint64_t mul;
+};
+
+static enum cm_status cfg_parse_scaled(const char *s, const struct cfg_unit *units, size_t n,
+				       uint64_t max, uint64_t *out)
+{
+	uint64_t v;
+
+	if (cfg_parse_uint(&s, &v) != CM_OK)
+		return CM_EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(s, units[i].unit) != 0)
+			continue;
+		if (v > max / units[i].mul)
+			return CM_EINVAL;
+		*out = v * units[i].mul;
+		return CM_OK;
+	}
+	return CM_EINVAL;
+}
+
 enum cm_status cm_cfg_parse_size(const char *s, uint64_t *out)
 {
-	static const struct {
-		const char *unit;
-		uint64_t mul;
-	} units[] = {
+	static const struct cfg_unit units[] = {
 		{ "", 1 },
 		{ "B", 1 },
 		{ "KiB", 1ull << 10 },
@@ -64,43 +86,23 @@ enum cm_status cm_cfg_parse_size(const char *s, uint64_t *out)
 		{ "GB", 1000ull * 1000 * 1000 },
 		{ "TB", 1000ull * 1000 * 1000 * 1000 },
 	};
-	uint64_t v;
 
-	if (cfg_parse_uint(&s, &v) != CM_OK)
-		return CM_EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s, units[i].unit) != 0)
-			continue;
-		if (v > UINT64_MAX / units[i].mul)
-			return CM_EINVAL;
-		*out = v * units[i].mul;
-		return CM_OK;
-	}
-	return CM_EINVAL;
+	return cfg_parse_scaled(s, units, sizeof(units) / sizeof(units[0]), UINT64_MAX, out);
 }
 
 enum cm_status cm_cfg_parse_duration(const char *s, int64_t *out_ms)
 {
-	static const struct {
-		const char *unit;
-		uint64_t mul;
-	} units[] = {
+	static const struct cfg_unit units[] = {
 		{ "", 1 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 },
 		{ "h", 3600000 },
 	};
 	uint64_t v;
+	enum cm_status st = cfg_parse_scaled(s, units, sizeof(units) / sizeof(units[0]),
+					     (uint64_t)INT64_MAX, &v);
 
-	if (cfg_parse_uint(&s, &v) != CM_OK)
-		return CM_EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(s, units[i].unit) != 0)
-			continue;
-		if (v > (uint64_t)INT64_MAX / units[i].mul)
-			return CM_EINVAL;
-		*out_ms = (int64_t)(v * units[i].mul);
-		return CM_OK;
-	}
-	return CM_EINVAL;
+	if (st == CM_OK)
+		*out_ms = (int64_t)v;
+	return st;
 }
 
 /* ===================================================================
@@ -321,6 +323,24 @@ static enum cm_status cfg_check_string(struct cfg_ctx *c, const json_t *v,
 	return CM_OK;
 }
 
+/* A list value: an array of at most k->max_count elements (`what` names
+ * them in the message); *n its size. */
+static enum cm_status cfg_array_check(struct cfg_ctx *c, const struct cm_cfg_key *k,
+				      const json_t *v, const char *what, size_t *n)
+{
+	if (!json_is_array(v)) {
+		cm_cfg_err_value(c, k, v);
+		return CM_EINVAL;
+	}
+	*n = json_array_size(v);
+	if (*n > k->max_count) {
+		cm_cfg_err(c, "%s: expected an array of at most %zu %s, found %zu", c->path,
+			   k->max_count, what, *n);
+		return CM_EINVAL;
+	}
+	return CM_OK;
+}
+
 static enum cm_status cfg_apply_strlist(struct cfg_ctx *c,
 					const struct cm_cfg_key *k,
 					const json_t *v, void *f)
@@ -329,16 +349,8 @@ static enum cm_status cfg_apply_strlist(struct cfg_ctx *c,
 	enum cm_status s = CM_OK;
 	size_t n;
 
-	if (!json_is_array(v)) {
-		cm_cfg_err_value(c, k, v);
+	if (cfg_array_check(c, k, v, "strings", &n) != CM_OK)
 		return CM_EINVAL;
-	}
-	n = json_array_size(v);
-	if (n > k->max_count) {
-		cm_cfg_err(c, "%s: expected an array of at most %zu strings, "
-			"found %zu", c->path, k->max_count, n);
-		return CM_EINVAL;
-	}
 	for (size_t i = 0; i < n; i++) {
 		size_t old = cm_cfg_path_push(c, "[%zu]", i);
 
@@ -381,16 +393,8 @@ static enum cm_status cfg_apply_objlist(struct cfg_ctx *c,
 	enum cm_status s = CM_OK;
 	size_t n;
 
-	if (!json_is_array(v)) {
-		cm_cfg_err_value(c, k, v);
+	if (cfg_array_check(c, k, v, "objects", &n) != CM_OK)
 		return CM_EINVAL;
-	}
-	n = json_array_size(v);
-	if (n > k->max_count) {
-		cm_cfg_err(c, "%s: expected an array of at most %zu objects, "
-			"found %zu", c->path, k->max_count, n);
-		return CM_EINVAL;
-	}
 	if (n) {
 		nl.items = cm_calloc(n, sub->struct_size);
 		if (!nl.items)

@@ -146,46 +146,44 @@ void cm_log_str(struct cm_log_rec *r, const char *key, const char *val)
 	cm_log_strn(r, key, val, val ? strlen(val) : 0);
 }
 
+/* One field whose value is already JSON text (a number, null). */
+static void put_json_field(struct cm_log_rec *r, const char *key, const char *text, int n)
+{
+	size_t mark;
+
+	if (n < 0)
+		return;
+	mark = put_key(r, key);
+	put_raw(r, text, (size_t)n);
+	end_field(r, mark);
+}
+
 void cm_log_i64(struct cm_log_rec *r, const char *key, int64_t val)
 {
 	char tmp[32];
 
-	size_t mark;
-
-	if (!cm_log_enabled(r->level))
-		return;
-	mark = put_key(r, key);
-	put_raw(r, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%" PRId64, val));
-	end_field(r, mark);
+	if (cm_log_enabled(r->level))
+		put_json_field(r, key, tmp, snprintf(tmp, sizeof(tmp), "%" PRId64, val));
 }
 
 void cm_log_u64(struct cm_log_rec *r, const char *key, uint64_t val)
 {
 	char tmp[32];
 
-	size_t mark;
-
-	if (!cm_log_enabled(r->level))
-		return;
-	mark = put_key(r, key);
-	put_raw(r, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%" PRIu64, val));
-	end_field(r, mark);
+	if (cm_log_enabled(r->level))
+		put_json_field(r, key, tmp, snprintf(tmp, sizeof(tmp), "%" PRIu64, val));
 }
 
 void cm_log_f64(struct cm_log_rec *r, const char *key, double val)
 {
 	char tmp[40];
 
-	size_t mark;
-
 	if (!cm_log_enabled(r->level))
 		return;
-	mark = put_key(r, key);
 	if (!isfinite(val))
-		put_raw(r, "null", 4);
+		put_json_field(r, key, "null", 4);
 	else
-		put_raw(r, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%.6g", val));
-	end_field(r, mark);
+		put_json_field(r, key, tmp, snprintf(tmp, sizeof(tmp), "%.6g", val));
 }
 
 void cm_log_bool(struct cm_log_rec *r, const char *key, int val)

@@ -136,12 +136,7 @@ static int audit_list(struct ctl *ctl, int argc, char **argv)
 			goto out;
 		}
 	}
-	if (arr) {
-		ctl_print_json(arr);
-		arr = NULL;
-	} else {
-		ctl_table_print(t);
-	}
+	ctl_emit(&arr, t);
 out:
 	json_decref(arr);
 	ctl_table_free(t);

@@ -116,6 +116,20 @@ struct ctl_table *ctl_table_new(int ncols, const char *const *headings);
 int ctl_table_add(struct ctl_table *t, const char *const *cells);
 void ctl_table_print(struct ctl_table *t);
 void ctl_table_free(struct ctl_table *t);
+/* Prints *arr (--json; taken: *arr becomes NULL) when it is set, else the table. */
+void ctl_emit(json_t **arr, struct ctl_table *t);
+/*
+ * Whether the tenant t (c "") or the client t/c exists: CTL_EXIT_OK,
+ * CTL_EXIT_NOTFOUND after a message naming it, or CTL_EXIT_REDIS.
+ */
+int ctl_target_exists(struct ctl *ctl, const char *t, const char *c);
+/*
+ * Parses the quota options and exactly one positional argument of
+ * `sluicectl <cmd>` (`expected` names it in the message): 0 with *pos
+ * set, or the exit code after a message.
+ */
+int ctl_create_args(int argc, char **argv, const char *cmd, const char *expected,
+		    struct gw_gov_quotas *q, const char **pos);
 
 /* ---- command groups (each returns an exit code) ---- */
 int ctl_tenant_cmd(struct ctl *ctl, int argc, char **argv);

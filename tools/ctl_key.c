@@ -465,25 +465,9 @@ static int key_list(struct ctl *ctl, int argc, char **argv)
 	}
 	if (argc == 1) {
 		/* Name the missing tenant or client rather than print nothing. */
-		if (c[0]) {
-			char full[2 * CTL_NAME_MAX + 2];
-
-			snprintf(full, sizeof(full), "%s/%s", t, c);
-			ctl_key(ctl, key, "client", full, NULL);
-		} else {
-			ctl_key(ctl, key, "tenant", t, NULL);
-		}
-		r = ctl_cmd(ctl, "EXISTS %s", key);
-		if (!r) {
-			rc = CTL_EXIT_REDIS;
+		rc = ctl_target_exists(ctl, t, c);
+		if (rc != CTL_EXIT_OK)
 			goto out;
-		}
-		if (r->integer == 0) {
-			fprintf(stderr, "sluicectl: no %s \"%s%s%s\"\n", c[0] ? "client" : "tenant",
-				t, c[0] ? "/" : "", c);
-			rc = CTL_EXIT_NOTFOUND;
-			goto out;
-		}
 		rc = c[0] ? list_client(&l, t, c) : list_tenant(&l, t);
 	} else {
 		ctl_key(ctl, key, "tenants", NULL, NULL);

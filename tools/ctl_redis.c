@@ -399,3 +399,64 @@ void ctl_table_free(struct ctl_table *t)
 	cm_free(t->cells);
 	cm_free(t);
 }
+
+void ctl_emit(json_t **arr, struct ctl_table *t)
+{
+	if (*arr) {
+		ctl_print_json(*arr);
+		*arr = NULL;
+	} else {
+		ctl_table_print(t);
+	}
+}
+
+int ctl_target_exists(struct ctl *ctl, const char *t, const char *c)
+{
+	char key[CTL_KEYNAME_MAX], full[2 * CTL_NAME_MAX + 2];
+	redisReply *r;
+	int rc = CTL_EXIT_OK;
+
+	if (c[0]) {
+		snprintf(full, sizeof(full), "%s/%s", t, c);
+		ctl_key(ctl, key, "client", full, NULL);
+	} else {
+		ctl_key(ctl, key, "tenant", t, NULL);
+	}
+	r = ctl_cmd(ctl, "EXISTS %s", key);
+	if (!r)
+		return CTL_EXIT_REDIS;
+	if (r->integer == 0) {
+		fprintf(stderr, "sluicectl: no %s \"%s%s%s\"\n", c[0] ? "client" : "tenant",
+			t, c[0] ? "/" : "", c);
+		rc = CTL_EXIT_NOTFOUND;
+	}
+	freeReplyObject(r);
+	return rc;
+}
+
+int ctl_create_args(int argc, char **argv, const char *cmd, const char *expected,
+		    struct gw_gov_quotas *q, const char **pos)
+{
+	int rc = CTL_EXIT_USAGE;
+
+	*pos = NULL;
+	memset(q, 0, sizeof(*q));
+	for (int i = 0; i < argc; i++) {
+		int got = ctl_quota_opt(argc, argv, &i, q, &rc);
+
+		if (got < 0)
+			return rc;
+		if (got > 0)
+			continue;
+		if (argv[i][0] == '-' || *pos) {
+			fprintf(stderr, "sluicectl: %s: unexpected \"%s\"\n", cmd, argv[i]);
+			return CTL_EXIT_USAGE;
+		}
+		*pos = argv[i];
+	}
+	if (!*pos) {
+		fprintf(stderr, "sluicectl: %s: expected %s\n", cmd, expected);
+		return CTL_EXIT_USAGE;
+	}
+	return 0;
+}

@@ -83,26 +83,10 @@ static int tenant_create(struct ctl *ctl, int argc, char **argv)
 	uint8_t salt[32];
 	int rc = CTL_EXIT_USAGE;
 
-	memset(&q, 0, sizeof(q));
 	memset(salt_hex, 0, sizeof(salt_hex));
-	for (int i = 0; i < argc; i++) {
-		int got = ctl_quota_opt(argc, argv, &i, &q, &rc);
-
-		if (got < 0)
-			return rc;
-		if (got > 0)
-			continue;
-		if (argv[i][0] == '-' || name) {
-			fprintf(stderr, "sluicectl: tenant create: unexpected \"%s\"\n",
-				argv[i]);
-			return CTL_EXIT_USAGE;
-		}
-		name = argv[i];
-	}
-	if (!name) {
-		fprintf(stderr, "sluicectl: tenant create: expected a NAME\n");
-		return CTL_EXIT_USAGE;
-	}
+	rc = ctl_create_args(argc, argv, "tenant create", "a NAME", &q, &name);
+	if (rc != 0)
+		return rc;
 	if (!ctl_name_ok("tenant", name))
 		return CTL_EXIT_INVALID;
 	/* The cache salt is made here, from the CSPRNG, and never accepted
@@ -234,12 +218,7 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 		if (rc != CTL_EXIT_OK)
 			goto out;
 	}
-	if (arr) {
-		ctl_print_json(arr);
-		arr = NULL;
-	} else {
-		ctl_table_print(t);
-	}
+	ctl_emit(&arr, t);
 out:
 	json_decref(arr);
 	ctl_table_free(t);
@@ -569,25 +548,9 @@ static int client_create(struct ctl *ctl, int argc, char **argv)
 	char t[CTL_NAME_MAX + 1], c[CTL_NAME_MAX + 1], full[2 * CTL_NAME_MAX + 2];
 	int rc = CTL_EXIT_USAGE;
 
-	memset(&q, 0, sizeof(q));
-	for (int i = 0; i < argc; i++) {
-		int got = ctl_quota_opt(argc, argv, &i, &q, &rc);
-
-		if (got < 0)
-			return rc;
-		if (got > 0)
-			continue;
-		if (argv[i][0] == '-' || target) {
-			fprintf(stderr, "sluicectl: client create: unexpected \"%s\"\n",
-				argv[i]);
-			return CTL_EXIT_USAGE;
-		}
-		target = argv[i];
-	}
-	if (!target) {
-		fprintf(stderr, "sluicectl: client create: expected TENANT/NAME\n");
-		return CTL_EXIT_USAGE;
-	}
+	rc = ctl_create_args(argc, argv, "client create", "TENANT/NAME", &q, &target);
+	if (rc != 0)
+		return rc;
 	if (q.set[GW_GOV_F_WEIGHT]) {
 		fprintf(stderr, "sluicectl: client create: --weight applies to tenants only\n");
 		return CTL_EXIT_USAGE;

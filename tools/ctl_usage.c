@@ -190,27 +190,9 @@ int ctl_usage_cmd(struct ctl *ctl, int argc, char **argv)
 	if (rc != CTL_EXIT_OK)
 		return rc;
 	if (target) {
-		char full[2 * CTL_NAME_MAX + 2];
-
-		if (c[0]) {
-			snprintf(full, sizeof(full), "%s/%s", t, c);
-			ctl_key(ctl, key, "client", full, NULL);
-		} else {
-			ctl_key(ctl, key, "tenant", t, NULL);
-		}
-		r = ctl_cmd(ctl, "EXISTS %s", key);
-		if (!r) {
-			rc = CTL_EXIT_REDIS;
+		rc = ctl_target_exists(ctl, t, c);
+		if (rc != CTL_EXIT_OK)
 			goto out;
-		}
-		if (r->integer == 0) {
-			fprintf(stderr, "sluicectl: no %s \"%s%s%s\"\n", c[0] ? "client" : "tenant",
-				t, c[0] ? "/" : "", c);
-			rc = CTL_EXIT_NOTFOUND;
-			goto out;
-		}
-		freeReplyObject(r);
-		r = NULL;
 	} else {
 		ctl_key(ctl, key, "tenants", NULL, NULL);
 		tenants = ctl_members_sorted(ctl, key, &r, &nt);
