@@ -1,0 +1,325 @@
+/*
+ * test_server.c - worker/serve/ (server.c, conn.c, request.c) through a
+ * socketpair: the real server state (model, KV cache, scheduler, text
+ * pipeline) on a tiny generated model, one end of the pair adopted as a
+ * gateway connection, the test speaking proto/ on the other end.
+ *
+ *  - HELLO first, with the model's name and the KV geometry;
+ *  - a TEXT and a CHAT SUBMIT stream TOKEN frames and end with one DONE
+ *    whose counts match what was streamed; greedy runs repeat exactly;
+ *  - bad SUBMITs get ERROR with the worker's reason and code (role
+ *    `tool`, another model, duplicate id, over the context), CANCEL of an
+ *    unknown id gets UNKNOWN_REQUEST, and the connection keeps serving;
+ *  - a CANCEL ends its request with DONE cancelled and frees its blocks;
+ *  - a malformed frame gets ERROR protocol and the connection is dropped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/limits.h"
+#include "common/log.h"
+#include "proto/proto.h"
+#include "worker/serve/server.h"
+
+#define SV_MAX_FRAMES 4096
+
+static struct wk_server *srv;
+static struct wk_server_cfg cfg;
+static char model_path[512];
+
+/* What came back on the gateway end, decoded. */
+struct sv_reply {
+	int hello;
+	int tokens;            /* TOKEN entries with an id */
+	uint32_t ids[1024];
+	int done;
+	struct proto_done d;
+	int errors;
+	uint16_t code;
+	char message[256];
+};
+
+static int setup(void **state)
+{
+	const char *bd = getenv("SLUICE_BUILD_DIR");
+	char cmd[1400], err[1024];
+
+	(void)state;
+	if (!bd)
+		return -1;
+	cm_log_setup(CM_LOG_OFF, 2, "test");
+	snprintf(model_path, sizeof(model_path), "/tmp/sluice-test-serve-%ld.gguf", (long)getpid());
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/sluice-model synth --preset tiny --type Q8_0 --seed 5 -o %s >/dev/null",
+		 bd, model_path);
+	if (system(cmd) != 0 || cm_cfg_defaults(&wk_server_section, &cfg) != CM_OK)
+		return -1;
+	free(cfg.model);
+	cfg.model = strdup(model_path);
+	free(cfg.model_name);
+	cfg.model_name = strdup("tiny");
+	cfg.threads = 1;
+	cfg.kv_cache_bytes = 64 * 16 * 1024;
+	cfg.max_running = 4;
+	cfg.max_waiting = 8;
+	return wk_server_open(&cfg, &srv, err, sizeof(err)) == CM_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	wk_server_close(srv);
+	cm_cfg_free(&wk_server_section, &cfg);
+	unlink(model_path);
+	return 0;
+}
+
+/* A connection: the server's end adopted, the test's end returned. */
+static int sv_connect(int *server_fd)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(wk_server_adopt_fd(srv, sv[0]), CM_OK);
+	*server_fd = sv[0];
+	return sv[1];
+}
+
+static void sv_send(int server_fd, const struct proto_msg *m)
+{
+	struct cm_buf b;
+
+	cm_buf_init(&b, CM_LIM_PROTO_FRAME_BYTES);
+	assert_int_equal(proto_encode(&b, m, CM_LIM_PROTO_FRAME_BYTES), CM_OK);
+	assert_int_equal(wk_server_input(srv, server_fd, cm_buf_data(&b), cm_buf_len(&b)), 0);
+	cm_buf_deinit(&b);
+}
+
+/* Runs the scheduler until idle, then decodes everything the test end got. */
+static void sv_collect(int fd, struct sv_reply *r)
+{
+	struct proto_decoder *dec = proto_decoder_new(CM_LIM_PROTO_FRAME_BYTES);
+	uint8_t buf[65536];
+	struct proto_msg m;
+	ssize_t n;
+	int steps = 0;
+
+	assert_non_null(dec);
+	while (wk_server_step(srv) && steps++ < 100000)
+		;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		assert_int_equal(proto_decoder_feed(dec, buf, (size_t)n), CM_OK);
+	while (proto_decoder_next(dec, &m) == CM_OK) {
+		switch (m.type) {
+		case PROTO_HELLO:
+			r->hello++;
+			assert_memory_equal(m.u.hello.model_name.ptr, "tiny", 4);
+			assert_true(m.u.hello.kv_blocks_total >= 2);
+			break;
+		case PROTO_TOKEN:
+			for (uint32_t i = 0; i < m.u.tokens.n; i++)
+				if (m.u.tokens.tok[i].id != UINT32_MAX && r->tokens < 1024)
+					r->ids[r->tokens++] = m.u.tokens.tok[i].id;
+			break;
+		case PROTO_DONE:
+			r->done++;
+			r->d = m.u.done;
+			break;
+		case PROTO_ERROR:
+			r->errors++;
+			r->code = m.u.error.code;
+			snprintf(r->message, sizeof(r->message), "%.*s",
+				 (int)m.u.error.message.len, m.u.error.message.ptr);
+			break;
+		default:
+			break;
+		}
+	}
+	proto_decoder_free(dec);
+}
+
+static struct proto_msg sv_submit(uint64_t id, const char *text, uint32_t max_tokens)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_SUBMIT;
+	m.request_id = id;
+	m.flags = PROTO_SUBMIT_F_ADD_BOS;
+	m.u.submit.tenant_id = (struct proto_str){ "t", 1 };
+	m.u.submit.key_id = (struct proto_str){ "k", 1 };
+	m.u.submit.model = (struct proto_str){ "tiny", 4 };
+	m.u.submit.max_tokens = max_tokens;
+	m.u.submit.sampling.top_p = 1.0f;
+	m.u.submit.sampling.repeat_penalty = 1.0f;
+	m.u.submit.prompt_kind = PROTO_PROMPT_TEXT;
+	m.u.submit.text = (struct proto_str){ text, (uint32_t)strlen(text) };
+	m.u.submit.template_name = (struct proto_str){ "", 0 };
+	return m;
+}
+
+static void test_hello_and_text(void **state)
+{
+	struct sv_reply a, b;
+	struct proto_msg m = sv_submit(1, "Once upon a time", 12);
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	sv_send(sfd, &m);
+	sv_collect(fd, &a);
+	assert_int_equal(a.hello, 1);
+	assert_int_equal(a.errors, 0);
+	assert_int_equal(a.done, 1);
+	assert_int_equal(a.d.gen_tokens, (uint32_t)a.tokens);
+	assert_true(a.tokens >= 1 && a.tokens <= 12);
+	assert_true(a.d.prompt_tokens >= 2);
+	/* greedy: the same request gives the same tokens */
+	memset(&b, 0, sizeof(b));
+	m.request_id = 2;
+	sv_send(sfd, &m);
+	sv_collect(fd, &b);
+	assert_int_equal(b.done, 1);
+	assert_int_equal(b.tokens, a.tokens);
+	assert_memory_equal(b.ids, a.ids, (size_t)a.tokens * sizeof(a.ids[0]));
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
+static void test_chat_and_refusals(void **state)
+{
+	static const struct proto_message ok_msgs[] = {
+		{ { "system", 6 }, { "Be brief.", 9 } },
+		{ { "user", 4 }, { "Hello", 5 } },
+	};
+	static const struct proto_message tool_msgs[] = {
+		{ { "tool", 4 }, { "{}", 2 } },
+	};
+	struct sv_reply r;
+	struct proto_msg m = sv_submit(10, "x", 4);
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	m.u.submit.prompt_kind = PROTO_PROMPT_CHAT;
+	m.u.submit.n_messages = 2;
+	m.u.submit.messages = ok_msgs;
+	m.u.submit.template_name = (struct proto_str){ "chatml", 6 };
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.errors, 0);
+	assert_int_equal(r.done, 1);
+
+	/* a role the worker does not render: the worker's own reason */
+	m.request_id = 11;
+	m.u.submit.n_messages = 1;
+	m.u.submit.messages = tool_msgs;
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.code, PROTO_E_BAD_REQUEST);
+	assert_non_null(strstr(r.message, "messages[0].role: expected one of system, user, assistant"));
+
+	/* another model */
+	m = sv_submit(12, "x", 4);
+	m.u.submit.model = (struct proto_str){ "other", 5 };
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.code, PROTO_E_BAD_REQUEST);
+	assert_non_null(strstr(r.message, "this worker serves 'tiny'"));
+
+	/* more than the context */
+	m = sv_submit(13, "x", 1u << 30);
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.code, PROTO_E_TOO_LONG);
+
+	/* CANCEL of nothing */
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_CANCEL;
+	m.request_id = 999;
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.code, PROTO_E_UNKNOWN_REQUEST);
+
+	/* still serving after all of that */
+	m = sv_submit(14, "Once", 3);
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.errors, 0);
+	assert_int_equal(r.done, 1);
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
+static void test_duplicate_and_cancel(void **state)
+{
+	struct sv_reply r;
+	struct proto_msg m = sv_submit(20, "Once upon a time there was", 64), c;
+	uint32_t used, cached;
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	m.flags |= PROTO_SUBMIT_F_IGNORE_EOS;
+	sv_send(sfd, &m);
+	sv_send(sfd, &m); /* the same id while the first still waits */
+	memset(&c, 0, sizeof(c));
+	c.type = PROTO_CANCEL;
+	c.request_id = 20;
+	sv_send(sfd, &c);
+	memset(&r, 0, sizeof(r));
+	sv_collect(fd, &r);
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.code, PROTO_E_DUPLICATE);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.d.finish, PROTO_FINISH_CANCELLED);
+	wk_server_kv_usage(srv, &used, &cached);
+	assert_int_equal(used, 0);
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
+static void test_malformed_frame_drops_the_connection(void **state)
+{
+	static const uint8_t junk[64] = "this is not a proto frame at all, not even close....";
+	struct sv_reply r;
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	assert_int_equal(wk_server_input(srv, sfd, junk, sizeof(junk)), -1);
+	memset(&r, 0, sizeof(r));
+	sv_collect(fd, &r);
+	assert_int_equal(r.hello, 1);
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.code, PROTO_E_PROTOCOL);
+	assert_int_equal(read(fd, (uint8_t[1]){ 0 }, 1), 0); /* closed */
+	close(fd);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hello_and_text),
+		cmocka_unit_test(test_chat_and_refusals),
+		cmocka_unit_test(test_duplicate_and_cancel),
+		cmocka_unit_test(test_malformed_frame_drops_the_connection),
+	};
+
+	return cmocka_run_group_tests_name("worker_serve", tests, setup, teardown);
+}
