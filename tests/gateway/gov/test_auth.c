@@ -1,0 +1,308 @@
+/*
+ * test_auth.c - gateway/gov/auth.c on the gateway's event loop against a
+ * private redis-server (gateway/redis/conn.c carries the lookups and the
+ * revocation subscription):
+ *
+ *  - no key, a malformed key, an unknown key id, a wrong secret: 401;
+ *  - a valid key: 200 with its tenant, client, key id, weight, limits and
+ *    the tenant's salt; then served from the cache;
+ *  - a revocation published by the governance script reaches the cache and
+ *    the revoke callback at once: the next check is 401 without waiting
+ *    for the cache TTL; a disabled tenant is 401 too;
+ *  - with Redis gone, a cached key keeps working and an uncached one is
+ *    503 (the outage policy of docs/gateway.md).
+ * Waits are loop turns bounded by a deadline, never sleeps.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+#include <hiredis/hiredis.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "gateway/gov/auth.h"
+#include "gateway/gov/records.h"
+#include "gateway/redis/conn.h"
+#include "tests/gateway/redis_fixture.h"
+
+#define AT_DEADLINE_MS 10000
+
+static struct redis_fixture fx;
+static redisContext *rc;
+static struct event_base *base;
+static struct gw_redis *redis;
+static struct gw_auth *auth;
+static struct gw_key_pepper *pepper;
+
+struct at_result {
+	int called;
+	int status;
+	struct gw_auth_identity id;
+};
+
+static int revokes;
+static char revoked_kind[16], revoked_target[160];
+
+static void at_on_revoke(void *ctx, const char *kind, const char *target)
+{
+	(void)ctx;
+	revokes++;
+	snprintf(revoked_kind, sizeof(revoked_kind), "%s", kind);
+	snprintf(revoked_target, sizeof(revoked_target), "%s", target);
+}
+
+/* Turns the loop until cond(arg) holds or the deadline passes. */
+static int at_loop_until(int (*cond)(void *), void *arg)
+{
+	int64_t end = cm_mono_ns() + AT_DEADLINE_MS * 1000000LL;
+
+	while (!cond(arg)) {
+		struct timeval tv = { 0, 10000 };
+
+		if (cm_mono_ns() > end)
+			return -1;
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+	return 0;
+}
+
+static int at_redis_up(void *arg)
+{
+	(void)arg;
+	return gw_redis_up(redis);
+}
+
+static int at_called(void *arg)
+{
+	return ((struct at_result *)arg)->called;
+}
+
+static int at_revoked(void *arg)
+{
+	return revokes >= *(int *)arg;
+}
+
+static void at_done(void *arg, int status, const struct gw_auth_identity *id)
+{
+	struct at_result *r = arg;
+
+	r->called++;
+	r->status = status;
+	if (id)
+		r->id = *id;
+}
+
+static struct at_result at_check(const char *authz)
+{
+	struct at_result r;
+	struct gw_auth_lookup *h;
+
+	memset(&r, 0, sizeof(r));
+	gw_auth_check(auth, authz, at_done, &r, &h);
+	assert_int_equal(at_loop_until(at_called, &r), 0);
+	assert_int_equal(r.called, 1);
+	return r;
+}
+
+static void at_gov(struct gw_redis_cmd *cmd)
+{
+	redisReply *r = gw_gov_send_sync(rc, cmd);
+	enum gw_gov_result res;
+
+	assert_non_null(r);
+	assert_int_equal(gw_gov_parse(cmd, r, &res), CM_OK);
+	assert_int_equal(res, GW_GOV_DONE);
+	freeReplyObject(r);
+}
+
+/* A key for eng/bot; its id in id (may be NULL). */
+static void at_issue(char key[GW_KEY_LEN + 1], char id[GW_KEY_ID_LEN + 1])
+{
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
+	uint8_t mac[GW_KEY_HMAC_LEN];
+	char hex[GW_KEY_HMAC_HEX_LEN + 1], kid[GW_KEY_ID_LEN + 1];
+
+	assert_non_null(cmd);
+	assert_int_equal(gw_key_generate(pepper, key, kid, mac), CM_OK);
+	cm_hex_encode(mac, sizeof(mac), hex);
+	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, "eng", "bot", kid, hex, 1, 0), CM_OK);
+	at_gov(cmd);
+	if (id)
+		snprintf(id, GW_KEY_ID_LEN + 1, "%s", kid);
+	cm_free(cmd);
+}
+
+static int setup(void **state)
+{
+	static const char pep[] = "a pepper of at least thirty-two bytes for the test";
+	const struct gw_auth_config ac = { "sluice:", 2000, 60000 };
+	struct gw_redis_cmd *cmd;
+	struct gw_gov_quotas q;
+	char url[200], err[256];
+	struct timeval tv = { 5, 0 };
+
+	(void)state;
+	signal(SIGPIPE, SIG_IGN); /* as the gateway: a closed Redis socket is an error, not a signal */
+	if (!redis_fixture_available()) {
+		fprintf(stderr, "redis-server not found in PATH: skipping\n");
+		exit(77);
+	}
+	if (redis_fixture_start(&fx) != 0)
+		return -1;
+	rc = redisConnectUnixWithTimeout(fx.sock, tv);
+	cmd = cm_malloc(sizeof(*cmd));
+	base = event_base_new();
+	if (!rc || rc->err || !cmd || !base ||
+	    gw_key_pepper_from_bytes(pep, sizeof(pep) - 1, &pepper) != CM_OK)
+		return -1;
+	memset(&q, 0, sizeof(q));
+	q.set[GW_GOV_F_WEIGHT] = 1;
+	q.val[GW_GOV_F_WEIGHT] = 7;
+	q.set[GW_GOV_F_RPM] = 1;
+	q.val[GW_GOV_F_RPM] = 600;
+	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, "eng", &q,
+		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 1), CM_OK);
+	at_gov(cmd);
+	memset(&q, 0, sizeof(q));
+	assert_int_equal(gw_gov_cmd_client_create(cmd, NULL, "eng", "bot", &q, 1), CM_OK);
+	at_gov(cmd);
+	cm_free(cmd);
+	snprintf(url, sizeof(url), "unix://%s", fx.sock);
+	if (gw_redis_new(base, url, &redis, err, sizeof(err)) != CM_OK ||
+	    gw_auth_new(base, &ac, pepper, redis, &auth, err, sizeof(err)) != CM_OK)
+		return -1;
+	gw_auth_set_revoke_cb(auth, at_on_revoke, NULL);
+	return at_loop_until(at_redis_up, NULL);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gw_redis_free(redis);
+	gw_auth_free(auth);
+	event_base_free(base);
+	if (rc)
+		redisFree(rc);
+	gw_key_pepper_free(pepper);
+	redis_fixture_stop(&fx);
+	return 0;
+}
+
+static void test_refusals(void **state)
+{
+	char key[GW_KEY_LEN + 1], bad[GW_KEY_LEN + 16], other[GW_KEY_LEN + 1];
+	uint8_t mac[GW_KEY_HMAC_LEN];
+	char kid[GW_KEY_ID_LEN + 1];
+
+	(void)state;
+	assert_int_equal(at_check(NULL).status, 401);
+	assert_int_equal(at_check("Basic dXNlcjpwYXNz").status, 401);
+	assert_int_equal(at_check("Bearer slk_not-a-key").status, 401);
+	/* well-formed, never issued */
+	assert_int_equal(gw_key_generate(pepper, other, kid, mac), CM_OK);
+	snprintf(bad, sizeof(bad), "Bearer %s", other);
+	assert_int_equal(at_check(bad).status, 401);
+	/* a real id with another key's secret fails the checksum or the HMAC */
+	at_issue(key, NULL);
+	memcpy(other + GW_KEY_PREFIX_LEN, key + GW_KEY_PREFIX_LEN, GW_KEY_ID_LEN);
+	snprintf(bad, sizeof(bad), "Bearer %s", other);
+	assert_int_equal(at_check(bad).status, 401);
+}
+
+static void test_valid_key_then_cache(void **state)
+{
+	char key[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1], hdr[GW_KEY_LEN + 16];
+	struct gw_auth_stats s0, s1;
+	struct at_result r;
+
+	(void)state;
+	at_issue(key, kid);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	r = at_check(hdr);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.id.tenant, "eng");
+	assert_string_equal(r.id.client, "bot");
+	assert_string_equal(r.id.key_id, kid);
+	assert_int_equal(r.id.weight, 7);
+	assert_int_equal(r.id.tenant_limits.rpm, 600);
+	assert_int_equal(r.id.salt[0], 0x00);
+	assert_int_equal(r.id.salt[31], 0xff);
+	gw_auth_get_stats(auth, &s0);
+	r = at_check(hdr);
+	assert_int_equal(r.status, 200);
+	gw_auth_get_stats(auth, &s1);
+	assert_int_equal(s1.cache_hits, s0.cache_hits + 1);
+}
+
+static void test_revocation_is_immediate(void **state)
+{
+	char key[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1], hdr[GW_KEY_LEN + 16];
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
+	int want;
+
+	(void)state;
+	assert_non_null(cmd);
+	at_issue(key, kid);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	assert_int_equal(at_check(hdr).status, 200); /* cached now */
+	want = revokes + 1;
+	assert_int_equal(gw_gov_cmd_key_revoke(cmd, NULL, kid, 2), CM_OK);
+	at_gov(cmd);
+	assert_int_equal(at_loop_until(at_revoked, &want), 0);
+	assert_string_equal(revoked_kind, "key");
+	assert_string_equal(revoked_target, kid);
+	assert_int_equal(at_check(hdr).status, 401); /* well inside the 60 s TTL */
+
+	/* a disabled tenant refuses its keys the same way */
+	at_issue(key, kid);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	assert_int_equal(at_check(hdr).status, 200);
+	want = revokes + 1;
+	assert_int_equal(gw_gov_cmd_flag(cmd, NULL, "eng", NULL, 1), CM_OK);
+	at_gov(cmd);
+	assert_int_equal(at_loop_until(at_revoked, &want), 0);
+	assert_int_equal(at_check(hdr).status, 401);
+	assert_int_equal(gw_gov_cmd_flag(cmd, NULL, "eng", NULL, 0), CM_OK);
+	at_gov(cmd);
+	cm_free(cmd);
+}
+
+static void test_redis_outage(void **state)
+{
+	char cached[GW_KEY_LEN + 1], fresh[GW_KEY_LEN + 1];
+	char h1[GW_KEY_LEN + 16], h2[GW_KEY_LEN + 16];
+
+	(void)state;
+	at_issue(cached, NULL);
+	at_issue(fresh, NULL);
+	snprintf(h1, sizeof(h1), "Bearer %s", cached);
+	snprintf(h2, sizeof(h2), "Bearer %s", fresh);
+	assert_int_equal(at_check(h1).status, 200);
+	redisFree(rc);
+	rc = NULL;
+	redis_fixture_stop(&fx);
+	assert_int_equal(at_check(h1).status, 200); /* cached: served */
+	assert_int_equal(at_check(h2).status, 503); /* unknown here: no answer */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_valid_key_then_cache),
+		cmocka_unit_test(test_revocation_is_immediate),
+		cmocka_unit_test(test_redis_outage),
+	};
+
+	return cmocka_run_group_tests_name("gateway_auth", tests, setup, teardown);
+}
