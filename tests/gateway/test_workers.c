@@ -1,0 +1,443 @@
+/*
+ * test_workers.c - gateway/workers.c against a stand-in worker on a Unix
+ * socket, both on the test's event loop: the stand-in speaks proto/ as
+ * sluice-worker does (HELLO, STATS, PONG, TOKEN/DONE, DONE cancelled) and
+ * can hold requests or drop the connection.
+ *
+ *  - after HELLO, PONG and STATS the worker is ready, with the HELLO's
+ *    fields and cap = min(max_seqs, max_inflight);
+ *  - a request gets its TOKENs and one DONE; the in-flight count and the
+ *    routing counters follow;
+ *  - at cap the next SUBMIT is refused (CM_ELIMIT);
+ *  - CANCEL reaches the worker with its reason, no callback follows, and
+ *    the slot stays counted until the worker's DONE;
+ *  - a dropped connection ends every attached request with
+ *    GW_WORKERS_E_LOST once, and the worker is ready again after it
+ *    reconnects; an operator drain stops placements.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/limits.h"
+#include "gateway/workers.h"
+
+#define WT_DEADLINE_MS 10000
+
+/* ---- the stand-in worker ------------------------------------------------ */
+
+struct wt_fake {
+	int lfd, fd;
+	struct event *lev, *cev;
+	struct proto_decoder *dec;
+	int hold;                  /* keep SUBMITs without answering */
+	int submits, cancels, accepts;
+	uint8_t last_cancel_reason;
+	uint64_t held[8];
+	int n_held;
+};
+
+static struct event_base *base;
+static struct gw_workers *ws;
+static struct wt_fake fk;
+static char sock_path[108];
+
+static void fk_send(const struct proto_msg *m)
+{
+	struct cm_buf b;
+
+	cm_buf_init(&b, CM_LIM_PROTO_FRAME_BYTES);
+	assert_int_equal(proto_encode(&b, m, CM_LIM_PROTO_FRAME_BYTES), CM_OK);
+	assert_int_equal(write(fk.fd, cm_buf_data(&b), cm_buf_len(&b)), (ssize_t)cm_buf_len(&b));
+	cm_buf_deinit(&b);
+}
+
+static void fk_hello_and_stats(void)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_HELLO;
+	m.u.hello.proto_version = PROTO_VERSION;
+	m.u.hello.worker_name = (struct proto_str){ "fake", 4 };
+	m.u.hello.model_name = (struct proto_str){ "tiny", 4 };
+	m.u.hello.context_len = 256;
+	m.u.hello.vocab_size = 512;
+	m.u.hello.max_seqs = 4;
+	m.u.hello.kv_blocks_total = 64;
+	m.u.hello.kv_block_tokens = 16;
+	m.u.hello.backend = (struct proto_str){ "cpu", 3 };
+	m.u.hello.device = (struct proto_str){ "test", 4 };
+	m.u.hello.engine_version = (struct proto_str){ "0", 1 };
+	fk_send(&m);
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_STATS;
+	m.u.stats.kv_blocks_free = 64;
+	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
+	fk_send(&m);
+}
+
+static void fk_done(uint64_t id, uint8_t finish)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_DONE;
+	m.request_id = id;
+	m.u.done.finish = finish;
+	m.u.done.prompt_tokens = 5;
+	m.u.done.cached_tokens = 2;
+	m.u.done.gen_tokens = 2;
+	fk_send(&m);
+}
+
+static void fk_answer(const struct proto_msg *in)
+{
+	struct proto_token t[2] = { { 7, -0.5f, { "a", 1 } }, { 8, -0.25f, { "b", 1 } } };
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	switch (in->type) {
+	case PROTO_PING:
+		m.type = PROTO_PONG;
+		m.u.pong.nonce = in->u.ping.nonce;
+		m.u.pong.ok = 1;
+		m.u.pong.tokens = 1;
+		fk_send(&m);
+		memset(&m, 0, sizeof(m));
+		m.type = PROTO_STATS;
+		m.u.stats.kv_blocks_free = 64;
+	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
+		fk_send(&m);
+		break;
+	case PROTO_SUBMIT:
+		fk.submits++;
+		if (fk.hold) {
+			if (fk.n_held < 8)
+				fk.held[fk.n_held++] = in->request_id;
+			break;
+		}
+		m.type = PROTO_TOKEN;
+		m.request_id = in->request_id;
+		m.u.tokens.n = 2;
+		m.u.tokens.tok = t;
+		fk_send(&m);
+		fk_done(in->request_id, PROTO_FINISH_STOP);
+		break;
+	case PROTO_CANCEL:
+		fk.cancels++;
+		fk.last_cancel_reason = in->u.cancel.reason;
+		break;
+	default:
+		break;
+	}
+}
+
+static void fk_close(void)
+{
+	if (fk.cev)
+		event_free(fk.cev);
+	if (fk.fd >= 0)
+		close(fk.fd);
+	proto_decoder_free(fk.dec);
+	fk.cev = NULL;
+	fk.fd = -1;
+	fk.dec = NULL;
+}
+
+static void fk_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint8_t buf[65536];
+	struct proto_msg m;
+	ssize_t n = read(fd, buf, sizeof(buf));
+
+	(void)what;
+	(void)arg;
+	if (n <= 0) {
+		fk_close();
+		return;
+	}
+	assert_int_equal(proto_decoder_feed(fk.dec, buf, (size_t)n), CM_OK);
+	while (proto_decoder_next(fk.dec, &m) == CM_OK)
+		fk_answer(&m);
+}
+
+static void fk_accept_cb(evutil_socket_t fd, short what, void *arg)
+{
+	int c = accept(fd, NULL, NULL);
+
+	(void)what;
+	(void)arg;
+	if (c < 0)
+		return;
+	fk_close();
+	fk.fd = c;
+	fk.accepts++;
+	fk.dec = proto_decoder_new(CM_LIM_PROTO_FRAME_BYTES);
+	fk.cev = event_new(base, c, EV_READ | EV_PERSIST, fk_read_cb, NULL);
+	assert_non_null(fk.cev);
+	event_add(fk.cev, NULL);
+	fk_hello_and_stats();
+}
+
+/* ---- the gateway side ---------------------------------------------------- */
+
+struct wt_req {
+	int tokens, done, errors;
+	uint16_t code;
+	struct proto_done d;
+};
+
+static void on_tokens(void *arg, const struct proto_tokens *t)
+{
+	((struct wt_req *)arg)->tokens += (int)t->n;
+}
+
+static void on_done(void *arg, const struct proto_done *d)
+{
+	struct wt_req *r = arg;
+
+	r->done++;
+	r->d = *d;
+}
+
+static void on_error(void *arg, uint16_t code, const char *msg, size_t len)
+{
+	struct wt_req *r = arg;
+
+	(void)msg;
+	(void)len;
+	r->errors++;
+	r->code = code;
+}
+
+static const struct gw_request_ops ops = { on_tokens, on_done, on_error };
+
+static int wt_until(int (*cond)(void *), void *arg)
+{
+	int64_t end = cm_mono_ns() + WT_DEADLINE_MS * 1000000LL;
+
+	while (!cond(arg)) {
+		struct timeval tv = { 0, 5000 };
+
+		if (cm_mono_ns() > end)
+			return -1;
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+	return 0;
+}
+
+static int wt_ready(void *arg)
+{
+	(void)arg;
+	return gw_workers_can_take(ws, 0);
+}
+
+static int wt_finished(void *arg)
+{
+	struct wt_req *r = arg;
+
+	return r->done + r->errors > 0;
+}
+
+static int wt_submits(void *arg)
+{
+	return fk.submits >= *(int *)arg;
+}
+
+static int wt_cancels(void *arg)
+{
+	return fk.cancels >= *(int *)arg;
+}
+
+static int wt_inflight_zero(void *arg)
+{
+	struct gw_worker_info wi;
+
+	(void)arg;
+	gw_workers_info(ws, 0, &wi);
+	return wi.inflight == 0;
+}
+
+static struct proto_submit wt_submit(void)
+{
+	struct proto_submit s;
+
+	memset(&s, 0, sizeof(s));
+	s.tenant_id = (struct proto_str){ "t", 1 };
+	s.key_id = (struct proto_str){ "k", 1 };
+	s.model = (struct proto_str){ "tiny", 4 };
+	s.max_tokens = 4;
+	s.sampling.top_p = 1.0f;
+	s.sampling.repeat_penalty = 1.0f;
+	s.prompt_kind = PROTO_PROMPT_TEXT;
+	s.text = (struct proto_str){ "hi", 2 };
+	s.template_name = (struct proto_str){ "", 0 };
+	return s;
+}
+
+static int setup(void **state)
+{
+	struct gw_worker_spec spec = { "w0", sock_path, "tiny" };
+	const struct gw_workers_config wc = { 3, 200, 60000, 0 };
+	struct sockaddr_un sa;
+
+	(void)state;
+	memset(&fk, 0, sizeof(fk));
+	fk.fd = -1;
+	snprintf(sock_path, sizeof(sock_path), "/tmp/sluice-test-workers-%ld.sock", (long)getpid());
+	unlink(sock_path);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+	fk.lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	base = event_base_new();
+	if (fk.lfd < 0 || !base || bind(fk.lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(fk.lfd, 4) != 0)
+		return -1;
+	fk.lev = event_new(base, fk.lfd, EV_READ | EV_PERSIST, fk_accept_cb, NULL);
+	if (!fk.lev || event_add(fk.lev, NULL) != 0)
+		return -1;
+	return gw_workers_new(base, &spec, 1, &wc, &ws) == CM_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	gw_workers_free(ws);
+	fk_close();
+	event_free(fk.lev);
+	close(fk.lfd);
+	unlink(sock_path);
+	event_base_free(base);
+	return 0;
+}
+
+static void test_ready_after_hello(void **state)
+{
+	struct gw_worker_info wi;
+
+	(void)state;
+	assert_int_equal(wt_until(wt_ready, NULL), 0);
+	gw_workers_info(ws, 0, &wi);
+	assert_true(wi.connected && wi.hello_ok && wi.ready);
+	assert_string_equal(wi.not_ready_reason, "");
+	assert_int_equal(wi.cap, 3); /* min(max_seqs 4, max_inflight 3) */
+	assert_int_equal(wi.hello.kv_blocks_total, 64);
+	assert_true(gw_workers_knows_model(ws, "tiny", 4));
+	assert_false(gw_workers_knows_model(ws, "other", 5));
+}
+
+static void test_request_tokens_done(void **state)
+{
+	struct proto_submit s = wt_submit();
+	struct wt_req r;
+	struct gw_worker_info wi;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(gw_workers_submit(ws, 0, 100, 0, &s, &ops, &r), CM_OK);
+	assert_int_equal(wt_until(wt_finished, &r), 0);
+	assert_int_equal(r.tokens, 2);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.errors, 0);
+	assert_int_equal(r.d.prompt_tokens, 5);
+	gw_workers_info(ws, 0, &wi);
+	assert_int_equal(wi.inflight, 0);
+	assert_int_equal(wi.placed, 1);
+	assert_int_equal(wi.prompt_tokens, 5);
+	assert_int_equal(wi.cached_tokens, 2);
+}
+
+static void test_cap_and_cancel(void **state)
+{
+	struct proto_submit s = wt_submit();
+	struct wt_req r[4];
+	struct gw_worker_info wi;
+	int want;
+
+	(void)state;
+	memset(r, 0, sizeof(r));
+	fk.hold = 1;
+	fk.n_held = 0;
+	want = fk.submits + 3;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(gw_workers_submit(ws, 0, 200 + (uint64_t)i, 0, &s, &ops, &r[i]), CM_OK);
+	assert_int_equal(gw_workers_submit(ws, 0, 203, 0, &s, &ops, &r[3]), CM_ELIMIT);
+	assert_int_equal(wt_until(wt_submits, &want), 0);
+	assert_false(gw_workers_can_take(ws, 0));
+
+	/* cancel one: the worker hears it, the caller hears nothing more */
+	want = fk.cancels + 1;
+	gw_workers_cancel(ws, 0, 200, PROTO_CANCEL_REVOKED);
+	assert_int_equal(wt_until(wt_cancels, &want), 0);
+	assert_int_equal(fk.last_cancel_reason, PROTO_CANCEL_REVOKED);
+	gw_workers_info(ws, 0, &wi);
+	assert_int_equal(wi.inflight, 3); /* counted until the worker's DONE */
+	fk_done(200, PROTO_FINISH_CANCELLED);
+	fk_done(201, PROTO_FINISH_STOP);
+	fk_done(202, PROTO_FINISH_STOP);
+	fk.hold = 0;
+	assert_int_equal(wt_until(wt_inflight_zero, NULL), 0);
+	assert_int_equal(r[0].done + r[0].errors, 0);
+	assert_int_equal(r[1].done, 1);
+	assert_int_equal(r[2].done, 1);
+	assert_int_equal(r[3].done + r[3].errors, 0);
+}
+
+static void test_lost_connection_and_drain(void **state)
+{
+	struct proto_submit s = wt_submit();
+	struct wt_req r;
+	struct gw_worker_info wi;
+	int want, accepts = fk.accepts;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	fk.hold = 1;
+	want = fk.submits + 1;
+	assert_int_equal(gw_workers_submit(ws, 0, 300, 0, &s, &ops, &r), CM_OK);
+	assert_int_equal(wt_until(wt_submits, &want), 0);
+	fk_close(); /* the worker dies with the request running */
+	assert_int_equal(wt_until(wt_finished, &r), 0);
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.code, GW_WORKERS_E_LOST);
+	assert_int_equal(r.done, 0);
+	fk.hold = 0;
+	assert_int_equal(wt_until(wt_ready, NULL), 0); /* reconnected, HELLO again */
+	assert_true(fk.accepts > accepts);
+	gw_workers_info(ws, 0, &wi);
+	assert_true(wi.reconnects >= 1);
+	assert_int_equal(r.errors, 1); /* once */
+
+	assert_int_equal(gw_workers_drain(ws, "nobody"), CM_ENOTFOUND);
+	assert_int_equal(gw_workers_drain(ws, "w0"), CM_OK);
+	assert_false(gw_workers_can_take(ws, 0));
+	gw_workers_info(ws, 0, &wi);
+	assert_true(wi.drained);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ready_after_hello),
+		cmocka_unit_test(test_request_tokens_done),
+		cmocka_unit_test(test_cap_and_cancel),
+		cmocka_unit_test(test_lost_connection_and_drain),
+	};
+
+	return cmocka_run_group_tests_name("gateway_workers", tests, setup, teardown);
+}
