@@ -1,8 +1,6 @@
 /*
  * test_workers.c - gateway/workers.c against a stand-in worker on a Unix
- * socket, both on the test's event loop: the stand-in speaks proto/ as
- * sluice-worker does (HELLO, STATS, PONG, TOKEN/DONE, DONE cancelled) and
- * can hold requests or drop the connection.
+ * socket (tests/gateway/fake_worker.h), both on the test's event loop.
  *
  *  - after HELLO, PONG and STATS the worker is ready, with the HELLO's
  *    fields and cap = min(max_seqs, max_inflight);
@@ -33,164 +31,14 @@
 #include "common/clock.h"
 #include "common/limits.h"
 #include "gateway/workers.h"
+#include "tests/gateway/fake_worker.h"
 
 #define WT_DEADLINE_MS 10000
 
-/* ---- the stand-in worker ------------------------------------------------ */
-
-struct wt_fake {
-	int lfd, fd;
-	struct event *lev, *cev;
-	struct proto_decoder *dec;
-	int hold;                  /* keep SUBMITs without answering */
-	int submits, cancels, accepts;
-	uint8_t last_cancel_reason;
-	uint64_t held[8];
-	int n_held;
-};
-
 static struct event_base *base;
 static struct gw_workers *ws;
-static struct wt_fake fk;
+static struct fake_worker fk;
 static char sock_path[108];
-
-static void fk_send(const struct proto_msg *m)
-{
-	struct cm_buf b;
-
-	cm_buf_init(&b, CM_LIM_PROTO_FRAME_BYTES);
-	assert_int_equal(proto_encode(&b, m, CM_LIM_PROTO_FRAME_BYTES), CM_OK);
-	assert_int_equal(write(fk.fd, cm_buf_data(&b), cm_buf_len(&b)), (ssize_t)cm_buf_len(&b));
-	cm_buf_deinit(&b);
-}
-
-static void fk_hello_and_stats(void)
-{
-	struct proto_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.type = PROTO_HELLO;
-	m.u.hello.proto_version = PROTO_VERSION;
-	m.u.hello.worker_name = (struct proto_str){ "fake", 4 };
-	m.u.hello.model_name = (struct proto_str){ "tiny", 4 };
-	m.u.hello.context_len = 256;
-	m.u.hello.vocab_size = 512;
-	m.u.hello.max_seqs = 4;
-	m.u.hello.kv_blocks_total = 64;
-	m.u.hello.kv_block_tokens = 16;
-	m.u.hello.backend = (struct proto_str){ "cpu", 3 };
-	m.u.hello.device = (struct proto_str){ "test", 4 };
-	m.u.hello.engine_version = (struct proto_str){ "0", 1 };
-	fk_send(&m);
-	memset(&m, 0, sizeof(m));
-	m.type = PROTO_STATS;
-	m.u.stats.kv_blocks_free = 64;
-	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
-	fk_send(&m);
-}
-
-static void fk_done(uint64_t id, uint8_t finish)
-{
-	struct proto_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.type = PROTO_DONE;
-	m.request_id = id;
-	m.u.done.finish = finish;
-	m.u.done.prompt_tokens = 5;
-	m.u.done.cached_tokens = 2;
-	m.u.done.gen_tokens = 2;
-	fk_send(&m);
-}
-
-static void fk_answer(const struct proto_msg *in)
-{
-	struct proto_token t[2] = { { 7, -0.5f, { "a", 1 } }, { 8, -0.25f, { "b", 1 } } };
-	struct proto_msg m;
-
-	memset(&m, 0, sizeof(m));
-	switch (in->type) {
-	case PROTO_PING:
-		m.type = PROTO_PONG;
-		m.u.pong.nonce = in->u.ping.nonce;
-		m.u.pong.ok = 1;
-		m.u.pong.tokens = 1;
-		fk_send(&m);
-		memset(&m, 0, sizeof(m));
-		m.type = PROTO_STATS;
-		m.u.stats.kv_blocks_free = 64;
-	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
-		fk_send(&m);
-		break;
-	case PROTO_SUBMIT:
-		fk.submits++;
-		if (fk.hold) {
-			if (fk.n_held < 8)
-				fk.held[fk.n_held++] = in->request_id;
-			break;
-		}
-		m.type = PROTO_TOKEN;
-		m.request_id = in->request_id;
-		m.u.tokens.n = 2;
-		m.u.tokens.tok = t;
-		fk_send(&m);
-		fk_done(in->request_id, PROTO_FINISH_STOP);
-		break;
-	case PROTO_CANCEL:
-		fk.cancels++;
-		fk.last_cancel_reason = in->u.cancel.reason;
-		break;
-	default:
-		break;
-	}
-}
-
-static void fk_close(void)
-{
-	if (fk.cev)
-		event_free(fk.cev);
-	if (fk.fd >= 0)
-		close(fk.fd);
-	proto_decoder_free(fk.dec);
-	fk.cev = NULL;
-	fk.fd = -1;
-	fk.dec = NULL;
-}
-
-static void fk_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	uint8_t buf[65536];
-	struct proto_msg m;
-	ssize_t n = read(fd, buf, sizeof(buf));
-
-	(void)what;
-	(void)arg;
-	if (n <= 0) {
-		fk_close();
-		return;
-	}
-	assert_int_equal(proto_decoder_feed(fk.dec, buf, (size_t)n), CM_OK);
-	while (proto_decoder_next(fk.dec, &m) == CM_OK)
-		fk_answer(&m);
-}
-
-static void fk_accept_cb(evutil_socket_t fd, short what, void *arg)
-{
-	int c = accept(fd, NULL, NULL);
-
-	(void)what;
-	(void)arg;
-	if (c < 0)
-		return;
-	fk_close();
-	fk.fd = c;
-	fk.accepts++;
-	fk.dec = proto_decoder_new(CM_LIM_PROTO_FRAME_BYTES);
-	fk.cev = event_new(base, c, EV_READ | EV_PERSIST, fk_read_cb, NULL);
-	assert_non_null(fk.cev);
-	event_add(fk.cev, NULL);
-	fk_hello_and_stats();
-}
 
 /* ---- the gateway side ---------------------------------------------------- */
 
@@ -293,23 +141,11 @@ static int setup(void **state)
 {
 	struct gw_worker_spec spec = { "w0", sock_path, "tiny" };
 	const struct gw_workers_config wc = { 3, 200, 60000, 0 };
-	struct sockaddr_un sa;
 
 	(void)state;
-	memset(&fk, 0, sizeof(fk));
-	fk.fd = -1;
 	snprintf(sock_path, sizeof(sock_path), "/tmp/sluice-test-workers-%ld.sock", (long)getpid());
-	unlink(sock_path);
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
-	fk.lfd = socket(AF_UNIX, SOCK_STREAM, 0);
 	base = event_base_new();
-	if (fk.lfd < 0 || !base || bind(fk.lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(fk.lfd, 4) != 0)
-		return -1;
-	fk.lev = event_new(base, fk.lfd, EV_READ | EV_PERSIST, fk_accept_cb, NULL);
-	if (!fk.lev || event_add(fk.lev, NULL) != 0)
+	if (!base || fake_worker_start(&fk, base, sock_path) != 0)
 		return -1;
 	return gw_workers_new(base, &spec, 1, &wc, &ws) == CM_OK ? 0 : -1;
 }
@@ -318,10 +154,7 @@ static int teardown(void **state)
 {
 	(void)state;
 	gw_workers_free(ws);
-	fk_close();
-	event_free(fk.lev);
-	close(fk.lfd);
-	unlink(sock_path);
+	fake_worker_stop(&fk);
 	event_base_free(base);
 	return 0;
 }
@@ -387,9 +220,9 @@ static void test_cap_and_cancel(void **state)
 	assert_int_equal(fk.last_cancel_reason, PROTO_CANCEL_REVOKED);
 	gw_workers_info(ws, 0, &wi);
 	assert_int_equal(wi.inflight, 3); /* counted until the worker's DONE */
-	fk_done(200, PROTO_FINISH_CANCELLED);
-	fk_done(201, PROTO_FINISH_STOP);
-	fk_done(202, PROTO_FINISH_STOP);
+	fake_worker_done(&fk, 200, PROTO_FINISH_CANCELLED);
+	fake_worker_done(&fk, 201, PROTO_FINISH_STOP);
+	fake_worker_done(&fk, 202, PROTO_FINISH_STOP);
 	fk.hold = 0;
 	assert_int_equal(wt_until(wt_inflight_zero, NULL), 0);
 	assert_int_equal(r[0].done + r[0].errors, 0);
@@ -411,7 +244,7 @@ static void test_lost_connection_and_drain(void **state)
 	want = fk.submits + 1;
 	assert_int_equal(gw_workers_submit(ws, 0, 300, 0, &s, &ops, &r), CM_OK);
 	assert_int_equal(wt_until(wt_submits, &want), 0);
-	fk_close(); /* the worker dies with the request running */
+	fake_worker_drop(&fk); /* the worker dies with the request running */
 	assert_int_equal(wt_until(wt_finished, &r), 0);
 	assert_int_equal(r.errors, 1);
 	assert_int_equal(r.code, GW_WORKERS_E_LOST);

@@ -1,0 +1,364 @@
+/*
+ * test_dispatch.c - gateway/dispatch.c, the request lifecycle, in one
+ * process: the real listener (plain HTTP on 127.0.0.1:0), auth and quotas
+ * against a private redis-server, the queue, metrics and the worker
+ * connections to a stand-in worker (tests/gateway/fake_worker.h), all on
+ * one event loop in a second thread; curl is the client.
+ *
+ *  - Ollama and OpenAI generations, whole and streamed, carry the worker's
+ *    tokens and counts in each dialect's shape;
+ *  - refusals in the dialect's own error format: no key 401, unknown
+ *    model 404, a role the worker does not render 400 naming the field,
+ *    model management 403, an error from the worker;
+ *  - the fixed endpoints answer from the workers' HELLO: /api/tags,
+ *    /v1/models, /readyz.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "gateway/dispatch.h"
+#include "gateway/gov/records.h"
+#include "gateway/redis/conn.h"
+#include "tests/gateway/fake_worker.h"
+#include "tests/gateway/http/tls_client.h"
+#include "tests/gateway/redis_fixture.h"
+
+#define DT_DEADLINE_MS 10000
+
+static struct redis_fixture fx;
+static struct event_base *base;
+static pthread_t loop_thread;
+static struct fake_worker fk;
+static struct gw_redis *redis;
+static struct gw_auth *auth;
+static struct gw_key_pepper *pepper;
+static struct gw_workers *ws;
+static struct gw_queue *q;
+static struct gw_metrics *metrics;
+static struct gw_dispatch *disp;
+static struct gw_server *srv;
+static uint16_t port;
+static char key[GW_KEY_LEN + 1], sock_path[108];
+
+static void *dt_loop_main(void *arg)
+{
+	(void)arg;
+	event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY);
+	return NULL;
+}
+
+static void dt_gov(redisContext *rc, struct gw_redis_cmd *cmd)
+{
+	redisReply *r = gw_gov_send_sync(rc, cmd);
+	enum gw_gov_result res;
+
+	assert_non_null(r);
+	assert_int_equal(gw_gov_parse(cmd, r, &res), CM_OK);
+	assert_int_equal(res, GW_GOV_DONE);
+	freeReplyObject(r);
+}
+
+/* A tenant, a client and a key in Redis, as sluicectl makes them. */
+static int dt_governance(void)
+{
+	struct timeval tv = { 5, 0 };
+	redisContext *rc = redisConnectUnixWithTimeout(fx.sock, tv);
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
+	struct gw_gov_quotas qz;
+	uint8_t mac[GW_KEY_HMAC_LEN];
+	char hex[GW_KEY_HMAC_HEX_LEN + 1], kid[GW_KEY_ID_LEN + 1];
+
+	if (!rc || rc->err || !cmd)
+		return -1;
+	memset(&qz, 0, sizeof(qz));
+	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, "eng", &qz,
+		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 1), CM_OK);
+	dt_gov(rc, cmd);
+	assert_int_equal(gw_gov_cmd_client_create(cmd, NULL, "eng", "bot", &qz, 1), CM_OK);
+	dt_gov(rc, cmd);
+	assert_int_equal(gw_key_generate(pepper, key, kid, mac), CM_OK);
+	cm_hex_encode(mac, sizeof(mac), hex);
+	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, "eng", "bot", kid, hex, 1, 0), CM_OK);
+	dt_gov(rc, cmd);
+	cm_free(cmd);
+	redisFree(rc);
+	return 0;
+}
+
+static int dt_build(void)
+{
+	static const char pep[] = "a pepper of at least thirty-two bytes for the test";
+	const struct gw_worker_spec spec = { "w0", sock_path, NULL };
+	const struct gw_workers_config wc = { 4, 200, 60000, 0 };
+	const struct gw_queue_config qc = { 16, 64, 5000000000LL };
+	const struct gw_auth_config ac = { "sluice:", 2000, 60000 };
+	struct gw_dispatch_config dc;
+	struct gw_dispatch_deps dd;
+	struct gw_server_config sc;
+	char url[200], err[256];
+
+	if (gw_key_pepper_from_bytes(pep, sizeof(pep) - 1, &pepper) != CM_OK ||
+	    dt_governance() != 0 || fake_worker_start(&fk, base, sock_path) != 0)
+		return -1;
+	snprintf(url, sizeof(url), "unix://%s", fx.sock);
+	memset(&dc, 0, sizeof(dc));
+	gw_api_limits_defaults(&dc.limits);
+	dc.route_prefix_bytes = 1024;
+	dc.route_load_factor = 1.25;
+	dc.ns = "sluice:";
+	dc.lease_ttl_ms = 60000;
+	dc.out_bytes = 1024 * 1024;
+	gw_server_config_defaults(&sc);
+	sc.plain_http = 1;
+	sc.port = 0;
+	if (gw_redis_new(base, url, &redis, err, sizeof(err)) != CM_OK ||
+	    gw_auth_new(base, &ac, pepper, redis, &auth, err, sizeof(err)) != CM_OK ||
+	    gw_workers_new(base, &spec, 1, &wc, &ws) != CM_OK || gw_queue_new(&qc, &q) != CM_OK ||
+	    gw_metrics_new(&metrics) != CM_OK)
+		return -1;
+	dd = (struct gw_dispatch_deps){ ws, q, auth, metrics, redis };
+	if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK ||
+	    gw_server_new(base, &sc, gw_dispatch_handle, disp, &srv, err, sizeof(err)) != CM_OK)
+		return -1;
+	gw_server_set_error_renderer(srv, gw_api_http_error, NULL);
+	port = gw_server_port(srv);
+	return 0;
+}
+
+/* curl, with the status code on the last line of out. */
+static int dt_curl(char *out, size_t n, const char *auth_key, const char *path,
+		   const char *body)
+{
+	char hdr[GW_KEY_LEN + 64] = "";
+
+	if (auth_key)
+		snprintf(hdr, sizeof(hdr), "-H 'Authorization: Bearer %s'", auth_key);
+	return tcli_curl(out, n, "-s %s %s%s%s -w '\\n%%{http_code}' http://127.0.0.1:%u%s",
+			 hdr, body ? "-H 'Content-Type: application/json' --data-raw '" : "",
+			 body ? body : "", body ? "'" : "", port, path);
+}
+
+/* The status (last line) and the body before it, parsed as JSON (NULL when it is not). */
+static int dt_split(char *out, json_t **j)
+{
+	char *nl = strrchr(out, '\n');
+	int code;
+
+	assert_non_null(nl);
+	code = atoi(nl + 1);
+	*nl = '\0';
+	*j = json_loads(out, JSON_DECODE_ANY, NULL);
+	return code;
+}
+
+static int setup(void **state)
+{
+	struct timeval tv = { 0, 20000 };
+	int64_t end;
+	char out[4096];
+	json_t *j;
+
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	if (!redis_fixture_available() || system("command -v curl >/dev/null") != 0) {
+		fprintf(stderr, "redis-server or curl missing: skipping\n");
+		exit(77);
+	}
+	snprintf(sock_path, sizeof(sock_path), "/tmp/sluice-test-dispatch-%ld.sock", (long)getpid());
+	evthread_use_pthreads();
+	base = event_base_new();
+	if (!base || redis_fixture_start(&fx) != 0 || dt_build() != 0)
+		return -1;
+	/* the loop runs the worker connection and Redis up before the first request */
+	end = cm_mono_ns() + DT_DEADLINE_MS * 1000000LL;
+	while (!(gw_workers_can_take(ws, 0) && gw_redis_up(redis))) {
+		if (cm_mono_ns() > end)
+			return -1;
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+	if (pthread_create(&loop_thread, NULL, dt_loop_main, NULL) != 0)
+		return -1;
+	/* the loop thread answers: /readyz says ready */
+	dt_curl(out, sizeof(out), NULL, "/readyz", NULL);
+	if (dt_split(out, &j) != 200)
+		return -1;
+	json_decref(j);
+	return 0;
+}
+
+static void dt_free_on_loop(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	gw_dispatch_free(disp);
+	gw_server_free(srv);
+	gw_redis_free(redis);
+	gw_auth_free(auth);
+	gw_workers_free(ws);
+	fake_worker_stop(&fk);
+	event_base_loopbreak(base);
+}
+
+static int teardown(void **state)
+{
+	struct timeval now = { 0, 0 };
+
+	(void)state;
+	event_base_once(base, -1, EV_TIMEOUT, dt_free_on_loop, NULL, &now);
+	pthread_join(loop_thread, NULL);
+	gw_queue_free(q);
+	gw_metrics_free(metrics);
+	gw_key_pepper_free(pepper);
+	event_base_free(base);
+	redis_fixture_stop(&fx);
+	return 0;
+}
+
+static void test_ollama_generate(void **state)
+{
+	char out[8192];
+	json_t *j;
+
+	(void)state;
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "response")), "ab");
+	assert_true(json_is_true(json_object_get(j, "done")));
+	assert_int_equal(json_integer_value(json_object_get(j, "eval_count")), 2);
+	assert_int_equal(json_integer_value(json_object_get(j, "prompt_eval_count")), 5);
+	json_decref(j);
+
+	/* streamed: one NDJSON line per token, then the final one */
+	dt_curl(out, sizeof(out), key, "/api/generate", "{\"model\":\"tiny\",\"prompt\":\"hi\"}");
+	{
+		char *nl = strrchr(out, '\n'), *line, *save = NULL;
+		int lines = 0, done = 0;
+
+		assert_non_null(nl);
+		assert_int_equal(atoi(nl + 1), 200);
+		*nl = '\0';
+		for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			json_t *l = json_loads(line, 0, NULL);
+
+			assert_non_null(l);
+			lines++;
+			done += json_is_true(json_object_get(l, "done"));
+			json_decref(l);
+		}
+		assert_int_equal(lines, 3);
+		assert_int_equal(done, 1);
+	}
+}
+
+static void test_openai_chat(void **state)
+{
+	char out[8192];
+	json_t *j, *msg;
+
+	(void)state;
+	dt_curl(out, sizeof(out), key, "/v1/chat/completions",
+		"{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_non_null(j);
+	msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+	assert_string_equal(json_string_value(json_object_get(msg, "content")), "ab");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+							    "completion_tokens")), 2);
+	json_decref(j);
+}
+
+static void test_refusals_in_the_dialects_format(void **state)
+{
+	char out[8192];
+	json_t *j;
+
+	(void)state;
+	dt_curl(out, sizeof(out), NULL, "/api/generate", "{\"model\":\"tiny\",\"prompt\":\"hi\"}");
+	assert_int_equal(dt_split(out, &j), 401);
+	assert_true(json_is_string(json_object_get(j, "error")));
+	json_decref(j);
+	dt_curl(out, sizeof(out), NULL, "/v1/completions", "{\"model\":\"tiny\",\"prompt\":\"hi\"}");
+	assert_int_equal(dt_split(out, &j), 401);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+			    "authentication_error");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/api/generate", "{\"model\":\"nope\",\"prompt\":\"hi\"}");
+	assert_int_equal(dt_split(out, &j), 404);
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/v1/chat/completions",
+		"{\"model\":\"tiny\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}");
+	assert_int_equal(dt_split(out, &j), 400);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")),
+			    "messages[0].role");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/api/pull", "{\"model\":\"tiny\"}");
+	assert_int_equal(dt_split(out, &j), 403);
+	json_decref(j);
+	/* the worker refuses: the client gets an error, and the next request is served */
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny\",\"prompt\":\"fail\",\"raw\":true,\"stream\":false}");
+	assert_int_equal(dt_split(out, &j), 400);
+	assert_non_null(json_object_get(j, "error"));
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
+	assert_int_equal(dt_split(out, &j), 200);
+	json_decref(j);
+}
+
+static void test_fixed_endpoints(void **state)
+{
+	char out[8192];
+	json_t *j;
+
+	(void)state;
+	dt_curl(out, sizeof(out), key, "/api/tags", NULL);
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(j, "models"), 0), "name")), "tiny");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/v1/models", NULL);
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_string_equal(json_string_value(json_object_get(
+		json_array_get(json_object_get(j, "data"), 0), "id")), "tiny");
+	json_decref(j);
+	dt_curl(out, sizeof(out), NULL, "/readyz", NULL);
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_string_equal(json_string_value(json_object_get(j, "status")), "ready");
+	json_decref(j);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ollama_generate),
+		cmocka_unit_test(test_openai_chat),
+		cmocka_unit_test(test_refusals_in_the_dialects_format),
+		cmocka_unit_test(test_fixed_endpoints),
+	};
+
+	return cmocka_run_group_tests_name("gateway_dispatch", tests, setup, teardown);
+}
