@@ -232,23 +232,23 @@ static int cmd_inspect(int argc, char **argv)
 	printf("parameters: %" PRIu64 " (%.3f B)\n", c->n_params, (double)c->n_params / 1e9);
 	printf("weight bytes: %" PRIu64 " (%s)\n", c->weight_bytes,
 	       human(c->weight_bytes, h, sizeof(h)));
-	printf("context length: %u\n", c->n_ctx_train);
-	printf("vocabulary: %u tokens, tokenizer model '%.*s'\n", c->n_vocab,
+	printf("context length: %u\n", c->hp.n_ctx_train);
+	printf("vocabulary: %u tokens, tokenizer model '%.*s'\n", c->hp.n_vocab,
 	       (int)(c->tokenizer_model.len > 64 ? 64 : c->tokenizer_model.len),
 	       c->tokenizer_model.len ? c->tokenizer_model.ptr : "");
 	printf("chat template: %s, family guess: %s\n",
 	       c->has_chat_template ? "present" : "absent", template_family(&c->chat_template));
-	printf("embedding: %u\n", c->n_embd);
-	printf("layers: %u\n", c->n_layers);
-	printf("heads: %u\n", c->n_heads);
-	printf("kv heads: %u\n", c->n_kv_heads);
-	printf("head dim: %u\n", c->head_dim_k);
-	printf("feed forward: %u\n", c->n_ff);
-	printf("rope: freq base %g, dims %u, scaling %s\n", (double)c->rope_freq_base,
-	       c->n_rot,
-	       c->rope_scaling == WK_ROPE_SCALING_FREQS ? "rope_freqs tensor" :
-	       c->rope_scaling == WK_ROPE_SCALING_LINEAR ? "linear" :
-	       c->rope_scaling == WK_ROPE_SCALING_YARN ? "yarn" : "none");
+	printf("embedding: %u\n", c->hp.n_embd);
+	printf("layers: %u\n", c->hp.n_layer);
+	printf("heads: %u\n", c->hp.n_head);
+	printf("kv heads: %u\n", c->hp.n_head_kv);
+	printf("head dim: %u\n", c->hp.head_dim);
+	printf("feed forward: %u\n", c->hp.n_ff);
+	printf("rope: freq base %g, dims %u, scaling %s\n", (double)c->hp.rope_base,
+	       c->hp.rope_dim,
+	       c->hp.rope_scaling == WK_ROPE_SCALING_FREQS ? "rope_freqs tensor" :
+	       c->hp.rope_scaling == WK_ROPE_SCALING_LINEAR ? "linear" :
+	       c->hp.rope_scaling == WK_ROPE_SCALING_YARN ? "yarn" : "none");
 	printf("tied embeddings: %s\n", c->tied_embeddings ? "yes" : "no");
 	printf("kv bytes per token (F16): %" PRIu64 " (%s)\n", c->kv_bytes_per_token,
 	       human(c->kv_bytes_per_token, h, sizeof(h)));
@@ -276,8 +276,8 @@ out:
 static uint64_t plan_reserve(const struct wk_mcfg *c)
 {
 	return PLAN_RUNTIME_RESERVE +
-	       4ull * CM_LIM_STEP_TOKEN_BUDGET * (4ull * c->n_embd + 2ull * c->n_ff) +
-	       4ull * CM_LIM_MAX_RUNNING_SEQS * c->n_vocab;
+	       4ull * CM_LIM_STEP_TOKEN_BUDGET * (4ull * c->hp.n_embd + 2ull * c->hp.n_ff) +
+	       4ull * CM_LIM_MAX_RUNNING_SEQS * c->hp.n_vocab;
 }
 
 static int cmd_plan(int argc, char **argv)
@@ -329,7 +329,7 @@ static int cmd_plan(int argc, char **argv)
 	ctx_blocks = (ctx + CM_LIM_KV_BLOCK_TOKENS - 1) / CM_LIM_KV_BLOCK_TOKENS;
 	kv_seq = c->kv_bytes_per_token * ctx_blocks * CM_LIM_KV_BLOCK_TOKENS;
 	printf("model: %s (%s, %u layers, %u kv heads, head dim %u)\n", path, c->arch_name,
-	       c->n_layers, c->n_kv_heads, c->head_dim_k);
+	       c->hp.n_layer, c->hp.n_head_kv, c->hp.head_dim);
 	printf("memory: %" PRIu64 " bytes (%s)\n", memory, human(memory, h, sizeof(h)));
 	printf("weights: %" PRIu64 " bytes (%s)\n", c->weight_bytes,
 	       human(c->weight_bytes, h, sizeof(h)));
@@ -340,9 +340,9 @@ static int cmd_plan(int argc, char **argv)
 	printf("context: %" PRIu64 " tokens (%" PRIu64 " blocks of %d)\n", ctx, ctx_blocks,
 	       CM_LIM_KV_BLOCK_TOKENS);
 	printf("kv per sequence: %" PRIu64 " bytes (%s)\n", kv_seq, human(kv_seq, h, sizeof(h)));
-	if (ctx > c->n_ctx_train)
+	if (ctx > c->hp.n_ctx_train)
 		printf("warning: context %" PRIu64 " exceeds the model's training context %u\n",
-		       ctx, c->n_ctx_train);
+		       ctx, c->hp.n_ctx_train);
 	if (memory < c->weight_bytes) {
 		printf("sequences: 0\n");
 		printf("does not fit: the weights alone (%" PRIu64 " bytes) exceed the memory "

@@ -35,44 +35,29 @@ static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_le
 	const struct wk_mcfg *c = m->cfg;
 	struct wk_hparams *hp = &m->hp;
 
-	if (c->head_dim_k != c->head_dim_v) {
+	if (c->hp.head_dim != c->hp.head_dim_v) {
 		snprintf(err, err_len, "attention: expected key_length == value_length, found %u and %u",
-			 c->head_dim_k, c->head_dim_v);
+			 c->hp.head_dim, c->hp.head_dim_v);
 		return CM_EUNSUPPORTED;
 	}
-	if (c->rope_scaling == WK_ROPE_SCALING_YARN) {
+	if (c->hp.rope_scaling == WK_ROPE_SCALING_YARN) {
 		snprintf(err, err_len, "rope scaling 'yarn' is not supported (supported: none, linear, rope_freqs)");
 		return CM_EUNSUPPORTED;
 	}
-	if (c->n_rot > c->head_dim_k || c->n_rot % 2) {
+	if (c->hp.rope_dim > c->hp.head_dim || c->hp.rope_dim % 2) {
 		snprintf(err, err_len, "rope.dimension_count: expected an even value <= head dim %u, found %u",
-			 c->head_dim_k, c->n_rot);
+			 c->hp.head_dim, c->hp.rope_dim);
 		return CM_EFORMAT;
 	}
-	hp->arch = c->arch;
-	hp->n_layer = c->n_layers;
-	hp->n_embd = c->n_embd;
-	hp->n_head = c->n_heads;
-	hp->n_head_kv = c->n_kv_heads;
-	hp->head_dim = c->head_dim_k;
-	hp->n_ff = c->n_ff;
-	hp->n_vocab = c->n_vocab;
-	hp->n_ctx_train = c->n_ctx_train;
-	hp->rope_dim = c->n_rot;
-	hp->rope_base = c->rope_freq_base;
-	hp->rope_pos_scale = c->rope_scaling == WK_ROPE_SCALING_LINEAR && c->rope_scale_factor > 0
-				     ? 1.0f / c->rope_scale_factor : 1.0f;
-	hp->rms_eps = c->rms_eps;
-	hp->rope_style = c->arch == WK_ARCH_QWEN2 ? WK_ROPE_NEOX : WK_ROPE_NORM;
-	hp->rope_freqs = c->rope_freqs ? (const float *)c->rope_freqs->data : NULL;
+	*hp = c->hp;
 
 	view(&m->tok_embd, c->token_embd);
 	view(&m->output_norm, c->output_norm);
 	view(&m->output, c->output);
-	m->layers = cm_calloc(c->n_layers, sizeof(*m->layers));
+	m->layers = cm_calloc(c->hp.n_layer, sizeof(*m->layers));
 	if (!m->layers)
 		return CM_ENOMEM;
-	for (uint32_t l = 0; l < c->n_layers; l++) {
+	for (uint32_t l = 0; l < c->hp.n_layer; l++) {
 		const struct wk_mcfg_layer *s = &c->layers[l];
 		struct wk_layer *d = &m->layers[l];
 

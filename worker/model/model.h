@@ -20,10 +20,6 @@
 #include "common/status.h"
 #include "worker/model/model_config.h"
 
-enum wk_rope_style {
-	WK_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama GGUFs */
-	WK_ROPE_NEOX = 1, /* rotate halves (x[i], x[i + d/2]): qwen2 */
-};
 
 /* A weight tensor viewed as a matrix (vectors have rows = 1). */
 struct wk_tensor {
@@ -45,23 +41,6 @@ struct wk_layer {
 	struct wk_tensor w_down;               /* (embd, ff) */
 };
 
-struct wk_hparams {
-	enum wk_arch arch;
-	uint32_t n_layer;
-	uint32_t n_embd;
-	uint32_t n_head;
-	uint32_t n_head_kv;
-	uint32_t head_dim;
-	uint32_t n_ff;
-	uint32_t n_vocab;
-	uint32_t n_ctx_train;
-	uint32_t rope_dim;       /* dimensions rotated per head (<= head_dim) */
-	float rope_base;
-	float rope_pos_scale;    /* positions are multiplied by this (linear scaling) */
-	float rms_eps;
-	enum wk_rope_style rope_style;
-	const float *rope_freqs; /* [rope_dim/2] divisors (Llama 3.1), or NULL */
-};
 
 struct wk_gguf;
 struct wk_tok;
@@ -74,7 +53,7 @@ struct wk_model_opts {
 };
 
 struct wk_model {
-	struct wk_hparams hp;
+	struct wk_hparams hp;        /* a copy of cfg->hp (worker/model/model_config.h) */
 	struct wk_tensor tok_embd;   /* (vocab, embd): row t = embedding of token t */
 	struct wk_tensor output_norm;
 	struct wk_tensor output;     /* (vocab, embd); = tok_embd when tied */

@@ -142,10 +142,10 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	if (st != CM_OK)
 		return fail(l, CM_EFORMAT, "key 'general.architecture': expected a string");
 	if (s.len == 5 && memcmp(s.ptr, "llama", 5) == 0) {
-		l->c->arch = WK_ARCH_LLAMA;
+		l->c->hp.arch = WK_ARCH_LLAMA;
 		l->c->arch_name = "llama";
 	} else if (s.len == 5 && memcmp(s.ptr, "qwen2", 5) == 0) {
-		l->c->arch = WK_ARCH_QWEN2;
+		l->c->hp.arch = WK_ARCH_QWEN2;
 		l->c->arch_name = "qwen2";
 		l->c->has_qkv_bias = 1;
 	} else {
@@ -163,14 +163,14 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 	enum cm_status st;
 	float f;
 
-	c->rope_scaling = WK_ROPE_SCALING_NONE;
-	c->rope_scale_factor = 1.0f;
+	c->hp.rope_scaling = WK_ROPE_SCALING_NONE;
+	c->hp.rope_scale_factor = 1.0f;
 	st = key_f32(l, arch_key(l, "rope.scaling.factor"), 1.0f, 0.0f, 1024.0f,
-		     &c->rope_scale_factor);
+		     &c->hp.rope_scale_factor);
 	if (st != CM_OK)
 		return st;
 	st = key_u32(l, arch_key(l, "rope.scaling.original_context_length"), 0, 0, 1,
-		     WK_MCFG_MAX_CTX, &c->rope_orig_ctx);
+		     WK_MCFG_MAX_CTX, &c->hp.rope_orig_ctx);
 	if (st != CM_OK)
 		return st;
 	st = wk_gguf_get_str(l->g, arch_key(l, "rope.scaling.type"), &s);
@@ -178,11 +178,11 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 		char shown[48];
 
 		if (s.len == 4 && memcmp(s.ptr, "none", 4) == 0) {
-			c->rope_scaling = WK_ROPE_SCALING_NONE;
+			c->hp.rope_scaling = WK_ROPE_SCALING_NONE;
 		} else if (s.len == 6 && memcmp(s.ptr, "linear", 6) == 0) {
-			c->rope_scaling = WK_ROPE_SCALING_LINEAR;
+			c->hp.rope_scaling = WK_ROPE_SCALING_LINEAR;
 		} else if (s.len == 4 && memcmp(s.ptr, "yarn", 4) == 0) {
-			c->rope_scaling = WK_ROPE_SCALING_YARN;
+			c->hp.rope_scaling = WK_ROPE_SCALING_YARN;
 		} else {
 			printable(&s, shown, sizeof(shown));
 			return fail(l, CM_EUNSUPPORTED, "key '%s': unsupported rope scaling "
@@ -195,9 +195,9 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 	st = key_f32(l, arch_key(l, "rope.scale_linear"), 0.0f, 0.0f, 1024.0f, &f);
 	if (st != CM_OK)
 		return st;
-	if (f > 0.0f && c->rope_scaling == WK_ROPE_SCALING_NONE) {
-		c->rope_scaling = WK_ROPE_SCALING_LINEAR;
-		c->rope_scale_factor = f;
+	if (f > 0.0f && c->hp.rope_scaling == WK_ROPE_SCALING_NONE) {
+		c->hp.rope_scaling = WK_ROPE_SCALING_LINEAR;
+		c->hp.rope_scale_factor = f;
 	}
 	return CM_OK;
 }
@@ -208,52 +208,52 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	enum cm_status st;
 	uint32_t def_hd;
 
-	st = key_u32(l, arch_key(l, "block_count"), 1, 0, 1, WK_MCFG_MAX_LAYERS, &c->n_layers);
+	st = key_u32(l, arch_key(l, "block_count"), 1, 0, 1, WK_MCFG_MAX_LAYERS, &c->hp.n_layer);
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "embedding_length"), 1, 0, 1, WK_MCFG_MAX_EMBD,
-			     &c->n_embd);
+			     &c->hp.n_embd);
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "feed_forward_length"), 1, 0, 1, WK_MCFG_MAX_FF,
-			     &c->n_ff);
+			     &c->hp.n_ff);
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "attention.head_count"), 1, 0, 1,
-			     WK_MCFG_MAX_HEADS, &c->n_heads);
+			     WK_MCFG_MAX_HEADS, &c->hp.n_head);
 	if (st == CM_OK)
-		st = key_u32(l, arch_key(l, "attention.head_count_kv"), 0, c->n_heads, 1,
-			     c->n_heads, &c->n_kv_heads);
+		st = key_u32(l, arch_key(l, "attention.head_count_kv"), 0, c->hp.n_head, 1,
+			     c->hp.n_head, &c->hp.n_head_kv);
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "context_length"), 1, 0, 1, WK_MCFG_MAX_CTX,
-			     &c->n_ctx_train);
+			     &c->hp.n_ctx_train);
 	if (st != CM_OK)
 		return st;
-	if (c->n_heads % c->n_kv_heads)
+	if (c->hp.n_head % c->hp.n_head_kv)
 		return fail(l, CM_EFORMAT, "key '%s': head_count %u is not a multiple of "
 			    "head_count_kv %u", arch_key(l, "attention.head_count_kv"),
-			    c->n_heads, c->n_kv_heads);
-	def_hd = c->n_embd % c->n_heads == 0 ? c->n_embd / c->n_heads : 0;
+			    c->hp.n_head, c->hp.n_head_kv);
+	def_hd = c->hp.n_embd % c->hp.n_head == 0 ? c->hp.n_embd / c->hp.n_head : 0;
 	st = key_u32(l, arch_key(l, "attention.key_length"), def_hd == 0, def_hd, 1,
-		     WK_MCFG_MAX_HEAD_DIM, &c->head_dim_k);
+		     WK_MCFG_MAX_HEAD_DIM, &c->hp.head_dim);
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "attention.value_length"), def_hd == 0, def_hd, 1,
-			     WK_MCFG_MAX_HEAD_DIM, &c->head_dim_v);
+			     WK_MCFG_MAX_HEAD_DIM, &c->hp.head_dim_v);
 	if (st != CM_OK)
 		return st;
-	if (c->head_dim_k > WK_MCFG_MAX_HEAD_DIM || c->head_dim_v > WK_MCFG_MAX_HEAD_DIM)
+	if (c->hp.head_dim > WK_MCFG_MAX_HEAD_DIM || c->hp.head_dim_v > WK_MCFG_MAX_HEAD_DIM)
 		return fail(l, CM_EFORMAT, "head dim %u (embedding_length %u / head_count %u) "
-			    "exceeds %u", c->head_dim_k, c->n_embd, c->n_heads,
+			    "exceeds %u", c->hp.head_dim, c->hp.n_embd, c->hp.n_head,
 			    WK_MCFG_MAX_HEAD_DIM);
-	st = key_u32(l, arch_key(l, "rope.dimension_count"), 0, c->head_dim_k, 2,
-		     c->head_dim_k, &c->n_rot);
+	st = key_u32(l, arch_key(l, "rope.dimension_count"), 0, c->hp.head_dim, 2,
+		     c->hp.head_dim, &c->hp.rope_dim);
 	if (st != CM_OK)
 		return st;
-	if (c->n_rot % 2)
+	if (c->hp.rope_dim % 2)
 		return fail(l, CM_EFORMAT, "key '%s': expected an even rope dimension, found %u",
-			    arch_key(l, "rope.dimension_count"), c->n_rot);
+			    arch_key(l, "rope.dimension_count"), c->hp.rope_dim);
 	st = key_f32(l, arch_key(l, "rope.freq_base"), 10000.0f, 0.0f, 1e12f,
-		     &c->rope_freq_base);
+		     &c->hp.rope_base);
 	if (st == CM_OK)
 		st = key_f32(l, arch_key(l, "attention.layer_norm_rms_epsilon"), 1e-5f, 0.0f,
-			     0.5f, &c->rms_eps);
+			     0.5f, &c->hp.rms_eps);
 	if (st == CM_OK)
 		st = read_rope_scaling(l);
 	return st;
@@ -327,10 +327,10 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 {
 	struct wk_mcfg *c = l->c;
 	struct wk_mcfg_layer *ly = &c->layers[i];
-	uint64_t e = c->n_embd, q = (uint64_t)c->n_heads * c->head_dim_k;
-	uint64_t k = (uint64_t)c->n_kv_heads * c->head_dim_k;
-	uint64_t v = (uint64_t)c->n_kv_heads * c->head_dim_v;
-	uint64_t o = (uint64_t)c->n_heads * c->head_dim_v;
+	uint64_t e = c->hp.n_embd, q = (uint64_t)c->hp.n_head * c->hp.head_dim;
+	uint64_t k = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
+	uint64_t v = (uint64_t)c->hp.n_head_kv * c->hp.head_dim_v;
+	uint64_t o = (uint64_t)c->hp.n_head * c->hp.head_dim_v;
 	int b = c->has_qkv_bias;
 	enum cm_status st;
 
@@ -353,11 +353,11 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->n_ff, 0, &ly->ffn_gate);
+		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->ffn_gate);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->n_ff, 0, &ly->ffn_up);
+		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->ffn_up);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->n_ff, e, 0, &ly->ffn_down);
+		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->ffn_down);
 	return st;
 }
 
@@ -388,9 +388,9 @@ static enum cm_status check_token_meta(struct mcfg_load *l)
 		if (st != CM_OK || et != arrs[i].type)
 			return fail(l, CM_EFORMAT, "key '%s': expected an array of %s", arrs[i].key,
 				    arrs[i].type == WK_GGUF_F32 ? "f32" : "i32");
-		if (n != l->c->n_vocab)
+		if (n != l->c->hp.n_vocab)
 			return fail(l, CM_EFORMAT, "key '%s': %llu entries, expected %u (one per "
-				    "token)", arrs[i].key, (unsigned long long)n, l->c->n_vocab);
+				    "token)", arrs[i].key, (unsigned long long)n, l->c->hp.n_vocab);
 	}
 	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
 		st = wk_gguf_get_u64(l->g, ids[i], &id);
@@ -398,10 +398,10 @@ static enum cm_status check_token_meta(struct mcfg_load *l)
 			continue;
 		if (st != CM_OK)
 			return fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer", ids[i]);
-		if (id >= l->c->n_vocab)
+		if (id >= l->c->hp.n_vocab)
 			return fail(l, CM_EFORMAT, "key '%s': token id %llu is out of range "
 				    "(vocabulary of %u tokens)", ids[i], (unsigned long long)id,
-				    l->c->n_vocab);
+				    l->c->hp.n_vocab);
 	}
 	return CM_OK;
 }
@@ -427,11 +427,11 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 	}
 	if (!te)
 		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': missing (expected "
-			    "shape [%u, n_vocab])", c->n_embd);
-	if (te->n_dims != 2 || te->dims[0] != c->n_embd) {
+			    "shape [%u, n_vocab])", c->hp.n_embd);
+	if (te->n_dims != 2 || te->dims[0] != c->hp.n_embd) {
 		shape_str(te, found, sizeof(found));
 		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': expected shape "
-			    "[%u, n_vocab], found %s", c->n_embd, found);
+			    "[%u, n_vocab], found %s", c->hp.n_embd, found);
 	}
 	n_vocab = te->dims[1];
 	if (have_tokens && n_tok != n_vocab)
@@ -441,7 +441,7 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 	if (n_vocab > WK_MCFG_MAX_VOCAB)
 		return fail(l, CM_EFORMAT, "vocabulary of %llu tokens exceeds %u",
 			    (unsigned long long)n_vocab, WK_MCFG_MAX_VOCAB);
-	c->n_vocab = (uint32_t)n_vocab;
+	c->hp.n_vocab = (uint32_t)n_vocab;
 	c->token_embd = te;
 	return check_token_meta(l);
 }
@@ -454,24 +454,24 @@ static enum cm_status read_tensors(struct mcfg_load *l)
 
 	st = read_vocab(l);
 	if (st == CM_OK)
-		st = expect(l, "output_norm.weight", 1, 1, c->n_embd, 0, 1, &c->output_norm);
+		st = expect(l, "output_norm.weight", 1, 1, c->hp.n_embd, 0, 1, &c->output_norm);
 	if (st == CM_OK)
-		st = expect(l, "output.weight", 0, 2, c->n_embd, c->n_vocab, 0, &c->output);
+		st = expect(l, "output.weight", 0, 2, c->hp.n_embd, c->hp.n_vocab, 0, &c->output);
 	if (st != CM_OK)
 		return st;
 	if (!c->output) {
 		c->output = c->token_embd;
 		c->tied_embeddings = 1;
 	}
-	st = expect(l, "rope_freqs.weight", 0, 1, c->n_rot / 2, 0, 1, &c->rope_freqs);
+	st = expect(l, "rope_freqs.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &c->rope_freqs);
 	if (st != CM_OK)
 		return st;
 	if (c->rope_freqs)
-		c->rope_scaling = WK_ROPE_SCALING_FREQS;
-	c->layers = cm_calloc(c->n_layers, sizeof(*c->layers));
+		c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
+	c->layers = cm_calloc(c->hp.n_layer, sizeof(*c->layers));
 	if (!c->layers)
-		return fail(l, CM_ENOMEM, "out of memory for %u layers", c->n_layers);
-	for (i = 0; i < c->n_layers; i++) {
+		return fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
+	for (i = 0; i < c->hp.n_layer; i++) {
 		st = read_layer(l, i);
 		if (st != CM_OK)
 			return st;
@@ -491,8 +491,14 @@ static enum cm_status read_misc(struct mcfg_load *l)
 		c->n_params += t->n_elems;
 		c->weight_bytes += t->n_bytes;
 	}
-	c->kv_bytes_per_token = wk_mcfg_kv_bytes(c->n_layers, c->n_kv_heads, c->head_dim_k,
-						 c->head_dim_v, 2);
+	c->kv_bytes_per_token = wk_mcfg_kv_bytes(c->hp.n_layer, c->hp.n_head_kv, c->hp.head_dim,
+						 c->hp.head_dim_v, 2);
+	/* what the engine derives from the keys, once, here */
+	c->hp.rope_pos_scale = c->hp.rope_scaling == WK_ROPE_SCALING_LINEAR &&
+					       c->hp.rope_scale_factor > 0
+				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
+	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 ? WK_ROPE_NEOX : WK_ROPE_NORM;
+	c->hp.rope_freqs = c->rope_freqs ? (const float *)c->rope_freqs->data : NULL;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {
 		c->has_chat_template = c->chat_template.len > 0;

@@ -4,8 +4,11 @@
  * wk_mcfg_load() reads `general.architecture` and the `{arch}.*` keys,
  * checks them against bounds, and checks that every weight tensor the
  * architecture needs is present with the right shape and a usable type.
- * The result is plain data the engine reads directly: hyperparameters,
- * derived sizes, and pointers to the wk_gguf_tensor of every weight.
+ * The result is plain data the engine reads directly: the hyperparameters
+ * (struct wk_hparams: the one description of the model's shape, which
+ * struct wk_model and every backend use as is), derived sizes, and
+ * pointers to the wk_gguf_tensor of every weight (wk_model views them as
+ * matrices; a device backend mirrors those views in its memory).
  *
  * Supported architectures: `llama` (Llama 2/3/3.1, Mistral, TinyLlama,
  * SmolLM; GQA; tied embeddings when output.weight is absent; Llama 3.1 rope
@@ -41,6 +44,37 @@ enum wk_rope_scaling {
 	WK_ROPE_SCALING_FREQS = 3,   /* per-dimension factors: rope_freqs.weight */
 };
 
+enum wk_rope_style {
+	WK_ROPE_NORM = 0, /* rotate adjacent pairs (x[2i], x[2i+1]): llama GGUFs */
+	WK_ROPE_NEOX = 1, /* rotate halves (x[i], x[i + d/2]): qwen2 */
+};
+
+/*
+ * The model's hyperparameters: the one description the loader fills, the
+ * engine and every backend read (struct wk_model.hp is a copy).
+ */
+struct wk_hparams {
+	enum wk_arch arch;
+	uint32_t n_layer;        /* {arch}.block_count */
+	uint32_t n_embd;         /* {arch}.embedding_length */
+	uint32_t n_ff;           /* {arch}.feed_forward_length */
+	uint32_t n_head;         /* {arch}.attention.head_count */
+	uint32_t n_head_kv;      /* .attention.head_count_kv (default n_head) */
+	uint32_t head_dim;       /* .attention.key_length (default embd/heads) */
+	uint32_t head_dim_v;     /* .attention.value_length (default embd/heads) */
+	uint32_t n_vocab;        /* tokens count, = token_embd dims[1] */
+	uint32_t n_ctx_train;    /* {arch}.context_length */
+	uint32_t rope_dim;       /* .rope.dimension_count (default head_dim): rotated per head */
+	float rope_base;         /* .rope.freq_base (default 10000) */
+	enum wk_rope_scaling rope_scaling;
+	float rope_scale_factor; /* .rope.scaling.factor (1 when absent) */
+	uint32_t rope_orig_ctx;  /* .rope.scaling.original_context_length (0 absent) */
+	float rope_pos_scale;    /* positions are multiplied by this (linear scaling) */
+	float rms_eps;           /* .attention.layer_norm_rms_epsilon (default 1e-5) */
+	enum wk_rope_style rope_style; /* NEOX for qwen2, NORM for llama */
+	const float *rope_freqs; /* [rope_dim/2] divisors (rope_freqs.weight), or NULL */
+};
+
 /* Bounds checked at load (inclusive). */
 #define WK_MCFG_MAX_LAYERS 1024
 #define WK_MCFG_MAX_EMBD 65536
@@ -52,12 +86,12 @@ enum wk_rope_scaling {
 
 struct wk_mcfg_layer {
 	const struct wk_gguf_tensor *attn_norm;   /* [embd] F32 */
-	const struct wk_gguf_tensor *attn_q;      /* [embd, heads * head_dim_k] */
-	const struct wk_gguf_tensor *attn_k;      /* [embd, kv_heads * head_dim_k] */
+	const struct wk_gguf_tensor *attn_q;      /* [embd, heads * head_dim] */
+	const struct wk_gguf_tensor *attn_k;      /* [embd, kv_heads * head_dim] */
 	const struct wk_gguf_tensor *attn_v;      /* [embd, kv_heads * head_dim_v] */
 	const struct wk_gguf_tensor *attn_output; /* [heads * head_dim_v, embd] */
-	const struct wk_gguf_tensor *attn_q_bias; /* qwen2: [heads * head_dim_k]; else NULL */
-	const struct wk_gguf_tensor *attn_k_bias; /* qwen2: [kv_heads * head_dim_k] */
+	const struct wk_gguf_tensor *attn_q_bias; /* qwen2: [heads * head_dim]; else NULL */
+	const struct wk_gguf_tensor *attn_k_bias; /* qwen2: [kv_heads * head_dim] */
 	const struct wk_gguf_tensor *attn_v_bias; /* qwen2: [kv_heads * head_dim_v] */
 	const struct wk_gguf_tensor *ffn_norm;    /* [embd] F32 */
 	const struct wk_gguf_tensor *ffn_gate;    /* [embd, ff] */
@@ -66,25 +100,8 @@ struct wk_mcfg_layer {
 };
 
 struct wk_mcfg {
-	enum wk_arch arch;
 	const char *arch_name;        /* "llama" or "qwen2" (static) */
-
-	uint32_t n_layers;            /* {arch}.block_count */
-	uint32_t n_embd;              /* {arch}.embedding_length */
-	uint32_t n_ff;                /* {arch}.feed_forward_length */
-	uint32_t n_heads;             /* {arch}.attention.head_count */
-	uint32_t n_kv_heads;          /* .attention.head_count_kv (default n_heads) */
-	uint32_t head_dim_k;          /* .attention.key_length (default embd/heads) */
-	uint32_t head_dim_v;          /* .attention.value_length (default embd/heads) */
-	uint32_t n_rot;               /* .rope.dimension_count (default head_dim_k) */
-	uint32_t n_ctx_train;         /* {arch}.context_length */
-	uint32_t n_vocab;             /* tokens count, = token_embd dims[1] */
-	float rope_freq_base;         /* .rope.freq_base (default 10000) */
-	float rms_eps;                /* .attention.layer_norm_rms_epsilon (default 1e-5) */
-
-	enum wk_rope_scaling rope_scaling;
-	float rope_scale_factor;      /* .rope.scaling.factor (1 when absent) */
-	uint32_t rope_orig_ctx;       /* .rope.scaling.original_context_length (0 absent) */
+	struct wk_hparams hp;
 
 	int tied_embeddings;          /* output.weight absent: output = token_embd */
 	int has_qkv_bias;             /* qwen2 */
@@ -92,8 +109,8 @@ struct wk_mcfg {
 	const struct wk_gguf_tensor *token_embd;  /* [embd, vocab] */
 	const struct wk_gguf_tensor *output_norm; /* [embd] F32 */
 	const struct wk_gguf_tensor *output;      /* [embd, vocab]; == token_embd when tied */
-	const struct wk_gguf_tensor *rope_freqs;  /* [n_rot / 2] F32 or NULL */
-	struct wk_mcfg_layer *layers;             /* [n_layers] */
+	const struct wk_gguf_tensor *rope_freqs;  /* [rope_dim / 2] F32 or NULL */
+	struct wk_mcfg_layer *layers;             /* [hp.n_layer] */
 
 	uint64_t n_params;            /* elements of all tensors in the file */
 	uint64_t weight_bytes;        /* bytes of all tensor data in the file */
