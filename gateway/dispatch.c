@@ -304,7 +304,7 @@ static int start_stream(struct gw_job *j)
 	return 0;
 }
 
-static void on_tokens(void *arg, const struct proto_tokens *t)
+static void job_on_tokens(void *arg, const struct proto_tokens *t)
 {
 	struct gw_job *j = arg;
 	int64_t now = cm_mono_ns();
@@ -350,7 +350,7 @@ overflow:
 	job_failf(j, 500, "too_large", 0, "the reply exceeded the gateway's output limit");
 }
 
-static void on_done(void *arg, const struct proto_done *dn)
+static void job_on_done(void *arg, const struct proto_done *dn)
 {
 	struct gw_job *j = arg;
 	struct gw_api_result res;
@@ -394,7 +394,7 @@ static void on_done(void *arg, const struct proto_done *dn)
 	job_end(j, 200, dn->finish == PROTO_FINISH_CANCELLED ? "cancelled" : "ok");
 }
 
-static void on_error(void *arg, uint16_t code, const char *msg, size_t len)
+static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 {
 	struct gw_job *j = arg;
 	int status;
@@ -431,7 +431,7 @@ static void on_error(void *arg, uint16_t code, const char *msg, size_t len)
 	job_failf(j, status, "worker_error", status == 503 ? 1 : 0, text);
 }
 
-static const struct gw_request_ops gw_job_ops = { on_tokens, on_done, on_error };
+static const struct gw_request_ops gw_job_ops = { job_on_tokens, job_on_done, job_on_error };
 
 /* ---- placement and the queue ---------------------------------------- */
 

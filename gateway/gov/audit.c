@@ -316,7 +316,7 @@ void gw_audit_hash(const struct gw_audit_entry *e, char out[CM_SHA256_HEX_LEN + 
 	cm_hex_encode(md, sizeof(md), out);
 }
 
-static void fail(struct gw_audit_verify *v, const struct gw_audit_entry *e,
+static void verify_fail(struct gw_audit_verify *v, const struct gw_audit_entry *e,
 		 const char *id, const char *fmt, const char *a, const char *b)
 {
 	v->intact = 0;
@@ -362,7 +362,7 @@ enum cm_status gw_audit_verify_sync(redisContext *c, const char *ns,
 
 			v->records++;
 			if (gw_audit_parse_entry(el, &e) != CM_OK) {
-				fail(v, NULL, id, "%s%sa field is missing, malformed or unexpected",
+				verify_fail(v, NULL, id, "%s%sa field is missing, malformed or unexpected",
 				     "", "");
 				goto out;
 			}
@@ -371,19 +371,19 @@ enum cm_status gw_audit_verify_sync(redisContext *c, const char *ns,
 
 				snprintf(seqs, sizeof(seqs), "%" PRId64, seq + 1);
 				snprintf(found, sizeof(found), "%" PRId64, e.seq);
-				fail(v, &e, id, "expected seq %s, found %s (a record is missing "
+				verify_fail(v, &e, id, "expected seq %s, found %s (a record is missing "
 				     "or out of order)", seqs, found);
 				goto out;
 			}
 			if (strcmp(e.prev, prev) != 0) {
-				fail(v, &e, id, "prev does not match the hash of the record "
+				verify_fail(v, &e, id, "prev does not match the hash of the record "
 				     "before it%s%s (a record was removed, altered or moved)",
 				     "", "");
 				goto out;
 			}
 			gw_audit_hash(&e, want);
 			if (strcmp(e.hash, want) != 0) {
-				fail(v, &e, id, "hash does not match the record's fields%s%s "
+				verify_fail(v, &e, id, "hash does not match the record's fields%s%s "
 				     "(the record was altered)", "", "");
 				goto out;
 			}
@@ -408,11 +408,11 @@ enum cm_status gw_audit_verify_sync(redisContext *c, const char *ns,
 	}
 	if (h->element[1]->type == REDIS_REPLY_STRING) {
 		if (strcmp(h->element[1]->str, prev) != 0)
-			fail(v, NULL, "", "the head (%s) names a record that is not the "
+			verify_fail(v, NULL, "", "the head (%s) names a record that is not the "
 			     "last one of the stream%s (records were removed from the end)",
 			     "audit:head", "");
 	} else if (seq != 0) {
-		fail(v, NULL, "", "the head (%s) is missing but the stream has "
+		verify_fail(v, NULL, "", "the head (%s) is missing but the stream has "
 		     "records%s", "audit:head", "");
 	}
 out:

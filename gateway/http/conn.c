@@ -139,7 +139,7 @@ static void send_error_and_close(struct gw_conn *c, int status, const char *msg)
 		begin_linger(c);
 }
 
-static void dispatch(struct gw_conn *c)
+static void conn_dispatch(struct gw_conn *c)
 {
 	struct gw_server *s = c->srv;
 	struct gw_request *r;
@@ -204,7 +204,7 @@ static void conn_process(struct gw_conn *c)
 			}
 		}
 		if (st == CM_OK) {
-			dispatch(c);
+			conn_dispatch(c);
 			return;
 		}
 		if (st == CM_EPROTO) {

@@ -93,7 +93,7 @@ static int is_value_char(unsigned char c)
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
-static enum cm_status fail(struct gw_http_parser *p, int status, const char *msg)
+static enum cm_status http_fail(struct gw_http_parser *p, int status, const char *msg)
 {
 	p->phase = GW_HTTP_PHASE_ERROR;
 	p->err_status = status;
@@ -228,17 +228,17 @@ static enum cm_status parse_request_line(struct gw_http_parser *p, char *line,
 
 	sp1 = memchr(line, ' ', len);
 	if (!sp1 || sp1 == line)
-		return fail(p, 400, "malformed request line: expected METHOD SP target SP version");
+		return http_fail(p, 400, "malformed request line: expected METHOD SP target SP version");
 	for (q = line; q < sp1; q++)
 		if (!is_tchar((unsigned char)*q))
-			return fail(p, 400, "malformed request line: method is not a token");
+			return http_fail(p, 400, "malformed request line: method is not a token");
 	*sp1 = '\0';
 	sp2 = memchr(sp1 + 1, ' ', len - (size_t)(sp1 + 1 - line));
 	if (!sp2 || sp2 == sp1 + 1)
-		return fail(p, 400, "malformed request line: expected METHOD SP target SP version");
+		return http_fail(p, 400, "malformed request line: expected METHOD SP target SP version");
 	for (q = sp1 + 1; q < sp2; q++)
 		if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
-			return fail(p, 400, "malformed request line: invalid byte in the target");
+			return http_fail(p, 400, "malformed request line: invalid byte in the target");
 	*sp2 = '\0';
 	ver = sp2 + 1;
 	r->method_str = line;
@@ -251,13 +251,13 @@ static enum cm_status parse_request_line(struct gw_http_parser *p, char *line,
 		r->version_minor = 0;
 	} else if (strncmp(ver, "HTTP/", 5) == 0 && ver[5] >= '0' && ver[5] <= '9' &&
 		   ver[6] == '.' && ver[7] >= '0' && ver[7] <= '9' && ver[8] == '\0') {
-		return fail(p, 505, "HTTP version not supported: expected HTTP/1.0 or HTTP/1.1");
+		return http_fail(p, 505, "HTTP version not supported: expected HTTP/1.0 or HTTP/1.1");
 	} else {
-		return fail(p, 400, "malformed request line: expected HTTP/1.0 or HTTP/1.1 as version");
+		return http_fail(p, 400, "malformed request line: expected HTTP/1.0 or HTTP/1.1 as version");
 	}
 	if (r->target[0] != '/' &&
 	    !(r->method == GW_HTTP_OPTIONS && strcmp(r->target, "*") == 0))
-		return fail(p, 400, "malformed request target: expected a path starting with '/'");
+		return http_fail(p, 400, "malformed request target: expected a path starting with '/'");
 	return CM_OK;
 }
 
@@ -267,12 +267,12 @@ static enum cm_status parse_content_length(struct gw_http_parser *p,
 	uint64_t n = 0;
 
 	if (!*v)
-		return fail(p, 400, "invalid Content-Length: expected digits, found an empty value");
+		return http_fail(p, 400, "invalid Content-Length: expected digits, found an empty value");
 	for (; *v; v++) {
 		if (*v < '0' || *v > '9')
-			return fail(p, 400, "invalid Content-Length: expected digits only");
+			return http_fail(p, 400, "invalid Content-Length: expected digits only");
 		if (n > (UINT64_MAX - 9) / 10)
-			return fail(p, 413, "Content-Length is larger than the body limit");
+			return http_fail(p, 413, "Content-Length is larger than the body limit");
 		n = n * 10 + (uint64_t)(*v - '0');
 	}
 	*out = n;
@@ -294,16 +294,16 @@ static enum cm_status header_semantics(struct gw_http_parser *p)
 			n_host++;
 		} else if (strcasecmp(h->name, "content-length") == 0) {
 			if (++n_cl > 1)
-				return fail(p, 400, "duplicate Content-Length header");
+				return http_fail(p, 400, "duplicate Content-Length header");
 			st = parse_content_length(p, h->value, &r->content_length);
 			if (st != CM_OK)
 				return st;
 			r->has_content_length = 1;
 		} else if (strcasecmp(h->name, "transfer-encoding") == 0) {
 			if (++n_te > 1)
-				return fail(p, 501, "Transfer-Encoding not supported: expected one header with exactly 'chunked'");
+				return http_fail(p, 501, "Transfer-Encoding not supported: expected one header with exactly 'chunked'");
 			if (strcasecmp(h->value, "chunked") != 0)
-				return fail(p, 501, "Transfer-Encoding not supported: expected 'chunked'");
+				return http_fail(p, 501, "Transfer-Encoding not supported: expected 'chunked'");
 			r->chunked = 1;
 		} else if (strcasecmp(h->name, "connection") == 0) {
 			const char *s = h->value;
@@ -326,18 +326,18 @@ static enum cm_status header_semantics(struct gw_http_parser *p)
 			}
 		} else if (strcasecmp(h->name, "expect") == 0 && r->version_minor == 1) {
 			if (strcasecmp(h->value, "100-continue") != 0)
-				return fail(p, 417, "unsupported expectation: only '100-continue' is accepted");
+				return http_fail(p, 417, "unsupported expectation: only '100-continue' is accepted");
 			r->expect_continue = 1;
 		}
 	}
 	if (n_host > 1)
-		return fail(p, 400, "more than one Host header");
+		return http_fail(p, 400, "more than one Host header");
 	if (r->version_minor == 1 && n_host == 0)
-		return fail(p, 400, "missing Host header (required in HTTP/1.1)");
+		return http_fail(p, 400, "missing Host header (required in HTTP/1.1)");
 	if (r->chunked && r->has_content_length)
-		return fail(p, 400, "both Content-Length and Transfer-Encoding given");
+		return http_fail(p, 400, "both Content-Length and Transfer-Encoding given");
 	if (r->chunked && r->version_minor == 0)
-		return fail(p, 400, "Transfer-Encoding is not allowed in HTTP/1.0");
+		return http_fail(p, 400, "Transfer-Encoding is not allowed in HTTP/1.0");
 	if (conn_close)
 		r->keep_alive = 0;
 	else if (r->version_minor == 1)
@@ -345,7 +345,7 @@ static enum cm_status header_semantics(struct gw_http_parser *p)
 	else
 		r->keep_alive = conn_keep;
 	if (r->has_content_length && r->content_length > p->lim.body_bytes)
-		return fail(p, 413, "request body is larger than the body limit");
+		return http_fail(p, 413, "request body is larger than the body limit");
 	return CM_OK;
 }
 
@@ -361,7 +361,7 @@ static enum cm_status parse_head(struct gw_http_parser *p)
 
 	line = next_line(&pos, end, &len, &bad);
 	if (!line)
-		return fail(p, 400, "malformed request: lines must end with CRLF");
+		return http_fail(p, 400, "malformed request: lines must end with CRLF");
 	st = parse_request_line(p, line, len);
 	if (st != CM_OK)
 		return st;
@@ -372,22 +372,22 @@ static enum cm_status parse_head(struct gw_http_parser *p)
 
 		line = next_line(&pos, end, &len, &bad);
 		if (!line)
-			return fail(p, 400, "malformed header: lines must end with CRLF");
+			return http_fail(p, 400, "malformed header: lines must end with CRLF");
 		if (len == 0)
 			break;
 		if (line[0] == ' ' || line[0] == '\t')
-			return fail(p, 400, "obsolete line folding in headers is not accepted");
+			return http_fail(p, 400, "obsolete line folding in headers is not accepted");
 		colon = memchr(line, ':', len);
 		if (!colon || colon == line)
-			return fail(p, 400, "malformed header: expected name ':' value");
+			return http_fail(p, 400, "malformed header: expected name ':' value");
 		for (q = line; q < colon; q++)
 			if (!is_tchar((unsigned char)*q))
-				return fail(p, 400, "malformed header: invalid character in the name (whitespace before ':'?)");
+				return http_fail(p, 400, "malformed header: invalid character in the name (whitespace before ':'?)");
 		for (q = colon + 1; q < line + len; q++)
 			if (!is_value_char((unsigned char)*q))
-				return fail(p, 400, "malformed header: control character in a value");
+				return http_fail(p, 400, "malformed header: control character in a value");
 		if (r->n_headers >= p->lim.max_headers)
-			return fail(p, 431, "too many header fields");
+			return http_fail(p, 431, "too many header fields");
 		*colon = '\0';
 		v = colon + 1;
 		ve = line + len;
@@ -415,7 +415,7 @@ static enum cm_status parse_head(struct gw_http_parser *p)
 
 			cm_buf_reset(&p->path);
 			if (cm_buf_append(&p->path, t, plen) != CM_OK)
-				return fail(p, 431, "request header block is larger than the header limit");
+				return http_fail(p, 431, "request header block is larger than the header limit");
 			copy = (char *)cm_buf_data(&p->path);
 			r->path = copy;
 			r->path_len = plen;
@@ -449,7 +449,7 @@ static enum cm_status body_append(struct gw_http_parser *p, const uint8_t *d,
 	enum cm_status st = cm_buf_append(&p->body, d, n);
 
 	if (st == CM_ELIMIT)
-		return fail(p, 413, "request body is larger than the body limit");
+		return http_fail(p, 413, "request body is larger than the body limit");
 	if (st != CM_OK)
 		return st;
 	return CM_OK;
@@ -478,7 +478,7 @@ static enum cm_status feed_chunked(struct gw_http_parser *p, const uint8_t *d,
 
 			if (v >= 0) {
 				if (p->chunk_digits >= 15)
-					return fail(p, 413, "chunk size is larger than the body limit");
+					return http_fail(p, 413, "chunk size is larger than the body limit");
 				p->chunk_left = p->chunk_left * 16 + (uint64_t)v;
 				p->chunk_digits++;
 			} else if (p->chunk_digits && (c == ';' || c == ' ' || c == '\t')) {
@@ -486,10 +486,10 @@ static enum cm_status feed_chunked(struct gw_http_parser *p, const uint8_t *d,
 			} else if (p->chunk_digits && c == '\r') {
 				p->cstate = CH_SIZE_LF;
 			} else {
-				return fail(p, 400, "malformed chunked body: expected a hex chunk size");
+				return http_fail(p, 400, "malformed chunked body: expected a hex chunk size");
 			}
 			if (++p->line_len > HTTP_MAX_CHUNK_LINE)
-				return fail(p, 400, "malformed chunked body: chunk-size line too long");
+				return http_fail(p, 400, "malformed chunked body: chunk-size line too long");
 			i++;
 			break;
 		}
@@ -497,14 +497,14 @@ static enum cm_status feed_chunked(struct gw_http_parser *p, const uint8_t *d,
 			if (c == '\r')
 				p->cstate = CH_SIZE_LF;
 			else if (!is_value_char(c))
-				return fail(p, 400, "malformed chunked body: control character in a chunk extension");
+				return http_fail(p, 400, "malformed chunked body: control character in a chunk extension");
 			if (++p->line_len > HTTP_MAX_CHUNK_LINE)
-				return fail(p, 400, "malformed chunked body: chunk-size line too long");
+				return http_fail(p, 400, "malformed chunked body: chunk-size line too long");
 			i++;
 			break;
 		case CH_SIZE_LF:
 			if (c != '\n')
-				return fail(p, 400, "malformed chunked body: expected LF after CR");
+				return http_fail(p, 400, "malformed chunked body: expected LF after CR");
 			i++;
 			p->line_len = 0;
 			p->chunk_digits = 0;
@@ -512,7 +512,7 @@ static enum cm_status feed_chunked(struct gw_http_parser *p, const uint8_t *d,
 				p->cstate = CH_TRAILER_START;
 			} else {
 				if (p->chunk_left > p->lim.body_bytes - cm_buf_len(&p->body))
-					return fail(p, 413, "request body is larger than the body limit");
+					return http_fail(p, 413, "request body is larger than the body limit");
 				p->cstate = CH_DATA;
 			}
 			break;
@@ -532,13 +532,13 @@ static enum cm_status feed_chunked(struct gw_http_parser *p, const uint8_t *d,
 		}
 		case CH_DATA_CR:
 			if (c != '\r')
-				return fail(p, 400, "malformed chunked body: expected CRLF after chunk data");
+				return http_fail(p, 400, "malformed chunked body: expected CRLF after chunk data");
 			p->cstate = CH_DATA_LF;
 			i++;
 			break;
 		case CH_DATA_LF:
 			if (c != '\n')
-				return fail(p, 400, "malformed chunked body: expected CRLF after chunk data");
+				return http_fail(p, 400, "malformed chunked body: expected CRLF after chunk data");
 			p->cstate = CH_SIZE;
 			i++;
 			break;
@@ -546,34 +546,34 @@ static enum cm_status feed_chunked(struct gw_http_parser *p, const uint8_t *d,
 			if (c == '\r') {
 				p->cstate = CH_END_LF;
 			} else if (c == ' ' || c == '\t') {
-				return fail(p, 400, "obsolete line folding in trailers is not accepted");
+				return http_fail(p, 400, "obsolete line folding in trailers is not accepted");
 			} else if (!is_value_char(c)) {
-				return fail(p, 400, "malformed trailer: control character");
+				return http_fail(p, 400, "malformed trailer: control character");
 			} else {
 				p->cstate = CH_TRAILER;
 			}
 			if (++p->trailer_bytes + cm_buf_len(&p->head) > p->lim.header_bytes)
-				return fail(p, 431, "header block (with trailers) is larger than the header limit");
+				return http_fail(p, 431, "header block (with trailers) is larger than the header limit");
 			i++;
 			break;
 		case CH_TRAILER:
 			if (c == '\r')
 				p->cstate = CH_TRAILER_LF;
 			else if (!is_value_char(c))
-				return fail(p, 400, "malformed trailer: control character");
+				return http_fail(p, 400, "malformed trailer: control character");
 			if (++p->trailer_bytes + cm_buf_len(&p->head) > p->lim.header_bytes)
-				return fail(p, 431, "header block (with trailers) is larger than the header limit");
+				return http_fail(p, 431, "header block (with trailers) is larger than the header limit");
 			i++;
 			break;
 		case CH_TRAILER_LF:
 			if (c != '\n')
-				return fail(p, 400, "malformed trailer: expected LF after CR");
+				return http_fail(p, 400, "malformed trailer: expected LF after CR");
 			p->cstate = CH_TRAILER_START;
 			i++;
 			break;
 		case CH_END_LF:
 			if (c != '\n')
-				return fail(p, 400, "malformed chunked body: expected CRLF at the end");
+				return http_fail(p, 400, "malformed chunked body: expected CRLF at the end");
 			i++;
 			*used = i;
 			finish(p);
@@ -605,7 +605,7 @@ enum cm_status gw_http_parser_feed(struct gw_http_parser *p, const void *data,
 		       (d[i] == '\r' || d[i] == '\n')) {
 			if (++p->leading > HTTP_MAX_LEADING_EMPTY) {
 				*consumed = i + 1;
-				return fail(p, 400, "malformed request: expected a request line");
+				return http_fail(p, 400, "malformed request: expected a request line");
 			}
 			i++;
 		}
@@ -624,7 +624,7 @@ enum cm_status gw_http_parser_feed(struct gw_http_parser *p, const void *data,
 				} else if (c == '\n') {
 					if (s != 1 && s != 3) {
 						*consumed = j;
-						return fail(p, 400, "malformed request: lines must end with CRLF");
+						return http_fail(p, 400, "malformed request: lines must end with CRLF");
 					}
 					s++;
 				} else {
@@ -635,7 +635,7 @@ enum cm_status gw_http_parser_feed(struct gw_http_parser *p, const void *data,
 			if (st != CM_OK) {
 				*consumed = i;
 				return st == CM_ELIMIT
-					       ? fail(p, 431, "request header block is larger than the header limit")
+					       ? http_fail(p, 431, "request header block is larger than the header limit")
 					       : st;
 			}
 			i = j;
@@ -657,7 +657,7 @@ enum cm_status gw_http_parser_feed(struct gw_http_parser *p, const void *data,
 				st = cm_buf_reserve(&p->body, (size_t)p->req.content_length);
 				if (st != CM_OK) {
 					*consumed = i;
-					return st == CM_ELIMIT ? fail(p, 413, "request body is larger than the body limit") : st;
+					return st == CM_ELIMIT ? http_fail(p, 413, "request body is larger than the body limit") : st;
 				}
 			}
 		}

@@ -61,10 +61,10 @@ struct gguf_parse {
 	size_t err_len;
 };
 
-static enum cm_status fail(struct gguf_parse *p, enum cm_status st,
+static enum cm_status gguf_fail(struct gguf_parse *p, enum cm_status st,
 			   const char *fmt, ...) CM_PRINTF(3, 4);
 
-static enum cm_status fail(struct gguf_parse *p, enum cm_status st,
+static enum cm_status gguf_fail(struct gguf_parse *p, enum cm_status st,
 			   const char *fmt, ...)
 {
 	va_list ap;
@@ -221,17 +221,17 @@ static enum cm_status read_str(struct gguf_parse *p, const char *what,
 	uint64_t n;
 
 	if (left(p) < 8)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "%s: truncated: string length needs 8 bytes at offset %llu, "
 			    "file size %llu", what, (unsigned long long)p->pos,
 			    (unsigned long long)p->g->size);
 	n = take_u64(p);
 	if (n > max)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "%s: string length %llu exceeds the limit of %llu bytes",
 			    what, (unsigned long long)n, (unsigned long long)max);
 	if (n > left(p))
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "%s: truncated: string of %llu bytes at offset %llu runs "
 			    "past the end of the file (size %llu)", what,
 			    (unsigned long long)n, (unsigned long long)p->pos,
@@ -253,18 +253,18 @@ static enum cm_status copy_name(struct gguf_parse *p, const char *what, uint64_t
 	if (st != CM_OK)
 		return st;
 	if (len == 0)
-		return fail(p, CM_EFORMAT, "%s #%llu: empty name", what,
+		return gguf_fail(p, CM_EFORMAT, "%s #%llu: empty name", what,
 			    (unsigned long long)idx);
 	if (len > max)
-		return fail(p, CM_EFORMAT, "%s #%llu: name of %llu bytes, expected at most %llu",
+		return gguf_fail(p, CM_EFORMAT, "%s #%llu: name of %llu bytes, expected at most %llu",
 			    what, (unsigned long long)idx, (unsigned long long)len,
 			    (unsigned long long)max);
 	if (memchr(p->g->base + off, 0, len))
-		return fail(p, CM_EFORMAT, "%s #%llu: name contains a NUL byte", what,
+		return gguf_fail(p, CM_EFORMAT, "%s #%llu: name contains a NUL byte", what,
 			    (unsigned long long)idx);
 	*out = cm_strndup((const char *)p->g->base + off, len);
 	if (!*out)
-		return fail(p, CM_ENOMEM, "out of memory copying %s #%llu name", what,
+		return gguf_fail(p, CM_ENOMEM, "out of memory copying %s #%llu name", what,
 			    (unsigned long long)idx);
 	return CM_OK;
 }
@@ -288,28 +288,28 @@ static enum cm_status read_array(struct gguf_parse *p, const char *key, int dept
 	uint64_t *offs = NULL;
 
 	if (depth >= WK_GGUF_ARRAY_DEPTH)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key '%s': arrays nested deeper than %d levels", key,
 			    WK_GGUF_ARRAY_DEPTH);
 	if (left(p) < 12)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key '%s': truncated: array header needs 12 bytes at offset "
 			    "%llu, file size %llu", key, (unsigned long long)p->pos,
 			    (unsigned long long)p->g->size);
 	et = take_u32(p);
 	count = take_u64(p);
 	if (et > WK_GGUF_F64)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key '%s': unknown array element type %u (expected 0..12)",
 			    key, et);
 	if (count > CM_LIM_GGUF_ARRAY_ELEMS_HARD)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key '%s': array of %llu elements exceeds the limit of %u",
 			    key, (unsigned long long)count, CM_LIM_GGUF_ARRAY_ELEMS_HARD);
 	min_elem = et == WK_GGUF_STRING ? 8 : et == WK_GGUF_ARRAY ? 12 : wk_gguf_vtype_size(et);
 	/* count <= 2^24 and min_elem <= 12: the product cannot overflow */
 	if (count * min_elem > left(p))
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key '%s': truncated: array of %llu %s elements needs at least "
 			    "%llu bytes at offset %llu, %llu left", key,
 			    (unsigned long long)count, vtype_name(et),
@@ -327,7 +327,7 @@ static enum cm_status read_array(struct gguf_parse *p, const char *key, int dept
 	if (kv && et == WK_GGUF_STRING && count) {
 		offs = cm_calloc(count, sizeof(*offs));
 		if (!offs)
-			return fail(p, CM_ENOMEM,
+			return gguf_fail(p, CM_ENOMEM,
 				    "key '%s': out of memory for %llu string offsets", key,
 				    (unsigned long long)count);
 		kv->str_offs = offs;
@@ -359,15 +359,15 @@ static enum cm_status skip_value(struct gguf_parse *p, const char *key,
 		return read_array(p, key, depth, NULL);
 	sz = wk_gguf_vtype_size(type);
 	if (!sz)
-		return fail(p, CM_EFORMAT, "key '%s': unknown value type %u (expected 0..12)",
+		return gguf_fail(p, CM_EFORMAT, "key '%s': unknown value type %u (expected 0..12)",
 			    key, type);
 	if (left(p) < sz)
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key '%s': truncated: %s value needs %u bytes at offset %llu, "
 			    "file size %llu", key, vtype_name(type), sz,
 			    (unsigned long long)p->pos, (unsigned long long)p->g->size);
 	if (type == WK_GGUF_BOOL && *at(p) > 1)
-		return fail(p, CM_EFORMAT, "key '%s': bool value %u, expected 0 or 1", key,
+		return gguf_fail(p, CM_EFORMAT, "key '%s': bool value %u, expected 0 or 1", key,
 			    *at(p));
 	p->pos += sz;
 	return CM_OK;
@@ -383,7 +383,7 @@ static enum cm_status read_kvs(struct gguf_parse *p)
 	g->kv_mask = index_slots(g->n_kv) - 1;
 	g->kv_index = cm_calloc(g->kv_mask + 1, sizeof(*g->kv_index));
 	if (!g->kv || !g->kv_index)
-		return fail(p, CM_ENOMEM, "out of memory for %llu metadata entries",
+		return gguf_fail(p, CM_ENOMEM, "out of memory for %llu metadata entries",
 			    (unsigned long long)g->n_kv);
 	for (i = 0; i < g->n_kv; i++) {
 		struct gguf_kv *kv = &g->kv[i];
@@ -393,17 +393,17 @@ static enum cm_status read_kvs(struct gguf_parse *p)
 		if (st != CM_OK)
 			return st;
 		if (wk_gguf_index_find(g->kv_index, g->kv_mask, kv->key, wk_gguf_kv_name_of, g, &slot) >= 0)
-			return fail(p, CM_EFORMAT, "key '%s': duplicate key (entry #%llu)",
+			return gguf_fail(p, CM_EFORMAT, "key '%s': duplicate key (entry #%llu)",
 				    kv->key, (unsigned long long)i);
 		g->kv_index[slot] = (uint32_t)(i + 1);
 		if (left(p) < 4)
-			return fail(p, CM_EFORMAT,
+			return gguf_fail(p, CM_EFORMAT,
 				    "key '%s': truncated: value type needs 4 bytes at offset "
 				    "%llu, file size %llu", kv->key,
 				    (unsigned long long)p->pos, (unsigned long long)g->size);
 		type = take_u32(p);
 		if (type > WK_GGUF_F64)
-			return fail(p, CM_EFORMAT,
+			return gguf_fail(p, CM_EFORMAT,
 				    "key '%s': unknown value type %u (expected 0..12)",
 				    kv->key, type);
 		kv->type = (enum wk_gguf_vtype)type;
@@ -435,11 +435,11 @@ static enum cm_status read_alignment(struct gguf_parse *p)
 	if (i < 0)
 		return CM_OK;
 	if (g->kv[i].type != WK_GGUF_U32)
-		return fail(p, CM_EFORMAT, "key 'general.alignment': expected type u32, found %s",
+		return gguf_fail(p, CM_EFORMAT, "key 'general.alignment': expected type u32, found %s",
 			    vtype_name(g->kv[i].type));
 	memcpy(&a, g->base + g->kv[i].off, 4);
 	if (a < WK_GGUF_ALIGN_MIN || a > WK_GGUF_ALIGN_MAX || (a & (a - 1)))
-		return fail(p, CM_EFORMAT,
+		return gguf_fail(p, CM_EFORMAT,
 			    "key 'general.alignment': expected a power of two in [%u, %u], "
 			    "found %u", WK_GGUF_ALIGN_MIN, WK_GGUF_ALIGN_MAX, a);
 	g->alignment = a;
@@ -462,19 +462,19 @@ static enum cm_status read_tensor_info(struct gguf_parse *p, uint64_t i, uint64_
 		return st;
 	t->name = name;
 	if (wk_gguf_index_find(g->t_index, g->t_mask, name, wk_gguf_tensor_name_of, g, &slot) >= 0)
-		return fail(p, CM_EFORMAT, "tensor '%s': duplicate tensor name (entry #%llu)",
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': duplicate tensor name (entry #%llu)",
 			    name, (unsigned long long)i);
 	g->t_index[slot] = (uint32_t)(i + 1);
 	if (left(p) < 4)
-		return fail(p, CM_EFORMAT, "tensor '%s': truncated: n_dims needs 4 bytes at "
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': truncated: n_dims needs 4 bytes at "
 			    "offset %llu, file size %llu", name, (unsigned long long)p->pos,
 			    (unsigned long long)g->size);
 	n_dims = take_u32(p);
 	if (n_dims < 1 || n_dims > CM_LIM_GGUF_DIMS_HARD)
-		return fail(p, CM_EFORMAT, "tensor '%s': n_dims %u, expected 1..%d", name,
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': n_dims %u, expected 1..%d", name,
 			    n_dims, CM_LIM_GGUF_DIMS_HARD);
 	if (left(p) < (uint64_t)n_dims * 8 + 12)
-		return fail(p, CM_EFORMAT, "tensor '%s': truncated: %u dims, type and offset "
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': truncated: %u dims, type and offset "
 			    "need %u bytes at offset %llu, file size %llu", name, n_dims,
 			    n_dims * 8 + 12, (unsigned long long)p->pos,
 			    (unsigned long long)g->size);
@@ -485,11 +485,11 @@ static enum cm_status read_tensor_info(struct gguf_parse *p, uint64_t i, uint64_
 		uint64_t v = take_u64(p);
 
 		if (v == 0)
-			return fail(p, CM_EFORMAT, "tensor '%s': dim %u is 0, expected >= 1",
+			return gguf_fail(p, CM_EFORMAT, "tensor '%s': dim %u is 0, expected >= 1",
 				    name, d);
 		if (v > (uint64_t)INT64_MAX || __builtin_mul_overflow(n, v, &n) ||
 		    n > (uint64_t)INT64_MAX)
-			return fail(p, CM_EFORMAT, "tensor '%s': element count overflows "
+			return gguf_fail(p, CM_EFORMAT, "tensor '%s': element count overflows "
 				    "at dim %u (%llu)", name, d, (unsigned long long)v);
 		t->dims[d] = v;
 	}
@@ -497,23 +497,23 @@ static enum cm_status read_tensor_info(struct gguf_parse *p, uint64_t i, uint64_
 	type = take_u32(p);
 	*rel_off = take_u64(p);
 	if (!ggml_type_name(type))
-		return fail(p, CM_EUNSUPPORTED, "tensor '%s': unknown type id %u", name, type);
+		return gguf_fail(p, CM_EUNSUPPORTED, "tensor '%s': unknown type id %u", name, type);
 	if (!wk_qtype_supported(type))
-		return fail(p, CM_EUNSUPPORTED,
+		return gguf_fail(p, CM_EUNSUPPORTED,
 			    "tensor '%s': weight type %s (id %u) is not supported (supported: "
 			    "F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K)", name,
 			    ggml_type_name(type), type);
 	t->type = (enum wk_qtype)type;
 	if (t->dims[0] % wk_qtype_block_elems(type))
-		return fail(p, CM_EFORMAT, "tensor '%s': innermost dim %llu is not a multiple "
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': innermost dim %llu is not a multiple "
 			    "of the %s block size %u", name, (unsigned long long)t->dims[0],
 			    wk_qtype_name(type), wk_qtype_block_elems(type));
 	row_bytes = wk_qtype_row_bytes(type, t->dims[0]);
 	rows = n / t->dims[0];
 	if (row_bytes == 0 || __builtin_mul_overflow(row_bytes, rows, &t->n_bytes))
-		return fail(p, CM_EFORMAT, "tensor '%s': byte size overflows", name);
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': byte size overflows", name);
 	if (*rel_off % g->alignment)
-		return fail(p, CM_EFORMAT, "tensor '%s': offset %llu is not a multiple of "
+		return gguf_fail(p, CM_EFORMAT, "tensor '%s': offset %llu is not a multiple of "
 			    "the alignment %u", name, (unsigned long long)*rel_off,
 			    g->alignment);
 	return CM_OK;
@@ -546,7 +546,7 @@ static enum cm_status read_tensors(struct gguf_parse *p)
 	rel = cm_calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*rel));
 	order = cm_calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*order));
 	if (!g->tensors || !g->t_index || !rel || !order) {
-		st = fail(p, CM_ENOMEM, "out of memory for %llu tensors",
+		st = gguf_fail(p, CM_ENOMEM, "out of memory for %llu tensors",
 			  (unsigned long long)g->n_tensors);
 		goto out;
 	}
@@ -558,7 +558,7 @@ static enum cm_status read_tensors(struct gguf_parse *p)
 	/* data section: after the infos, padded to the alignment */
 	g->data_off = (p->pos + g->alignment - 1) / g->alignment * g->alignment;
 	if (g->n_tensors && g->data_off > g->size) {
-		st = fail(p, CM_EFORMAT, "truncated: tensor data section starts at %llu, "
+		st = gguf_fail(p, CM_EFORMAT, "truncated: tensor data section starts at %llu, "
 			  "past the end of the file (size %llu)",
 			  (unsigned long long)g->data_off, (unsigned long long)g->size);
 		goto out;
@@ -570,7 +570,7 @@ static enum cm_status read_tensors(struct gguf_parse *p)
 		if (rel[i] > room || t->n_bytes > room - rel[i]) {
 			uint64_t start = sat_add(g->data_off, rel[i]);
 
-			st = fail(p, CM_EFORMAT, "tensor '%s': data [%llu, %llu) runs past the "
+			st = gguf_fail(p, CM_EFORMAT, "tensor '%s': data [%llu, %llu) runs past the "
 				  "end of the file (size %llu)", t->name,
 				  (unsigned long long)start,
 				  (unsigned long long)sat_add(start, t->n_bytes),
@@ -586,7 +586,7 @@ static enum cm_status read_tensors(struct gguf_parse *p)
 		const struct wk_gguf_tensor *b = &g->tensors[order[i]];
 
 		if ((const uint8_t *)a->data + a->n_bytes > (const uint8_t *)b->data) {
-			st = fail(p, CM_EFORMAT, "tensor '%s': data [%llu, %llu) overlaps "
+			st = gguf_fail(p, CM_EFORMAT, "tensor '%s': data [%llu, %llu) overlaps "
 				  "tensor '%s' [%llu, %llu)", b->name,
 				  (unsigned long long)((const uint8_t *)b->data - g->base),
 				  (unsigned long long)((const uint8_t *)b->data - g->base + b->n_bytes),
@@ -605,36 +605,36 @@ out:
 
 /* ==== open / close ================================================== */
 
-static enum cm_status parse(struct wk_gguf *g, char *err, size_t err_len)
+static enum cm_status gguf_parse_all(struct wk_gguf *g, char *err, size_t err_len)
 {
 	struct gguf_parse p = { .g = g, .pos = 0, .err = err, .err_len = err_len };
 	enum cm_status st;
 	uint64_t rest;
 
 	if (g->size < WK_GGUF_HEADER_BYTES)
-		return fail(&p, CM_EFORMAT, "truncated: header needs %u bytes, file size %llu",
+		return gguf_fail(&p, CM_EFORMAT, "truncated: header needs %u bytes, file size %llu",
 			    WK_GGUF_HEADER_BYTES, (unsigned long long)g->size);
 	if (memcmp(g->base, "GGUF", 4) != 0)
-		return fail(&p, CM_EFORMAT,
+		return gguf_fail(&p, CM_EFORMAT,
 			    "bad magic: expected \"GGUF\" (47 47 55 46), found %02x %02x %02x %02x",
 			    g->base[0], g->base[1], g->base[2], g->base[3]);
 	p.pos = 4;
 	g->version = take_u32(&p);
 	if (g->version != 2 && g->version != 3)
-		return fail(&p, CM_EUNSUPPORTED,
+		return gguf_fail(&p, CM_EUNSUPPORTED,
 			    "unsupported GGUF version %u (expected 2 or 3%s)", g->version,
 			    g->version > 0xffff ? "; a big-endian file?" : "");
 	g->n_tensors = take_u64(&p);
 	g->n_kv = take_u64(&p);
 	rest = left(&p);
 	if (g->n_kv > CM_LIM_GGUF_KV_PAIRS_HARD)
-		return fail(&p, CM_EFORMAT, "metadata count %llu exceeds the limit of %d",
+		return gguf_fail(&p, CM_EFORMAT, "metadata count %llu exceeds the limit of %d",
 			    (unsigned long long)g->n_kv, CM_LIM_GGUF_KV_PAIRS_HARD);
 	if (g->n_tensors > CM_LIM_GGUF_TENSORS_HARD)
-		return fail(&p, CM_EFORMAT, "tensor count %llu exceeds the limit of %d",
+		return gguf_fail(&p, CM_EFORMAT, "tensor count %llu exceeds the limit of %d",
 			    (unsigned long long)g->n_tensors, CM_LIM_GGUF_TENSORS_HARD);
 	if (g->n_kv * WK_GGUF_KV_MIN_BYTES + g->n_tensors * WK_GGUF_TENSOR_MIN_BYTES > rest)
-		return fail(&p, CM_EFORMAT,
+		return gguf_fail(&p, CM_EFORMAT,
 			    "truncated: %llu metadata entries and %llu tensor infos need at "
 			    "least %llu bytes, %llu left after the header",
 			    (unsigned long long)g->n_kv, (unsigned long long)g->n_tensors,
@@ -657,7 +657,7 @@ static enum cm_status open_common(struct wk_gguf *g, struct wk_gguf **out, char 
 
 	if (err && err_len)
 		err[0] = '\0';
-	st = parse(g, err, err_len);
+	st = gguf_parse_all(g, err, err_len);
 	if (st != CM_OK) {
 		wk_gguf_close(g);
 		return st;

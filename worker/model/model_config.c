@@ -24,10 +24,10 @@ struct mcfg_load {
 	char tname[96]; /* scratch for "blk.N.xxx" */
 };
 
-static enum cm_status fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
+static enum cm_status mcfg_fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
 	CM_PRINTF(3, 4);
 
-static enum cm_status fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
+static enum cm_status mcfg_fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -70,7 +70,7 @@ static enum cm_status key_u32(struct mcfg_load *l, const char *key, int required
 
 	if (st == CM_ENOTFOUND) {
 		if (required)
-			return fail(l, CM_EFORMAT, "key '%s': missing (required)", key);
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required)", key);
 		*out = def;
 		return CM_OK;
 	}
@@ -78,14 +78,14 @@ static enum cm_status key_u32(struct mcfg_load *l, const char *key, int required
 		int64_t iv;
 
 		if (wk_gguf_get_i64(l->g, key, &iv) == CM_OK)
-			return fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], "
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], "
 				    "found %lld", key, lo, hi, (long long)iv);
-		return fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer, found "
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer, found "
 			    "value type %u", key,
 			    (unsigned)wk_gguf_key_type(l->g, (uint64_t)wk_gguf_find_key(l->g, key)));
 	}
 	if (v < lo || v > hi)
-		return fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], found %llu",
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], found %llu",
 			    key, lo, hi, (unsigned long long)v);
 	*out = (uint32_t)v;
 	return CM_OK;
@@ -103,9 +103,9 @@ static enum cm_status key_f32(struct mcfg_load *l, const char *key, float def, f
 		return CM_OK;
 	}
 	if (st != CM_OK)
-		return fail(l, CM_EFORMAT, "key '%s': expected a float (f32 or f64)", key);
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a float (f32 or f64)", key);
 	if (!isfinite(v) || v <= lo || v > hi)
-		return fail(l, CM_EFORMAT, "key '%s': expected a finite value in (%g, %g], found %g",
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a finite value in (%g, %g], found %g",
 			    key, (double)lo, (double)hi, (double)v);
 	*out = v;
 	return CM_OK;
@@ -138,9 +138,9 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	char shown[80];
 
 	if (st == CM_ENOTFOUND)
-		return fail(l, CM_EFORMAT, "key 'general.architecture': missing (required)");
+		return mcfg_fail(l, CM_EFORMAT, "key 'general.architecture': missing (required)");
 	if (st != CM_OK)
-		return fail(l, CM_EFORMAT, "key 'general.architecture': expected a string");
+		return mcfg_fail(l, CM_EFORMAT, "key 'general.architecture': expected a string");
 	if (s.len == 5 && memcmp(s.ptr, "llama", 5) == 0) {
 		l->c->hp.arch = WK_ARCH_LLAMA;
 		l->c->arch_name = "llama";
@@ -150,7 +150,7 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->has_qkv_bias = 1;
 	} else {
 		printable(&s, shown, sizeof(shown));
-		return fail(l, CM_EUNSUPPORTED,
+		return mcfg_fail(l, CM_EUNSUPPORTED,
 			    "unsupported architecture '%s' (supported: llama, qwen2)", shown);
 	}
 	return CM_OK;
@@ -185,11 +185,11 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 			c->hp.rope_scaling = WK_ROPE_SCALING_YARN;
 		} else {
 			printable(&s, shown, sizeof(shown));
-			return fail(l, CM_EUNSUPPORTED, "key '%s': unsupported rope scaling "
+			return mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': unsupported rope scaling "
 				    "'%s' (supported: none, linear, yarn)", l->key, shown);
 		}
 	} else if (st != CM_ENOTFOUND) {
-		return fail(l, CM_EFORMAT, "key '%s': expected a string", l->key);
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a string", l->key);
 	}
 	/* older files: {arch}.rope.scale_linear */
 	st = key_f32(l, arch_key(l, "rope.scale_linear"), 0.0f, 0.0f, 1024.0f, &f);
@@ -227,7 +227,7 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st != CM_OK)
 		return st;
 	if (c->hp.n_head % c->hp.n_head_kv)
-		return fail(l, CM_EFORMAT, "key '%s': head_count %u is not a multiple of "
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': head_count %u is not a multiple of "
 			    "head_count_kv %u", arch_key(l, "attention.head_count_kv"),
 			    c->hp.n_head, c->hp.n_head_kv);
 	def_hd = c->hp.n_embd % c->hp.n_head == 0 ? c->hp.n_embd / c->hp.n_head : 0;
@@ -239,7 +239,7 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st != CM_OK)
 		return st;
 	if (c->hp.head_dim > WK_MCFG_MAX_HEAD_DIM || c->hp.head_dim_v > WK_MCFG_MAX_HEAD_DIM)
-		return fail(l, CM_EFORMAT, "head dim %u (embedding_length %u / head_count %u) "
+		return mcfg_fail(l, CM_EFORMAT, "head dim %u (embedding_length %u / head_count %u) "
 			    "exceeds %u", c->hp.head_dim, c->hp.n_embd, c->hp.n_head,
 			    WK_MCFG_MAX_HEAD_DIM);
 	st = key_u32(l, arch_key(l, "rope.dimension_count"), 0, c->hp.head_dim, 2,
@@ -247,7 +247,7 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st != CM_OK)
 		return st;
 	if (c->hp.rope_dim % 2)
-		return fail(l, CM_EFORMAT, "key '%s': expected an even rope dimension, found %u",
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an even rope dimension, found %u",
 			    arch_key(l, "rope.dimension_count"), c->hp.rope_dim);
 	st = key_f32(l, arch_key(l, "rope.freq_base"), 10000.0f, 0.0f, 1e12f,
 		     &c->hp.rope_base);
@@ -297,21 +297,21 @@ static enum cm_status expect(struct mcfg_load *l, const char *name, int required
 		if (!required)
 			return CM_OK;
 		if (n_dims == 1)
-			return fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu])",
+			return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu])",
 				    name, (unsigned long long)d0);
-		return fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu, %llu])",
+		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu, %llu])",
 			    name, (unsigned long long)d0, (unsigned long long)d1);
 	}
 	if (!shape_is(t, n_dims, d0, d1)) {
 		shape_str(t, found, sizeof(found));
 		if (n_dims == 1)
-			return fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu], found %s",
+			return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu], found %s",
 				    name, (unsigned long long)d0, found);
-		return fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu, %llu], found %s",
+		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu, %llu], found %s",
 			    name, (unsigned long long)d0, (unsigned long long)d1, found);
 	}
 	if (f32_only && t->type != WK_Q_F32)
-		return fail(l, CM_EFORMAT, "tensor '%s': expected type F32, found %s", name,
+		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected type F32, found %s", name,
 			    wk_qtype_name(t->type));
 	*out = t;
 	return CM_OK;
@@ -386,10 +386,10 @@ static enum cm_status check_token_meta(struct mcfg_load *l)
 		if (st == CM_ENOTFOUND)
 			continue;
 		if (st != CM_OK || et != arrs[i].type)
-			return fail(l, CM_EFORMAT, "key '%s': expected an array of %s", arrs[i].key,
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an array of %s", arrs[i].key,
 				    arrs[i].type == WK_GGUF_F32 ? "f32" : "i32");
 		if (n != l->c->hp.n_vocab)
-			return fail(l, CM_EFORMAT, "key '%s': %llu entries, expected %u (one per "
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': %llu entries, expected %u (one per "
 				    "token)", arrs[i].key, (unsigned long long)n, l->c->hp.n_vocab);
 	}
 	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
@@ -397,9 +397,9 @@ static enum cm_status check_token_meta(struct mcfg_load *l)
 		if (st == CM_ENOTFOUND)
 			continue;
 		if (st != CM_OK)
-			return fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer", ids[i]);
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer", ids[i]);
 		if (id >= l->c->hp.n_vocab)
-			return fail(l, CM_EFORMAT, "key '%s': token id %llu is out of range "
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': token id %llu is out of range "
 				    "(vocabulary of %u tokens)", ids[i], (unsigned long long)id,
 				    l->c->hp.n_vocab);
 	}
@@ -419,27 +419,27 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 	st = wk_gguf_get_arr(l->g, "tokenizer.ggml.tokens", &et, &n_tok);
 	if (st == CM_OK) {
 		if (et != WK_GGUF_STRING)
-			return fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an "
+			return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an "
 				    "array of strings");
 		have_tokens = 1;
 	} else if (st != CM_ENOTFOUND) {
-		return fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an array");
+		return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an array");
 	}
 	if (!te)
-		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': missing (expected "
+		return mcfg_fail(l, CM_EFORMAT, "tensor 'token_embd.weight': missing (expected "
 			    "shape [%u, n_vocab])", c->hp.n_embd);
 	if (te->n_dims != 2 || te->dims[0] != c->hp.n_embd) {
 		shape_str(te, found, sizeof(found));
-		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': expected shape "
+		return mcfg_fail(l, CM_EFORMAT, "tensor 'token_embd.weight': expected shape "
 			    "[%u, n_vocab], found %s", c->hp.n_embd, found);
 	}
 	n_vocab = te->dims[1];
 	if (have_tokens && n_tok != n_vocab)
-		return fail(l, CM_EFORMAT, "tensor 'token_embd.weight': %llu rows, but key "
+		return mcfg_fail(l, CM_EFORMAT, "tensor 'token_embd.weight': %llu rows, but key "
 			    "'tokenizer.ggml.tokens' has %llu tokens",
 			    (unsigned long long)n_vocab, (unsigned long long)n_tok);
 	if (n_vocab > WK_MCFG_MAX_VOCAB)
-		return fail(l, CM_EFORMAT, "vocabulary of %llu tokens exceeds %u",
+		return mcfg_fail(l, CM_EFORMAT, "vocabulary of %llu tokens exceeds %u",
 			    (unsigned long long)n_vocab, WK_MCFG_MAX_VOCAB);
 	c->hp.n_vocab = (uint32_t)n_vocab;
 	c->token_embd = te;
@@ -470,7 +470,7 @@ static enum cm_status read_tensors(struct mcfg_load *l)
 		c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
 	c->layers = cm_calloc(c->hp.n_layer, sizeof(*c->layers));
 	if (!c->layers)
-		return fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
+		return mcfg_fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
 	for (i = 0; i < c->hp.n_layer; i++) {
 		st = read_layer(l, i);
 		if (st != CM_OK)
@@ -506,14 +506,14 @@ static enum cm_status read_misc(struct mcfg_load *l)
 		c->chat_template.ptr = "";
 		c->chat_template.len = 0;
 	} else {
-		return fail(l, CM_EFORMAT, "key 'tokenizer.chat_template': expected a string");
+		return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.chat_template': expected a string");
 	}
 	st = wk_gguf_get_str(l->g, "tokenizer.ggml.model", &c->tokenizer_model);
 	if (st == CM_ENOTFOUND) {
 		c->tokenizer_model.ptr = "";
 		c->tokenizer_model.len = 0;
 	} else if (st != CM_OK) {
-		return fail(l, CM_EFORMAT, "key 'tokenizer.ggml.model': expected a string");
+		return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.model': expected a string");
 	}
 	return CM_OK;
 }
@@ -529,7 +529,7 @@ enum cm_status wk_mcfg_load(const struct wk_gguf *g, struct wk_mcfg **out, char 
 		err[0] = '\0';
 	l.c = cm_calloc(1, sizeof(*l.c));
 	if (!l.c)
-		return fail(&l, CM_ENOMEM, "out of memory");
+		return mcfg_fail(&l, CM_ENOMEM, "out of memory");
 	st = read_arch(&l);
 	if (st == CM_OK)
 		st = read_keys(&l);

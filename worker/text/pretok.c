@@ -115,7 +115,7 @@ static int is_default_punct(uint32_t c)
 }
 
 /* Length of the run of `pred` starting at pos. */
-static size_t run(const uint32_t *c, size_t pos, size_t end, int (*pred)(uint32_t))
+static size_t pretok_run(const uint32_t *c, size_t pos, size_t end, int (*pred)(uint32_t))
 {
 	size_t i = pos;
 
@@ -130,11 +130,11 @@ static size_t opt_ws_run(const uint32_t *c, size_t pos, size_t end, int (*pred)(
 	size_t k;
 
 	if (is_ws(c[pos]) && pos + 1 < end) {
-		k = run(c, pos + 1, end, pred);
+		k = pretok_run(c, pos + 1, end, pred);
 		if (k)
 			return k + 1;
 	}
-	return run(c, pos, end, pred);
+	return pretok_run(c, pos, end, pred);
 }
 
 static uint32_t lower_ascii(uint32_t c)
@@ -169,13 +169,13 @@ static size_t match_gpt2(const uint32_t *c, size_t pos, size_t end)
 	if (c[pos] == ' ' && pos + 1 < end)
 		j = pos + 1;
 	if (is_l(c[j]))
-		return j - pos + run(c, j, end, is_l);
+		return j - pos + pretok_run(c, j, end, is_l);
 	if (is_n(c[j]))
-		return j - pos + run(c, j, end, is_n);
+		return j - pos + pretok_run(c, j, end, is_n);
 	if (is_other(c[j]))
-		return j - pos + run(c, j, end, is_other);
+		return j - pos + pretok_run(c, j, end, is_other);
 	/* \s+(?!\S) */
-	k = run(c, pos, end, is_ws);
+	k = pretok_run(c, pos, end, is_ws);
 	if (k == 0)
 		return 0;
 	if (pos + k == end)
@@ -192,21 +192,21 @@ static size_t match_llama3(const uint32_t *c, size_t pos, size_t end, size_t max
 		return k;
 	/* [^\r\n\p{L}\p{N}]?\p{L}+ */
 	if (is_l(c0))
-		return run(c, pos, end, is_l);
+		return pretok_run(c, pos, end, is_l);
 	if (!is_nl(c0) && !is_n(c0) && pos + 1 < end && is_l(c[pos + 1]))
-		return 1 + run(c, pos + 1, end, is_l);
+		return 1 + pretok_run(c, pos + 1, end, is_l);
 	/* \p{N}{1,3} */
 	if (is_n(c0)) {
-		k = run(c, pos, end, is_n);
+		k = pretok_run(c, pos, end, is_n);
 		return k < max_digits ? k : max_digits;
 	}
 	/*  ?[^\s\p{L}\p{N}]+[\r\n]* */
 	j = (c0 == ' ' && pos + 1 < end) ? pos + 1 : pos;
 	if (is_other(c[j])) {
-		k = j + run(c, j, end, is_other);
-		return k - pos + run(c, k, end, is_nl);
+		k = j + pretok_run(c, j, end, is_other);
+		return k - pos + pretok_run(c, k, end, is_nl);
 	}
-	k = run(c, pos, end, is_ws);
+	k = pretok_run(c, pos, end, is_ws);
 	if (k == 0)
 		return 0;
 	/* \s*[\r\n]+ : up to and including the last newline of the run */
@@ -243,15 +243,15 @@ static size_t pat_match(enum wk_tok_pat p, const uint32_t *c, size_t pos, size_t
 	case WK_TOK_PAT_DSL_PUNCT:
 		return opt_ws_run(c, pos, end, is_dsl_punct);
 	case WK_TOK_PAT_WS_END:
-		k = run(c, pos, end, is_ws);
+		k = pretok_run(c, pos, end, is_ws);
 		if (k && pos + k == end)
 			return k;
 		*skip = k ? k : 1;
 		return 0;
 	case WK_TOK_PAT_CJK:
-		return run(c, pos, end, is_cjk);
+		return pretok_run(c, pos, end, is_cjk);
 	case WK_TOK_PAT_NUMS:
-		return run(c, pos, end, is_n);
+		return pretok_run(c, pos, end, is_n);
 	case WK_TOK_PAT_NUM1:
 		return is_n(c0) ? 1 : 0;
 	case WK_TOK_PAT_DSC_LETTERS:
@@ -259,9 +259,9 @@ static size_t pat_match(enum wk_tok_pat p, const uint32_t *c, size_t pos, size_t
 	case WK_TOK_PAT_DSC_PUNCT:
 		return opt_ws_run(c, pos, end, is_p);
 	case WK_TOK_PAT_FALCON_PUNCT:
-		return run(c, pos, end, is_falcon_punct);
+		return pretok_run(c, pos, end, is_falcon_punct);
 	case WK_TOK_PAT_DEFAULT_PUNCT:
-		return run(c, pos, end, is_default_punct);
+		return pretok_run(c, pos, end, is_default_punct);
 	case WK_TOK_PAT_DIGITS3:
 		if (pos + 3 <= end && c[pos] >= '0' && c[pos] <= '9' && c[pos + 1] >= '0' &&
 		    c[pos + 1] <= '9' && c[pos + 2] >= '0' && c[pos + 2] <= '9')
