@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (wk_mcfg_load(g, &c, err, sizeof(err)) == CM_OK) {
 		sink += c->n_params + c->kv_bytes_per_token;
 		for (uint32_t l = 0; l < c->hp.n_layer; l++)
-			sink += c->layers[l].ffn_down->n_bytes;
+			sink += c->layers[l].w_down.rows * c->layers[l].w_down.row_bytes;
 		wk_mcfg_free(c);
 	} else if (!err[0]) {
 		__builtin_trap();

@@ -17,19 +17,6 @@
 #include "worker/model/quant.h"
 #include "worker/text/tokenizer.h"
 
-static void view(struct wk_tensor *t, const struct wk_gguf_tensor *g)
-{
-	memset(t, 0, sizeof(*t));
-	if (!g)
-		return;
-	t->type = g->type;
-	t->cols = g->dims[0];
-	t->rows = g->n_dims > 1 ? g->dims[1] : 1;
-	t->row_bytes = wk_qtype_row_bytes(g->type, t->cols);
-	t->data = g->data;
-	t->name = g->name;
-}
-
 static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_len)
 {
 	const struct wk_mcfg *c = m->cfg;
@@ -51,29 +38,10 @@ static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_le
 	}
 	*hp = c->hp;
 
-	view(&m->tok_embd, c->token_embd);
-	view(&m->output_norm, c->output_norm);
-	view(&m->output, c->output);
-	m->layers = cm_calloc(c->hp.n_layer, sizeof(*m->layers));
-	if (!m->layers)
-		return CM_ENOMEM;
-	for (uint32_t l = 0; l < c->hp.n_layer; l++) {
-		const struct wk_mcfg_layer *s = &c->layers[l];
-		struct wk_layer *d = &m->layers[l];
-
-		view(&d->attn_norm, s->attn_norm);
-		view(&d->wq, s->attn_q);
-		view(&d->wk, s->attn_k);
-		view(&d->wv, s->attn_v);
-		view(&d->bq, s->attn_q_bias);
-		view(&d->bk, s->attn_k_bias);
-		view(&d->bv, s->attn_v_bias);
-		view(&d->wo, s->attn_output);
-		view(&d->ffn_norm, s->ffn_norm);
-		view(&d->w_gate, s->ffn_gate);
-		view(&d->w_up, s->ffn_up);
-		view(&d->w_down, s->ffn_down);
-	}
+	m->tok_embd = c->tok_embd;
+	m->output_norm = c->output_norm;
+	m->output = c->output;
+	m->layers = c->layers; /* the config's views: freed with it */
 	m->weight_bytes = c->weight_bytes;
 	m->n_params = c->n_params;
 	return CM_OK;
@@ -162,7 +130,6 @@ void wk_model_free(struct wk_model *m)
 	if (!m)
 		return;
 	wk_tok_free(m->tok);
-	cm_free(m->layers);
 	wk_mcfg_free(m->cfg);
 	wk_gguf_close(m->gguf);
 	cm_free(m);

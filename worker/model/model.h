@@ -21,27 +21,6 @@
 #include "worker/model/model_config.h"
 
 
-/* A weight tensor viewed as a matrix (vectors have rows = 1). */
-struct wk_tensor {
-	uint32_t type;      /* enum wk_qtype */
-	uint64_t rows;
-	uint64_t cols;
-	uint64_t row_bytes;
-	const void *data;   /* NULL when the tensor is absent (optional biases) */
-	const char *name;
-};
-
-struct wk_layer {
-	struct wk_tensor attn_norm;            /* (embd) */
-	struct wk_tensor wq, wk, wv;           /* (n_head*hd, embd), (n_kv*hd, embd) x2 */
-	struct wk_tensor bq, bk, bv;           /* qwen2 biases, else data NULL */
-	struct wk_tensor wo;                   /* (embd, n_head*hd) */
-	struct wk_tensor ffn_norm;             /* (embd) */
-	struct wk_tensor w_gate, w_up;         /* (ff, embd) */
-	struct wk_tensor w_down;               /* (embd, ff) */
-};
-
-
 struct wk_gguf;
 struct wk_tok;
 struct wk_chat_template;
@@ -57,7 +36,7 @@ struct wk_model {
 	struct wk_tensor tok_embd;   /* (vocab, embd): row t = embedding of token t */
 	struct wk_tensor output_norm;
 	struct wk_tensor output;     /* (vocab, embd); = tok_embd when tied */
-	struct wk_layer *layers;     /* [n_layer] */
+	struct wk_layer *layers;     /* [n_layer], owned by cfg */
 	struct wk_gguf *gguf;        /* owns the mapping */
 	struct wk_mcfg *cfg;         /* validated hyperparameters and tensors */
 	struct wk_tok *tok;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "worker/model/quant.h"
 
 struct mcfg_load {
 	const struct wk_gguf *g;
@@ -280,6 +281,20 @@ static void shape_str(const struct wk_gguf_tensor *t, char *out, size_t len)
 		snprintf(out + n, len - n, "]");
 }
 
+/* A GGUF tensor viewed as a matrix (dims[0] columns); zeroed for NULL. */
+static void mcfg_view(struct wk_tensor *t, const struct wk_gguf_tensor *g)
+{
+	memset(t, 0, sizeof(*t));
+	if (!g)
+		return;
+	t->type = g->type;
+	t->cols = g->dims[0];
+	t->rows = g->n_dims > 1 ? g->dims[1] : 1;
+	t->row_bytes = wk_qtype_row_bytes(g->type, t->cols);
+	t->data = g->data;
+	t->name = g->name;
+}
+
 /*
  * Finds tensor `name` with shape [d0] (n_dims 1) or [d0, d1] (n_dims 2).
  * f32_only: 1-D tensors (norms, biases) must be F32.  Absent and optional:
@@ -287,12 +302,12 @@ static void shape_str(const struct wk_gguf_tensor *t, char *out, size_t len)
  */
 static enum cm_status expect(struct mcfg_load *l, const char *name, int required,
 			     uint32_t n_dims, uint64_t d0, uint64_t d1, int f32_only,
-			     const struct wk_gguf_tensor **out)
+			     struct wk_tensor *out)
 {
 	const struct wk_gguf_tensor *t = wk_gguf_find_tensor(l->g, name);
 	char found[96];
 
-	*out = NULL;
+	mcfg_view(out, NULL);
 	if (!t) {
 		if (!required)
 			return CM_OK;
@@ -313,7 +328,7 @@ static enum cm_status expect(struct mcfg_load *l, const char *name, int required
 	if (f32_only && t->type != WK_Q_F32)
 		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected type F32, found %s", name,
 			    wk_qtype_name(t->type));
-	*out = t;
+	mcfg_view(out, t);
 	return CM_OK;
 }
 
@@ -326,7 +341,7 @@ static const char *blk(struct mcfg_load *l, uint32_t i, const char *what)
 static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 {
 	struct wk_mcfg *c = l->c;
-	struct wk_mcfg_layer *ly = &c->layers[i];
+	struct wk_layer *ly = &c->layers[i];
 	uint64_t e = c->hp.n_embd, q = (uint64_t)c->hp.n_head * c->hp.head_dim;
 	uint64_t k = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
 	uint64_t v = (uint64_t)c->hp.n_head_kv * c->hp.head_dim_v;
@@ -336,28 +351,28 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 
 	st = expect(l, blk(l, i, "attn_norm.weight"), 1, 1, e, 0, 1, &ly->attn_norm);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_q.weight"), 1, 2, e, q, 0, &ly->attn_q);
+		st = expect(l, blk(l, i, "attn_q.weight"), 1, 2, e, q, 0, &ly->wq);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_k.weight"), 1, 2, e, k, 0, &ly->attn_k);
+		st = expect(l, blk(l, i, "attn_k.weight"), 1, 2, e, k, 0, &ly->wk);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_v.weight"), 1, 2, e, v, 0, &ly->attn_v);
+		st = expect(l, blk(l, i, "attn_v.weight"), 1, 2, e, v, 0, &ly->wv);
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "attn_output.weight"), 1, 2, o, e, 0,
-			    &ly->attn_output);
+			    &ly->wo);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_q.bias"), b, 1, q, 0, 1, &ly->attn_q_bias);
+		st = expect(l, blk(l, i, "attn_q.bias"), b, 1, q, 0, 1, &ly->bq);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_k.bias"), b, 1, k, 0, 1, &ly->attn_k_bias);
+		st = expect(l, blk(l, i, "attn_k.bias"), b, 1, k, 0, 1, &ly->bk);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_v.bias"), b, 1, v, 0, 1, &ly->attn_v_bias);
+		st = expect(l, blk(l, i, "attn_v.bias"), b, 1, v, 0, 1, &ly->bv);
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->ffn_gate);
+		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_gate);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->ffn_up);
+		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_up);
 	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->ffn_down);
+		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->w_down);
 	return st;
 }
 
@@ -442,13 +457,14 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 		return mcfg_fail(l, CM_EFORMAT, "vocabulary of %llu tokens exceeds %u",
 			    (unsigned long long)n_vocab, WK_MCFG_MAX_VOCAB);
 	c->hp.n_vocab = (uint32_t)n_vocab;
-	c->token_embd = te;
+	mcfg_view(&c->tok_embd, te);
 	return check_token_meta(l);
 }
 
 static enum cm_status read_tensors(struct mcfg_load *l)
 {
 	struct wk_mcfg *c = l->c;
+	struct wk_tensor freqs;
 	enum cm_status st;
 	uint32_t i;
 
@@ -459,15 +475,17 @@ static enum cm_status read_tensors(struct mcfg_load *l)
 		st = expect(l, "output.weight", 0, 2, c->hp.n_embd, c->hp.n_vocab, 0, &c->output);
 	if (st != CM_OK)
 		return st;
-	if (!c->output) {
-		c->output = c->token_embd;
+	if (!c->output.data) {
+		c->output = c->tok_embd;
 		c->tied_embeddings = 1;
 	}
-	st = expect(l, "rope_freqs.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &c->rope_freqs);
+	st = expect(l, "rope_freqs.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &freqs);
 	if (st != CM_OK)
 		return st;
-	if (c->rope_freqs)
+	if (freqs.data) {
 		c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
+		c->hp.rope_freqs = freqs.data;
+	}
 	c->layers = cm_calloc(c->hp.n_layer, sizeof(*c->layers));
 	if (!c->layers)
 		return mcfg_fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
@@ -498,7 +516,6 @@ static enum cm_status read_misc(struct mcfg_load *l)
 					       c->hp.rope_scale_factor > 0
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 ? WK_ROPE_NEOX : WK_ROPE_NORM;
-	c->hp.rope_freqs = c->rope_freqs ? (const float *)c->rope_freqs->data : NULL;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {
 		c->has_chat_template = c->chat_template.len > 0;

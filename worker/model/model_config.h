@@ -4,11 +4,11 @@
  * wk_mcfg_load() reads `general.architecture` and the `{arch}.*` keys,
  * checks them against bounds, and checks that every weight tensor the
  * architecture needs is present with the right shape and a usable type.
- * The result is plain data the engine reads directly: the hyperparameters
- * (struct wk_hparams: the one description of the model's shape, which
- * struct wk_model and every backend use as is), derived sizes, and
- * pointers to the wk_gguf_tensor of every weight (wk_model views them as
- * matrices; a device backend mirrors those views in its memory).
+ * The result is plain data the engine reads directly, the one description
+ * of the model: the hyperparameters (struct wk_hparams) and every weight
+ * as a matrix view over the mapped file (struct wk_tensor, struct
+ * wk_layer), which struct wk_model and the backends use as they are (a
+ * device backend uploads those views into its memory), plus derived sizes.
  *
  * Supported architectures: `llama` (Llama 2/3/3.1, Mistral, TinyLlama,
  * SmolLM; GQA; tied embeddings when output.weight is absent; Llama 3.1 rope
@@ -20,8 +20,9 @@
  * maps an n_in vector to an n_out vector.  Norm, bias and rope_freqs
  * tensors must be F32.
  *
- * Ownership: the tensor pointers and the chat template point into the
- * struct wk_gguf, which must outlive the config.  Immutable after load.
+ * Ownership: the views and the chat template point into the struct
+ * wk_gguf, which must outlive the config; the config owns the layer
+ * array.  Immutable after load.
  */
 #ifndef SLUICE_WORKER_MODEL_MODEL_CONFIG_H
 #define SLUICE_WORKER_MODEL_MODEL_CONFIG_H
@@ -84,19 +85,24 @@ struct wk_hparams {
 #define WK_MCFG_MAX_CTX (1u << 24)
 #define WK_MCFG_MAX_VOCAB (1u << 22)
 
-struct wk_mcfg_layer {
-	const struct wk_gguf_tensor *attn_norm;   /* [embd] F32 */
-	const struct wk_gguf_tensor *attn_q;      /* [embd, heads * head_dim] */
-	const struct wk_gguf_tensor *attn_k;      /* [embd, kv_heads * head_dim] */
-	const struct wk_gguf_tensor *attn_v;      /* [embd, kv_heads * head_dim_v] */
-	const struct wk_gguf_tensor *attn_output; /* [heads * head_dim_v, embd] */
-	const struct wk_gguf_tensor *attn_q_bias; /* qwen2: [heads * head_dim]; else NULL */
-	const struct wk_gguf_tensor *attn_k_bias; /* qwen2: [kv_heads * head_dim] */
-	const struct wk_gguf_tensor *attn_v_bias; /* qwen2: [kv_heads * head_dim_v] */
-	const struct wk_gguf_tensor *ffn_norm;    /* [embd] F32 */
-	const struct wk_gguf_tensor *ffn_gate;    /* [embd, ff] */
-	const struct wk_gguf_tensor *ffn_up;      /* [embd, ff] */
-	const struct wk_gguf_tensor *ffn_down;    /* [ff, embd] */
+/* A weight tensor viewed as a matrix (vectors have rows = 1). */
+struct wk_tensor {
+	uint32_t type;      /* enum wk_qtype */
+	uint64_t rows;
+	uint64_t cols;
+	uint64_t row_bytes;
+	const void *data;   /* NULL when the tensor is absent (optional biases) */
+	const char *name;
+};
+
+struct wk_layer {
+	struct wk_tensor attn_norm;            /* (embd) */
+	struct wk_tensor wq, wk, wv;           /* (n_head*hd, embd), (n_kv*hd, embd) x2 */
+	struct wk_tensor bq, bk, bv;           /* qwen2 biases, else data NULL */
+	struct wk_tensor wo;                   /* (embd, n_head*hd) */
+	struct wk_tensor ffn_norm;             /* (embd) */
+	struct wk_tensor w_gate, w_up;         /* (ff, embd) */
+	struct wk_tensor w_down;               /* (embd, ff) */
 };
 
 struct wk_mcfg {
@@ -106,11 +112,12 @@ struct wk_mcfg {
 	int tied_embeddings;          /* output.weight absent: output = token_embd */
 	int has_qkv_bias;             /* qwen2 */
 
-	const struct wk_gguf_tensor *token_embd;  /* [embd, vocab] */
-	const struct wk_gguf_tensor *output_norm; /* [embd] F32 */
-	const struct wk_gguf_tensor *output;      /* [embd, vocab]; == token_embd when tied */
-	const struct wk_gguf_tensor *rope_freqs;  /* [rope_dim / 2] F32 or NULL */
-	struct wk_mcfg_layer *layers;             /* [hp.n_layer] */
+	/* the weights, viewed as matrices over the mapped file: the one
+	 * description struct wk_model and the backends use */
+	struct wk_tensor tok_embd;    /* (vocab, embd): row t = embedding of token t */
+	struct wk_tensor output_norm; /* (embd) F32 */
+	struct wk_tensor output;      /* (vocab, embd); = tok_embd when tied */
+	struct wk_layer *layers;      /* [hp.n_layer] */
 
 	uint64_t n_params;            /* elements of all tensors in the file */
 	uint64_t weight_bytes;        /* bytes of all tensor data in the file */

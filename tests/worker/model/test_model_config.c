@@ -190,10 +190,11 @@ static void test_crafted_llama(void **state)
 	assert_int_equal(c->tied_embeddings, 0);
 	assert_int_equal(c->has_qkv_bias, 0);
 	assert_int_equal(c->has_chat_template, 0);
-	assert_ptr_equal(c->output, wk_gguf_find_tensor(g, "output.weight"));
-	assert_ptr_equal(c->layers[1].ffn_down, wk_gguf_find_tensor(g, "blk.1.ffn_down.weight"));
-	assert_null(c->layers[0].attn_q_bias);
-	assert_null(c->rope_freqs);
+	assert_ptr_equal(c->output.data, wk_gguf_find_tensor(g, "output.weight")->data);
+	assert_ptr_equal(c->layers[1].w_down.data, wk_gguf_find_tensor(g, "blk.1.ffn_down.weight")->data);
+	assert_string_equal(c->layers[1].w_down.name, "blk.1.ffn_down.weight");
+	assert_null(c->layers[0].bq.data);
+	assert_null(c->hp.rope_freqs);
 	/* 2 layers * 2 kv heads * (8 + 8) * 2 bytes */
 	assert_int_equal(c->kv_bytes_per_token, 128);
 	{
@@ -220,9 +221,9 @@ static void test_tied_embeddings_and_rope(void **state)
 	(void)state;
 	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
 	assert_int_equal(c->tied_embeddings, 1);
-	assert_ptr_equal(c->output, c->token_embd);
+	assert_ptr_equal(c->output.data, c->tok_embd.data);
 	assert_int_equal(c->hp.rope_scaling, WK_ROPE_SCALING_FREQS);
-	assert_ptr_equal(c->rope_freqs, wk_gguf_find_tensor(g, "rope_freqs.weight"));
+	assert_ptr_equal(c->hp.rope_freqs, wk_gguf_find_tensor(g, "rope_freqs.weight")->data);
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	cm_free(buf);
@@ -240,7 +241,7 @@ static void test_qwen2_biases(void **state)
 	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
 	assert_int_equal(c->hp.arch, WK_ARCH_QWEN2);
 	assert_int_equal(c->has_qkv_bias, 1);
-	assert_ptr_equal(c->layers[1].attn_k_bias, wk_gguf_find_tensor(g, "blk.1.attn_k.bias"));
+	assert_ptr_equal(c->layers[1].bk.data, wk_gguf_find_tensor(g, "blk.1.attn_k.bias")->data);
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	cm_free(buf);
@@ -500,13 +501,13 @@ static void test_synth_types_and_archs(void **state)
 		assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
 		assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
 		if (strcmp(types[i], "Q4_K_M") == 0) {
-			assert_int_equal(c->output->type, WK_Q_Q6_K);
-			assert_int_equal(c->layers[0].attn_q->type, WK_Q_Q4_K);
-			assert_int_equal(c->layers[1].ffn_down->type, WK_Q_Q6_K);
+			assert_int_equal(c->output.type, WK_Q_Q6_K);
+			assert_int_equal(c->layers[0].wq.type, WK_Q_Q4_K);
+			assert_int_equal(c->layers[1].w_down.type, WK_Q_Q6_K);
 		} else {
-			assert_string_equal(wk_qtype_name(c->layers[0].attn_q->type), types[i]);
+			assert_string_equal(wk_qtype_name(c->layers[0].wq.type), types[i]);
 		}
-		assert_int_equal(c->layers[0].attn_norm->type, WK_Q_F32);
+		assert_int_equal(c->layers[0].attn_norm.type, WK_Q_F32);
 		wk_mcfg_free(c);
 		wk_gguf_close(g);
 	}
@@ -515,7 +516,7 @@ static void test_synth_types_and_archs(void **state)
 	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
 	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
 	assert_int_equal(c->hp.arch, WK_ARCH_QWEN2);
-	assert_non_null(c->layers[1].attn_v_bias);
+	assert_non_null(c->layers[1].bv.data);
 	assert_int_equal(c->hp.rope_scaling, WK_ROPE_SCALING_FREQS);
 	assert_int_equal(wk_gguf_get_u64(g, "tokenizer.ggml.bos_token_id", &u), CM_OK);
 	assert_int_equal(u, 508);
