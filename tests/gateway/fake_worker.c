@@ -90,12 +90,17 @@ static void fk_answer(struct fake_worker *fk, const struct proto_msg *in)
 		break;
 	case PROTO_SUBMIT:
 		fk->submits++;
-		if (in->u.submit.text.len == 4 && memcmp(in->u.submit.text.ptr, "fail", 4) == 0) {
+		if (in->u.submit.text.len == 4 && (memcmp(in->u.submit.text.ptr, "fail", 4) == 0 ||
+						    memcmp(in->u.submit.text.ptr, "long", 4) == 0)) {
+			int fail = in->u.submit.text.ptr[0] == 'f';
+
 			m.type = PROTO_ERROR;
 			m.request_id = in->request_id;
-			m.u.error.code = PROTO_E_BAD_REQUEST;
-			m.u.error.message = (struct proto_str){ FAKE_WORKER_REASON,
-							   sizeof(FAKE_WORKER_REASON) - 1 };
+			m.u.error.code = fail ? PROTO_E_BAD_REQUEST : PROTO_E_TOO_LONG;
+			m.u.error.message = fail ? (struct proto_str){ FAKE_WORKER_REASON,
+								   sizeof(FAKE_WORKER_REASON) - 1 }
+						 : (struct proto_str){ FAKE_WORKER_TOO_LONG,
+								   sizeof(FAKE_WORKER_TOO_LONG) - 1 };
 			fk_send(fk, &m);
 			break;
 		}

@@ -4,7 +4,8 @@
  * the worker does.  On accept: HELLO (model "tiny", max_seqs 4, 64 KV
  * blocks) and STATS; PING: PONG ok and STATS; SUBMIT: two TOKENs ("a",
  * "b") and DONE (5 prompt tokens, 2 cached), or ERROR bad request with
- * FAKE_WORKER_REASON for the text prompt "fail", or nothing while `hold`;
+ * FAKE_WORKER_REASON for the text prompt "fail", ERROR too long with
+ * FAKE_WORKER_TOO_LONG for "long", or nothing while `hold`;
  * CANCEL: counted.  A unit test's stand-in, never a test of the worker.
  */
 #ifndef SLUICE_TESTS_GATEWAY_FAKE_WORKER_H
@@ -17,6 +18,7 @@
 #include "proto/proto.h"
 
 #define FAKE_WORKER_REASON "prompt: the worker's own reason"
+#define FAKE_WORKER_TOO_LONG "prompt of 9 tokens plus max_tokens 9 exceeds the context of 8 tokens"
 
 struct fake_worker {
 	struct event_base *base;

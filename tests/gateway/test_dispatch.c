@@ -317,11 +317,26 @@ static void test_refusals_in_the_dialects_format(void **state)
 	dt_curl(out, sizeof(out), key, "/api/pull", "{\"model\":\"tiny\"}");
 	assert_int_equal(dt_split(out, &j), 403);
 	json_decref(j);
-	/* the worker refuses: the client gets an error, and the next request is served */
+	/* the worker refuses: the client gets the worker's own words (not a
+	 * generic text), the field it names, and the next request is served */
 	dt_curl(out, sizeof(out), key, "/api/generate",
 		"{\"model\":\"tiny\",\"prompt\":\"fail\",\"raw\":true,\"stream\":false}");
 	assert_int_equal(dt_split(out, &j), 400);
-	assert_non_null(json_object_get(j, "error"));
+	assert_string_equal(json_string_value(json_object_get(j, "error")), FAKE_WORKER_REASON);
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/v1/completions", "{\"model\":\"tiny\",\"prompt\":\"fail\"}");
+	assert_int_equal(dt_split(out, &j), 400);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+			    FAKE_WORKER_REASON);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")),
+			    "prompt");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/v1/completions", "{\"model\":\"tiny\",\"prompt\":\"long\"}");
+	assert_int_equal(dt_split(out, &j), 400);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "context_length_exceeded");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+			    FAKE_WORKER_TOO_LONG);
 	json_decref(j);
 	dt_curl(out, sizeof(out), key, "/api/generate",
 		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
