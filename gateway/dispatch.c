@@ -394,46 +394,11 @@ static void job_on_done(void *arg, const struct proto_done *dn)
 	job_end(j, 200, dn->finish == PROTO_FINISH_CANCELLED ? "cancelled" : "ok");
 }
 
-/*
- * A 400 from the worker's refusal: its message (UTF-8 checked by proto/,
- * "<field>: expected ..., found ..."; `fallback` when empty), the field
- * it names as `param`, and OpenAI's code for a prompt over the context.
- */
-static void job_worker_refusal(struct gw_api_error *e, uint16_t code, const char *msg,
-			       size_t len, const char *fallback)
-{
-	size_t n = 0;
-
-	if (!msg || len == 0) {
-		msg = fallback;
-		len = strlen(fallback);
-	}
-	if (len >= sizeof(e->message)) {
-		/* cut on a character boundary: the message stays UTF-8 */
-		len = sizeof(e->message) - 1;
-		while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
-			len--;
-	}
-	gw_api_error_set(e, 400, NULL, code == PROTO_E_TOO_LONG ? "context_length_exceeded" : NULL,
-			 "%.*s", (int)len, msg);
-	/* a field name: letters, digits, '_', '.', '[', ']' up to ": " */
-	while (n < len && n < sizeof(e->param) - 1 &&
-	       (strchr("abcdefghijklmnopqrstuvwxyz0123456789_.[]", msg[n]) && msg[n]))
-		n++;
-	if (n > 0 && n + 1 < len && msg[n] == ':' && msg[n + 1] == ' ') {
-		memcpy(e->param, msg, n);
-		e->param[n] = '\0';
-	}
-}
-
 static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 {
 	struct gw_job *j = arg;
-	int status;
-	const char *text;
+	struct gw_api_error e;
 
-	(void)msg;
-	(void)len;
 	if (code == GW_WORKERS_E_LOST && j->req && !j->first_ns && !j->retried) {
 		/* nothing reached the client yet: back to the head of its
 		 * queue, once, for another worker (or this one, reconnected) */
@@ -446,29 +411,14 @@ static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 		pump(j->d);
 		return;
 	}
-	switch (code) {
-	case PROTO_E_BAD_REQUEST: status = 400; text = "invalid request parameters"; break;
-	case PROTO_E_TOO_LONG: status = 400; text = "the prompt and max tokens exceed the model's context"; break;
-	case PROTO_E_NO_TEMPLATE: status = 400; text = "the model has no chat template for these messages"; break;
-	case PROTO_E_OVERLOADED: status = 503; text = "the worker is overloaded; retry later"; break;
-	case PROTO_E_DRAINING: status = 503; text = "the worker is draining; retry later"; break;
-	default: status = 502; text = "the model worker failed to complete the request"; break;
-	}
 	cm_logf(CM_LOG_WARN, "worker_request_error", "request %llu: worker code %u: %.*s",
 		(unsigned long long)j->id, code, (int)(len > 200 ? 200 : len), msg ? msg : "");
 	if (!j->req) {
 		job_end(j, 499, "client_gone");
 		return;
 	}
-	if (status == 400) {
-		/* the worker's own words, which name the field; never replaced */
-		struct gw_api_error e;
-
-		job_worker_refusal(&e, code, msg, len, text);
-		job_fail(j, &e, 0, "worker_error");
-		return;
-	}
-	job_failf(j, status, "worker_error", status == 503 ? 1 : 0, text);
+	gw_api_error_from_worker(&e, code, msg, len);
+	job_fail(j, &e, e.status == 503 ? 1 : 0, "worker_error");
 }
 
 static const struct gw_request_ops gw_job_ops = { job_on_tokens, job_on_done, job_on_error };

@@ -137,6 +137,17 @@ void gw_api_error_model_not_found(struct gw_api_error *err, const char *name,
 				  size_t len);
 
 /*
+ * The client's error for a worker's refusal `code` (proto PROTO_E_*, or
+ * anything else for a failed worker: 502).  A 400 carries the worker's own
+ * message ("<field>: expected ..., found ..."; a fixed text when empty), cut
+ * to fit on a character boundary, the field it names as `param`, and
+ * `context_length_exceeded` for a prompt over the context; 503 (overloaded,
+ * draining) and 502 carry a fixed text.
+ */
+void gw_api_error_from_worker(struct gw_api_error *err, uint16_t code,
+			      const char *msg, size_t len);
+
+/*
  * Appends an error body: Ollama {"error":"message"}; OpenAI
  * {"error":{"message","type","param","code"}} with type derived from the
  * status (invalid_request_error, authentication_error, permission_error,

@@ -45,6 +45,43 @@ void gw_api_error_model_not_found(struct gw_api_error *err, const char *name,
 			 "model '%s' not found", shown);
 }
 
+void gw_api_error_from_worker(struct gw_api_error *err, uint16_t code,
+			      const char *msg, size_t len)
+{
+	const char *oai = code == PROTO_E_TOO_LONG ? "context_length_exceeded" : NULL;
+	const char *text;
+	int status = 400;
+	size_t n = 0;
+
+	switch (code) {
+	case PROTO_E_BAD_REQUEST: text = "invalid request parameters"; break;
+	case PROTO_E_TOO_LONG: text = "the prompt and max tokens exceed the model's context"; break;
+	case PROTO_E_NO_TEMPLATE: text = "the model has no chat template for these messages"; break;
+	case PROTO_E_OVERLOADED: status = 503; text = "the worker is overloaded; retry later"; break;
+	case PROTO_E_DRAINING: status = 503; text = "the worker is draining; retry later"; break;
+	default: status = 502; text = "the model worker failed to complete the request"; break;
+	}
+	if (status != 400 || !msg || len == 0) {
+		gw_api_error_set(err, status, NULL, oai, "%s", text);
+		return;
+	}
+	if (len >= sizeof(err->message)) {
+		/* cut on a character boundary: the message stays UTF-8 */
+		len = sizeof(err->message) - 1;
+		while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
+			len--;
+	}
+	gw_api_error_set(err, 400, NULL, oai, "%.*s", (int)len, msg);
+	/* a field name: letters, digits, '_', '.', '[', ']' up to ": " */
+	while (n < len && n < sizeof(err->param) - 1 && msg[n] &&
+	       strchr("abcdefghijklmnopqrstuvwxyz0123456789_.[]", msg[n]))
+		n++;
+	if (n > 0 && n + 1 < len && msg[n] == ':' && msg[n + 1] == ' ') {
+		memcpy(err->param, msg, n);
+		err->param[n] = '\0';
+	}
+}
+
 static const char *openai_type(int status)
 {
 	switch (status) {

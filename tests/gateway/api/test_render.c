@@ -16,6 +16,7 @@
 
 #include "common/arena.h"
 #include "common/buf.h"
+#include "common/utf8.h"
 #include "gateway/api/api.h"
 
 #include "tests/gateway/api/api_fixture.h"
@@ -500,12 +501,60 @@ static void test_render_fixed(void **state)
 	cm_buf_deinit(&b);
 }
 
+/* A worker's refusal: its words, the field it names, OpenAI's code. */
+static void test_render_worker_refusal(void **state)
+{
+	struct gw_api_error e;
+	char longmsg[600];
+	const char *m;
+	size_t i;
+
+	(void)state;
+	m = "top_p: expected a number in (0, 1], found 0";
+	gw_api_error_from_worker(&e, PROTO_E_BAD_REQUEST, m, strlen(m));
+	assert_int_equal(e.status, 400);
+	assert_string_equal(e.message, m);
+	assert_string_equal(e.param, "top_p");
+	assert_null(e.code);
+	m = "messages[2].role: expected user or assistant after the first turn, found system";
+	gw_api_error_from_worker(&e, PROTO_E_BAD_REQUEST, m, strlen(m));
+	assert_string_equal(e.param, "messages[2].role");
+	/* no field prefix: no param; a prompt over the context has its code */
+	m = "prompt (900 tokens) and max tokens (200) exceed the context (1024)";
+	gw_api_error_from_worker(&e, PROTO_E_TOO_LONG, m, strlen(m));
+	assert_int_equal(e.status, 400);
+	assert_string_equal(e.param, "");
+	assert_string_equal(e.code, "context_length_exceeded");
+	gw_api_error_from_worker(&e, PROTO_E_TOO_LONG, NULL, 0);
+	assert_string_equal(e.message, "the prompt and max tokens exceed the model's context");
+	assert_string_equal(e.code, "context_length_exceeded");
+	/* overload and failure: fixed texts, never the worker's */
+	m = "internal: kv pool state";
+	gw_api_error_from_worker(&e, PROTO_E_OVERLOADED, m, strlen(m));
+	assert_int_equal(e.status, 503);
+	assert_null(strstr(e.message, "internal"));
+	gw_api_error_from_worker(&e, PROTO_E_INTERNAL, m, strlen(m));
+	assert_int_equal(e.status, 502);
+	assert_null(strstr(e.message, "internal"));
+	/* a long message is cut on a character boundary: still UTF-8 */
+	for (i = 0; i + 2 <= sizeof(longmsg); i += 2) {
+		longmsg[i] = (char)0xC3;
+		longmsg[i + 1] = (char)0xA9;
+	}
+	longmsg[0] = 'x';
+	longmsg[1] = ' ';
+	gw_api_error_from_worker(&e, PROTO_E_BAD_REQUEST, longmsg, sizeof(longmsg));
+	assert_true(strlen(e.message) < sizeof(e.message));
+	assert_int_equal(cm_utf8_valid(e.message, strlen(e.message)), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_render_ollama),
 		cmocka_unit_test(test_render_openai),
 		cmocka_unit_test(test_render_errors),
+		cmocka_unit_test(test_render_worker_refusal),
 		cmocka_unit_test(test_render_chunk_escaping),
 		cmocka_unit_test(test_render_fixed),
 	};
