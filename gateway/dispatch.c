@@ -614,6 +614,8 @@ static void quota_then_queue(struct gw_job *j)
 	struct gw_quota_verdict v;
 	int now = 0;
 	int64_t estimate;
+	uint32_t ctx = gw_workers_model_context(j->d->dep.workers, j->api.model.ptr,
+						j->api.model.len);
 
 	quota_subject(j, &s);
 	if (!gw_lease_needed(&s)) {
@@ -628,6 +630,10 @@ static void quota_then_queue(struct gw_job *j)
 		for (uint32_t i = 0; i < j->api.n_messages; i++)
 			bytes += j->api.messages[i].content.len + 8;
 		estimate = (int64_t)(bytes / 4 + 1 + j->api.max_tokens);
+		/* what fits: a prompt and its completion share the context */
+		if ((j->api.submit_flags & PROTO_SUBMIT_F_FIT) &&
+		    estimate > (int64_t)ctx && bytes / 4 + 1 <= ctx)
+			estimate = (int64_t)ctx;
 	}
 	j->stage = GW_ST_QUOTA;
 	if (gw_lease_admit(&j->lease, estimate, &v, &now) != CM_OK) {

@@ -19,6 +19,8 @@
 #define Q struct gw_settings_queue
 #define R struct gw_settings_redis
 
+static const char *const gw_over_context[] = { "clamp", "strict" };
+
 static const struct cm_cfg_key gw_limits_keys[] = {
 	CM_CFG_SIZE(L, header_bytes, CM_LIM_HTTP_HEADER_BYTES, 1024, 1048576,
 		    "Largest request line plus headers; over it: 431."),
@@ -39,6 +41,11 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		   "Bytes of one stop string."),
 	CM_CFG_INT(L, max_output_tokens, CM_LIM_MAX_OUTPUT_TOKENS, 1, 1048576,
 		   "Largest `num_predict`/`max_tokens`, and the default when a request sets none."),
+	CM_CFG_ENUM(L, max_tokens_over_context, 0, gw_over_context,
+		    "An explicit `max_tokens`/`num_predict` over what the model's context leaves "
+		    "after the prompt: `clamp` lowers it to what fits (finish_reason `length`), "
+		    "`strict` refuses it (400, `context_length_exceeded`). An omitted limit is "
+		    "always as much as fits."),
 	CM_CFG_INT(L, max_prompt_tokens, CM_LIM_MAX_PROMPT_TOKENS, 0, 16777216,
 		   "Largest prompt in tokens (checked by the worker); a tenant's "
 		   "`max_prompt_tokens` lowers it. 0 = the model's context."),
@@ -164,6 +171,7 @@ void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l
 	l->stop_strings = (uint32_t)s->limits.stop_strings;
 	l->stop_string_bytes = (uint32_t)s->limits.stop_string_bytes;
 	l->max_output_tokens = (uint32_t)s->limits.max_output_tokens;
+	l->max_tokens_strict = s->limits.max_tokens_over_context == 1;
 }
 
 enum cm_status gw_settings_check(const struct gw_settings *s, char *err,

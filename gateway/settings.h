@@ -30,6 +30,7 @@ struct gw_settings_limits {
 	int64_t stop_string_bytes;
 	int64_t max_output_tokens;
 	int64_t max_prompt_tokens;
+	int max_tokens_over_context; /* 0 clamp, 1 strict */
 };
 
 struct gw_settings_timeouts {

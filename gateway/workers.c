@@ -571,17 +571,37 @@ int gw_workers_can_take(const struct gw_workers *ws, size_t i)
 	return not_ready(ws, c)[0] == '\0' && c->inflight < c->cap;
 }
 
-int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
+/* Index of the first connected worker serving `model` from `from` on; n
+ * when none. */
+static size_t model_worker(const struct gw_workers *ws, size_t from, const char *model,
 			   size_t len)
 {
-	for (size_t i = 0; i < ws->n; i++) {
+	for (size_t i = from; i < ws->n; i++) {
 		const struct gw_wconn *c = &ws->w[i];
 
 		if (c->hello_ok && c->hello.model_name.len == len &&
 		    memcmp(c->hello.model_name.ptr, model, len) == 0)
-			return 1;
+			return i;
 	}
-	return 0;
+	return ws->n;
+}
+
+int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
+			   size_t len)
+{
+	return model_worker(ws, 0, model, len) < ws->n;
+}
+
+uint32_t gw_workers_model_context(const struct gw_workers *ws, const char *model,
+				  size_t len)
+{
+	uint32_t ctx = 0;
+
+	for (size_t i = model_worker(ws, 0, model, len); i < ws->n;
+	     i = model_worker(ws, i + 1, model, len))
+		if (ws->w[i].hello.context_len > ctx)
+			ctx = ws->w[i].hello.context_len;
+	return ctx;
 }
 
 enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,

@@ -118,7 +118,9 @@ enum proto_class {
 #define PROTO_SUBMIT_F_ADD_BOS 0x2u       /* TEXT: prepend BOS if the model has one */
 #define PROTO_SUBMIT_F_DIGEST 0x4u        /* DONE carries a digest of the last logits */
 #define PROTO_SUBMIT_F_IGNORE_EOS 0x8u    /* keep generating past EOS (benchmarks) */
-#define PROTO_SUBMIT_FLAGS_ALL 0xFu
+#define PROTO_SUBMIT_F_FIT 0x10u          /* max_tokens is a cap: lowered to what the
+					   * context leaves after the prompt */
+#define PROTO_SUBMIT_FLAGS_ALL 0x1Fu
 
 /*
  * Chat roles: the ones the worker's chat templates render.  The gateway

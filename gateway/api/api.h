@@ -54,6 +54,9 @@ struct gw_api_limits {
 	uint32_t stop_strings;      /* limits.stop_strings */
 	uint32_t stop_string_bytes; /* limits.stop_string_bytes, each */
 	uint32_t max_output_tokens; /* limits.max_output_tokens: cap and default */
+	int max_tokens_strict;      /* limits.max_tokens_over_context = strict: an
+				     * explicit max_tokens over what the context
+				     * leaves is refused, not lowered */
 };
 
 void gw_api_limits_defaults(struct gw_api_limits *l);
@@ -87,7 +90,7 @@ struct gw_api_request {
 	struct proto_str model;
 	uint32_t max_tokens;        /* >= 1; the limit or API default when not given */
 	struct proto_sampling sampling;
-	uint32_t submit_flags;      /* PROTO_SUBMIT_F_HAS_SEED, F_ADD_BOS */
+	uint32_t submit_flags;      /* PROTO_SUBMIT_F_HAS_SEED, F_ADD_BOS, F_FIT */
 	uint32_t n_stop;
 	struct proto_str *stop;
 	uint8_t prompt_kind;        /* enum proto_prompt_kind */

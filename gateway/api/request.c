@@ -27,6 +27,7 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->stop_strings = CM_LIM_STOP_STRINGS;
 	l->stop_string_bytes = CM_LIM_STOP_STRING_BYTES;
 	l->max_output_tokens = CM_LIM_MAX_OUTPUT_TOKENS;
+	l->max_tokens_strict = 0;
 }
 
 static int lim_ok(const char *key, uint32_t v, uint32_t lo, uint32_t hi,
@@ -505,6 +506,9 @@ enum cm_status gw_api_parse(enum gw_api_kind kind, const void *body, size_t len,
 		st = CM_EINTERNAL;
 		break;
 	}
+	/* no limit asked for (or a limit, unless strict): as much as fits */
+	if (st == CM_OK && (!out->max_tokens_given || !lim->max_tokens_strict))
+		out->submit_flags |= PROTO_SUBMIT_F_FIT;
 out:
 	json_decref(root);
 	return st;

@@ -90,6 +90,12 @@ static int dt_governance(void)
 	if (!rc || rc->err || !cmd)
 		return -1;
 	memset(&qz, 0, sizeof(qz));
+	/* 1000 tokens a minute: a request with no max_tokens reserves its
+	 * prompt plus what fits in the worker's 256-token context, not the
+	 * 4096 default (which could never pass), and gives back what it did
+	 * not use */
+	qz.set[GW_GOV_F_TPM] = 1;
+	qz.val[GW_GOV_F_TPM] = 1000;
 	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, "eng", &qz,
 		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 1), CM_OK);
 	dt_gov(rc, cmd);

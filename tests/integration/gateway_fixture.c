@@ -118,6 +118,27 @@ const char *gwt_openai_error(json_t *j)
 	return json_string_value(json_object_get(e, "message"));
 }
 
+void gwt_assert_fits(const char *body)
+{
+	struct gwt_resp r;
+	const char *fr;
+	json_int_t pt, ct;
+	json_t *j;
+
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a, body, 0, NULL);
+	assert_int_equal(r.code, 200);
+	j = gwt_parse(r.body);
+	fr = json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), 0),
+					       "finish_reason"));
+	assert_non_null(fr);
+	assert_true(strcmp(fr, "stop") == 0 || strcmp(fr, "length") == 0);
+	pt = json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+	ct = json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens"));
+	assert_true(pt >= 1 && ct >= 1 && pt + ct < 4096);
+	json_decref(j);
+	gwt_resp_free(&r);
+}
+
 char *gwt_metrics(void)
 {
 	char cmd[256];

@@ -32,6 +32,10 @@ void gwt_req(struct gwt_resp *r, const char *path, const char *key, const char *
 json_t *gwt_parse(const char *s);
 const char *gwt_ollama_error(json_t *j);
 const char *gwt_openai_error(json_t *j);
+/* POSTs an OpenAI chat body as key A and asserts it was served as much as
+ * fits: 200, finish stop or length, prompt + completion under 4096 tokens
+ * (the tiny model's context is smaller than the default limit). */
+void gwt_assert_fits(const char *body);
 char *gwt_metrics(void);
 double gwt_metric(const char *text, const char *series);
 int gwt_wait_port_line(void);

@@ -287,6 +287,11 @@ static void test_openai(void **state)
 	json_decref(j);
 	gwt_resp_free(&r);
 
+	/* no max_tokens (every SDK's default), and one over the context */
+	gwt_assert_fits("{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	gwt_assert_fits("{\"model\":\"tiny\",\"max_tokens\":4096,"
+			"\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+
 	gwt_req(&r, "/v1/completions", gwt_key_a,
 	    "{\"model\":\"tiny\",\"prompt\":\"once\",\"max_tokens\":5,\"stream\":true}", 0, NULL);
 	assert_int_equal(r.code, 200);

@@ -227,11 +227,13 @@ static enum cm_status submit_messages(const struct proto_submit *sb, struct wk_c
 
 /*
  * Tokenizes the prompt (chat template applied) within the request's limit
- * and the context.  On failure *code is the ERROR code and err says why.
+ * and the context, and sets *max_tokens: the request's, or with
+ * PROTO_SUBMIT_F_FIT what the context leaves after the prompt when that is
+ * less.  On failure *code is the ERROR code and err says why.
  */
 static enum cm_status submit_prompt(struct wk_server *s, const struct proto_msg *m,
-				    int32_t **prompt, uint32_t *n_prompt, uint16_t *code,
-				    char *err, size_t err_len)
+				    int32_t **prompt, uint32_t *n_prompt, uint32_t *max_tokens,
+				    uint16_t *code, char *err, size_t err_len)
 {
 	const struct proto_submit *sb = &m->u.submit;
 	struct wk_chat_msg *msgs = NULL;
@@ -269,14 +271,24 @@ static enum cm_status submit_prompt(struct wk_server *s, const struct proto_msg 
 		(*prompt)[0] = bos; /* generation starts from BOS alone */
 		*n_prompt = 1;
 	}
-	if ((uint64_t)*n_prompt + sb->max_tokens > s->n_ctx) {
+	*max_tokens = sb->max_tokens;
+	if ((uint64_t)*n_prompt + sb->max_tokens <= s->n_ctx)
+		return CM_OK;
+	if ((m->flags & PROTO_SUBMIT_F_FIT) && *n_prompt < s->n_ctx) {
+		/* as much as fits: the context ends it with finish "length" */
+		*max_tokens = s->n_ctx - *n_prompt;
+		return CM_OK;
+	}
+	if (m->flags & PROTO_SUBMIT_F_FIT)
+		snprintf(err, err_len,
+			 "prompt of %u tokens fills the context of %u tokens: no room for a completion",
+			 *n_prompt, s->n_ctx);
+	else
 		snprintf(err, err_len,
 			 "prompt of %u tokens plus max_tokens %u exceeds the context of %u tokens",
 			 *n_prompt, sb->max_tokens, s->n_ctx);
-		*code = PROTO_E_TOO_LONG;
-		return CM_ELIMIT;
-	}
-	return CM_OK;
+	*code = PROTO_E_TOO_LONG;
+	return CM_ELIMIT;
 }
 
 /* Why a SUBMIT cannot even be looked at now: draining, duplicate id, full
@@ -318,7 +330,7 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	const char **stops = NULL;
 	size_t *stop_lens = NULL;
 	int32_t *prompt = NULL;
-	uint32_t n_prompt = 0;
+	uint32_t n_prompt = 0, max_tokens = 0;
 	struct wk_gen_params gp;
 	struct wk_serve_req *r = NULL;
 	struct wk_seq_params sp;
@@ -329,7 +341,7 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	if (code != 0)
 		goto fail;
 	code = PROTO_E_BAD_REQUEST;
-	st = submit_prompt(s, m, &prompt, &n_prompt, &code, err, sizeof(err));
+	st = submit_prompt(s, m, &prompt, &n_prompt, &max_tokens, &code, err, sizeof(err));
 	if (st == CM_ENOMEM)
 		goto nomem;
 	if (st != CM_OK)
@@ -370,12 +382,12 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	sp.salt = sb->cache_salt;
 	sp.prompt = prompt;
 	sp.n_prompt = n_prompt;
-	sp.max_tokens = sb->max_tokens;
+	sp.max_tokens = max_tokens;
 	sp.probe = 0;
 	st = wk_sched_submit(s->sched, &sp, &r->seq);
 	if (st == CM_ELIMIT) {
 		snprintf(err, sizeof(err), "prompt of %u tokens plus max_tokens %u does not fit the KV cache",
-			 n_prompt, sb->max_tokens);
+			 n_prompt, max_tokens);
 		code = PROTO_E_TOO_LONG;
 		goto fail;
 	}

@@ -71,7 +71,8 @@ static void test_generate_fields(void **state)
 	assert_int_equal(s.prompt_kind, PROTO_PROMPT_CHAT);
 	assert_int_equal(s.n_messages, 2);
 	assert_int_equal(s.n_stop, 2);
-	assert_int_equal(flags, PROTO_SUBMIT_F_HAS_SEED);
+	/* an explicit limit is lowered to what fits unless strict */
+	assert_int_equal(flags, PROTO_SUBMIT_F_HAS_SEED | PROTO_SUBMIT_F_FIT);
 	assert_int_equal(s.tenant_id.len, 0);
 	assert_int_equal(s.key_id.len, 0);
 	assert_int_equal(s.template_name.len, 0);
@@ -86,7 +87,7 @@ static void test_generate_fields(void **state)
 	assert_true(r.raw);
 	assert_int_equal(r.prompt_kind, PROTO_PROMPT_TEXT);
 	assert_true(api_streq(r.text, "[INST] hi"));
-	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS);
+	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS | PROTO_SUBMIT_F_FIT);
 	assert_int_equal(r.max_tokens, L.max_output_tokens);
 	assert_false(r.max_tokens_given);
 	assert_float_equal(r.sampling.temperature, 0.8, 1e-6);
@@ -283,10 +284,19 @@ static void test_openai_chat(void **state)
 	assert_float_equal(r.sampling.top_p, 1.0, 0);
 	assert_int_equal(r.sampling.top_k, 0);
 	assert_float_equal(r.sampling.repeat_penalty, 1.0, 0);
-	assert_int_equal(r.submit_flags, 0);
+	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_FIT);
 	assert_string_equal(gw_api_content_type(&r), GW_API_CT_JSON);
 	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
 	assert_int_equal(r.max_tokens, L.max_output_tokens);
+	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_FIT);
+	/* strict: an explicit limit is the client's to keep (the worker refuses
+	 * it when it does not fit); an omitted one still fits */
+	L.max_tokens_strict = 1;
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":9}", &r);
+	assert_int_equal(r.submit_flags & PROTO_SUBMIT_F_FIT, 0);
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_FIT);
+	L.max_tokens_strict = 0;
 
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400,
 	    "n: expected 1 (only one choice per request is supported), found 2", "n");
@@ -350,11 +360,11 @@ static void test_openai_completions(void **state)
 	api_ok(P, "{\"model\":\"m\",\"prompt\":\"Once\",\"best_of\":1,\"echo\":false,\"suffix\":null}", &r);
 	assert_int_equal(r.prompt_kind, PROTO_PROMPT_TEXT);
 	assert_true(api_streq(r.text, "Once"));
-	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS);
+	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS | PROTO_SUBMIT_F_FIT);
 	assert_int_equal(r.max_tokens, 16); /* OpenAI's default for completions */
 	api_ok(P, "{\"model\":\"m\",\"prompt\":\"Once\",\"max_tokens\":300,\"seed\":5}", &r);
 	assert_int_equal(r.max_tokens, 300);
-	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS | PROTO_SUBMIT_F_HAS_SEED);
+	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS | PROTO_SUBMIT_F_HAS_SEED | PROTO_SUBMIT_F_FIT);
 	api_bad(P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 400,
 	    "prompt: expected a string, found an array (batched or token prompts are not supported)", "prompt");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":[1,2]}", 400, "found an array", "prompt");

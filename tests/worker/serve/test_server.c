@@ -41,6 +41,7 @@ static char model_path[512];
 /* What came back on the gateway end, decoded. */
 struct sv_reply {
 	int hello;
+	uint32_t context_len;  /* from HELLO */
 	int tokens;            /* TOKEN entries with an id */
 	uint32_t ids[1024];
 	int done;
@@ -116,14 +117,21 @@ static void sv_collect(int fd, struct sv_reply *r)
 	int steps = 0;
 
 	assert_non_null(dec);
-	while (wk_server_step(srv) && steps++ < 100000)
-		;
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		assert_int_equal(proto_decoder_feed(dec, buf, (size_t)n), CM_OK);
+	/* a long reply fills the socket: read, then let the server go on */
+	for (int got = 1; got;) {
+		while (wk_server_step(srv) && steps++ < 100000)
+			;
+		got = 0;
+		while ((n = read(fd, buf, sizeof(buf))) > 0) {
+			assert_int_equal(proto_decoder_feed(dec, buf, (size_t)n), CM_OK);
+			got = 1;
+		}
+	}
 	while (proto_decoder_next(dec, &m) == CM_OK) {
 		switch (m.type) {
 		case PROTO_HELLO:
 			r->hello++;
+			r->context_len = m.u.hello.context_len;
 			assert_memory_equal(m.u.hello.model_name.ptr, "tiny", 4);
 			assert_true(m.u.hello.kv_blocks_total >= 2);
 			break;
@@ -268,6 +276,47 @@ static void test_chat_and_refusals(void **state)
 	close(fd);
 }
 
+/* max_tokens as a cap (PROTO_SUBMIT_F_FIT): lowered to what the context
+ * leaves after the prompt; without the flag the same request is refused. */
+static void test_fit_to_context(void **state)
+{
+	struct sv_reply r;
+	struct proto_msg m = sv_submit(40, "Once upon a time", 1u << 20);
+	int sfd, fd = sv_connect(&sfd);
+	uint32_t ctx;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.hello, 1);
+	assert_true(r.context_len > 8);
+	ctx = r.context_len;
+	assert_int_equal(r.code, PROTO_E_TOO_LONG);
+	assert_non_null(strstr(r.message, "exceeds the context"));
+
+	m.request_id = 41;
+	m.flags |= PROTO_SUBMIT_F_FIT | PROTO_SUBMIT_F_IGNORE_EOS;
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.errors, 0);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.d.finish, PROTO_FINISH_LENGTH);
+	assert_true(r.d.prompt_tokens >= 2);
+	assert_int_equal(r.d.prompt_tokens + r.d.gen_tokens, ctx);
+	/* a limit that fits is kept as it is */
+	m.request_id = 42;
+	m.u.submit.max_tokens = 3;
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.d.gen_tokens, 3);
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
 static void test_duplicate_and_cancel(void **state)
 {
 	struct sv_reply r;
@@ -317,6 +366,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hello_and_text),
 		cmocka_unit_test(test_chat_and_refusals),
+		cmocka_unit_test(test_fit_to_context),
 		cmocka_unit_test(test_duplicate_and_cancel),
 		cmocka_unit_test(test_malformed_frame_drops_the_connection),
 	};
