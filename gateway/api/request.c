@@ -315,6 +315,7 @@ enum cm_status gw_api_get_stop(const json_t *o, const char *key,
 				 name, lim->stop_strings, n);
 		return CM_EINVAL;
 	}
+	r->n_stop = 0;
 	r->stop = n ? cm_arena_calloc(a, n, sizeof(*r->stop)) : NULL;
 	if (n && !r->stop)
 		return gw_api_oom(err);
@@ -325,7 +326,7 @@ enum cm_status gw_api_get_stop(const json_t *o, const char *key,
 		if (!json_is_string(s))
 			return gw_api_bad(err, fname, "a string", s);
 		if (json_string_length(s) == 0)
-			return gw_api_bad(err, fname, "a non-empty string", s);
+			continue; /* "" stops nothing: ignored, as OpenAI and Ollama do */
 		if (json_string_length(s) > lim->stop_string_bytes) {
 			gw_api_error_set(err, 400, name, NULL,
 					 "%s: expected at most %u bytes, found %zu bytes",
@@ -333,11 +334,11 @@ enum cm_status gw_api_get_stop(const json_t *o, const char *key,
 					 json_string_length(s));
 			return CM_EINVAL;
 		}
-		st = gw_api_copy_str(a, s, &r->stop[i], err);
+		st = gw_api_copy_str(a, s, &r->stop[r->n_stop], err);
 		if (st != CM_OK)
 			return st;
+		r->n_stop++;
 	}
-	r->n_stop = (uint32_t)n;
 	return CM_OK;
 }
 
