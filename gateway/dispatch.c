@@ -665,6 +665,11 @@ static void answer_models(struct gw_job *j)
 	const uint8_t *body = gw_request_body(j->req, &len);
 	enum cm_status st;
 
+	if (j->route == GW_PATH_OPENAI_MODEL) {
+		/* the id is the rest of the path */
+		body = (const uint8_t *)gw_request_path(j->req) + strlen("/v1/models/");
+		len = strlen((const char *)body);
+	}
 	cm_buf_init(&b, 1024 * 1024);
 	st = gw_api_answer_models(d->dep.workers, j->route, body, len, &d->cfg.limits,
 				  gw_request_arena(j->req), &b, &e);
@@ -715,6 +720,8 @@ static void start_generation(struct gw_job *j)
 		job_fail(j, &e, 0, "bad_request");
 		return;
 	}
+	j->api.model.len = (uint32_t)gw_api_model_resolve(d->dep.workers, j->api.model.ptr,
+							  j->api.model.len);
 	mlen = j->api.model.len < GW_API_MODEL_NAME_MAX ? j->api.model.len : GW_API_MODEL_NAME_MAX;
 	memcpy(j->model, j->api.model.ptr, mlen);
 	j->model[mlen] = '\0';
@@ -776,6 +783,7 @@ static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
 	case GW_PATH_OLLAMA_TAGS:
 	case GW_PATH_OLLAMA_PS:
 	case GW_PATH_OPENAI_MODELS:
+	case GW_PATH_OPENAI_MODEL:
 	case GW_PATH_OLLAMA_SHOW:
 		answer_models(j);
 		return;

@@ -246,6 +246,9 @@ enum cm_status gw_api_render_ps(struct cm_buf *out,
 				const struct gw_api_model *m, size_t n) CM_WUR;
 enum cm_status gw_api_render_models(struct cm_buf *out,
 				    const struct gw_api_model *m, size_t n) CM_WUR;
+/* GET /v1/models/{id}: one model object. */
+enum cm_status gw_api_render_model(struct cm_buf *out,
+				   const struct gw_api_model *m) CM_WUR;
 enum cm_status gw_api_render_show(struct cm_buf *out,
 				  const struct gw_api_model *m) CM_WUR;
 

@@ -39,6 +39,17 @@ static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size
 	return k;
 }
 
+size_t gw_api_model_resolve(const struct gw_workers *w, const char *name, size_t len)
+{
+	static const char tag[] = ":latest";
+	const size_t tl = sizeof(tag) - 1;
+
+	if (len > tl && memcmp(name + len - tl, tag, tl) == 0 &&
+	    !gw_workers_knows_model(w, name, len) && gw_workers_knows_model(w, name, len - tl))
+		return len - tl;
+	return len;
+}
+
 enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
 				    const void *body, size_t len,
 				    const struct gw_api_limits *lim, struct cm_arena *a,
@@ -54,11 +65,17 @@ enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
 	case GW_PATH_OLLAMA_TAGS: return gw_api_render_tags(out, m, n);
 	case GW_PATH_OLLAMA_PS: return gw_api_render_ps(out, m, n);
 	case GW_PATH_OPENAI_MODELS: return gw_api_render_models(out, m, n);
-	default: break;
+	case GW_PATH_OPENAI_MODEL:
+		want = (struct proto_str){ body, (uint32_t)(len > GW_API_MODEL_NAME_MAX ?
+							     GW_API_MODEL_NAME_MAX : len) };
+		break;
+	default:
+		st = gw_api_parse_show(body, len, lim, a, &want, e);
+		if (st != CM_OK)
+			return CM_EINVAL; /* *e says why (400, or 500 when out of memory) */
+		break;
 	}
-	st = gw_api_parse_show(body, len, lim, a, &want, e);
-	if (st != CM_OK)
-		return CM_EINVAL; /* *e says why (400, or 500 when out of memory) */
+	want.len = (uint32_t)gw_api_model_resolve(w, want.ptr, want.len);
 	for (i = 0; i < n; i++)
 		if (strlen(m[i].name) == want.len && memcmp(m[i].name, want.ptr, want.len) == 0)
 			break;
@@ -66,7 +83,8 @@ enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
 		gw_api_error_model_not_found(e, want.ptr, want.len);
 		return CM_ENOTFOUND;
 	}
-	return gw_api_render_show(out, &m[i]);
+	return path == GW_PATH_OPENAI_MODEL ? gw_api_render_model(out, &m[i])
+					    : gw_api_render_show(out, &m[i]);
 }
 
 int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, char *body, size_t cap,

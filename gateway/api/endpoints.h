@@ -22,9 +22,17 @@
 #define GW_API_MODELS_MAX 64
 
 /*
- * The body of GET /api/tags, /api/ps, /v1/models, or POST /api/show
- * (`body` is the request body, parsed with `lim` into arena `a`), from the
- * ready workers' models, deduplicated by name.  CM_OK: *out holds it.
+ * The length of `name` to look the model up by: Ollama treats "x" and
+ * "x:latest" as one model, so "x:latest" is "x" when the workers serve
+ * "x" and no "x:latest"; otherwise `len`.
+ */
+size_t gw_api_model_resolve(const struct gw_workers *w, const char *name, size_t len);
+
+/*
+ * The body of GET /api/tags, /api/ps, /v1/models, GET /v1/models/{id}
+ * (`body` is the id), or POST /api/show (`body` is the request body,
+ * parsed with `lim` into arena `a`), from the ready workers' models,
+ * deduplicated by name; a name is resolved by gw_api_model_resolve().  CM_OK: *out holds it.
  * CM_EINVAL (bad show body) or CM_ENOTFOUND (unknown model): *e filled.
  * CM_ENOMEM: *out over its cap.
  */

@@ -45,12 +45,17 @@ static json_t *model_details(const struct gw_api_model *m)
 static json_t *model_entry(const struct gw_api_model *m)
 {
 	json_t *o = json_object();
-	char ts[32], hex[2 * PROTO_DIGEST_LEN + 1];
+	char ts[32], hex[2 * PROTO_DIGEST_LEN + 1], name[GW_API_MODEL_NAME_MAX + 8];
 
 	cm_wall_iso8601(m->modified_wall_ns, ts);
 	cm_hex_encode(m->sha256, PROTO_DIGEST_LEN, hex);
-	json_object_set_new(o, "name", gw_api_jstr(m->name));
-	json_object_set_new(o, "model", gw_api_jstr(m->name));
+	/* Ollama names carry a tag; an untagged name is "<name>:latest" */
+	if (strchr(m->name, ':'))
+		snprintf(name, sizeof(name), "%s", m->name);
+	else
+		snprintf(name, sizeof(name), "%.*s:latest", GW_API_MODEL_NAME_MAX, m->name);
+	json_object_set_new(o, "name", gw_api_jstr(name));
+	json_object_set_new(o, "model", gw_api_jstr(name));
 	json_object_set_new(o, "modified_at", gw_api_jstr(ts));
 	json_object_set_new(o, "size", json_integer((json_int_t)m->size_bytes));
 	json_object_set_new(o, "digest", gw_api_jstr(hex));
@@ -103,6 +108,23 @@ enum cm_status gw_api_render_ps(struct cm_buf *out,
 	return model_list(out, m, n, 1);
 }
 
+/* One OpenAI model object: id, object, created, owned_by. */
+static json_t *openai_model(const struct gw_api_model *m)
+{
+	json_t *e = json_object();
+
+	json_object_set_new(e, "id", gw_api_jstr(m->name));
+	json_object_set_new(e, "object", json_string("model"));
+	json_object_set_new(e, "created", json_integer(m->modified_wall_ns / CM_NS_PER_S));
+	json_object_set_new(e, "owned_by", json_string("sluice"));
+	return e;
+}
+
+enum cm_status gw_api_render_model(struct cm_buf *out, const struct gw_api_model *m)
+{
+	return gw_api_dump_json(out, openai_model(m));
+}
+
 enum cm_status gw_api_render_models(struct cm_buf *out,
 				    const struct gw_api_model *m, size_t n)
 {
@@ -110,16 +132,8 @@ enum cm_status gw_api_render_models(struct cm_buf *out,
 
 	if (fx_list_new(&o, &arr) != 0)
 		return CM_ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		json_t *e = json_object();
-
-		json_object_set_new(e, "id", gw_api_jstr(m[i].name));
-		json_object_set_new(e, "object", json_string("model"));
-		json_object_set_new(e, "created",
-				    json_integer(m[i].modified_wall_ns / CM_NS_PER_S));
-		json_object_set_new(e, "owned_by", json_string("sluice"));
-		json_array_append_new(arr, e);
-	}
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, openai_model(&m[i]));
 	json_object_set_new(o, "object", json_string("list"));
 	json_object_set_new(o, "data", arr);
 	return gw_api_dump_json(out, o);

@@ -13,27 +13,29 @@ struct route_entry {
 	unsigned methods;   /* bit per enum gw_http_method; 0 = any */
 	const char *allow;
 	const char *name;
+	int prefix;         /* the path is a prefix; the rest is out->arg */
 };
 
 static const struct route_entry routes[] = {
-	{ "/", GW_PATH_ROOT, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "root" },
-	{ "/api/generate", GW_PATH_OLLAMA_GENERATE, M(GW_HTTP_POST), "POST", "ollama_generate" },
-	{ "/api/chat", GW_PATH_OLLAMA_CHAT, M(GW_HTTP_POST), "POST", "ollama_chat" },
-	{ "/api/tags", GW_PATH_OLLAMA_TAGS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "ollama_tags" },
-	{ "/api/show", GW_PATH_OLLAMA_SHOW, M(GW_HTTP_POST), "POST", "ollama_show" },
-	{ "/api/ps", GW_PATH_OLLAMA_PS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "ollama_ps" },
-	{ "/api/version", GW_PATH_OLLAMA_VERSION, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "ollama_version" },
-	{ "/api/pull", GW_PATH_MANAGE, 0, NULL, "manage" },
-	{ "/api/push", GW_PATH_MANAGE, 0, NULL, "manage" },
-	{ "/api/create", GW_PATH_MANAGE, 0, NULL, "manage" },
-	{ "/api/copy", GW_PATH_MANAGE, 0, NULL, "manage" },
-	{ "/api/delete", GW_PATH_MANAGE, 0, NULL, "manage" },
-	{ "/v1/chat/completions", GW_PATH_OPENAI_CHAT, M(GW_HTTP_POST), "POST", "openai_chat" },
-	{ "/v1/completions", GW_PATH_OPENAI_COMPLETIONS, M(GW_HTTP_POST), "POST", "openai_completions" },
-	{ "/v1/models", GW_PATH_OPENAI_MODELS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "openai_models" },
-	{ "/healthz", GW_PATH_HEALTHZ, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "healthz" },
-	{ "/readyz", GW_PATH_READYZ, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "readyz" },
-	{ "/metrics", GW_PATH_METRICS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "metrics" },
+	{ "/", GW_PATH_ROOT, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "root", 0 },
+	{ "/api/generate", GW_PATH_OLLAMA_GENERATE, M(GW_HTTP_POST), "POST", "ollama_generate", 0 },
+	{ "/api/chat", GW_PATH_OLLAMA_CHAT, M(GW_HTTP_POST), "POST", "ollama_chat", 0 },
+	{ "/api/tags", GW_PATH_OLLAMA_TAGS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "ollama_tags", 0 },
+	{ "/api/show", GW_PATH_OLLAMA_SHOW, M(GW_HTTP_POST), "POST", "ollama_show", 0 },
+	{ "/api/ps", GW_PATH_OLLAMA_PS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "ollama_ps", 0 },
+	{ "/api/version", GW_PATH_OLLAMA_VERSION, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "ollama_version", 0 },
+	{ "/api/pull", GW_PATH_MANAGE, 0, NULL, "manage", 0 },
+	{ "/api/push", GW_PATH_MANAGE, 0, NULL, "manage", 0 },
+	{ "/api/create", GW_PATH_MANAGE, 0, NULL, "manage", 0 },
+	{ "/api/copy", GW_PATH_MANAGE, 0, NULL, "manage", 0 },
+	{ "/api/delete", GW_PATH_MANAGE, 0, NULL, "manage", 0 },
+	{ "/v1/chat/completions", GW_PATH_OPENAI_CHAT, M(GW_HTTP_POST), "POST", "openai_chat", 0 },
+	{ "/v1/completions", GW_PATH_OPENAI_COMPLETIONS, M(GW_HTTP_POST), "POST", "openai_completions", 0 },
+	{ "/v1/models", GW_PATH_OPENAI_MODELS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "openai_models", 0 },
+	{ "/v1/models/", GW_PATH_OPENAI_MODEL, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "openai_model", 1 },
+	{ "/healthz", GW_PATH_HEALTHZ, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "healthz", 0 },
+	{ "/readyz", GW_PATH_READYZ, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "readyz", 0 },
+	{ "/metrics", GW_PATH_METRICS, M(GW_HTTP_GET) | M(GW_HTTP_HEAD), "GET, HEAD", "metrics", 0 },
 };
 
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
@@ -56,7 +58,10 @@ void gw_paths_match(enum gw_http_method method, const char *path,
 	for (size_t i = 0; i < N_ROUTES; i++) {
 		const struct route_entry *e = &routes[i];
 
-		if (strcmp(path, e->path) != 0)
+		size_t n = strlen(e->path);
+
+		if (e->prefix ? strncmp(path, e->path, n) != 0 || path[n] == '\0'
+			      : strcmp(path, e->path) != 0)
 			continue;
 		if (e->methods && (method == GW_HTTP_OTHER ||
 				   !(e->methods & M(method)))) {
@@ -68,6 +73,8 @@ void gw_paths_match(enum gw_http_method method, const char *path,
 		out->route = e->route;
 		if (e->route == GW_PATH_MANAGE)
 			out->manage_op = e->path + strlen("/api/");
+		if (e->prefix)
+			out->arg = path + n;
 		return;
 	}
 }

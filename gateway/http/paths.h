@@ -29,6 +29,7 @@ enum gw_path {
 	GW_PATH_OPENAI_CHAT,       /* POST /v1/chat/completions */
 	GW_PATH_OPENAI_COMPLETIONS,/* POST /v1/completions */
 	GW_PATH_OPENAI_MODELS,     /* GET /v1/models */
+	GW_PATH_OPENAI_MODEL,      /* GET /v1/models/{id} */
 	GW_PATH_HEALTHZ,           /* GET /healthz */
 	GW_PATH_READYZ,            /* GET /readyz */
 	GW_PATH_METRICS,           /* GET /metrics (admin listener only) */
@@ -45,6 +46,7 @@ struct gw_path_match {
 	int status;                /* 0 matched, 404 unknown path, 405 wrong method */
 	const char *allow;         /* for 405: the Allow header value */
 	const char *manage_op;     /* GW_PATH_MANAGE: "pull", "push", ... */
+	const char *arg;           /* GW_PATH_OPENAI_MODEL: the id (rest of the path) */
 	enum gw_api_style style;   /* error format for this path */
 };
 

@@ -359,12 +359,31 @@ static void test_fixed_endpoints(void **state)
 	dt_curl(out, sizeof(out), key, "/api/tags", NULL);
 	assert_int_equal(dt_split(out, &j), 200);
 	assert_string_equal(json_string_value(json_object_get(
-		json_array_get(json_object_get(j, "models"), 0), "name")), "tiny");
+		json_array_get(json_object_get(j, "models"), 0), "name")), "tiny:latest");
 	json_decref(j);
 	dt_curl(out, sizeof(out), key, "/v1/models", NULL);
 	assert_int_equal(dt_split(out, &j), 200);
 	assert_string_equal(json_string_value(json_object_get(
 		json_array_get(json_object_get(j, "data"), 0), "id")), "tiny");
+	json_decref(j);
+	/* one model by id; "x:latest" is "x", as in Ollama */
+	dt_curl(out, sizeof(out), key, "/v1/models/tiny", NULL);
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_string_equal(json_string_value(json_object_get(j, "id")), "tiny");
+	assert_string_equal(json_string_value(json_object_get(j, "object")), "model");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/v1/models/tiny:latest", NULL);
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_string_equal(json_string_value(json_object_get(j, "id")), "tiny");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/v1/models/tiny:7b", NULL);
+	assert_int_equal(dt_split(out, &j), 404);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "model_not_found");
+	json_decref(j);
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny:latest\",\"prompt\":\"hi\",\"stream\":false}");
+	assert_int_equal(dt_split(out, &j), 200);
 	json_decref(j);
 	dt_curl(out, sizeof(out), NULL, "/readyz", NULL);
 	assert_int_equal(dt_split(out, &j), 200);

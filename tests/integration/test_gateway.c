@@ -81,7 +81,7 @@ static void test_fixed_endpoints(void **state)
 	j = gwt_parse(r.body);
 	a = json_object_get(j, "models");
 	assert_int_equal(json_array_size(a), 1);
-	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")), "tiny");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")), "tiny:latest");
 	json_decref(j);
 	gwt_resp_free(&r);
 	gwt_req(&r, "/v1/models", gwt_key_a, NULL, 0, NULL);

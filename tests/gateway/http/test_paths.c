@@ -42,6 +42,21 @@ static void test_routes(void **state)
 	expect_route(GW_HTTP_GET, "/readyz", GW_PATH_READYZ);
 	expect_route(GW_HTTP_GET, "/metrics", GW_PATH_METRICS);
 	assert_string_equal(gw_path_name(GW_PATH_OPENAI_CHAT), "openai_chat");
+	/* /v1/models/{id}: the rest of the path is the id; nothing after the
+	 * slash is not a model */
+	{
+		struct gw_path_match r;
+
+		gw_paths_match(GW_HTTP_GET, "/v1/models/org/tiny:latest", &r);
+		assert_int_equal(r.status, 0);
+		assert_int_equal(r.route, GW_PATH_OPENAI_MODEL);
+		assert_string_equal(r.arg, "org/tiny:latest");
+		gw_paths_match(GW_HTTP_GET, "/v1/models/", &r);
+		assert_int_equal(r.status, 404);
+		gw_paths_match(GW_HTTP_POST, "/v1/models/tiny", &r);
+		assert_int_equal(r.status, 405);
+		assert_null(r.arg);
+	}
 	assert_string_equal(gw_path_name(GW_PATH_NONE), "none");
 }
 
