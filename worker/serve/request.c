@@ -180,6 +180,12 @@ static void sampling_from_proto(const struct proto_sampling *ps, uint32_t flags,
 	p->temperature = ps->temperature;
 	p->top_k = ps->top_k;
 	p->top_p = ps->top_p;
+	if (ps->top_p == 0.0f) {
+		/* top_p 0: the smallest nucleus, the single most likely token
+		 * (as llama.cpp and vLLM read it) */
+		p->top_k = 1;
+		p->top_p = 1.0f;
+	}
 	p->min_p = ps->min_p;
 	p->repeat_penalty = ps->repeat_penalty;
 	p->repeat_last_n = ps->repeat_last_n;

@@ -317,6 +317,36 @@ static void test_fit_to_context(void **state)
 	close(fd);
 }
 
+/* top_p 0 is the single most likely token: the same as greedy, whatever
+ * the temperature and seed. */
+static void test_top_p_zero(void **state)
+{
+	struct sv_reply g, z;
+	struct proto_msg m = sv_submit(50, "Once upon a time", 10);
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	m.flags |= PROTO_SUBMIT_F_IGNORE_EOS;
+	memset(&g, 0, sizeof(g));
+	sv_send(sfd, &m);
+	sv_collect(fd, &g);
+	assert_int_equal(g.done, 1);
+	m.request_id = 51;
+	m.u.submit.sampling.temperature = 1.5f;
+	m.u.submit.sampling.top_p = 0.0f;
+	m.u.submit.sampling.seed = 7;
+	m.flags |= PROTO_SUBMIT_F_HAS_SEED;
+	memset(&z, 0, sizeof(z));
+	sv_send(sfd, &m);
+	sv_collect(fd, &z);
+	assert_int_equal(z.errors, 0);
+	assert_int_equal(z.done, 1);
+	assert_int_equal(z.tokens, g.tokens);
+	assert_memory_equal(z.ids, g.ids, (size_t)g.tokens * sizeof(g.ids[0]));
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
 static void test_duplicate_and_cancel(void **state)
 {
 	struct sv_reply r;
@@ -367,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_hello_and_text),
 		cmocka_unit_test(test_chat_and_refusals),
 		cmocka_unit_test(test_fit_to_context),
+		cmocka_unit_test(test_top_p_zero),
 		cmocka_unit_test(test_duplicate_and_cancel),
 		cmocka_unit_test(test_malformed_frame_drops_the_connection),
 	};
