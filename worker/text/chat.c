@@ -8,6 +8,7 @@
  */
 #include "worker/text/chat.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -155,11 +156,24 @@ void wk_chat_prompt_deinit(struct wk_chat_prompt *p)
 
 /* ---- validation ---- */
 
+/* Families without a system turn: a system message's text opens the next
+ * user turn instead. */
+static int folds_system(const struct wk_chat_template *t)
+{
+	return t->family == CHAT_LLAMA2 || t->family == CHAT_MISTRAL || t->family == CHAT_GEMMA;
+}
+
+/*
+ * Roles known; turns alternating where the family needs it; a system
+ * message anywhere (rendered in place, or folded into the next user turn
+ * where the family has no system turn, so one after the last user turn is
+ * refused there).
+ */
 static enum cm_status check_roles(const struct wk_chat_template *t, const struct wk_chat_msg *m,
 				  size_t n, enum chat_role *roles, char *err, size_t err_len)
 {
 	int alternate = t->family == CHAT_LLAMA2 || t->family == CHAT_MISTRAL;
-	size_t turn = 0;
+	size_t turn = 0, pending_sys = SIZE_MAX;
 
 	for (size_t i = 0; i < n; i++) {
 		size_t r;
@@ -168,27 +182,47 @@ static enum cm_status check_roles(const struct wk_chat_template *t, const struct
 			if (m[i].role && strcmp(m[i].role, role_names[r]) == 0)
 				break;
 		if (r == 3) {
-			snprintf(err, err_len, "message %zu: unknown role \"%.32s\" "
+			snprintf(err, err_len, "messages[%zu].role: unknown role \"%.32s\" "
 				 "(expected system, user or assistant)", i, m[i].role ? m[i].role : "");
 			return CM_EINVAL;
 		}
 		roles[i] = (enum chat_role)r;
 		if (roles[i] == ROLE_SYSTEM) {
-			if (i != 0) {
-				snprintf(err, err_len, "message %zu: a system message must come first", i);
-				return CM_EINVAL;
-			}
+			if (pending_sys == SIZE_MAX)
+				pending_sys = i;
 			continue;
 		}
+		if (roles[i] == ROLE_USER)
+			pending_sys = SIZE_MAX;
 		if (alternate && roles[i] != (turn % 2 == 0 ? ROLE_USER : ROLE_ASSISTANT)) {
-			snprintf(err, err_len, "message %zu: the %s template needs user and assistant "
+			snprintf(err, err_len, "messages[%zu].role: the %s template needs user and assistant "
 				 "turns to alternate, starting with user; found %s", i, t->name,
 				 role_names[roles[i]]);
 			return CM_EINVAL;
 		}
 		turn++;
 	}
+	if (pending_sys != SIZE_MAX && folds_system(t)) {
+		snprintf(err, err_len, "messages[%zu].role: the %s template has no system turn and puts a "
+			 "system message into the next user turn; found none after it",
+			 pending_sys, t->name);
+		return CM_EINVAL;
+	}
 	return CM_OK;
+}
+
+/*
+ * The system messages among m[from..to) (none of them user turns), each
+ * followed by "\n\n": how a family without a system turn opens the user
+ * turn m[to] with them.  `from` SIZE_MAX: none.
+ */
+static int fold_system(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
+		       const enum chat_role *r, size_t from, size_t to, int trim)
+{
+	for (size_t k = from; from != SIZE_MAX && k < to; k++)
+		if (r[k] == ROLE_SYSTEM && (text(p, &m[k], trim) || tmpl(p, "\n\n")))
+			return -1;
+	return 0;
 }
 
 /* ---- families ---- */
@@ -247,19 +281,20 @@ static int render_zephyr(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 static int render_gemma(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			const enum chat_role *r, size_t n, int gen)
 {
-	const struct wk_chat_msg *sys = NULL;
+	size_t sys = SIZE_MAX;
 
 	for (size_t i = 0; i < n; i++) {
 		if (r[i] == ROLE_SYSTEM) {
-			sys = &m[i];
+			if (sys == SIZE_MAX)
+				sys = i;
 			continue;
 		}
 		if (tmpl(p, r[i] == ROLE_USER ? "<start_of_turn>user\n" : "<start_of_turn>model\n"))
 			return -1;
-		if (sys && r[i] == ROLE_USER) {
-			if (text(p, sys, 1) || tmpl(p, "\n\n"))
+		if (r[i] == ROLE_USER) {
+			if (fold_system(p, m, r, sys, i, 1))
 				return -1;
-			sys = NULL;
+			sys = SIZE_MAX;
 		}
 		if (text(p, &m[i], 1) || tmpl(p, "<end_of_turn>\n"))
 			return -1;
@@ -274,13 +309,13 @@ static int render_gemma(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 static int render_llama2(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			 const enum chat_role *r, size_t n, int gen)
 {
-	const struct wk_chat_msg *sys = NULL;
-	size_t turn = 0;
+	size_t sys = SIZE_MAX, turn = 0;
 
 	(void)gen; /* the prompt already ends with [/INST] */
 	for (size_t i = 0; i < n; i++) {
 		if (r[i] == ROLE_SYSTEM) {
-			sys = &m[i];
+			if (sys == SIZE_MAX)
+				sys = i;
 			continue;
 		}
 		if (r[i] == ROLE_ASSISTANT) {
@@ -292,10 +327,22 @@ static int render_llama2(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			return -1;
 		if (tmpl(p, "[INST] "))
 			return -1;
-		if (sys) {
-			if (tmpl(p, "<<SYS>>\n") || text(p, sys, 1) || tmpl(p, "\n<</SYS>>\n\n"))
+		if (sys != SIZE_MAX) {
+			/* several system messages: one <<SYS>> block, joined by "\n\n" */
+			int first = 1;
+
+			if (tmpl(p, "<<SYS>>\n"))
 				return -1;
-			sys = NULL;
+			for (size_t k = sys; k < i; k++) {
+				if (r[k] != ROLE_SYSTEM)
+					continue;
+				if ((!first && tmpl(p, "\n\n")) || text(p, &m[k], 1))
+					return -1;
+				first = 0;
+			}
+			if (tmpl(p, "\n<</SYS>>\n\n"))
+				return -1;
+			sys = SIZE_MAX;
 		}
 		if (text(p, &m[i], 1) || tmpl(p, " [/INST]"))
 			return -1;
@@ -310,12 +357,13 @@ static int render_llama2(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 static int render_mistral(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			  const enum chat_role *r, size_t n, int gen)
 {
-	const struct wk_chat_msg *sys = NULL;
+	size_t sys = SIZE_MAX;
 
 	(void)gen;
 	for (size_t i = 0; i < n; i++) {
 		if (r[i] == ROLE_SYSTEM) {
-			sys = &m[i];
+			if (sys == SIZE_MAX)
+				sys = i;
 			continue;
 		}
 		if (r[i] == ROLE_ASSISTANT) {
@@ -323,13 +371,9 @@ static int render_mistral(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 				return -1;
 			continue;
 		}
-		if (tmpl(p, "[INST] "))
+		if (tmpl(p, "[INST] ") || fold_system(p, m, r, sys, i, 0))
 			return -1;
-		if (sys) {
-			if (text(p, sys, 0) || tmpl(p, "\n\n"))
-				return -1;
-			sys = NULL;
-		}
+		sys = SIZE_MAX;
 		if (text(p, &m[i], 0) || tmpl(p, " [/INST]"))
 			return -1;
 	}

@@ -66,6 +66,47 @@ static void test_render_families(void **state)
 	expect_render("mistral", "[INST] S\n\nU1 [/INST]A1</s>[INST] U2 [/INST]");
 }
 
+/* Several system messages, and one after the first turn: rendered in place
+ * where the family has a system turn, folded into the next user turn
+ * (joined by a blank line) where it has none. */
+static void expect_render_msgs(const char *name, const struct wk_chat_msg *m, size_t n,
+			       const char *want)
+{
+	char err[256];
+	const struct wk_chat_template *t = wk_chat_template_by_name(name, err, sizeof(err));
+	struct cm_buf b;
+
+	assert_non_null(t);
+	cm_buf_init(&b, 1 << 16);
+	assert_int_equal(wk_chat_render_text(t, m, n, 1, &b, err, sizeof(err)), CM_OK);
+	assert_string_equal((const char *)cm_buf_data(&b), want);
+	cm_buf_deinit(&b);
+}
+
+static void test_render_system_anywhere(void **state)
+{
+	const struct wk_chat_msg m[] = {
+		MSG("system", "S1"), MSG("system", "S2"), MSG("user", "U1"),
+		MSG("assistant", "A1"), MSG("system", "S3"), MSG("user", "U2"),
+	};
+
+	(void)state;
+	expect_render_msgs("chatml", m, 6,
+		      "<|im_start|>system\nS1<|im_end|>\n<|im_start|>system\nS2<|im_end|>\n"
+		      "<|im_start|>user\nU1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n"
+		      "<|im_start|>system\nS3<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n"
+		      "<|im_start|>assistant\n");
+	expect_render_msgs("gemma", m, 6,
+		      "<start_of_turn>user\nS1\n\nS2\n\nU1<end_of_turn>\n"
+		      "<start_of_turn>model\nA1<end_of_turn>\n"
+		      "<start_of_turn>user\nS3\n\nU2<end_of_turn>\n<start_of_turn>model\n");
+	expect_render_msgs("llama2", m, 6,
+		      "[INST] <<SYS>>\nS1\n\nS2\n<</SYS>>\n\nU1 [/INST] A1 </s>"
+		      "<s>[INST] <<SYS>>\nS3\n<</SYS>>\n\nU2 [/INST]");
+	expect_render_msgs("mistral", m, 6,
+		      "[INST] S1\n\nS2\n\nU1 [/INST]A1</s>[INST] S3\n\nU2 [/INST]");
+}
+
 static void test_render_no_generation_prompt_and_trim(void **state)
 {
 	const struct wk_chat_msg m[] = { MSG("user", "  hi \n") };
@@ -161,10 +202,16 @@ static void test_errors(void **state)
 	cm_buf_init(&b, 4096);
 	t = wk_chat_template_by_name("chatml", err, sizeof(err));
 	assert_int_equal(wk_chat_render_text(t, bad_role, 2, 1, &b, err, sizeof(err)), CM_EINVAL);
-	assert_non_null(strstr(err, "message 1"));
+	assert_non_null(strstr(err, "messages[1].role: "));
 	assert_non_null(strstr(err, "tool"));
+	/* a system message after the last user turn: in place where the family
+	 * has a system turn, refused where it would have to be folded */
+	assert_int_equal(wk_chat_render_text(t, late_sys, 2, 1, &b, err, sizeof(err)), CM_OK);
+	t = wk_chat_template_by_name("mistral", err, sizeof(err));
 	assert_int_equal(wk_chat_render_text(t, late_sys, 2, 1, &b, err, sizeof(err)), CM_EINVAL);
-	assert_non_null(strstr(err, "system"));
+	assert_non_null(strstr(err, "messages[1].role: "));
+	assert_non_null(strstr(err, "mistral template has no system turn"));
+	t = wk_chat_template_by_name("chatml", err, sizeof(err));
 	/* chatml allows consecutive user turns; llama2 does not */
 	assert_int_equal(wk_chat_render_text(t, two_users, 2, 1, &b, err, sizeof(err)), CM_OK);
 	t = wk_chat_template_by_name("llama2", err, sizeof(err));
@@ -318,6 +365,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_render_families),
+		cmocka_unit_test(test_render_system_anywhere),
 		cmocka_unit_test(test_render_no_generation_prompt_and_trim),
 		cmocka_unit_test(test_detect),
 		cmocka_unit_test(test_errors),
