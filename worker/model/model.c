@@ -112,6 +112,9 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 	} else if (m->cfg->has_chat_template) {
 		m->chat = wk_chat_template_detect(m->cfg->chat_template.ptr,
 						  m->cfg->chat_template.len);
+	} else {
+		/* a base model: the messages as plain text, as Ollama does */
+		m->chat = wk_chat_template_by_name("plain", NULL, 0);
 	}
 	if (wk_gguf_get_str(m->gguf, "general.name", &name) == CM_OK && name.len > 0)
 		snprintf(m->name, sizeof(m->name), "%.*s", (int)(name.len < 127 ? name.len : 127),

@@ -23,6 +23,7 @@ enum chat_family {
 	CHAT_PHI3,
 	CHAT_GEMMA,
 	CHAT_ZEPHYR,
+	CHAT_PLAIN,
 };
 
 struct wk_chat_template {
@@ -38,10 +39,11 @@ static const struct wk_chat_template chat_templates[] = {
 	{ CHAT_PHI3, "phi3" },
 	{ CHAT_GEMMA, "gemma" },
 	{ CHAT_ZEPHYR, "zephyr" },
+	{ CHAT_PLAIN, "plain" },
 };
 #define N_TEMPLATES (sizeof(chat_templates) / sizeof(chat_templates[0]))
 
-static const char chat_names[] = "llama3, llama2, mistral, chatml, phi3, gemma, zephyr";
+static const char chat_names[] = "llama3, llama2, mistral, chatml, phi3, gemma, zephyr, plain";
 
 enum chat_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
 
@@ -227,6 +229,22 @@ static int fold_system(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 
 /* ---- families ---- */
 
+/*
+ * A base model's (no template in the file; Ollama's default "{{ .Prompt }}"):
+ * the contents one after another, separated by a blank line, no roles, no
+ * generation prompt: a single user message is the prompt as it is.
+ */
+static int render_plain(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
+			const enum chat_role *r, size_t n, int gen)
+{
+	(void)r;
+	(void)gen;
+	for (size_t i = 0; i < n; i++)
+		if ((i > 0 && tmpl(p, "\n\n")) || text(p, &m[i], 0))
+			return -1;
+	return 0;
+}
+
 static int render_llama3(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			 const enum chat_role *r, size_t n, int gen)
 {
@@ -410,6 +428,7 @@ enum cm_status wk_chat_render(const struct wk_chat_template *t, const struct wk_
 	case CHAT_PHI3: rc = render_phi3(out, msgs, roles, n, gen); break;
 	case CHAT_GEMMA: rc = render_gemma(out, msgs, roles, n, gen); break;
 	case CHAT_ZEPHYR: rc = render_zephyr(out, msgs, roles, n, gen); break;
+	case CHAT_PLAIN: rc = render_plain(out, msgs, roles, n, gen); break;
 	}
 	if (rc)
 		st = CM_ENOMEM;

@@ -347,6 +347,53 @@ static void test_top_p_zero(void **state)
 	close(fd);
 }
 
+/* A base model (no chat template in the file): a chat request is served
+ * with its messages as plain text, as Ollama serves such a model, and is
+ * the same prompt as the text request of the same words. */
+static void test_base_model_chat(void **state)
+{
+	static const struct proto_message msgs[] = { { { "user", 4 }, { "Once upon", 9 } } };
+	struct wk_server *with_template = srv, *base = NULL;
+	struct wk_server_cfg bcfg = cfg;
+	struct sv_reply c, t;
+	struct proto_msg m;
+	char cmd[1400], path[600], err[1024];
+	int sfd, fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s.base.gguf", model_path);
+	snprintf(cmd, sizeof(cmd),
+		 "%s/tools/sluice-model synth --preset tiny --type Q8_0 --seed 5 --template none "
+		 "-o %s >/dev/null", getenv("SLUICE_BUILD_DIR"), path);
+	assert_int_equal(system(cmd), 0);
+	bcfg.model = path;
+	assert_int_equal(wk_server_open(&bcfg, &base, err, sizeof(err)), CM_OK);
+	srv = base;
+	fd = sv_connect(&sfd);
+	m = sv_submit(60, "x", 6);
+	m.u.submit.prompt_kind = PROTO_PROMPT_CHAT;
+	m.u.submit.n_messages = 1;
+	m.u.submit.messages = msgs;
+	memset(&c, 0, sizeof(c));
+	sv_send(sfd, &m);
+	sv_collect(fd, &c);
+	assert_int_equal(c.errors, 0);
+	assert_int_equal(c.done, 1);
+	m = sv_submit(61, "Once upon", 6);
+	memset(&t, 0, sizeof(t));
+	sv_send(sfd, &m);
+	sv_collect(fd, &t);
+	assert_int_equal(t.done, 1);
+	assert_int_equal(c.d.prompt_tokens, t.d.prompt_tokens);
+	assert_int_equal(c.tokens, t.tokens);
+	assert_memory_equal(c.ids, t.ids, (size_t)t.tokens * sizeof(t.ids[0]));
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+	srv = with_template;
+	wk_server_close(base);
+	unlink(path);
+}
+
 static void test_duplicate_and_cancel(void **state)
 {
 	struct sv_reply r;
@@ -398,6 +445,7 @@ int main(void)
 		cmocka_unit_test(test_chat_and_refusals),
 		cmocka_unit_test(test_fit_to_context),
 		cmocka_unit_test(test_top_p_zero),
+		cmocka_unit_test(test_base_model_chat),
 		cmocka_unit_test(test_duplicate_and_cancel),
 		cmocka_unit_test(test_malformed_frame_drops_the_connection),
 	};

@@ -64,6 +64,8 @@ static void test_render_families(void **state)
 	expect_render("llama2",
 		      "[INST] <<SYS>>\nS\n<</SYS>>\n\nU1 [/INST] A1 </s><s>[INST] U2 [/INST]");
 	expect_render("mistral", "[INST] S\n\nU1 [/INST]A1</s>[INST] U2 [/INST]");
+	/* a base model's: the contents as they are, a blank line between */
+	expect_render("plain", "S\n\nU1\n\nA1\n\nU2");
 }
 
 /* Several system messages, and one after the first turn: rendered in place
