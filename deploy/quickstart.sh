@@ -4,16 +4,16 @@
 #
 #   1. installs the dependencies (deploy/install-deps.sh) and builds
 #      sluice-worker, sluice-gateway, sluicectl and sluice-model in build/;
-#   2. generates a self-signed certificate, a pepper file (mode 0600) and,
-#      unless SLUICE_MODEL=path.gguf is given, a tiny synthetic model
-#      (`sluice-model synth`: random weights, gibberish text, but every
-#      moving part is real);
+#   2. generates a self-signed certificate and a pepper file (mode 0600);
+#      the model is the shipped models/stories260K/stories260K.gguf (a real
+#      trained 260K-parameter model that writes short stories; MIT) unless
+#      SLUICE_MODEL=path.gguf names another;
 #   3. starts a private redis-server on a Unix socket, one sluice-worker and
 #      sluice-gateway (https://127.0.0.1:${SLUICE_PORT:-8443}), waits for
 #      /readyz;
 #   4. creates a tenant "demo", a client "demo/cli" and a key with sluicectl,
-#      checks that /api/generate answers, and prints working curl commands
-#      for /api/generate and /v1/chat/completions.
+#      checks that /api/generate answers with a story, and prints working
+#      curl commands for /api/generate and /v1/chat/completions.
 # Ctrl-C stops everything it started (and only that).
 #
 # Environment: SLUICE_MODEL (GGUF file), SLUICE_PORT (8443), SLUICE_ADMIN_PORT
@@ -66,7 +66,6 @@ build=${SLUICE_BUILD_DIR:-$root/build}
 worker_bin=$build/worker/sluice-worker
 gateway_bin=$build/gateway/sluice-gateway
 ctl_bin=$build/tools/sluicectl
-model_bin=$build/tools/sluice-model
 
 for tool in openssl redis-server curl; do
 	command -v "$tool" >/dev/null || { echo "quickstart: $tool is required" >&2; exit 1; }
@@ -82,12 +81,8 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
 	-keyout "$dir/tls.key" -out "$dir/tls.crt" >/dev/null 2>&1
 chmod 600 "$dir/tls.key"
 (umask 077 && head -c 48 /dev/urandom | base64 >"$dir/pepper")
-if [ -n "${SLUICE_MODEL:-}" ]; then
-	model=$SLUICE_MODEL
-else
-	model=$dir/tiny.gguf
-	"$model_bin" synth --preset tiny --type Q8_0 --arch llama --seed 7 -o "$model" >/dev/null
-fi
+model=${SLUICE_MODEL:-$root/models/stories260K/stories260K.gguf}
+[ -f "$model" ] || { echo "quickstart: SLUICE_MODEL: expected a GGUF file, found no file at '$model'" >&2; exit 1; }
 model_name=$(basename "$model" .gguf)
 
 echo "==> redis-server on $dir/redis.sock"
@@ -140,7 +135,7 @@ key=$(ctl key issue demo/cli | sed -n 's/^key: *//p')
 
 out=$(curl -sS --cacert "$dir/tls.crt" "https://127.0.0.1:$port/api/generate" \
 	-H "Authorization: Bearer $key" \
-	-d "{\"model\": \"$model_name\", \"prompt\": \"Why is the sky blue?\", \"stream\": false, \"options\": {\"num_predict\": 16}}")
+	-d "{\"model\": \"$model_name\", \"prompt\": \"Once upon a time\", \"stream\": false, \"options\": {\"temperature\": 0, \"num_predict\": 48}}")
 if ! printf '%s' "$out" | grep -q '"response"'; then
 	echo "quickstart: /api/generate did not answer as expected: $out" >&2
 	exit 1
@@ -157,12 +152,12 @@ saved in $dir/api-key):
 Ollama API:
   curl --cacert $dir/tls.crt https://127.0.0.1:$port/api/generate \\
     -H "Authorization: Bearer $key" \\
-    -d '{"model": "$model_name", "prompt": "Why is the sky blue?"}'
+    -d '{"model": "$model_name", "prompt": "Once upon a time", "stream": false}'
 
 OpenAI API:
   curl --cacert $dir/tls.crt https://127.0.0.1:$port/v1/chat/completions \\
     -H "Authorization: Bearer $key" \\
-    -d '{"model": "$model_name", "stream": true, "messages": [{"role": "user", "content": "Hello"}]}'
+    -d '{"model": "$model_name", "messages": [{"role": "user", "content": "Once upon a time"}]}'
 
 Metrics: curl http://127.0.0.1:$admin_port/metrics
 Ctrl-C stops Redis, the worker and the gateway.

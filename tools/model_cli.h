@@ -1,6 +1,7 @@
 /*
  * model_cli.h - what the files of `sluice-model` share: sluice-model.c
- * (inspect, plan, sha256 and main) and model_synth.c (synth).
+ * (inspect, plan, sha256 and main), model_synth.c (synth) and
+ * model_import.c (import llama2c).
  */
 #ifndef SLUICE_TOOLS_MODEL_CLI_H
 #define SLUICE_TOOLS_MODEL_CLI_H
@@ -16,5 +17,7 @@ void model_usage(FILE *f);
 int model_parse_u64(const char *s, uint64_t max, uint64_t *out);
 /* `sluice-model synth ...` (argv after "synth"); the process exit code. */
 int model_cmd_synth(int argc, char **argv);
+/* `sluice-model import llama2c ...` (argv after "import"); the exit code. */
+int model_cmd_import(int argc, char **argv);
 
 #endif

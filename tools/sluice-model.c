@@ -8,6 +8,7 @@
  *   sluice-model synth --preset tiny|1b|8b [--type T] [--arch llama|qwen2]
  *                      [--seed N] [--vocab N] [--ctx N] [--template NAME]
  *                      [--rope-freqs] -o PATH
+ *   sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH
  *
  * synth writes deterministic random weights (same options and seed give
  * the same bytes) and a generated SentencePiece-style vocabulary, streaming
@@ -51,6 +52,7 @@ void model_usage(FILE *f)
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|"
 	      "gemma|none]\n"
 	      "                     [--rope-freqs] -o PATH\n"
+	      "  sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH\n"
 	      "BYTES accepts suffixes: KiB MiB GiB TiB (also K M G T), KB MB GB TB "
 	      "(powers of 1000).\n", f);
 }
@@ -403,6 +405,8 @@ int main(int argc, char **argv)
 		return cmd_sha256(argc - 2, argv + 2);
 	if (strcmp(argv[1], "synth") == 0)
 		return model_cmd_synth(argc - 2, argv + 2);
+	if (strcmp(argv[1], "import") == 0)
+		return model_cmd_import(argc - 2, argv + 2);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		model_usage(stdout);
 		return 0;

@@ -38,6 +38,8 @@ char gwt_dir[512], gwt_redis_sock[600], gwt_worker_sock[600], gwt_cert[600], gwt
 int gwt_port, gwt_admin_port;
 char gwt_worker_cfg[2048];
 char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
+const char *gwt_model_file;
+const char *gwt_model_name = "tiny";
 
 /* ---- helpers --------------------------------------------------------- */
 
@@ -258,13 +260,14 @@ int gwt_setup(void **state)
 	rc = gwt_start_redis();
 	if (rc != 0)
 		return rc;
-	model = h_model("tiny", "Q8_0", "llama");
+	model = gwt_model_file ? gwt_model_file : h_model("tiny", "Q8_0", "llama");
 	if (!model)
 		return -1;
 	snprintf(gwt_worker_cfg, sizeof(gwt_worker_cfg),
-		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"tiny\","
+		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"%s\","
 		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
-		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, gwt_worker_sock);
+		 " \"max_running\": 8, \"stats_interval_ms\": 100}}", model, gwt_model_name,
+		 gwt_worker_sock);
 	if (h_worker_start(&gwt_worker, "worker", gwt_worker_cfg) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/gateway.json", gwt_dir);
@@ -279,12 +282,12 @@ int gwt_setup(void **state)
 		" \"limits\": {\"body_bytes\": \"64KiB\", \"header_bytes\": \"8KiB\","
 		"   \"messages\": 8, \"stop_strings\": 4},"
 		" \"timeouts\": {\"header_ms\": 1500, \"body_ms\": 1500},"
-		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"tiny\"}],"
+		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"%s\"}],"
 		" \"max_inflight_per_worker\": 1, \"ping_interval_ms\": 500,"
 		" \"stats_timeout_ms\": 3000,"
 		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
 		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
-		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_redis_sock);
+		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_model_name, gwt_redis_sock);
 	fclose(f);
 	argv[0] = (char *)h_bin("gateway/sluice-gateway");
 	argv[1] = "--config";

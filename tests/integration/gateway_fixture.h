@@ -19,6 +19,10 @@ extern char gwt_dir[512], gwt_redis_sock[600], gwt_worker_sock[600], gwt_cert[60
 extern int gwt_port, gwt_admin_port;
 extern char gwt_worker_cfg[2048];
 extern char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
+/* The worker's model, set before gwt_setup: a file (NULL: the generated
+ * tiny Q8_0 model) and the name it is served as ("tiny"). */
+extern const char *gwt_model_file;
+extern const char *gwt_model_name;
 
 struct gwt_resp {
 	int code;

@@ -968,6 +968,8 @@ static void test_quickstart(void **state)
 	assert_int_equal(st, 0);
 	assert_non_null(strstr(out, "==> check: /api/generate answered: {"));
 	assert_non_null(strstr(out, "\"response\":"));
+	/* the shipped model: English, not random bytes */
+	assert_non_null(strstr(out, "there was a little girl named Lily"));
 	assert_non_null(strstr(out, "/v1/chat/completions"));
 	free(out);
 }

@@ -598,6 +598,115 @@ static void test_inspect_and_plan(void **state)
 	assert_non_null(strstr(out, "cannot open"));
 }
 
+/* Writes a llama2.c checkpoint (header + `floats` float32) and a
+ * tokenizer.bin of `n_tok` entries into tmpdir. */
+static void l2c_files(const char *ckpt, const int32_t hdr[7], size_t floats,
+		      const char *tokf, int n_tok)
+{
+	FILE *f = fopen(ckpt, "wb");
+	int32_t maxlen = 8;
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(hdr, 4, 7, f), 7);
+	for (size_t i = 0; i < floats; i++) {
+		float v = (float)((i * 7919) % 100) / 100.0f - 0.5f;
+
+		assert_int_equal(fwrite(&v, 4, 1, f), 1);
+	}
+	fclose(f);
+	f = fopen(tokf, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(&maxlen, 4, 1, f), 1);
+	for (int i = 0; i < n_tok; i++) {
+		const char *const fixed[] = { "<unk>", "\n<s>\n", "\n</s>\n", "<0x41>", " a" };
+		char piece[16];
+		float score = (float)-i;
+		int32_t len;
+
+		snprintf(piece, sizeof(piece), "%s", i < 5 ? fixed[i] : "b");
+		len = (int32_t)strlen(piece);
+		assert_int_equal(fwrite(&score, 4, 1, f), 1);
+		assert_int_equal(fwrite(&len, 4, 1, f), 1);
+		assert_int_equal(fwrite(piece, 1, (size_t)len, f), (size_t)len);
+	}
+	fclose(f);
+}
+
+static void test_import_llama2c(void **state)
+{
+	/* dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 6 (tied), seq 16 */
+	int32_t hdr[7] = { 8, 16, 1, 2, 1, 6, 16 };
+	/* embd 6*8; norms 2*8; wq, wo 2*64; wk, wv 2*4*8; w1-3 3*16*8; final 8;
+	 * rope tables 16*4/2*2 */
+	const size_t floats = 48 + 16 + 128 + 64 + 384 + 8 + 64;
+	char ckpt[600], tokf[600], out[600], a[2048], o[8192];
+	struct wk_gguf *g;
+	struct wk_mcfg *c;
+	char err[512];
+
+	(void)state;
+	NEED_TOOL();
+	snprintf(ckpt, sizeof(ckpt), "%s/l2c.bin", tmpdir);
+	snprintf(tokf, sizeof(tokf), "%s/tok.bin", tmpdir);
+	snprintf(out, sizeof(out), "%s/l2c.gguf", tmpdir);
+	l2c_files(ckpt, hdr, floats, tokf, 6);
+	snprintf(a, sizeof(a), "import llama2c '%s' --vocab '%s' -o '%s'", ckpt, tokf, out);
+	assert_int_equal(run_tool(a, o, sizeof(o)), 0);
+	assert_non_null(strstr(o, "tied classifier"));
+	assert_int_equal(wk_gguf_open(out, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->hp.n_layer, 1);
+	assert_int_equal(c->hp.n_head_kv, 1);
+	assert_int_equal(c->hp.n_ctx_train, 16);
+	assert_int_equal(c->hp.rope_style, WK_ROPE_NORM);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	/* untied: a classifier after the weights */
+	hdr[5] = -6;
+	l2c_files(ckpt, hdr, floats + 48, tokf, 6);
+	assert_int_equal(run_tool(a, o, sizeof(o)), 0);
+	assert_non_null(strstr(o, "untied classifier"));
+	/* bad input: a message naming what was expected and found, exit 1 */
+	l2c_files(ckpt, hdr, floats, tokf, 6); /* the classifier is missing */
+	snprintf(a, sizeof(a), "import llama2c '%s' --vocab '%s' -o '%s' 2>&1", ckpt, tokf, out);
+	assert_int_equal(run_tool(a, o, sizeof(o)), 1);
+	assert_non_null(strstr(o, "untied classifier), found"));
+	hdr[5] = 6;
+	l2c_files(ckpt, hdr, floats, tokf, 5);
+	assert_int_equal(run_tool(a, o, sizeof(o)), 1);
+	assert_non_null(strstr(o, "expected 6 tokens"));
+	hdr[4] = 3; /* kv heads not dividing heads */
+	l2c_files(ckpt, hdr, floats, tokf, 6);
+	assert_int_equal(run_tool(a, o, sizeof(o)), 1);
+	assert_non_null(strstr(o, "expected a llama2.c header"));
+	assert_int_equal(run_tool("import gguf x --vocab y -o z", NULL, 0), 2);
+	assert_int_equal(run_tool("import llama2c x -o z", NULL, 0), 2);
+}
+
+/* With ../shared: the shipped model is exactly this conversion. */
+static void test_import_reproduces_shipped_model(void **state)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR");
+	char a[2048], o1[256], o2[256], out[600], shared[600];
+
+	(void)state;
+	NEED_TOOL();
+	if (!src)
+		skip();
+	snprintf(shared, sizeof(shared), "%s/../shared/models/stories260K", src);
+	if (access(shared, R_OK) != 0)
+		skip();
+	snprintf(out, sizeof(out), "%s/s260.gguf", tmpdir);
+	snprintf(a, sizeof(a), "import llama2c '%s/stories260K.bin' --vocab '%s/tok512.bin' -o '%s'",
+		 shared, shared, out);
+	assert_int_equal(run_tool(a, NULL, 0), 0);
+	snprintf(a, sizeof(a), "sha256 '%s'", out);
+	assert_int_equal(run_tool(a, o1, sizeof(o1)), 0);
+	snprintf(a, sizeof(a), "sha256 '%s/models/stories260K/stories260K.gguf'", src);
+	assert_int_equal(run_tool(a, o2, sizeof(o2)), 0);
+	assert_memory_equal(o1, o2, 64);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -611,6 +720,8 @@ int main(void)
 		cmocka_unit_test(test_synth_types_and_archs),
 		cmocka_unit_test(test_synth_deterministic),
 		cmocka_unit_test(test_inspect_and_plan),
+		cmocka_unit_test(test_import_llama2c),
+		cmocka_unit_test(test_import_reproduces_shipped_model),
 	};
 
 	return cmocka_run_group_tests_name("worker/model_config", tests, setup_tool,

@@ -1,0 +1,126 @@
+/*
+ * test_stories.c - the shipped model (models/stories260K) served by the
+ * real service: redis-server, a worker on the GGUF in the repository, the
+ * gateway with TLS, curl.  Greedy /v1/completions output equals what the
+ * original llama2.c program wrote for the same checkpoint
+ * (models/stories260K/llama2c-greedy.json), and the chat and generate
+ * endpoints serve this base model (no chat template) with real English.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "tests/integration/gateway_fixture.h"
+
+static char model_file[1024], ref_file[1024];
+
+static int st_setup(void **state)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR");
+
+	if (!src)
+		return -1;
+	snprintf(model_file, sizeof(model_file), "%s/models/stories260K/stories260K.gguf", src);
+	snprintf(ref_file, sizeof(ref_file), "%s/models/stories260K/llama2c-greedy.json", src);
+	gwt_model_file = model_file;
+	gwt_model_name = "stories260k";
+	return gwt_setup(state);
+}
+
+/* A JSON string of `s` (jansson's escaping), malloc'd. */
+static char *jstr(const char *s)
+{
+	json_t *j = json_string(s);
+	char *o = json_dumps(j, JSON_ENCODE_ANY);
+
+	json_decref(j);
+	assert_non_null(o);
+	return o;
+}
+
+static void test_greedy_equals_llama2c(void **state)
+{
+	json_error_t je;
+	json_t *ref = json_load_file(ref_file, 0, &je), *list;
+	size_t i;
+
+	(void)state;
+	assert_non_null(ref);
+	list = json_object_get(ref, "completions");
+	assert_true(json_array_size(list) >= 3);
+	for (i = 0; i < json_array_size(list); i++) {
+		json_t *c = json_array_get(list, i), *j, *ch;
+		char *p = jstr(json_string_value(json_object_get(c, "prompt")));
+		char body[2048];
+		struct gwt_resp r;
+
+		snprintf(body, sizeof(body),
+			 "{\"model\":\"stories260k\",\"prompt\":%s,\"max_tokens\":%lld,"
+			 "\"temperature\":0}", p,
+			 (long long)json_integer_value(json_object_get(c, "max_tokens")));
+		free(p);
+		gwt_req(&r, "/v1/completions", gwt_key_a, body, 0, NULL);
+		assert_int_equal(r.code, 200);
+		j = gwt_parse(r.body);
+		ch = json_array_get(json_object_get(j, "choices"), 0);
+		assert_string_equal(json_string_value(json_object_get(ch, "text")),
+				    json_string_value(json_object_get(c, "text")));
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+								    "completion_tokens")),
+				 json_integer_value(json_object_get(c, "max_tokens")));
+		assert_string_equal(json_string_value(json_object_get(ch, "finish_reason")), "length");
+		json_decref(j);
+		gwt_resp_free(&r);
+	}
+	json_decref(ref);
+}
+
+/* The endpoints a newcomer tries first, on a base model: a story. */
+static void test_base_model_endpoints(void **state)
+{
+	struct gwt_resp r;
+	json_t *j;
+	const char *text;
+
+	(void)state;
+	gwt_req(&r, "/api/generate", gwt_key_a,
+		"{\"model\":\"stories260k\",\"prompt\":\"Once upon a time\",\"stream\":false,"
+		"\"options\":{\"temperature\":0,\"num_predict\":40}}", 0, NULL);
+	assert_int_equal(r.code, 200);
+	j = gwt_parse(r.body);
+	text = json_string_value(json_object_get(j, "response"));
+	assert_non_null(text);
+	assert_non_null(strstr(text, "there was a little girl named Lily"));
+	json_decref(j);
+	gwt_resp_free(&r);
+
+	/* chat without max_tokens: as much as fits (context 512), a real story */
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a,
+		"{\"model\":\"stories260k:latest\",\"temperature\":0,"
+		"\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}]}", 0, NULL);
+	assert_int_equal(r.code, 200);
+	j = gwt_parse(r.body);
+	text = json_string_value(json_object_get(json_object_get(json_array_get(
+		json_object_get(j, "choices"), 0), "message"), "content"));
+	assert_non_null(text);
+	assert_non_null(strstr(text, "there was a little girl named Lily"));
+	json_decref(j);
+	gwt_resp_free(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_greedy_equals_llama2c),
+		cmocka_unit_test(test_base_model_endpoints),
+	};
+
+	return cmocka_run_group_tests(tests, st_setup, gwt_teardown);
+}
