@@ -22,52 +22,20 @@
 #include "common/alloc.h"
 #include "tools/gguf_write.h"
 #include "tools/model_cli.h"
+#include "tools/model_import.h"
 #include "worker/model/quant.h"
 #include "worker/text/tokenizer.h"
 
-#define L2C_MAX_DIM 65536u
-#define L2C_MAX_LAYERS 1024u
-#define L2C_MAX_VOCAB 1048576u
-#define L2C_MAX_SEQ 1048576u
-#define L2C_MAX_PIECE 4096u
-
-/* The llama2.c header, in file order. */
-struct l2c_config {
-	int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
-};
-
-/* One tensor of the output: where its floats are in the mapping. */
-struct l2c_tensor {
-	char name[48];
-	uint32_t n_dims;
-	uint64_t dims[2];  /* innermost first */
-	const float *data;
-};
-
-struct l2c_import {
-	const uint8_t *map;
-	size_t map_len;
-	struct l2c_config c;
-	int tied;
-	struct l2c_tensor *t;
-	uint32_t n_t;
-	/* the vocabulary */
-	char **tok;
-	float *score;
-	int32_t *type;
-	uint32_t n_tok;
-};
-
 static enum cm_status l2c_fill(void *ctx, struct wk_gguf_writer *w, uint64_t index)
 {
-	const struct l2c_import *im = ctx;
+	const struct model_l2c *im = ctx;
 	const struct l2c_tensor *t = &im->t[index];
 
 	return wk_gguf_writer_emit(w, t->data, t->dims[0] * t->dims[1] * sizeof(float));
 }
 
 /* Checks the header; fills im->c and im->tied. */
-static enum cm_status l2c_header(struct l2c_import *im, const char *path, char *err,
+static enum cm_status l2c_header(struct model_l2c *im, const char *path, char *err,
 				 size_t err_len)
 {
 	struct l2c_config *c = &im->c;
@@ -99,7 +67,7 @@ static enum cm_status l2c_header(struct l2c_import *im, const char *path, char *
 }
 
 /* Lays the tensors out over the mapping, in llama2.c's order. */
-static enum cm_status l2c_tensors(struct l2c_import *im, const char *path, char *err,
+static enum cm_status l2c_tensors(struct model_l2c *im, const char *path, char *err,
 				  size_t err_len)
 {
 	const struct l2c_config *c = &im->c;
@@ -157,47 +125,58 @@ static enum cm_status l2c_tensors(struct l2c_import *im, const char *path, char 
 	return CM_OK;
 }
 
+/* A little-endian cursor over the tokenizer's bytes. */
+struct l2c_cur {
+	const uint8_t *p;
+	size_t left;
+};
+
+static int cur_take(struct l2c_cur *c, void *dst, size_t n)
+{
+	if (c->left < n)
+		return -1;
+	memcpy(dst, c->p, n);
+	c->p += n;
+	c->left -= n;
+	return 0;
+}
+
 /* Reads tokenizer.bin: int32 max length, then per token f32 score, int32
  * length, bytes.  Pieces get SentencePiece's U+2581 for a space. */
-static enum cm_status l2c_vocab(struct l2c_import *im, const char *path, char *err,
-				size_t err_len)
+static enum cm_status l2c_vocab(struct model_l2c *im, const uint8_t *vb, size_t vlen,
+				const char *path, char *err, size_t err_len)
 {
-	FILE *f = fopen(path, "rb");
+	struct l2c_cur cur = { vb, vlen };
 	int32_t maxlen, len;
-	enum cm_status st = CM_EFORMAT;
 	uint32_t n = (uint32_t)im->c.vocab_size;
 
-	if (!f) {
-		snprintf(err, err_len, "%s: %s", path, strerror(errno));
-		return CM_EIO;
-	}
 	im->tok = cm_calloc(n, sizeof(*im->tok));
 	im->score = cm_calloc(n, sizeof(*im->score));
 	im->type = cm_calloc(n, sizeof(*im->type));
-	if (!im->tok || !im->score || !im->type) {
-		st = CM_ENOMEM;
-		goto out;
-	}
-	if (fread(&maxlen, 4, 1, f) != 1 || maxlen <= 0 || (uint32_t)maxlen > L2C_MAX_PIECE) {
+	if (!im->tok || !im->score || !im->type)
+		return CM_ENOMEM;
+	if (cur_take(&cur, &maxlen, 4) != 0 || maxlen <= 0 || (uint32_t)maxlen > L2C_MAX_PIECE) {
 		snprintf(err, err_len, "%s: expected a llama2.c tokenizer (max piece length "
 			 "1..%u first)", path, L2C_MAX_PIECE);
-		goto out;
+		return CM_EFORMAT;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		char raw[L2C_MAX_PIECE], *o;
+		const uint8_t *raw;
+		char *o;
 		size_t w = 0;
 
-		if (fread(&im->score[i], 4, 1, f) != 1 || fread(&len, 4, 1, f) != 1 || len < 0 ||
-		    len > maxlen || fread(raw, 1, (size_t)len, f) != (size_t)len) {
+		if (cur_take(&cur, &im->score[i], 4) != 0 || cur_take(&cur, &len, 4) != 0 ||
+		    len < 0 || len > maxlen || cur.left < (size_t)len) {
 			snprintf(err, err_len, "%s: expected %u tokens (the checkpoint's vocab_size), "
 				 "found a bad or missing entry at token %u", path, n, i);
-			goto out;
+			return CM_EFORMAT;
 		}
+		raw = cur.p;
+		cur.p += len;
+		cur.left -= (size_t)len;
 		o = im->tok[i] = cm_malloc((size_t)len * 3 + 8);
-		if (!o) {
-			st = CM_ENOMEM;
-			goto out;
-		}
+		if (!o)
+			return CM_ENOMEM;
 		im->n_tok = i + 1;
 		if (i == 1 || i == 2) {
 			/* llama2.c writes BOS and EOS as "\n<s>\n", "\n</s>\n" */
@@ -210,28 +189,25 @@ static enum cm_status l2c_vocab(struct l2c_import *im, const char *path, char *e
 				memcpy(o + w, "\xe2\x96\x81", 3);
 				w += 3;
 			} else {
-				o[w++] = raw[b];
+				o[w++] = (char)raw[b];
 			}
 		}
 		o[w] = '\0';
 		im->type[i] = i == 0 ? WK_TOK_T_UNKNOWN
-			    : (len == 6 && strncmp(raw, "<0x", 3) == 0 && raw[5] == '>')
+			    : (len == 6 && memcmp(raw, "<0x", 3) == 0 && raw[5] == '>')
 				      ? WK_TOK_T_BYTE
 				      : WK_TOK_T_NORMAL;
 	}
-	if (fgetc(f) != EOF) {
+	if (cur.left != 0) {
 		snprintf(err, err_len, "%s: expected %u tokens (the checkpoint's vocab_size), "
-			 "found more", path, n);
-		goto out;
+			 "found %zu more bytes", path, n, cur.left);
+		return CM_EFORMAT;
 	}
-	st = CM_OK;
-out:
-	fclose(f);
-	return st;
+	return CM_OK;
 }
 
-static enum cm_status l2c_write(struct l2c_import *im, const char *name, const char *out,
-				char *err, size_t err_len)
+enum cm_status model_l2c_write(struct model_l2c *im, const char *name, const char *out,
+			       char *err, size_t err_len)
 {
 	const struct l2c_config *c = &im->c;
 	struct wk_gguf_writer *w = NULL;
@@ -288,12 +264,70 @@ static void l2c_name(const char *path, char *out, size_t cap)
 	snprintf(out, cap, "%.*s", (int)(dot && dot > b ? (size_t)(dot - b) : strlen(b)), b);
 }
 
+enum cm_status model_l2c_parse(const uint8_t *ckpt, size_t ckpt_len, const char *ckpt_path,
+			       const uint8_t *vocab, size_t vocab_len, const char *vocab_path,
+			       struct model_l2c *im, char *err, size_t err_len)
+{
+	enum cm_status st;
+
+	memset(im, 0, sizeof(*im));
+	im->map = ckpt;
+	im->map_len = ckpt_len;
+	st = l2c_header(im, ckpt_path, err, err_len);
+	if (st == CM_OK)
+		st = l2c_tensors(im, ckpt_path, err, err_len);
+	if (st == CM_OK)
+		st = l2c_vocab(im, vocab, vocab_len, vocab_path, err, err_len);
+	return st;
+}
+
+void model_l2c_deinit(struct model_l2c *im)
+{
+	for (uint32_t i = 0; i < im->n_tok; i++)
+		cm_free(im->tok[i]);
+	cm_free(im->tok);
+	cm_free(im->score);
+	cm_free(im->type);
+	cm_free(im->t);
+	memset(im, 0, sizeof(*im));
+}
+
+/* The whole of a small file (the tokenizer), malloc'd. */
+static enum cm_status read_small(const char *path, uint8_t **out, size_t *len, char *err,
+				 size_t err_len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+
+	*out = NULL;
+	if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		if (f)
+			fclose(f);
+		return CM_EIO;
+	}
+	*out = cm_malloc((size_t)n + 1);
+	if (!*out || fread(*out, 1, (size_t)n, f) != (size_t)n) {
+		snprintf(err, err_len, "%s: could not be read", path);
+		fclose(f);
+		cm_free(*out);
+		*out = NULL;
+		return CM_EIO;
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return CM_OK;
+}
+
 int model_cmd_import(int argc, char **argv)
 {
 	const char *ckpt = NULL, *vocab = NULL, *out = NULL;
-	struct l2c_import im;
+	struct model_l2c im;
 	char err[ERR_LEN] = "", name[128];
 	enum cm_status st = CM_EINVAL;
+	uint8_t *vb = NULL;
+	const uint8_t *map = NULL;
+	size_t vlen = 0, map_len = 0;
 	struct stat sb;
 	int fd = -1;
 
@@ -327,22 +361,20 @@ int model_cmd_import(int argc, char **argv)
 		st = CM_EIO;
 		goto out;
 	}
-	im.map_len = (size_t)sb.st_size;
-	im.map = im.map_len ? mmap(NULL, im.map_len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-	if (im.map == MAP_FAILED) {
-		im.map = NULL;
+	map_len = (size_t)sb.st_size;
+	map = map_len ? mmap(NULL, map_len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	if (map == MAP_FAILED) {
+		map = NULL;
 		snprintf(err, sizeof(err), "%s: %s", ckpt, strerror(errno));
 		st = CM_EIO;
 		goto out;
 	}
-	st = l2c_header(&im, ckpt, err, sizeof(err));
+	st = read_small(vocab, &vb, &vlen, err, sizeof(err));
 	if (st == CM_OK)
-		st = l2c_tensors(&im, ckpt, err, sizeof(err));
-	if (st == CM_OK)
-		st = l2c_vocab(&im, vocab, err, sizeof(err));
+		st = model_l2c_parse(map, map_len, ckpt, vb, vlen, vocab, &im, err, sizeof(err));
 	l2c_name(ckpt, name, sizeof(name));
 	if (st == CM_OK)
-		st = l2c_write(&im, name, out, err, sizeof(err));
+		st = model_l2c_write(&im, name, out, err, sizeof(err));
 out:
 	if (st != CM_OK)
 		fprintf(stderr, "sluice-model import: %s\n", err[0] ? err : cm_status_str(st));
@@ -350,15 +382,11 @@ out:
 		printf("wrote %s: llama, %u layers, dim %d, vocab %d, context %d, %s classifier\n",
 		       out, (unsigned)im.c.n_layers, im.c.dim, im.c.vocab_size, im.c.seq_len,
 		       im.tied ? "tied" : "untied");
-	if (im.map)
-		munmap((void *)im.map, im.map_len);
+	if (map)
+		munmap((void *)map, map_len);
 	if (fd >= 0)
 		close(fd);
-	for (uint32_t i = 0; i < im.n_tok; i++)
-		cm_free(im.tok[i]);
-	cm_free(im.tok);
-	cm_free(im.score);
-	cm_free(im.type);
-	cm_free(im.t);
+	cm_free(vb);
+	model_l2c_deinit(&im);
 	return st == CM_OK ? 0 : 1;
 }
