@@ -117,6 +117,11 @@ void wk_gen_free(struct wk_gen *g)
 
 enum cm_status wk_gen_accept_prompt(struct wk_gen *g, const int32_t *toks, uint32_t n)
 {
+	/* text that starts the sequence (the prompt is BOS alone or ends with
+	 * it): SentencePiece's decoder drops the first piece's dummy-prefix
+	 * space, " Once" -> "Once", as llama.cpp and llama2.c do */
+	if (n > 0 && toks[n - 1] == wk_tok_bos(g->m->tok))
+		wk_detok_init(&g->detok, g->m->tok, WK_DETOK_STRIP_DUMMY_PREFIX);
 	for (uint32_t i = 0; i < n; i++) {
 		enum cm_status st = wk_sampler_accept(g->sampler, (uint32_t)toks[i]);
 
