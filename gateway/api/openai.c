@@ -232,9 +232,15 @@ enum cm_status gw_api_openai_completions(const json_t *root,
 	if (v && (!json_is_integer(v) || json_integer_value(v) != 1))
 		return gw_api_bad(err, "best_of", "1 (only one candidate is supported)", v);
 	prompt = gw_api_field(root, "prompt");
+	/* a one-string array is that string (LangChain sends prompts so) */
+	if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
+	    json_is_string(json_array_get(prompt, 0)))
+		prompt = json_array_get(prompt, 0);
 	if (json_is_array(prompt)) {
 		gw_api_error_set(err, 400, "prompt", "unsupported",
-				 "prompt: expected a string, found an array (batched or token prompts are not supported)");
+				 "prompt: expected a string or an array of one string, found an array of "
+				 "%zu elements or of token ids (batched and token prompts are not supported)",
+				 json_array_size(prompt));
 		return CM_EINVAL;
 	}
 	if (!prompt || !json_is_string(prompt) || json_string_length(prompt) == 0)

@@ -368,9 +368,13 @@ static void test_openai_completions(void **state)
 	api_ok(P, "{\"model\":\"m\",\"prompt\":\"Once\",\"max_tokens\":300,\"seed\":5}", &r);
 	assert_int_equal(r.max_tokens, 300);
 	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS | PROTO_SUBMIT_F_HAS_SEED | PROTO_SUBMIT_F_FIT);
+	/* a one-string array (LangChain) is that string; longer ones are refused */
+	api_ok(P, "{\"model\":\"m\",\"prompt\":[\"Once\"]}", &r);
+	assert_true(api_streq(r.text, "Once"));
 	api_bad(P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 400,
-	    "prompt: expected a string, found an array (batched or token prompts are not supported)", "prompt");
-	api_bad(P, "{\"model\":\"m\",\"prompt\":[1,2]}", 400, "found an array", "prompt");
+	    "prompt: expected a string or an array of one string, found an array of 2 elements", "prompt");
+	api_bad(P, "{\"model\":\"m\",\"prompt\":[1]}", 400, "found an array of 1 elements or of token ids", "prompt");
+	api_bad(P, "{\"model\":\"m\",\"prompt\":[\"\"]}", 400, "prompt: expected a non-empty string", "prompt");
 	api_bad(P, "{\"model\":\"m\"}", 400, "prompt: expected a non-empty string, found nothing", "prompt");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":2}", 400, "best_of: expected 1", "best_of");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", 400, "echo:", "echo");
