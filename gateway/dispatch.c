@@ -50,6 +50,7 @@ struct gw_job {
 	char model[GW_API_MODEL_NAME_MAX + 1];
 	struct gw_auth_identity ident;
 	int have_ident;
+	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or "" */
 	struct gw_auth_lookup *lookup;
 	struct gw_lease lease;      /* quota admission, renewal, release */
 	struct gw_queue_item qi;
@@ -191,14 +192,12 @@ static void usage_record(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
 	struct gw_usage_record rec;
-	char inst[2 * sizeof(d->lease_prefix) + 1];
 	char rid[GW_USAGE_REQUEST_ID_MAX + 1];
 
 	if (!j->have_ident)
 		return;
 	memset(&rec, 0, sizeof(rec));
-	cm_hex_encode(d->lease_prefix, sizeof(d->lease_prefix), inst);
-	snprintf(rid, sizeof(rid), "%s-%llu", inst, (unsigned long long)j->id);
+	gw_reqlog_gateway_id(d->lease_prefix, sizeof(d->lease_prefix), j->id, rid, sizeof(rid));
 	rec.ns = d->cfg.ns;
 	rec.tenant = j->ident.tenant;
 	rec.client = j->ident.client;
@@ -235,6 +234,7 @@ static void log_request(struct gw_job *j)
 	struct gw_worker_info wi;
 	const struct gw_reqlog line = {
 		.id = j->id,
+		.client_request_id = j->client_rid,
 		.route = j->route,
 		.status = j->status,
 		.outcome = j->outcome,
@@ -826,7 +826,9 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	struct cm_buf b;
 	struct gw_job *j;
 	struct gw_auth_lookup *lookup;
+	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1];
 
+	gw_reqlog_request_id(req, d->lease_prefix, sizeof(d->lease_prefix), client_rid);
 	if (d->closing) {
 		/* gw_dispatch_free is flushing usage records */
 		respond_raw(req, 503, "text/plain", "shutting down\n", 14);
@@ -875,6 +877,7 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	j->d = d;
 	j->req = req;
 	j->id = gw_request_id(req);
+	memcpy(j->client_rid, client_rid, sizeof(client_rid));
 	j->route = m.route;
 	j->style = m.style;
 	j->stage = GW_ST_AUTH;

@@ -1,7 +1,11 @@
 /*
- * reqlog.c - the request log line (see reqlog.h).
+ * reqlog.c - the request log line and the request's id (X-Request-Id)
+ * (see reqlog.h).
  */
 #include "gateway/reqlog.h"
+
+#include <stdio.h>
+#include <string.h>
 
 #include "common/clock.h"
 #include "common/crypto.h"
@@ -20,6 +24,8 @@ void gw_reqlog_write(const struct gw_reqlog *l)
 		cm_hex_encode(wi->hello.model_sha256, PROTO_DIGEST_LEN, sha);
 	cm_log_begin(&r, CM_LOG_INFO, "request");
 	cm_log_u64(&r, "request_id", l->id);
+	if (l->client_request_id && l->client_request_id[0])
+		cm_log_str(&r, "client_request_id", l->client_request_id);
 	cm_log_str(&r, "route", gw_path_name(l->route));
 	cm_log_i64(&r, "status", l->status);
 	cm_log_str(&r, "outcome", l->outcome ? l->outcome : "");
@@ -80,4 +86,36 @@ void gw_reqlog_write(const struct gw_reqlog *l)
 		cm_log_i64(&r, "ttft_ns", l->first_ns - l->start_ns);
 	cm_log_i64(&r, "total_ns", now - l->start_ns);
 	cm_log_end(&r);
+}
+
+void gw_reqlog_gateway_id(const uint8_t *instance, size_t instance_len, uint64_t id,
+			  char *out, size_t cap)
+{
+	char inst[2 * 32 + 1];
+
+	if (instance_len > 32)
+		instance_len = 32;
+	cm_hex_encode(instance, instance_len, inst);
+	snprintf(out, cap, "%s-%llu", inst, (unsigned long long)id);
+}
+
+void gw_reqlog_request_id(struct gw_request *req, const uint8_t *instance,
+			  size_t instance_len, char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1])
+{
+	const char *c = gw_request_header(req, "X-Request-Id");
+	char rid[2 * 32 + 24];
+	size_t n = c ? strspn(c, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			      "0123456789._:-") : 0;
+
+	client_rid[0] = '\0';
+	if (c && n > 0 && c[n] == '\0' && n <= GW_CLIENT_REQUEST_ID_MAX) {
+		memcpy(client_rid, c, n + 1);
+		/* out of header room: the answer goes without it */
+		if (gw_request_add_header(req, "X-Request-Id", client_rid) != CM_OK)
+			cm_logf(CM_LOG_DEBUG, "request_id", "no room for X-Request-Id");
+		return;
+	}
+	gw_reqlog_gateway_id(instance, instance_len, gw_request_id(req), rid, sizeof(rid));
+	if (gw_request_add_header(req, "X-Request-Id", rid) != CM_OK)
+		cm_logf(CM_LOG_DEBUG, "request_id", "no room for X-Request-Id");
 }

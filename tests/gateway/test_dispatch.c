@@ -391,6 +391,35 @@ static void test_fixed_endpoints(void **state)
 	json_decref(j);
 }
 
+/* X-Request-Id on every answer: the client's when well-formed, else the
+ * gateway's "<instance hex>-<n>". */
+static void test_request_id(void **state)
+{
+	char out[8192], cmd[512];
+	const char *h;
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "-s -o /dev/null -D - -H 'Authorization: Bearer %s' "
+		 "-H 'X-Request-Id: trace-7.a:b' http://127.0.0.1:%u/api/tags", key, port);
+	assert_int_equal(tcli_curl(out, sizeof(out), "%s", cmd), 0);
+	assert_non_null(strcasestr(out, "\nX-Request-Id: trace-7.a:b\r\n"));
+	/* malformed (a space, a '!'): the gateway's own id instead */
+	snprintf(cmd, sizeof(cmd), "-s -o /dev/null -D - -H 'Authorization: Bearer %s' "
+		 "-H 'X-Request-Id: bad id!' http://127.0.0.1:%u/api/tags", key, port);
+	assert_int_equal(tcli_curl(out, sizeof(out), "%s", cmd), 0);
+	h = strcasestr(out, "\nX-Request-Id: ");
+	assert_non_null(h);
+	h += strlen("\nX-Request-Id: ");
+	assert_true(strspn(h, "0123456789abcdef") >= 8);
+	assert_int_equal(h[strspn(h, "0123456789abcdef")], '-');
+	assert_null(strstr(out, "bad id"));
+	/* unknown path, no key: still there */
+	snprintf(cmd, sizeof(cmd), "-s -o /dev/null -D - http://127.0.0.1:%u/nope", port);
+	assert_int_equal(tcli_curl(out, sizeof(out), "%s", cmd), 0);
+	assert_non_null(strstr(out, " 404"));
+	assert_non_null(strcasestr(out, "\nX-Request-Id: "));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -398,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_openai_chat),
 		cmocka_unit_test(test_refusals_in_the_dialects_format),
 		cmocka_unit_test(test_fixed_endpoints),
+		cmocka_unit_test(test_request_id),
 	};
 
 	return cmocka_run_group_tests_name("gateway_dispatch", tests, setup, teardown);
