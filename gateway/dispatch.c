@@ -531,9 +531,12 @@ static void enqueue(struct gw_job *j)
 	struct gw_dispatch *d = j->d;
 	enum gw_queue_verdict v;
 	int64_t now = cm_mono_ns();
+	/* a tenant queue of 0: no waiting, dispatched now or refused */
+	int no_wait = j->ident.queue_max == 0;
 
 	j->enq_ns = now;
-	if (gw_queue_push(d->dep.queue, j->ident.tenant, j->ident.weight, j->ident.queue_max,
+	if (gw_queue_push(d->dep.queue, j->ident.tenant, j->ident.weight,
+			  no_wait ? 1 : j->ident.queue_max,
 			  j->batch ? GW_QUEUE_BATCH : GW_QUEUE_INTERACTIVE, &j->qi, now, &v) != CM_OK) {
 		job_failf(j, 503, "no_memory", 1, "the gateway is out of memory; retry later");
 		return;
@@ -552,7 +555,16 @@ static void enqueue(struct gw_job *j)
 		return;
 	}
 	j->stage = GW_ST_QUEUED;
+	j->refs++; /* pump may end the job */
 	pump(d);
+	if (no_wait && j->stage == GW_ST_QUEUED) {
+		gw_queue_remove(d->dep.queue, &j->qi);
+		j->stage = GW_ST_QUOTA; /* no longer queued */
+		job_failf(j, 429, "tenant_queue_full", 1,
+			  "no worker can take this request now and this tenant's queue is 0 "
+			  "(no waiting); retry later");
+	}
+	job_unref(j);
 }
 
 /* ---- quota (gateway/gov/lease.h) ------------------------------------- */
@@ -613,9 +625,8 @@ static void quota_then_queue(struct gw_job *j)
 	struct gw_quota_subject s;
 	struct gw_quota_verdict v;
 	int now = 0;
-	int64_t estimate;
-	uint32_t ctx = gw_workers_model_context(j->d->dep.workers, j->api.model.ptr,
-						j->api.model.len);
+	int64_t estimate = gw_api_token_estimate(&j->api, gw_workers_model_context(
+		j->d->dep.workers, j->api.model.ptr, j->api.model.len));
 
 	quota_subject(j, &s);
 	if (!gw_lease_needed(&s)) {
@@ -623,18 +634,6 @@ static void quota_then_queue(struct gw_job *j)
 		return;
 	}
 	gw_lease_init(&j->lease, &j->d->lease_env, &lease_owner, j, j->id, &s);
-	/* estimate: ~4 bytes per prompt token, plus every token it may produce */
-	{
-		uint64_t bytes = j->api.text.len;
-
-		for (uint32_t i = 0; i < j->api.n_messages; i++)
-			bytes += j->api.messages[i].content.len + 8;
-		estimate = (int64_t)(bytes / 4 + 1 + j->api.max_tokens);
-		/* what fits: a prompt and its completion share the context */
-		if ((j->api.submit_flags & PROTO_SUBMIT_F_FIT) &&
-		    estimate > (int64_t)ctx && bytes / 4 + 1 <= ctx)
-			estimate = (int64_t)ctx;
-	}
 	j->stage = GW_ST_QUOTA;
 	if (gw_lease_admit(&j->lease, estimate, &v, &now) != CM_OK) {
 		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");

@@ -129,6 +129,14 @@ enum cm_status gw_api_parse_show(const void *body, size_t len,
 void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 		      uint32_t *flags);
 
+/*
+ * The tokens a request may cost, for quota admission before the worker has
+ * counted: about one per 4 prompt bytes, plus its max_tokens; with
+ * PROTO_SUBMIT_F_FIT at most `context` (a prompt and its completion share
+ * it; 0 = unknown).
+ */
+int64_t gw_api_token_estimate(const struct gw_api_request *r, uint32_t context);
+
 /* ---- errors ------------------------------------------------------------ */
 
 /* Fills *err (message truncated to fit). */

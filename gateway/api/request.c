@@ -556,3 +556,18 @@ void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 	s->template_name = (struct proto_str){ "", 0 };
 	*flags = r->submit_flags;
 }
+
+int64_t gw_api_token_estimate(const struct gw_api_request *r, uint32_t context)
+{
+	uint64_t bytes = r->text.len, prompt;
+	int64_t estimate;
+
+	for (uint32_t i = 0; i < r->n_messages; i++)
+		bytes += r->messages[i].content.len + 8;
+	prompt = bytes / 4 + 1;
+	estimate = (int64_t)(prompt + r->max_tokens);
+	if ((r->submit_flags & PROTO_SUBMIT_F_FIT) && estimate > (int64_t)context &&
+	    prompt <= context)
+		estimate = (int64_t)context;
+	return estimate;
+}

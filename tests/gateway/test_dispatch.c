@@ -57,7 +57,7 @@ static struct gw_metrics *metrics;
 static struct gw_dispatch *disp;
 static struct gw_server *srv;
 static uint16_t port;
-static char key[GW_KEY_LEN + 1], sock_path[108];
+static char key[GW_KEY_LEN + 1], key_solo[GW_KEY_LEN + 1], sock_path[108];
 
 static void *dt_loop_main(void *arg)
 {
@@ -104,6 +104,20 @@ static int dt_governance(void)
 	assert_int_equal(gw_key_generate(pepper, key, kid, mac), CM_OK);
 	cm_hex_encode(mac, sizeof(mac), hex);
 	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, "eng", "bot", kid, hex, 1, 0), CM_OK);
+	dt_gov(rc, cmd);
+	/* a tenant with queue 0: no waiting */
+	memset(&qz, 0, sizeof(qz));
+	qz.set[GW_GOV_F_QUEUE] = 1;
+	qz.val[GW_GOV_F_QUEUE] = 0;
+	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, "solo", &qz,
+		"ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100", 1), CM_OK);
+	dt_gov(rc, cmd);
+	memset(&qz, 0, sizeof(qz));
+	assert_int_equal(gw_gov_cmd_client_create(cmd, NULL, "solo", "app", &qz, 1), CM_OK);
+	dt_gov(rc, cmd);
+	assert_int_equal(gw_key_generate(pepper, key_solo, kid, mac), CM_OK);
+	cm_hex_encode(mac, sizeof(mac), hex);
+	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, "solo", "app", kid, hex, 1, 0), CM_OK);
 	dt_gov(rc, cmd);
 	cm_free(cmd);
 	redisFree(rc);
@@ -393,6 +407,20 @@ static void test_fixed_endpoints(void **state)
 
 /* X-Request-Id on every answer: the client's when well-formed, else the
  * gateway's "<instance hex>-<n>". */
+/* A tenant queue of 0 means "no waiting": served when a worker can take
+ * the request now (it was refused even with nothing queued). */
+static void test_queue_zero_dispatches_now(void **state)
+{
+	char out[8192];
+	json_t *j;
+
+	(void)state;
+	dt_curl(out, sizeof(out), key_solo, "/v1/chat/completions",
+		"{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	assert_int_equal(dt_split(out, &j), 200);
+	json_decref(j);
+}
+
 static void test_request_id(void **state)
 {
 	char out[8192], cmd[512];
@@ -428,6 +456,7 @@ int main(void)
 		cmocka_unit_test(test_refusals_in_the_dialects_format),
 		cmocka_unit_test(test_fixed_endpoints),
 		cmocka_unit_test(test_request_id),
+		cmocka_unit_test(test_queue_zero_dispatches_now),
 	};
 
 	return cmocka_run_group_tests_name("gateway_dispatch", tests, setup, teardown);

@@ -368,6 +368,14 @@ static void test_openai_completions(void **state)
 	api_ok(P, "{\"model\":\"m\",\"prompt\":\"Once\",\"max_tokens\":300,\"seed\":5}", &r);
 	assert_int_equal(r.max_tokens, 300);
 	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_ADD_BOS | PROTO_SUBMIT_F_HAS_SEED | PROTO_SUBMIT_F_FIT);
+	/* the quota estimate: ~4 bytes a token plus max_tokens, at most the
+	 * context when the worker fits the limit to it */
+	api_ok(P, "{\"model\":\"m\",\"prompt\":\"0123456789abcdef\",\"max_tokens\":300}", &r);
+	assert_int_equal(gw_api_token_estimate(&r, 0), 5 + 300);
+	assert_int_equal(gw_api_token_estimate(&r, 256), 256);
+	assert_int_equal(gw_api_token_estimate(&r, 4), 5 + 300); /* prompt over it: as is */
+	r.submit_flags &= ~PROTO_SUBMIT_F_FIT;
+	assert_int_equal(gw_api_token_estimate(&r, 256), 5 + 300);
 	/* a one-string array (LangChain) is that string; longer ones are refused */
 	api_ok(P, "{\"model\":\"m\",\"prompt\":[\"Once\"]}", &r);
 	assert_true(api_streq(r.text, "Once"));
