@@ -22,12 +22,15 @@
 #include "gateway/redis/keys.h"
 
 #define GW_AUTH_CACHE_SLOTS 4096
+/* A key's last_used is written at most this often per gateway. */
+#define GW_AUTH_TOUCH_NS (60 * 1000000000LL)
 
 struct gw_auth_entry {
 	int used;
 	int refreshing;              /* a refresh-ahead lookup is in flight */
 	int64_t expires_ns;          /* cache expiry (monotonic) */
 	int64_t key_expires_s;       /* the key's own expiry, 0 never */
+	int64_t touched_ns;          /* last_used last written (monotonic), 0 never */
 	char hmac_hex[GW_KEY_HMAC_HEX_LEN + 1];
 	struct gw_auth_identity id;
 };
@@ -61,6 +64,38 @@ struct gw_auth_lookup {
 };
 
 /* ---- small helpers -------------------------------------------------- */
+
+static void touch_cb(void *arg, const redisReply *r)
+{
+	(void)arg;
+	if (!r || r->type == REDIS_REPLY_ERROR)
+		cm_logf(CM_LOG_DEBUG, "auth_touch", "last_used not written: %s",
+			r ? r->str : "no connection");
+}
+
+/* The key's last_used (docs/data-model.md), at most once a minute per key
+ * from this gateway; fire and forget, off the request's path. */
+static void touch_last_used(struct gw_auth *a, struct gw_auth_entry *e)
+{
+	char name[GW_KEY_NAME_MAX + 64];
+	struct gw_redis_cmd *cmd;
+	int64_t now = cm_mono_ns();
+
+	if ((e->touched_ns && now - e->touched_ns < GW_AUTH_TOUCH_NS) || !gw_redis_async(a->redis) ||
+	    gw_key_record_name(name, sizeof(name), a->ns, e->id.key_id) != CM_OK)
+		return;
+	cmd = cm_malloc(sizeof(*cmd));
+	if (!cmd)
+		return;
+	gw_redis_cmd_script(cmd, GW_LUA_RECORDS_TOUCH, GW_REDIS_EVALSHA, 0);
+	if (gw_redis_cmd_add(cmd, "1") != CM_OK || gw_redis_cmd_add(cmd, name) != CM_OK ||
+	    gw_redis_cmd_add_i64(cmd, (int64_t)time(NULL)) != CM_OK) {
+		cm_free(cmd);
+		return;
+	}
+	if (gw_redis_send_async(gw_redis_async(a->redis), cmd, touch_cb, NULL) == CM_OK)
+		e->touched_ns = now;
+}
 
 static uint32_t slot_of(const char *key_id)
 {
@@ -221,13 +256,17 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 	id->batch = strcmp(l->klass, "batch") == 0;
 	if (a->cfg.cache_ttl_ms > 0) {
 		struct gw_auth_entry *e = &a->cache[slot_of(id->key_id)];
+		int64_t touched = e->used && strcmp(e->id.key_id, id->key_id) == 0 ? e->touched_ns : 0;
 
 		cm_wipe(e, sizeof(*e));
 		e->used = 1;
+		e->touched_ns = touched;
 		e->expires_ns = cm_mono_ns() + a->cfg.cache_ttl_ms * 1000000LL;
 		e->key_expires_s = l->rec.expires;
 		memcpy(e->hmac_hex, l->rec.hmac_hex, sizeof(e->hmac_hex));
 		e->id = *id;
+		if (!l->refresh)
+			touch_last_used(a, e);
 	}
 	lookup_finish(l, 200);
 }
@@ -399,6 +438,7 @@ void gw_auth_check(struct gw_auth *a, const char *authz, gw_auth_done_fn done,
 		a->stats.cache_hits++;
 		if (gw_key_verify(a->pepper, &l->parts, e->hmac_hex, strlen(e->hmac_hex))) {
 			l->id = e->id;
+			touch_last_used(a, e);
 			if (!e->refreshing && gw_redis_async(a->redis) &&
 			    e->expires_ns - cm_mono_ns() < a->cfg.cache_ttl_ms * 500000LL)
 				refresh_ahead(a, &l->parts, e);

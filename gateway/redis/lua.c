@@ -20,6 +20,7 @@ extern const char gw_lua_src_audit_append[];
 extern const char gw_lua_src_auth_records[];
 extern const char gw_lua_src_records_tenant_create[];
 extern const char gw_lua_src_records_client_create[];
+extern const char gw_lua_src_records_touch[];
 extern const char gw_lua_src_records_flag[];
 extern const char gw_lua_src_records_update[];
 extern const char gw_lua_src_records_key_issue[];
@@ -46,6 +47,7 @@ static const struct {
 	[GW_LUA_RECORDS_KEY_REVOKE] = { "records_key_revoke", gw_lua_src_records_key_revoke },
 	[GW_LUA_RECORDS_KEY_SHORTEN] = { "records_key_shorten",
 					 gw_lua_src_records_key_shorten },
+	[GW_LUA_RECORDS_TOUCH] = { "records_touch", gw_lua_src_records_touch },
 };
 
 static char lua_sha[GW_LUA_COUNT][41];

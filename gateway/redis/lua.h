@@ -28,6 +28,7 @@ enum gw_lua_script {
 	GW_LUA_RECORDS_KEY_ISSUE,
 	GW_LUA_RECORDS_KEY_REVOKE,
 	GW_LUA_RECORDS_KEY_SHORTEN,
+	GW_LUA_RECORDS_TOUCH,      /* a key's last_used, if the key exists */
 	GW_LUA_COUNT
 };
 

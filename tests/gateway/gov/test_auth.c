@@ -244,6 +244,36 @@ static void test_valid_key_then_cache(void **state)
 	assert_int_equal(s1.cache_hits, s0.cache_hits + 1);
 }
 
+/* 1 when the key record's last_used (at_touched_name) is not "0". */
+static char at_touched_name[GW_KEY_NAME_MAX + 64];
+
+static int at_touched(void *arg)
+{
+	redisReply *r = redisCommand(rc, "HGET %s last_used", at_touched_name);
+	int ok = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "0") != 0 &&
+		 atoll(r->str) > 1700000000LL;
+
+	(void)arg;
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
+/* A key's last_used is written when it authenticates (issued as "0"). */
+static void test_last_used_written(void **state)
+{
+	char key[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1], hdr[GW_KEY_LEN + 16];
+
+	(void)state;
+	at_issue(key, kid);
+	assert_int_equal(gw_key_record_name(at_touched_name, sizeof(at_touched_name), "sluice:",
+					    kid), CM_OK);
+	assert_int_equal(at_touched(NULL), 0);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	assert_int_equal(at_check(hdr).status, 200);
+	assert_int_equal(at_loop_until(at_touched, NULL), 0);
+}
+
 static void test_revocation_is_immediate(void **state)
 {
 	char key[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1], hdr[GW_KEY_LEN + 16];
@@ -300,6 +330,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_valid_key_then_cache),
+		cmocka_unit_test(test_last_used_written),
 		cmocka_unit_test(test_revocation_is_immediate),
 		cmocka_unit_test(test_redis_outage),
 	};
