@@ -16,6 +16,7 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "gateway/api/endpoints.h"
+#include "gateway/http/cors.h"
 #include "gateway/reqlog.h"
 #include "gateway/gov/lease.h"
 #include "gateway/gov/local_limit.h"
@@ -828,6 +829,8 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1];
 
 	gw_reqlog_request_id(req, d->lease_prefix, sizeof(d->lease_prefix), client_rid);
+	if (gw_cors_apply(req, d->cfg.cors_origins, d->cfg.n_cors_origins))
+		return; /* a preflight, answered */
 	if (d->closing) {
 		/* gw_dispatch_free is flushing usage records */
 		respond_raw(req, 503, "text/plain", "shutting down\n", 14);

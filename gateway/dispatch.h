@@ -53,6 +53,9 @@ struct gw_dispatch_config {
 	/* Share of every global quota this gateway enforces by itself while
 	 * Redis is unreachable (gateway/gov/local_limit.h); 0: 1.0. */
 	double outage_quota_fraction;
+	/* gateway.cors_origins (borrowed; n 0: CORS off) */
+	char *const *cors_origins;
+	size_t n_cors_origins;
 };
 
 struct gw_dispatch_deps {

@@ -253,6 +253,8 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 	dc.quota_timeout_ms = set->redis.timeout_ms;
 	dc.out_bytes = set->limits.output_bytes;
 	dc.outage_quota_fraction = set->redis.outage_quota_fraction;
+	dc.cors_origins = set->cors_origins.items;
+	dc.n_cors_origins = set->cors_origins.n;
 	if (gw_dispatch_new(p->base, &dc, &dd, &p->disp) != CM_OK)
 		return CM_ENOMEM;
 	gw_settings_server(set, &sc);

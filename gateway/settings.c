@@ -121,6 +121,9 @@ static const struct cm_cfg_key gw_keys[] = {
 		      "none: `/admin/` refuses every bearer token."),
 	CM_CFG_STRING(S, pepper_file, NULL, 4096, "File holding the API key pepper, mode 0600 (required)."),
 	CM_CFG_ENUM(S, log_level, 1, gw_log_levels, "Minimum log level."),
+	CM_CFG_STRLIST(S, cors_origins, NULL, 64, 256,
+		       "Browser origins allowed to call the API (CORS), e.g. `https://chat.example.com`; "
+		       "`*` allows any. None (the default): no CORS headers, browsers cannot call it."),
 	CM_CFG_OBJECT(S, limits, &gw_limits_section, "Request limits."),
 	CM_CFG_OBJECT(S, timeouts, &gw_timeouts_section, "Client timeouts."),
 	CM_CFG_OBJLIST(S, workers, &gw_worker_section, 256, "The workers to dispatch to."),

@@ -74,6 +74,7 @@ struct gw_settings {
 	char *admin_credentials_file;
 	char *pepper_file;
 	int log_level;          /* index into debug/info/warn/error */
+	struct cm_cfg_strlist cors_origins; /* browser origins allowed (CORS); none: off */
 	struct gw_settings_limits limits;
 	struct gw_settings_timeouts timeouts;
 	struct cm_cfg_objlist workers; /* struct gw_settings_worker */

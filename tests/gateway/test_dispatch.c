@@ -58,6 +58,8 @@ static struct gw_dispatch *disp;
 static struct gw_server *srv;
 static uint16_t port;
 static char key[GW_KEY_LEN + 1], key_solo[GW_KEY_LEN + 1], sock_path[108];
+static char cors_app[] = "https://app.example";
+static char *const cors_origins[] = { cors_app };
 
 static void *dt_loop_main(void *arg)
 {
@@ -147,6 +149,8 @@ static int dt_build(void)
 	dc.ns = "sluice:";
 	dc.lease_ttl_ms = 60000;
 	dc.out_bytes = 1024 * 1024;
+	dc.cors_origins = cors_origins;
+	dc.n_cors_origins = 1;
 	gw_server_config_defaults(&sc);
 	sc.plain_http = 1;
 	sc.port = 0;
@@ -407,6 +411,37 @@ static void test_fixed_endpoints(void **state)
 
 /* X-Request-Id on every answer: the client's when well-formed, else the
  * gateway's "<instance hex>-<n>". */
+/* CORS: an allowed origin's preflight is answered before auth, its answers
+ * carry the headers; another origin gets none. */
+static void test_cors(void **state)
+{
+	char out[8192], cmd[640];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "-s -o /dev/null -D - -X OPTIONS -H 'Origin: https://app.example' "
+		 "-H 'Access-Control-Request-Method: POST' "
+		 "-H 'Access-Control-Request-Headers: authorization,content-type,x-stainless-os' "
+		 "http://127.0.0.1:%u/v1/chat/completions", port);
+	assert_int_equal(tcli_curl(out, sizeof(out), "%s", cmd), 0);
+	assert_non_null(strstr(out, " 204"));
+	assert_non_null(strcasestr(out, "\nAccess-Control-Allow-Origin: https://app.example\r\n"));
+	assert_non_null(strcasestr(out, "\nAccess-Control-Allow-Headers: "
+				   "authorization,content-type,x-stainless-os\r\n"));
+	assert_non_null(strcasestr(out, "\nAccess-Control-Allow-Methods: "));
+	snprintf(cmd, sizeof(cmd), "-s -o /dev/null -D - -H 'Origin: https://app.example' "
+		 "-H 'Authorization: Bearer %s' http://127.0.0.1:%u/api/tags", key, port);
+	assert_int_equal(tcli_curl(out, sizeof(out), "%s", cmd), 0);
+	assert_non_null(strstr(out, " 200"));
+	assert_non_null(strcasestr(out, "\nAccess-Control-Allow-Origin: https://app.example\r\n"));
+	assert_non_null(strcasestr(out, "\nAccess-Control-Expose-Headers: X-Request-Id"));
+	/* another origin: no CORS headers; its preflight is an ordinary 405 */
+	snprintf(cmd, sizeof(cmd), "-s -o /dev/null -D - -X OPTIONS -H 'Origin: https://evil.example' "
+		 "-H 'Access-Control-Request-Method: POST' http://127.0.0.1:%u/v1/chat/completions", port);
+	assert_int_equal(tcli_curl(out, sizeof(out), "%s", cmd), 0);
+	assert_non_null(strstr(out, " 405"));
+	assert_null(strcasestr(out, "Access-Control-"));
+}
+
 /* A tenant queue of 0 means "no waiting": served when a worker can take
  * the request now (it was refused even with nothing queued). */
 static void test_queue_zero_dispatches_now(void **state)
@@ -457,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_fixed_endpoints),
 		cmocka_unit_test(test_request_id),
 		cmocka_unit_test(test_queue_zero_dispatches_now),
+		cmocka_unit_test(test_cors),
 	};
 
 	return cmocka_run_group_tests_name("gateway_dispatch", tests, setup, teardown);
