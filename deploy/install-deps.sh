@@ -28,6 +28,10 @@ packages=(
 	ca-certificates
 	gnuplot-nox       # bench/ plots
 )
+# the client compatibility suite (tests/clients/: the official openai and
+# ollama npm packages); a Node.js from elsewhere (NodeSource) is kept as is
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 # (test hook) extra package names, to exercise the install path
 # shellcheck disable=SC2206
 packages+=(${SLUICE_DEPS_EXTRA:-})

@@ -128,11 +128,51 @@ static void test_base_model_endpoints(void **state)
 	gwt_resp_free(&r);
 }
 
+/*
+ * The official `openai` and `ollama` npm packages, unmodified, against this
+ * stack (tests/clients/compat.mjs, one assertion per scenario), installed
+ * into a folder of their own under the build directory.
+ */
+static void test_official_clients(void **state)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR"), *build = getenv("SLUICE_BUILD_DIR");
+	char cmd[4096], dir[1024], key_lim[64];
+	char *out;
+	int st;
+
+	(void)state;
+	if (!src || !build || system("command -v node >/dev/null && command -v npm >/dev/null") != 0)
+		skip();
+	snprintf(dir, sizeof(dir), "%s/clients", build);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s' && cp '%s/tests/clients/package.json' '%s/tests/clients/compat.mjs' '%s'/ && "
+		 "cd '%s' && npm install --no-audit --no-fund --loglevel=error 2>&1", dir, src, src, dir, dir);
+	out = h_run_capture(cmd, &st);
+	if (st != 0)
+		fprintf(stderr, "npm install failed:\n%s\n", out ? out : "");
+	free(out);
+	assert_int_equal(st, 0);
+	h_ctl(NULL, 0, "tenant create limited --rpm 1");
+	h_ctl(NULL, 0, "client create limited/app");
+	h_issue_key("limited/app", key_lim, NULL);
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && SLUICE_URL=https://127.0.0.1:%d SLUICE_KEY=%s SLUICE_KEY_LIMITED=%s "
+		 "SLUICE_MODEL=stories260k NODE_EXTRA_CA_CERTS=%s timeout 120 node compat.mjs 2>&1",
+		 dir, gwt_port, gwt_key_a, key_lim, gwt_cert);
+	out = h_run_capture(cmd, &st);
+	assert_non_null(out);
+	fprintf(stderr, "%s", out);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "all scenarios passed"));
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_greedy_equals_llama2c),
 		cmocka_unit_test(test_base_model_endpoints),
+		cmocka_unit_test(test_official_clients),
 	};
 
 	return cmocka_run_group_tests(tests, st_setup, gwt_teardown);
