@@ -111,6 +111,36 @@ await scenario('openai: quota is RateLimitError with Retry-After', async () => {
   const e = await rejects(lim.completions.create({ model, prompt: 'a', max_tokens: 1 }), OpenAI.RateLimitError, 429);
   assert.ok(Number(e.headers.get ? e.headers.get('retry-after') : e.headers['retry-after']) >= 1);
 });
+await scenario('openai: two system messages and one after the first turn, top_p 0', async () => {
+  const r = await oa.chat.completions.create({ model, top_p: 0, max_tokens: 8, messages: [
+    { role: 'system', content: 'One.' }, { role: 'system', content: 'Two.' },
+    { role: 'user', content: 'Once upon a time' }, { role: 'assistant', content: 'there was' },
+    { role: 'system', content: 'Three.' }, { role: 'user', content: 'a dog' }] });
+  assert.ok(r.choices[0].message.content.length > 0);
+});
+await scenario('openai: a tool message is a 400 naming the role', async () => {
+  const e = await rejects(oa.chat.completions.create({ model, messages: [
+    { role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c1', content: '{}' }] }),
+    OpenAI.BadRequestError, 400);
+  assert.match(e.param || '', /messages\[1\]\.role/);
+});
+await scenario('openai: a prompt over the context is context_length_exceeded', async () => {
+  const e = await rejects(oa.completions.create({ model, prompt: 'the dog ran. '.repeat(400), max_tokens: 4 }),
+    OpenAI.BadRequestError, 400);
+  assert.equal(e.code, 'context_length_exceeded');
+});
+await scenario('openai: empty stop string, one-string prompt array (LangChain)', async () => {
+  const r = await oa.completions.create({ model, prompt: ['Once upon a time'], stop: [''], max_tokens: 6, temperature: 0 });
+  assert.ok(r.choices[0].text.startsWith(', there was'), r.choices[0].text);
+});
+await scenario('openai: X-Request-Id on the answer', async () => {
+  const { response } = await oa.models.list().withResponse();
+  assert.match(response.headers.get('x-request-id') || '', /^[0-9a-f]+-[0-9]+$/);
+});
+await scenario('ollama: num_predict -1 (until the context is full)', async () => {
+  const r = await ol.generate({ model, prompt: 'Once upon a time', options: { temperature: 0, num_predict: -1 } });
+  assert.ok(r.eval_count > 0 && r.prompt_eval_count + r.eval_count <= 512, `${r.eval_count}`);
+});
 await scenario('ollama: list names model:latest', async () => {
   const r = await ol.list();
   assert.ok(r.models.some((m) => m.name === `${model}:latest`), JSON.stringify(r.models.map((m) => m.name)));
