@@ -245,55 +245,31 @@ static int render_plain(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 	return 0;
 }
 
-static int render_llama3(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
-			 const enum chat_role *r, size_t n, int gen)
+/*
+ * The families with a turn per role: hdr[role] + content (trimmed when
+ * `trim`) + `end` for each message, then the assistant header to prompt
+ * generation.
+ */
+static int render_turns(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
+			const enum chat_role *r, size_t n, int gen, const char *const hdr[3],
+			const char *end, int trim)
 {
-	static const char *const hdr[] = {
-		"<|start_header_id|>system<|end_header_id|>\n\n",
-		"<|start_header_id|>user<|end_header_id|>\n\n",
-		"<|start_header_id|>assistant<|end_header_id|>\n\n",
-	};
-
 	for (size_t i = 0; i < n; i++)
-		if (tmpl(p, hdr[r[i]]) || text(p, &m[i], 1) || tmpl(p, "<|eot_id|>"))
+		if (tmpl(p, hdr[r[i]]) || text(p, &m[i], trim) || tmpl(p, end))
 			return -1;
 	return gen ? tmpl(p, hdr[ROLE_ASSISTANT]) : 0;
 }
 
-static int render_chatml(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
-			 const enum chat_role *r, size_t n, int gen)
-{
-	static const char *const hdr[] = {
-		"<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n",
-	};
-
-	for (size_t i = 0; i < n; i++)
-		if (tmpl(p, hdr[r[i]]) || text(p, &m[i], 0) || tmpl(p, "<|im_end|>\n"))
-			return -1;
-	return gen ? tmpl(p, hdr[ROLE_ASSISTANT]) : 0;
-}
-
-static int render_phi3(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
-		       const enum chat_role *r, size_t n, int gen)
-{
-	static const char *const hdr[] = { "<|system|>\n", "<|user|>\n", "<|assistant|>\n" };
-
-	for (size_t i = 0; i < n; i++)
-		if (tmpl(p, hdr[r[i]]) || text(p, &m[i], 0) || tmpl(p, "<|end|>\n"))
-			return -1;
-	return gen ? tmpl(p, hdr[ROLE_ASSISTANT]) : 0;
-}
-
-static int render_zephyr(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
-			 const enum chat_role *r, size_t n, int gen)
-{
-	static const char *const hdr[] = { "<|system|>\n", "<|user|>\n", "<|assistant|>\n" };
-
-	for (size_t i = 0; i < n; i++)
-		if (tmpl(p, hdr[r[i]]) || text(p, &m[i], 0) || tmpl(p, "</s>\n"))
-			return -1;
-	return gen ? tmpl(p, hdr[ROLE_ASSISTANT]) : 0;
-}
+static const char *const llama3_hdr[] = {
+	"<|start_header_id|>system<|end_header_id|>\n\n",
+	"<|start_header_id|>user<|end_header_id|>\n\n",
+	"<|start_header_id|>assistant<|end_header_id|>\n\n",
+};
+static const char *const chatml_hdr[] = {
+	"<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n",
+};
+/* phi3 and zephyr share the tags; their turns end differently */
+static const char *const tag_hdr[] = { "<|system|>\n", "<|user|>\n", "<|assistant|>\n" };
 
 /* Gemma has no system role: the system text opens the first user turn. */
 static int render_gemma(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
@@ -421,13 +397,21 @@ enum cm_status wk_chat_render(const struct wk_chat_template *t, const struct wk_
 	if (st != CM_OK)
 		goto out;
 	switch (t->family) {
-	case CHAT_LLAMA3: rc = render_llama3(out, msgs, roles, n, gen); break;
+	case CHAT_LLAMA3:
+		rc = render_turns(out, msgs, roles, n, gen, llama3_hdr, "<|eot_id|>", 1);
+		break;
 	case CHAT_LLAMA2: rc = render_llama2(out, msgs, roles, n, gen); break;
 	case CHAT_MISTRAL: rc = render_mistral(out, msgs, roles, n, gen); break;
-	case CHAT_CHATML: rc = render_chatml(out, msgs, roles, n, gen); break;
-	case CHAT_PHI3: rc = render_phi3(out, msgs, roles, n, gen); break;
+	case CHAT_CHATML:
+		rc = render_turns(out, msgs, roles, n, gen, chatml_hdr, "<|im_end|>\n", 0);
+		break;
+	case CHAT_PHI3:
+		rc = render_turns(out, msgs, roles, n, gen, tag_hdr, "<|end|>\n", 0);
+		break;
 	case CHAT_GEMMA: rc = render_gemma(out, msgs, roles, n, gen); break;
-	case CHAT_ZEPHYR: rc = render_zephyr(out, msgs, roles, n, gen); break;
+	case CHAT_ZEPHYR:
+		rc = render_turns(out, msgs, roles, n, gen, tag_hdr, "</s>\n", 0);
+		break;
 	case CHAT_PLAIN: rc = render_plain(out, msgs, roles, n, gen); break;
 	}
 	if (rc)
