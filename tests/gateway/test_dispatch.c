@@ -79,15 +79,32 @@ static void dt_gov(redisContext *rc, struct gw_redis_cmd *cmd)
 	freeReplyObject(r);
 }
 
-/* A tenant, a client and a key in Redis, as sluicectl makes them. */
+/* A tenant, one client and a key for it in Redis, as sluicectl makes them;
+ * the key into key_out. */
+static void dt_tenant(redisContext *rc, struct gw_redis_cmd *cmd, const char *tenant,
+		      const char *salt, const struct gw_gov_quotas *tq, const char *client,
+		      const struct gw_gov_quotas *cq, char *key_out)
+{
+	uint8_t mac[GW_KEY_HMAC_LEN];
+	char hex[GW_KEY_HMAC_HEX_LEN + 1], kid[GW_KEY_ID_LEN + 1];
+
+	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, tenant, tq, salt, 1), CM_OK);
+	dt_gov(rc, cmd);
+	assert_int_equal(gw_gov_cmd_client_create(cmd, NULL, tenant, client, cq, 1), CM_OK);
+	dt_gov(rc, cmd);
+	assert_int_equal(gw_key_generate(pepper, key_out, kid, mac), CM_OK);
+	cm_hex_encode(mac, sizeof(mac), hex);
+	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, tenant, client, kid, hex, 1, 0), CM_OK);
+	dt_gov(rc, cmd);
+}
+
+/* The tenants of the tests, with their clients and keys. */
 static int dt_governance(void)
 {
 	struct timeval tv = { 5, 0 };
 	redisContext *rc = redisConnectUnixWithTimeout(fx.sock, tv);
 	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
-	struct gw_gov_quotas qz;
-	uint8_t mac[GW_KEY_HMAC_LEN];
-	char hex[GW_KEY_HMAC_HEX_LEN + 1], kid[GW_KEY_ID_LEN + 1];
+	struct gw_gov_quotas qz, none, solo;
 
 	if (!rc || rc->err || !cmd)
 		return -1;
@@ -98,29 +115,15 @@ static int dt_governance(void)
 	 * not use */
 	qz.set[GW_GOV_F_TPM] = 1;
 	qz.val[GW_GOV_F_TPM] = 1000;
-	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, "eng", &qz,
-		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", 1), CM_OK);
-	dt_gov(rc, cmd);
-	assert_int_equal(gw_gov_cmd_client_create(cmd, NULL, "eng", "bot", &qz, 1), CM_OK);
-	dt_gov(rc, cmd);
-	assert_int_equal(gw_key_generate(pepper, key, kid, mac), CM_OK);
-	cm_hex_encode(mac, sizeof(mac), hex);
-	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, "eng", "bot", kid, hex, 1, 0), CM_OK);
-	dt_gov(rc, cmd);
+	dt_tenant(rc, cmd, "eng", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+		  &qz, "bot", &qz, key);
 	/* a tenant with queue 0: no waiting */
-	memset(&qz, 0, sizeof(qz));
-	qz.set[GW_GOV_F_QUEUE] = 1;
-	qz.val[GW_GOV_F_QUEUE] = 0;
-	assert_int_equal(gw_gov_cmd_tenant_create(cmd, NULL, "solo", &qz,
-		"ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100", 1), CM_OK);
-	dt_gov(rc, cmd);
-	memset(&qz, 0, sizeof(qz));
-	assert_int_equal(gw_gov_cmd_client_create(cmd, NULL, "solo", "app", &qz, 1), CM_OK);
-	dt_gov(rc, cmd);
-	assert_int_equal(gw_key_generate(pepper, key_solo, kid, mac), CM_OK);
-	cm_hex_encode(mac, sizeof(mac), hex);
-	assert_int_equal(gw_gov_cmd_key_issue(cmd, NULL, "solo", "app", kid, hex, 1, 0), CM_OK);
-	dt_gov(rc, cmd);
+	memset(&none, 0, sizeof(none));
+	memset(&solo, 0, sizeof(solo));
+	solo.set[GW_GOV_F_QUEUE] = 1;
+	solo.val[GW_GOV_F_QUEUE] = 0;
+	dt_tenant(rc, cmd, "solo", "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100",
+		  &solo, "app", &none, key_solo);
 	cm_free(cmd);
 	redisFree(rc);
 	return 0;

@@ -169,24 +169,7 @@ double gwt_metric(const char *text, const char *series)
 
 int gwt_wait_port_line(void)
 {
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	while (h_now_ms() < end) {
-		size_t len;
-		char *log = h_read_file(gwt_gateway.log, &len);
-		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
-
-		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &gwt_port,
-				&gwt_admin_port) == 2) {
-			free(log);
-			return 0;
-		}
-		free(log);
-		if (!h_alive(&gwt_gateway))
-			return -1;
-		h_pause_ms(20);
-	}
-	return -1;
+	return h_gateway_ports(&gwt_gateway, DEADLINE_MS, &gwt_port, &gwt_admin_port);
 }
 
 int gwt_wait_ready(void)

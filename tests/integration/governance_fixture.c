@@ -86,23 +86,10 @@ int gvt_start_gateway(int i)
 	argv[1] = "--config";
 	argv[2] = path;
 	argv[3] = NULL;
-	if (h_spawn(&gvt_gw[i], name, argv) != 0)
+	if (h_spawn(&gvt_gw[i], name, argv) != 0 ||
+	    h_gateway_ports(&gvt_gw[i], (int)(end - h_now_ms()), &gvt_port[i],
+			    &gvt_admin_port[i]) != 0)
 		return -1;
-	while (h_now_ms() < end) {
-		size_t len;
-		char *log = h_read_file(gvt_gw[i].log, &len);
-		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
-
-		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &gvt_port[i],
-				&gvt_admin_port[i]) == 2) {
-			free(log);
-			break;
-		}
-		free(log);
-		if (!h_alive(&gvt_gw[i]))
-			return -1;
-		h_pause_ms(20);
-	}
 	while (h_now_ms() < end) {
 		if (gvt_http(gvt_port[i], "GET", "/readyz", NULL, NULL, NULL) == 200)
 			return 0;

@@ -161,6 +161,28 @@ int h_alive(struct h_proc *p)
 	return 1;
 }
 
+int h_gateway_ports(struct h_proc *gw, int timeout_ms, int *port, int *admin_port)
+{
+	int64_t end = h_now_ms() + timeout_ms;
+
+	while (h_now_ms() < end) {
+		size_t len;
+		char *log = h_read_file(gw->log, &len);
+		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
+
+		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", port,
+				admin_port) == 2) {
+			free(log);
+			return 0;
+		}
+		free(log);
+		if (!h_alive(gw))
+			return -1;
+		h_pause_ms(20);
+	}
+	return -1;
+}
+
 int h_stop(struct h_proc *p, int timeout_ms)
 {
 	int64_t deadline = cm_mono_ns() + (int64_t)timeout_ms * CM_NS_PER_MS;

@@ -38,6 +38,12 @@ int h_stop(struct h_proc *p, int timeout_ms);
 /* 1 when the process is still running. */
 int h_alive(struct h_proc *p);
 /*
+ * Waits up to timeout_ms for a started sluice-gateway's log line
+ * "sluice-gateway listening port=N admin_port=M" and reads both ports.
+ * 0 when read, -1 when the gateway exited or the time ran out.
+ */
+int h_gateway_ports(struct h_proc *gw, int timeout_ms, int *port, int *admin_port);
+/*
  * Starts a private redis-server (no TCP port, socket mode 0700, no
  * persistence, working directory `dir`) on the Unix socket `sock` and waits
  * up to timeout_ms until it accepts a connection.  0 when ready, 77 when

@@ -260,27 +260,6 @@ static int start_redis(void)
 	return h_redis_start(&redis, redis_sock, dir, DEADLINE_MS);
 }
 
-static int wait_port_line(void)
-{
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	while (h_now_ms() < end) {
-		size_t len;
-		char *log = h_read_file(gateway.log, &len);
-		char *p = log ? strstr(log, "sluice-gateway listening port=") : NULL;
-
-		if (p && sscanf(p, "sluice-gateway listening port=%d admin_port=%d", &port,
-				&admin_port) == 2) {
-			free(log);
-			return 0;
-		}
-		free(log);
-		if (!h_alive(&gateway))
-			return -1;
-		h_pause_ms(20);
-	}
-	return -1;
-}
 
 static int setup(void **state)
 {
@@ -354,7 +333,7 @@ static int setup(void **state)
 	argv[1] = "--config";
 	argv[2] = path;
 	argv[3] = NULL;
-	if (h_spawn(&gateway, "gateway", argv) != 0 || wait_port_line() != 0)
+	if (h_spawn(&gateway, "gateway", argv) != 0 || h_gateway_ports(&gateway, DEADLINE_MS, &port, &admin_port) != 0)
 		return -1;
 	h_ctl(NULL, 0, "tenant create alpha --queue 32");
 	h_ctl(NULL, 0, "client create alpha/app");
