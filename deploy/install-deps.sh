@@ -27,6 +27,7 @@ packages=(
 	openssl           # self-signed certificate for the quickstart
 	ca-certificates
 	gnuplot-nox       # bench/ plots
+	python3-yaml      # tests/test_k8s_manifests.py
 )
 # the client compatibility suite (tests/clients/: the official openai and
 # ollama npm packages); a Node.js from elsewhere (NodeSource) is kept as is

@@ -194,7 +194,9 @@ static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_l
 	}
 	if (gw_workers_new(p->base, p->specs, set->workers.n, &wc, &p->ws) != CM_OK)
 		return CM_ENOMEM;
-	if (gw_redis_new(p->base, set->redis.url, &p->redis, err, err_len) != CM_OK)
+	if (gw_redis_new(p->base, &(struct gw_redis_opts){ .url = set->redis.url,
+				.user = set->redis.user, .password_file = set->redis.password_file },
+			 &p->redis, err, err_len) != CM_OK)
 		return CM_EINVAL;
 	if (gw_auth_new(p->base, &ac, p->pepper, p->redis, &p->auth, err, err_len) != CM_OK)
 		return CM_EINVAL;

@@ -89,6 +89,11 @@ static const struct cm_cfg_key gw_redis_keys[] = {
 	CM_CFG_STRING(R, url, "redis://127.0.0.1:6379", 256,
 		      "Redis: `unix:///path/redis.sock` or `redis://host:port`."),
 	CM_CFG_STRING(R, ns, "sluice:", 32, "Key namespace (as sluicectl's `--namespace`)."),
+	CM_CFG_STRING(R, password_file, NULL, 4096,
+		      "File holding the Redis password, mode 0600: each connection sends AUTH first (Redis's "
+		      "`requirepass` or an ACL user's password). Unset: no AUTH."),
+	CM_CFG_STRING(R, user, NULL, 128,
+		      "Redis ACL user for AUTH (with `password_file`). Unset: the default user."),
 	CM_CFG_DURATION(R, timeout_ms, 1000, 10, 60000,
 			"Deadline of one Redis call a request waits on (key lookup, quota admission); past it the request gets 503."),
 	CM_CFG_DURATION(R, auth_cache_ttl_ms, 2000, 0, 60000,

@@ -54,6 +54,8 @@ struct gw_settings_queue {
 struct gw_settings_redis {
 	char *url;             /* unix:///path or redis://host:port */
 	char *ns;              /* key namespace */
+	char *password_file;   /* AUTH; NULL: none */
+	char *user;            /* ACL user; NULL: default */
 	int64_t timeout_ms;
 	int64_t auth_cache_ttl_ms;
 	int64_t lease_ttl_ms;  /* concurrency lease, renewed every third */

@@ -43,6 +43,8 @@ enum ctl_exit {
 struct ctl {
 	const char *redis_url;   /* unix:///path or redis://host[:port] */
 	const char *pepper_file; /* for `key issue` */
+	const char *redis_password_file; /* AUTH; NULL or "": none */
+	const char *redis_user;  /* ACL user; NULL or "": default */
 	const char *ns;          /* key namespace, "sluice:" by default */
 	int json;                /* --json */
 	const char *actor;       /* audit actor: --actor, else the OS user */

@@ -3,7 +3,8 @@
  *
  * Global options may appear anywhere on the line; everything else is
  * handed to the command group in order.  Environment defaults:
- * SLUICE_REDIS, SLUICE_PEPPER_FILE, SLUICE_NAMESPACE.  The audit actor is
+ * SLUICE_REDIS, SLUICE_REDIS_PASSWORD_FILE, SLUICE_REDIS_USER,
+ * SLUICE_PEPPER_FILE, SLUICE_NAMESPACE.  The audit actor is
  * --actor or the OS user running sluicectl.
  */
 #include "tools/ctl_main.h"
@@ -19,8 +20,8 @@
 
 void ctl_main_usage(FILE *out)
 {
-	fputs("usage: sluicectl [--redis URL] [--pepper-file PATH] [--namespace NS] [--json]\n"
-	      "                 COMMAND ...\n"
+	fputs("usage: sluicectl [--redis URL] [--redis-password-file PATH] [--redis-user NAME]\n"
+	      "                 [--pepper-file PATH] [--namespace NS] [--json] COMMAND ...\n"
 	      "\n"
 	      "  tenant create NAME [--weight W] [--rpm N] [--tpm N] [--concurrency N]\n"
 	      "                     [--queue N] [--daily-tokens N]\n"
@@ -44,6 +45,10 @@ void ctl_main_usage(FILE *out)
 	      "\n"
 	      "  --redis URL        unix:///path/to/redis.sock or redis://host[:port]\n"
 	      "                     (default $SLUICE_REDIS or redis://127.0.0.1:6379)\n"
+	      "  --redis-password-file PATH\n"
+	      "                     AUTH with this file's content, mode 0600\n"
+	      "                     (default $SLUICE_REDIS_PASSWORD_FILE; none: no AUTH)\n"
+	      "  --redis-user NAME  Redis ACL user for AUTH (default $SLUICE_REDIS_USER)\n"
 	      "  --pepper-file PATH the gateway's pepper, for key issue\n"
 	      "                     (default $SLUICE_PEPPER_FILE)\n"
 	      "  --namespace NS     Redis key prefix (default $SLUICE_NAMESPACE or sluice:)\n"
@@ -56,6 +61,18 @@ void ctl_main_usage(FILE *out)
 	      out);
 }
 
+/* The global options that take a value (ctl_main_handles skips it). */
+static int value_option(const char *a)
+{
+	static const char *const opts[] = { "--redis", "--redis-password-file", "--redis-user",
+					    "--pepper-file", "--namespace", "--actor" };
+
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++)
+		if (strcmp(a, opts[i]) == 0)
+			return 1;
+	return 0;
+}
+
 int ctl_main_handles(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
@@ -64,8 +81,7 @@ int ctl_main_handles(int argc, char **argv)
 		    strcmp(argv[i], "usage") == 0)
 			return 1;
 		/* Skip the value of a global option. */
-		if (strcmp(argv[i], "--redis") == 0 || strcmp(argv[i], "--pepper-file") == 0 ||
-		    strcmp(argv[i], "--namespace") == 0 || strcmp(argv[i], "--actor") == 0)
+		if (value_option(argv[i]))
 			i++;
 		else if (strncmp(argv[i], "--", 2) != 0)
 			return 0;
@@ -104,6 +120,8 @@ int ctl_main(int argc, char **argv)
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.redis_url = getenv("SLUICE_REDIS");
 	ctl.pepper_file = getenv("SLUICE_PEPPER_FILE");
+	ctl.redis_password_file = getenv("SLUICE_REDIS_PASSWORD_FILE");
+	ctl.redis_user = getenv("SLUICE_REDIS_USER");
 	ctl.ns = getenv("SLUICE_NAMESPACE");
 	if (!ctl.redis_url || !*ctl.redis_url)
 		ctl.redis_url = "redis://127.0.0.1:6379";
@@ -131,6 +149,10 @@ int ctl_main(int argc, char **argv)
 			slot = &ctl.redis_url;
 		else if (strcmp(argv[i], "--pepper-file") == 0)
 			slot = &ctl.pepper_file;
+		else if (strcmp(argv[i], "--redis-password-file") == 0)
+			slot = &ctl.redis_password_file;
+		else if (strcmp(argv[i], "--redis-user") == 0)
+			slot = &ctl.redis_user;
 		else if (strcmp(argv[i], "--namespace") == 0)
 			slot = &ctl.ns;
 		else if (strcmp(argv[i], "--actor") == 0)

@@ -12,11 +12,56 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/crypto.h"
+#include "common/secret.h"
+#include "gateway/redis/conn.h"
 #include "gateway/gov/reader.h"
 #include "gateway/redis/keys.h"
 #include "tools/ctl_internal.h"
 
 /* ---- connection ---------------------------------------------------------- */
+
+/* AUTH with --redis-password-file (and --redis-user) when given. */
+static int ctl_auth(struct ctl *ctl)
+{
+	uint8_t pass[GW_REDIS_PASSWORD_MAX];
+	const char *user = ctl->redis_user && *ctl->redis_user ? ctl->redis_user : NULL;
+	char err[512];
+	size_t len = 0;
+	redisReply *r;
+	int rc = CTL_EXIT_OK;
+
+	if (!ctl->redis_password_file || !*ctl->redis_password_file) {
+		if (!user)
+			return CTL_EXIT_OK;
+		fprintf(stderr, "sluicectl: --redis-user: expected with --redis-password-file, "
+			"found without\n");
+		rc = CTL_EXIT_USAGE;
+		goto out;
+	}
+	if (cm_secret_read(ctl->redis_password_file, "--redis-password-file", pass, sizeof(pass),
+			   &len, err, sizeof(err)) != CM_OK || len == 0) {
+		fprintf(stderr, "sluicectl: %s\n", len == 0 && !err[0] ?
+			"--redis-password-file: expected a password, found an empty file" : err);
+		rc = CTL_EXIT_INVALID;
+		goto out;
+	}
+	r = user ? redisCommand(ctl->rc, "AUTH %s %b", user, pass, len)
+		 : redisCommand(ctl->rc, "AUTH %b", pass, len);
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		/* Redis's words; the password is never echoed */
+		fprintf(stderr, "sluicectl: Redis refused AUTH: %s\n",
+			r ? r->str : ctl->rc->errstr);
+		rc = CTL_EXIT_REDIS;
+	}
+	if (r)
+		freeReplyObject(r);
+out:
+	cm_wipe(pass, sizeof(pass));
+	if (rc != CTL_EXIT_OK)
+		ctl_disconnect(ctl);
+	return rc;
+}
 
 int ctl_connect(struct ctl *ctl)
 {
@@ -80,7 +125,7 @@ int ctl_connect(struct ctl *ctl)
 		ctl_disconnect(ctl);
 		return CTL_EXIT_REDIS;
 	}
-	return CTL_EXIT_OK;
+	return ctl_auth(ctl);
 }
 
 void ctl_disconnect(struct ctl *ctl)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/secret.h"
 #include "gateway/redis/keys.h"
 #include "gateway/gov/reader.h"
 
@@ -88,70 +89,17 @@ void gw_key_pepper_free(struct gw_key_pepper *p)
 enum cm_status gw_key_pepper_load(const char *path, struct gw_key_pepper **out,
 				  char *err, size_t errlen)
 {
-	enum cm_status st = CM_OK;
-	uint8_t buf[GW_KEY_PEPPER_MAX + 3];
+	uint8_t buf[GW_KEY_PEPPER_MAX];
+	enum cm_status st;
 	size_t len = 0;
-	struct stat sb;
-	int fd;
 
 	*out = NULL;
-	if (errlen)
-		err[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		st = errno == ENOENT ? CM_ENOTFOUND : errno == EACCES ? CM_EPERM : CM_EIO;
-		snprintf(err, errlen, "pepper file %s: cannot open: %s", path,
-			 strerror(errno));
+	st = cm_secret_read(path, "pepper file", buf, sizeof(buf), &len, err, errlen);
+	if (st != CM_OK)
 		return st;
-	}
-	if (fstat(fd, &sb) != 0) {
-		snprintf(err, errlen, "pepper file %s: fstat: %s", path,
-			 strerror(errno));
-		st = CM_EIO;
-		goto out;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		snprintf(err, errlen, "pepper file %s: expected a regular file",
-			 path);
-		st = CM_EFORMAT;
-		goto out;
-	}
-	if (sb.st_mode & 077) {
-		snprintf(err, errlen,
-			 "pepper file %s has mode %04o: expected no group or other "
-			 "permissions (chmod 600 %s)",
-			 path, (unsigned)(sb.st_mode & 07777), path);
-		st = CM_EPERM;
-		goto out;
-	}
-	for (;;) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			snprintf(err, errlen, "pepper file %s: read: %s", path,
-				 strerror(errno));
-			st = CM_EIO;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len == sizeof(buf))
-			break;
-	}
-	if (len > 0 && buf[len - 1] == '\n') {
-		len--;
-		if (len > 0 && buf[len - 1] == '\r')
-			len--;
-	}
-	if (len < GW_KEY_PEPPER_MIN || len > GW_KEY_PEPPER_MAX) {
-		snprintf(err, errlen,
-			 "pepper file %s: expected %d to %d bytes, found %s%zu",
-			 path, GW_KEY_PEPPER_MIN, GW_KEY_PEPPER_MAX,
-			 len > GW_KEY_PEPPER_MAX ? "more than " : "",
-			 len > GW_KEY_PEPPER_MAX ? (size_t)GW_KEY_PEPPER_MAX : len);
+	if (len < GW_KEY_PEPPER_MIN) {
+		snprintf(err, errlen, "pepper file %s: expected %d to %d bytes, found %zu", path,
+			 GW_KEY_PEPPER_MIN, GW_KEY_PEPPER_MAX, len);
 		st = CM_EFORMAT;
 		goto out;
 	}
@@ -160,7 +108,6 @@ enum cm_status gw_key_pepper_load(const char *path, struct gw_key_pepper **out,
 		snprintf(err, errlen, "pepper file %s: %s", path, cm_status_str(st));
 out:
 	cm_wipe(buf, sizeof(buf));
-	close(fd);
 	return st;
 }
 

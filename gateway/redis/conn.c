@@ -11,7 +11,9 @@
 #include <hiredis/adapters/libevent.h>
 
 #include "common/alloc.h"
+#include "common/crypto.h"
 #include "common/log.h"
+#include "common/secret.h"
 
 #define GW_REDIS_CHANNEL_MAX 128
 #define GW_REDIS_MESSAGE_MAX 4096
@@ -32,6 +34,10 @@ struct gw_redis {
 	int port;
 	int unix_sock;
 	int freeing;
+	int auth;                                 /* AUTH before anything else */
+	char user[GW_REDIS_USER_MAX + 1];
+	uint8_t pass[GW_REDIS_PASSWORD_MAX];
+	size_t pass_len;
 	struct rconn cmd, sub;
 	char channel[GW_REDIS_CHANNEL_MAX];
 	gw_redis_msg_fn on_msg;
@@ -41,6 +47,49 @@ struct gw_redis {
 
 static void rd_cmd_connect(struct gw_redis *r);
 static void rd_sub_connect(struct gw_redis *r);
+static void rd_sub_msg(redisAsyncContext *ac, void *reply, void *priv);
+
+static void rd_cmd_up(struct rconn *c)
+{
+	c->up = 1;
+	c->backoff_ms = GW_REDIS_RECONNECT_MIN_MS;
+	cm_logf(CM_LOG_INFO, "redis_connected", "%s", c->r->url);
+}
+
+static void rd_subscribe(struct gw_redis *r)
+{
+	if (redisAsyncCommand(r->sub.ac, rd_sub_msg, r, "SUBSCRIBE %s", r->channel) != REDIS_OK)
+		cm_logf(CM_LOG_WARN, "redis_subscribe", "%s: SUBSCRIBE not sent", r->url);
+}
+
+/* AUTH's answer: the command connection is up, the subscription is sent,
+ * or (refused) the connection is closed and retried. */
+static void rd_auth_reply(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct rconn *c = priv;
+	const redisReply *m = reply;
+
+	if (!m)
+		return; /* the connection is going away */
+	if (m->type == REDIS_REPLY_ERROR) {
+		/* Redis's words ("WRONGPASS ..."); the password is never echoed */
+		cm_logf(CM_LOG_ERROR, "redis_auth_failed", "%s: %.200s", c->r->url, m->str);
+		redisAsyncDisconnect(ac);
+		return;
+	}
+	if (c == &c->r->cmd)
+		rd_cmd_up(c);
+	else
+		rd_subscribe(c->r);
+}
+
+static int rd_send_auth(struct gw_redis *r, redisAsyncContext *ac, struct rconn *c)
+{
+	if (r->user[0])
+		return redisAsyncCommand(ac, rd_auth_reply, c, "AUTH %s %b", r->user, r->pass,
+					 r->pass_len);
+	return redisAsyncCommand(ac, rd_auth_reply, c, "AUTH %b", r->pass, r->pass_len);
+}
 
 static redisAsyncContext *rd_open(struct gw_redis *r, struct rconn *c)
 {
@@ -56,6 +105,10 @@ static redisAsyncContext *rd_open(struct gw_redis *r, struct rconn *c)
 	}
 	ac->data = c;
 	if (redisLibeventAttach(ac, r->base) != REDIS_OK) {
+		redisAsyncFree(ac);
+		return NULL;
+	}
+	if (r->auth && rd_send_auth(r, ac, c) != REDIS_OK) {
 		redisAsyncFree(ac);
 		return NULL;
 	}
@@ -87,9 +140,8 @@ static void rd_cmd_connected(const redisAsyncContext *ac, int status)
 		rd_retry_later(c);
 		return;
 	}
-	c->up = 1;
-	c->backoff_ms = GW_REDIS_RECONNECT_MIN_MS;
-	cm_logf(CM_LOG_INFO, "redis_connected", "%s", c->r->url);
+	if (!c->r->auth)
+		rd_cmd_up(c);
 }
 
 static void rd_cmd_disconnected(const redisAsyncContext *ac, int status)
@@ -178,8 +230,8 @@ static void rd_sub_connect(struct gw_redis *r)
 	}
 	redisAsyncSetConnectCallback(r->sub.ac, rd_sub_connected);
 	redisAsyncSetDisconnectCallback(r->sub.ac, rd_sub_disconnected);
-	if (redisAsyncCommand(r->sub.ac, rd_sub_msg, r, "SUBSCRIBE %s", r->channel) != REDIS_OK)
-		cm_logf(CM_LOG_WARN, "redis_subscribe", "%s: SUBSCRIBE not sent", r->url);
+	if (!r->auth)
+		rd_subscribe(r);
 }
 
 static void rd_cmd_retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -226,8 +278,42 @@ bad:
 	return CM_EINVAL;
 }
 
-enum cm_status gw_redis_new(struct event_base *base, const char *url, struct gw_redis **out,
-			    char *err, size_t err_len)
+static enum cm_status rd_load_auth(struct gw_redis *r, const struct gw_redis_opts *o, char *err,
+				   size_t err_len)
+{
+	enum cm_status st;
+
+	if (o->user && (!*o->user || strlen(o->user) > GW_REDIS_USER_MAX ||
+			strpbrk(o->user, " \t\r\n"))) {
+		snprintf(err, err_len, "gateway.redis.user: expected a name of 1 to %d bytes "
+			 "without spaces, found %zu bytes", GW_REDIS_USER_MAX, strlen(o->user));
+		return CM_EINVAL;
+	}
+	if (!o->password_file) {
+		if (o->user) {
+			snprintf(err, err_len, "gateway.redis.user: expected with "
+				 "gateway.redis.password_file, found without");
+			return CM_EINVAL;
+		}
+		return CM_OK;
+	}
+	st = cm_secret_read(o->password_file, "gateway.redis.password_file", r->pass,
+			    sizeof(r->pass), &r->pass_len, err, err_len);
+	if (st != CM_OK)
+		return st;
+	if (r->pass_len == 0) {
+		snprintf(err, err_len, "gateway.redis.password_file %s: expected a password, "
+			 "found an empty file", o->password_file);
+		return CM_EINVAL;
+	}
+	if (o->user)
+		snprintf(r->user, sizeof(r->user), "%s", o->user);
+	r->auth = 1;
+	return CM_OK;
+}
+
+enum cm_status gw_redis_new(struct event_base *base, const struct gw_redis_opts *o,
+			    struct gw_redis **out, char *err, size_t err_len)
 {
 	struct gw_redis *r = cm_calloc(1, sizeof(*r));
 	enum cm_status st;
@@ -244,7 +330,9 @@ enum cm_status gw_redis_new(struct event_base *base, const char *url, struct gw_
 		gw_redis_free(r);
 		return CM_ENOMEM;
 	}
-	st = rd_parse_url(r, url ? url : "", err, err_len);
+	st = rd_parse_url(r, o->url ? o->url : "", err, err_len);
+	if (st == CM_OK)
+		st = rd_load_auth(r, o, err, err_len);
 	if (st != CM_OK) {
 		gw_redis_free(r);
 		return st;
@@ -282,6 +370,7 @@ void gw_redis_free(struct gw_redis *r)
 		event_free(r->cmd.retry);
 	if (r->sub.retry)
 		event_free(r->sub.retry);
+	cm_wipe(r->pass, sizeof(r->pass));
 	cm_free(r);
 }
 

@@ -3,7 +3,8 @@
  * module that talks to Redis borrows it: auth, quota leases, usage,
  * admin) and one for the revocation subscription.
  *
- * Both are hiredis async contexts on the gateway's event loop.  They are
+ * Both are hiredis async contexts on the gateway's event loop, logged in
+ * with AUTH when a password is configured.  They are
  * opened at once and reopened after a failure with a backoff from
  * GW_REDIS_RECONNECT_MIN_MS doubling to GW_REDIS_RECONNECT_MAX_MS; while
  * the command connection is down gw_redis_async() returns NULL and callers
@@ -25,6 +26,8 @@
 #define GW_REDIS_RECONNECT_MIN_MS 100
 #define GW_REDIS_RECONNECT_MAX_MS 5000
 #define GW_REDIS_URL_MAX 255
+#define GW_REDIS_USER_MAX 128
+#define GW_REDIS_PASSWORD_MAX 512
 
 struct gw_redis;
 
@@ -33,12 +36,23 @@ typedef void (*gw_redis_msg_fn)(void *ctx, const char *payload, size_t len);
 /* The subscription is (again) in place, or was lost. */
 typedef void (*gw_redis_sub_fn)(void *ctx);
 
+/* Where Redis is and how to log in. */
+struct gw_redis_opts {
+	const char *url;           /* unix:///path or redis://host[:port] */
+	const char *user;          /* ACL user for AUTH; NULL: the default user */
+	const char *password_file; /* AUTH with its content; NULL: no AUTH */
+};
+
 /*
- * Parses `url` (unix:///path or redis://host[:port]) and starts both
- * connections.  CM_EINVAL with a message naming gateway.redis.url.
+ * Parses the URL, reads the password file (cm_secret_read: mode 0600, at
+ * most GW_REDIS_PASSWORD_MAX bytes) and starts both connections.  With a
+ * password each connection sends AUTH first and counts as up only once
+ * Redis accepted it; a refused AUTH is logged (redis_auth_failed, Redis's
+ * words, never the password) and retried with the backoff.  CM_EINVAL /
+ * the file's status, with a message naming the gateway.redis key.
  */
-enum cm_status gw_redis_new(struct event_base *base, const char *url, struct gw_redis **out,
-			    char *err, size_t err_len) CM_WUR;
+enum cm_status gw_redis_new(struct event_base *base, const struct gw_redis_opts *o,
+			    struct gw_redis **out, char *err, size_t err_len) CM_WUR;
 /* Closes both connections (commands in flight get NULL replies).  NULL: no-op. */
 void gw_redis_free(struct gw_redis *r);
 

@@ -1,6 +1,6 @@
 /*
  * test_misc.c - status names, arena, clock, crypto (known-answer vectors),
- * UTF-8 validation and log record format.
+ * secret files, UTF-8 validation and log record format.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +19,7 @@
 #include "common/arena.h"
 #include "common/clock.h"
 #include "common/crypto.h"
+#include "common/secret.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/utf8.h"
@@ -205,6 +207,85 @@ static void test_log_json_lines(void **state)
 	cm_log_setup(CM_LOG_INFO, 2, "test");
 }
 
+/* Writes `data` (n bytes) to dir/name with `mode`; the path in path[256]. */
+static void secret_file(const char *dir, const char *name, const char *data, size_t n,
+			mode_t mode, char path[256])
+{
+	FILE *f;
+
+	snprintf(path, 256, "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, n, f), n);
+	fclose(f);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void test_secret_read(void **state)
+{
+	char dir[] = "/tmp/sluice-secret-XXXXXX", path[256], err[512];
+	uint8_t buf[8];
+	size_t len = 99;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	secret_file(dir, "a", "hunter2\n", 8, 0600, path);
+	assert_int_equal(cm_secret_read(path, "test secret", buf, sizeof(buf), &len, err,
+					 sizeof(err)), CM_OK);
+	assert_int_equal(len, 7);
+	assert_memory_equal(buf, "hunter2", 7);
+	/* CRLF dropped; exactly cap bytes with and without a newline */
+	secret_file(dir, "b", "abc\r\n", 5, 0400, path);
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)), CM_OK);
+	assert_int_equal(len, 3);
+	secret_file(dir, "c", "12345678\n", 9, 0600, path);
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)), CM_OK);
+	assert_int_equal(len, 8);
+	secret_file(dir, "d", "12345678", 8, 0600, path);
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)), CM_OK);
+	assert_int_equal(len, 8);
+	/* longer than cap: refused, the message names the file, not the bytes */
+	secret_file(dir, "e", "123456789", 9, 0600, path);
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)),
+			 CM_EFORMAT);
+	assert_non_null(strstr(err, "expected at most 8 bytes"));
+	assert_null(strstr(err, "1234"));
+	secret_file(dir, "f", "12345678\n\n", 10, 0600, path);
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)),
+			 CM_EFORMAT);
+	/* readable by others: refused with the mode and the fix */
+	secret_file(dir, "g", "hunter2\n", 8, 0644, path);
+	assert_int_equal(cm_secret_read(path, "test secret", buf, sizeof(buf), &len, err,
+					 sizeof(err)), CM_EPERM);
+	assert_non_null(strstr(err, "test secret"));
+	assert_non_null(strstr(err, "mode 0644"));
+	assert_non_null(strstr(err, "chmod 600"));
+	assert_null(strstr(err, "hunter2"));
+	/* group read: a root-owned file only (a Kubernetes secret with fsGroup) */
+	secret_file(dir, "g", "hunter2\n", 8, 0440, path);
+	if (geteuid() == 0) {
+		assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err,
+						 sizeof(err)), CM_OK);
+		assert_int_equal(len, 7);
+		assert_int_equal(chown(path, 65534, 65534), 0);
+	}
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)),
+			 CM_EPERM);
+	assert_non_null(strstr(err, "mode 0440"));
+	/* missing; a directory */
+	snprintf(path, sizeof(path), "%s/none", dir);
+	assert_int_equal(cm_secret_read(path, "t", buf, sizeof(buf), &len, err, sizeof(err)),
+			 CM_ENOTFOUND);
+	assert_int_equal(cm_secret_read(dir, "t", buf, sizeof(buf), &len, err, sizeof(err)),
+			 CM_EFORMAT);
+	assert_non_null(strstr(err, "regular file"));
+	for (const char *n = "abcdefg"; *n; n++) {
+		snprintf(path, sizeof(path), "%s/%c", dir, *n);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -214,6 +295,7 @@ int main(void)
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_sha256_incremental_and_file),
 		cmocka_unit_test(test_random_ct_hex),
+		cmocka_unit_test(test_secret_read),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_log_json_lines),
 	};

@@ -53,7 +53,9 @@ static int answers_ping(const char *sock)
 		return 0;
 	if (!c->err) {
 		r = redisCommand(c, "PING");
-		ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+		/* a server with requirepass answers NOAUTH: up as well */
+		ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+			   (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
 		if (r)
 			freeReplyObject(r);
 	}
@@ -62,6 +64,11 @@ static int answers_ping(const char *sock)
 }
 
 int redis_fixture_start(struct redis_fixture *f)
+{
+	return redis_fixture_start_auth(f, NULL);
+}
+
+int redis_fixture_start_auth(struct redis_fixture *f, const char *password)
 {
 	int64_t deadline;
 
@@ -87,7 +94,8 @@ int redis_fixture_start(struct redis_fixture *f)
 		execlp("redis-server", "redis-server", "--port", "0",
 		       "--unixsocket", f->sock, "--unixsocketperm", "700",
 		       "--save", "", "--appendonly", "no", "--daemonize", "no",
-		       "--dir", f->dir, (char *)NULL);
+		       "--dir", f->dir, password ? "--requirepass" : (char *)NULL,
+		       password, (char *)NULL);
 		_exit(127);
 	}
 	deadline = cm_mono_ns() + 10 * CM_NS_PER_S;

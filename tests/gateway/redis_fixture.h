@@ -21,6 +21,8 @@ struct redis_fixture {
 int redis_fixture_available(void);
 /* Starts the server; 0 on success, -1 with a message on stderr. */
 int redis_fixture_start(struct redis_fixture *f);
+/* The same with `--requirepass password` (NULL: none). */
+int redis_fixture_start_auth(struct redis_fixture *f, const char *password);
 void redis_fixture_stop(struct redis_fixture *f);
 
 #endif

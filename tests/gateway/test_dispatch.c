@@ -157,7 +157,7 @@ static int dt_build(void)
 	gw_server_config_defaults(&sc);
 	sc.plain_http = 1;
 	sc.port = 0;
-	if (gw_redis_new(base, url, &redis, err, sizeof(err)) != CM_OK ||
+	if (gw_redis_new(base, &(struct gw_redis_opts){ .url = url }, &redis, err, sizeof(err)) != CM_OK ||
 	    gw_auth_new(base, &ac, pepper, redis, &auth, err, sizeof(err)) != CM_OK ||
 	    gw_workers_new(base, &spec, 1, &wc, &ws) != CM_OK || gw_queue_new(&qc, &q) != CM_OK ||
 	    gw_metrics_new(&metrics) != CM_OK)

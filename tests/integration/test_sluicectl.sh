@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_sluicectl.sh - drives the built sluicectl against a private
 # redis-server: tenants, clients, keys, exit codes, --json, revocation
-# published on the channel, and no key secret anywhere in Redis.
+# published on the channel, no key secret anywhere in Redis, and AUTH
+# against a redis-server with requirepass.
 #
 # usage: test_sluicectl.sh SLUICECTL_BINARY
 # Exit 77 (skip) when redis-server, redis-cli or jq is missing.
@@ -325,6 +326,37 @@ expect 5 "bad namespace" -- --namespace "a b" tenant list
 [ $? -eq 4 ] && pass "Redis unavailable exits 4" || fail "Redis unavailable did not exit 4"
 "$CTL_BIN" --redis "http://x" tenant list >/dev/null 2>&1
 [ $? -eq 1 ] && pass "bad URL is a usage error" || fail "bad URL did not exit 1"
+
+# ---- a Redis with requirepass --------------------------------------------------------
+ASOCK=$TMP/auth.sock
+redis-server --port 0 --unixsocket "$ASOCK" --unixsocketperm 700 --save '' \
+	--appendonly no --daemonize no --dir "$TMP" --requirepass "s3cret-Redis-pw" \
+	>"$TMP/redis-auth.log" 2>&1 &
+AUTH_PID=$!
+apong() { redis-cli -s "$ASOCK" PING 2>&1 | grep -q NOAUTH; }
+wait_for 10 apong || fail "redis-server with requirepass did not answer"
+printf 's3cret-Redis-pw\n' >"$TMP/redis-pw"
+chmod 600 "$TMP/redis-pw"
+printf 'wrong-pw\n' >"$TMP/redis-wrong"
+chmod 600 "$TMP/redis-wrong"
+actl() { "$CTL_BIN" --redis "unix://$ASOCK" "$@" >"$TMP/out" 2>"$TMP/err"; }
+actl tenant list
+[ $? -eq 4 ] && grep -q NOAUTH "$TMP/err" && pass "no password against requirepass: exit 4, NOAUTH" ||
+	fail "no password: $(cat "$TMP/err")"
+actl --redis-password-file "$TMP/redis-pw" tenant create authed
+[ $? -eq 0 ] && pass "--redis-password-file: AUTH then tenant create" || fail "AUTH: $(cat "$TMP/err")"
+SLUICE_REDIS_PASSWORD_FILE=$TMP/redis-pw actl tenant show authed
+[ $? -eq 0 ] && pass "\$SLUICE_REDIS_PASSWORD_FILE" || fail "env password: $(cat "$TMP/err")"
+actl --redis-password-file "$TMP/redis-wrong" tenant list
+[ $? -eq 4 ] && grep -q "Redis refused AUTH: WRONGPASS" "$TMP/err" && ! grep -q wrong-pw "$TMP/err" &&
+	pass "wrong password: exit 4, Redis's words, not the password" || fail "wrong: $(cat "$TMP/err")"
+chmod 644 "$TMP/redis-pw"
+actl --redis-password-file "$TMP/redis-pw" tenant list
+[ $? -eq 5 ] && grep -q "mode 0644" "$TMP/err" && ! grep -q s3cret "$TMP/err" &&
+	pass "password file readable by others: exit 5" || fail "mode: $(cat "$TMP/err")"
+actl --redis-user gw tenant list
+[ $? -eq 1 ] && pass "--redis-user without a password file: usage error" || fail "user: $(cat "$TMP/err")"
+kill "$AUTH_PID" 2>/dev/null && wait "$AUTH_PID" 2>/dev/null
 
 if [ "$FAILS" -ne 0 ]; then
 	echo "$FAILS check(s) failed"

@@ -178,7 +178,7 @@ static int setup(void **state)
 	at_gov(cmd);
 	cm_free(cmd);
 	snprintf(url, sizeof(url), "unix://%s", fx.sock);
-	if (gw_redis_new(base, url, &redis, err, sizeof(err)) != CM_OK ||
+	if (gw_redis_new(base, &(struct gw_redis_opts){ .url = url }, &redis, err, sizeof(err)) != CM_OK ||
 	    gw_auth_new(base, &ac, pepper, redis, &auth, err, sizeof(err)) != CM_OK)
 		return -1;
 	gw_auth_set_revoke_cb(auth, at_on_revoke, NULL);
