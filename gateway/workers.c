@@ -43,7 +43,8 @@ struct gw_wconn {
 	/* HELLO copy with owned strings */
 	struct proto_hello hello;
 	char h_worker[GW_WK_STR_MAX], h_model[GW_WK_STR_MAX], h_backend[GW_WK_STR_MAX],
-		h_device[GW_WK_STR_MAX], h_engine[GW_WK_STR_MAX];
+		h_device[GW_WK_STR_MAX], h_engine[GW_WK_STR_MAX], h_arch[GW_WK_STR_MAX],
+		h_ftype[GW_WK_STR_MAX];
 	struct proto_stats stats;
 	int have_stats;
 	int64_t stats_ns;
@@ -239,6 +240,8 @@ static int on_hello(struct gw_wconn *c, const struct proto_hello *h)
 	copy_str(c->h_backend, &h->backend, &c->hello.backend);
 	copy_str(c->h_device, &h->device, &c->hello.device);
 	copy_str(c->h_engine, &h->engine_version, &c->hello.engine_version);
+	copy_str(c->h_arch, &h->architecture, &c->hello.architecture);
+	copy_str(c->h_ftype, &h->file_type, &c->hello.file_type);
 	c->hello_ok = 1;
 	c->backoff_ms = GW_WK_BACKOFF_MIN_MS;
 	c->stats_ns = cm_mono_ns(); /* grace period for the first STATS */

@@ -468,7 +468,8 @@ static enum cm_status scratch_alloc(struct cm_buf *s, size_t bytes, size_t *off)
  * u16 proto_version, str worker_name, str model_name,
  * bytes32 model_sha256, u32 context_len, u32 vocab_size, u32 max_seqs,
  * u32 kv_blocks_total, u32 kv_block_tokens, str backend, str device,
- * str engine_version
+ * str engine_version, u64 model_bytes, i64 model_mtime_s, str architecture,
+ * u64 parameter_count, str file_type
  */
 static void enc_hello(struct wr *w, const struct proto_hello *h)
 {
@@ -484,6 +485,11 @@ static void enc_hello(struct wr *w, const struct proto_hello *h)
 	wr_str(w, h->backend);
 	wr_str(w, h->device);
 	wr_str(w, h->engine_version);
+	wr_u64(w, h->model_bytes);
+	wr_i64(w, h->model_mtime_s);
+	wr_str(w, h->architecture);
+	wr_u64(w, h->parameter_count);
+	wr_str(w, h->file_type);
 }
 
 static void dec_hello(struct rd *r, struct proto_hello *h)
@@ -500,6 +506,11 @@ static void dec_hello(struct rd *r, struct proto_hello *h)
 	rd_str(r, &h->backend);
 	rd_str(r, &h->device);
 	rd_str(r, &h->engine_version);
+	h->model_bytes = rd_u64(r);
+	h->model_mtime_s = rd_i64(r);
+	rd_str(r, &h->architecture);
+	h->parameter_count = rd_u64(r);
+	rd_str(r, &h->file_type);
 }
 
 /* ==== SUBMIT ===========================================================

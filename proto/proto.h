@@ -40,7 +40,7 @@
 #include "common/status.h"
 
 #define PROTO_MAGIC 0x31504C53u
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
 #define PROTO_HEADER_LEN 24
 #define PROTO_DIGEST_LEN 32
 
@@ -100,6 +100,12 @@ struct proto_hello {
 	struct proto_str backend;   /* "cpu", "cuda" */
 	struct proto_str device;    /* "Intel Xeon ... x2 threads", "NVIDIA H200" */
 	struct proto_str engine_version;
+	/* version 2: the model file, for /api/tags, /api/show and /v1/models */
+	uint64_t model_bytes;       /* size of the GGUF file */
+	int64_t model_mtime_s;      /* its modification time, Unix seconds */
+	struct proto_str architecture; /* general.architecture: "llama", "qwen2" */
+	uint64_t parameter_count;   /* elements of all tensors */
+	struct proto_str file_type; /* "Q4_K_M", "F16", ... (general.file_type) */
 };
 
 /* ---- SUBMIT --------------------------------------------------------- */

@@ -52,6 +52,11 @@ static void build(uint16_t type, int variant, struct proto_msg *m)
 		m->u.hello.backend = s_("cpu");
 		m->u.hello.device = s_("x86-64 \xc3\x97 2");
 		m->u.hello.engine_version = s_("0.1.0");
+		m->u.hello.model_bytes = 1234567;
+		m->u.hello.model_mtime_s = 1700000000;
+		m->u.hello.architecture = s_("llama");
+		m->u.hello.parameter_count = 135000000;
+		m->u.hello.file_type = s_("Q8_0");
 		break;
 	case PROTO_PING:
 		m->u.ping.nonce = variant ? 0 : 0x1122334455667788ull;

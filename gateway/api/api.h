@@ -238,7 +238,8 @@ struct gw_api_model {
 	const char *name;
 	const char *architecture;   /* "llama", "qwen2" */
 	const char *family;
-	const char *parameter_size; /* "1.1B" */
+	char parameter_size[16];    /* "1.1B" (gw_api_parameter_size) */
+	uint64_t parameter_count;
 	const char *quantization;   /* "Q4_K_M" */
 	uint64_t size_bytes;        /* model file */
 	uint64_t vram_bytes;        /* device memory in use (ps) */
@@ -246,6 +247,9 @@ struct gw_api_model {
 	int64_t modified_wall_ns;
 	uint32_t context_len;
 };
+
+/* Ollama's parameter_size: "8.0B", "494.0M", "260.1K", "12". */
+void gw_api_parameter_size(uint64_t n, char out[16]);
 
 enum cm_status gw_api_render_version(struct cm_buf *out) CM_WUR;
 enum cm_status gw_api_render_tags(struct cm_buf *out,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 /* The models of the ready workers (deduplicated by name). */
@@ -27,10 +28,14 @@ static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size
 			continue;
 		memset(&m[k], 0, sizeof(m[k]));
 		m[k].name = wi[k].hello.model_name.ptr;
-		m[k].architecture = "llama";
-		m[k].family = "llama";
-		m[k].parameter_size = "";
-		m[k].quantization = "";
+		/* what the worker read from its GGUF file (HELLO, version 2) */
+		m[k].architecture = wi[k].hello.architecture.ptr;
+		m[k].family = wi[k].hello.architecture.ptr;
+		m[k].parameter_count = wi[k].hello.parameter_count;
+		gw_api_parameter_size(wi[k].hello.parameter_count, m[k].parameter_size);
+		m[k].quantization = wi[k].hello.file_type.ptr;
+		m[k].size_bytes = wi[k].hello.model_bytes;
+		m[k].modified_wall_ns = wi[k].hello.model_mtime_s * CM_NS_PER_S;
 		memcpy(m[k].sha256, wi[k].hello.model_sha256, PROTO_DIGEST_LEN);
 		m[k].context_len = wi[k].hello.context_len;
 		m[k].vram_bytes = wi[k].have_stats ? wi[k].stats.device_mem_used : 0;

@@ -28,6 +28,18 @@ enum cm_status gw_api_render_version(struct cm_buf *out)
 	return gw_api_dump_json(out, o);
 }
 
+void gw_api_parameter_size(uint64_t n, char out[16])
+{
+	if (n >= 1000000000ull)
+		snprintf(out, 16, "%.1fB", (double)n / 1e9);
+	else if (n >= 1000000ull)
+		snprintf(out, 16, "%.1fM", (double)n / 1e6);
+	else if (n >= 1000ull)
+		snprintf(out, 16, "%.1fK", (double)n / 1e3);
+	else
+		snprintf(out, 16, "%llu", (unsigned long long)n);
+}
+
 static json_t *model_details(const struct gw_api_model *m)
 {
 	json_t *d = json_object(), *fams = json_array();
@@ -160,6 +172,8 @@ enum cm_status gw_api_render_show(struct cm_buf *out, const struct gw_api_model 
 	json_object_set_new(info, "general.architecture", gw_api_jstr(arch));
 	snprintf(key, sizeof(key), "%.64s.context_length", arch);
 	json_object_set_new(info, key, json_integer(m->context_len));
+	json_object_set_new(info, "general.parameter_count",
+			    json_integer((json_int_t)m->parameter_count));
 	json_object_set_new(o, "model_info", info);
 	json_array_append_new(caps, json_string("completion"));
 	json_object_set_new(o, "capabilities", caps);

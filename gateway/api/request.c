@@ -367,7 +367,7 @@ enum cm_status gw_api_refuse_if_set(const json_t *o, const char *key,
 /* messages[i].role: one of the roles the worker renders (proto/), or an
  * alias the dialect defines; *out is the worker's name. */
 static enum cm_status msg_role(const json_t *m, size_t i,
-			       const struct gw_api_msg_rules *rules,
+			       const struct gw_api_msg_rules *rules, const struct proto_str *model,
 			       struct proto_str *out, struct gw_api_error *err)
 {
 	json_t *role = gw_api_field(m, "role");
@@ -390,8 +390,10 @@ static enum cm_status msg_role(const json_t *m, size_t i,
 	}
 	if (strcmp(s, "tool") == 0) {
 		gw_api_error_set(err, 400, f, "unsupported",
-				 "%s: expected %s, found \"tool\" (tool results need tool calling, which is not supported)",
-				 f, rules->role_expect);
+				 "%s: expected %s, found \"tool\": model \"%.*s\" takes no tool results "
+				 "(tool calling is not supported yet)",
+				 f, rules->role_expect, (int)(model->len > 64 ? 64 : model->len),
+				 model->ptr ? model->ptr : "");
 		return CM_EINVAL;
 	}
 	gw_api_error_set(err, 400, f, NULL, "%s: expected %s, found another string",
@@ -434,7 +436,7 @@ enum cm_status gw_api_messages(const json_t *root, const struct gw_api_limits *l
 		snprintf(f, sizeof(f), "messages[%zu]", i);
 		if (!json_is_object(m))
 			return gw_api_bad(err, f, "an object with role and content", m);
-		st = msg_role(m, i, rules, &r->messages[i].role, err);
+		st = msg_role(m, i, rules, &r->model, &r->messages[i].role, err);
 		if (st != CM_OK)
 			return st;
 		if (rules->images_refused) {

@@ -1,12 +1,19 @@
-// compat.mjs - the official `openai` and `ollama` npm packages, unmodified,
-// against a real Sluice stack (started by tests/integration/test_stories.c):
-// each scenario is an assertion; prints "ok"/"not ok" per scenario and exits
-// 1 when any failed.  Environment: SLUICE_URL (https://127.0.0.1:PORT),
-// SLUICE_KEY, SLUICE_KEY_LIMITED (a key whose tenant allows 1 request a
-// minute), SLUICE_MODEL; NODE_EXTRA_CA_CERTS names the test's certificate.
+// compat.mjs - the official `openai` and `ollama` npm packages and
+// LangChain's ChatOpenAI, OpenAI and ChatOllama, unmodified, against a real
+// Sluice stack (started by tests/integration/test_stories.c): each scenario
+// is an assertion; prints "ok"/"not ok" per scenario and exits 1 when any
+// failed.  Environment: SLUICE_URL (https://127.0.0.1:PORT), SLUICE_KEY,
+// SLUICE_KEY_LIMITED (a key whose tenant allows 1 request a minute),
+// SLUICE_KEY_PACED (30 a minute: a refusal's Retry-After is at most 2 s),
+// SLUICE_MODEL, SLUICE_MODEL_FILE (the GGUF file the worker serves);
+// NODE_EXTRA_CA_CERTS names the test's certificate.
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
+import { ChatOpenAI, OpenAI as LangChainOpenAI } from '@langchain/openai';
+import { ChatOllama } from '@langchain/ollama';
+import { HumanMessage, SystemMessage } from '@langchain/core/messages';
 import assert from 'node:assert/strict';
+import { statSync } from 'node:fs';
 
 const url = process.env.SLUICE_URL;
 const key = process.env.SLUICE_KEY;
@@ -41,9 +48,12 @@ await scenario('openai: models.list names the model', async () => {
   for await (const m of oa.models.list()) ids.push(m.id);
   assert.ok(ids.includes(model), `ids ${ids}`);
 });
-await scenario('openai: models.retrieve', async () => {
+// what the lists say comes from the model file the worker serves
+const file = statSync(process.env.SLUICE_MODEL_FILE);
+await scenario('openai: models.retrieve, created is the model file\'s time', async () => {
   const m = await oa.models.retrieve(model);
   assert.equal(m.id, model);
+  assert.equal(m.created, Math.floor(file.mtimeMs / 1000));
 });
 await scenario('openai: chat without max_tokens (as much as fits)', async () => {
   const r = await oa.chat.completions.create({
@@ -111,6 +121,38 @@ await scenario('openai: quota is RateLimitError with Retry-After', async () => {
   const e = await rejects(lim.completions.create({ model, prompt: 'a', max_tokens: 1 }), OpenAI.RateLimitError, 429);
   assert.ok(Number(e.headers.get ? e.headers.get('retry-after') : e.headers['retry-after']) >= 1);
 });
+await scenario('openai: a 429 is retried after its Retry-After, then answered', async () => {
+  // what went over the wire: the SDK's own retry loop, observed through its
+  // documented `fetch` option
+  const wire = [];
+  const paced = new OpenAI({
+    baseURL: `${url}/v1`, apiKey: process.env.SLUICE_KEY_PACED, maxRetries: 2,
+    fetch: async (u, init) => {
+      wire.push({ at: Date.now(), what: 'request' });
+      const r = await fetch(u, init);
+      wire.push({ at: Date.now(), what: r.status, retryAfter: r.headers.get('retry-after') });
+      return r;
+    },
+  });
+  // 30 a minute from idle: a burst of 30, then each call waits for the next
+  // slot (<= 2 s); call until one call saw a 429 and still succeeded
+  let seen = -1;
+  for (let i = 0; i < 100 && seen < 0; i++) {
+    const from = wire.length;
+    const r = await paced.completions.create({ model, prompt: 'a', max_tokens: 1 });
+    assert.equal(r.object, 'text_completion');
+    const mine = wire.slice(from);
+    const k = mine.findIndex((w) => w.what === 429);
+    if (k >= 0) seen = from + k;
+  }
+  assert.ok(seen >= 0, 'no call was refused within 100 calls of a 30-a-minute key');
+  const refusal = wire[seen], retry = wire[seen + 1], answer = wire[seen + 2];
+  const ra = Number(refusal.retryAfter);
+  assert.ok(ra >= 1 && ra <= 2, `Retry-After ${refusal.retryAfter}`);
+  assert.equal(retry.what, 'request');
+  assert.ok(retry.at - refusal.at >= ra * 1000 - 50, `retried after ${retry.at - refusal.at} ms, Retry-After ${ra} s`);
+  assert.equal(answer.what, 200);
+});
 await scenario('openai: two system messages and one after the first turn, top_p 0', async () => {
   const r = await oa.chat.completions.create({ model, top_p: 0, max_tokens: 8, messages: [
     { role: 'system', content: 'One.' }, { role: 'system', content: 'Two.' },
@@ -118,11 +160,12 @@ await scenario('openai: two system messages and one after the first turn, top_p 
     { role: 'system', content: 'Three.' }, { role: 'user', content: 'a dog' }] });
   assert.ok(r.choices[0].message.content.length > 0);
 });
-await scenario('openai: a tool message is a 400 naming the role', async () => {
+await scenario('openai: a tool message is a 400 naming the role and the model', async () => {
   const e = await rejects(oa.chat.completions.create({ model, messages: [
     { role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c1', content: '{}' }] }),
     OpenAI.BadRequestError, 400);
   assert.match(e.param || '', /messages\[1\]\.role/);
+  assert.ok(e.message.includes(`model "${model}"`) && e.message.includes('"tool"'), e.message);
 });
 await scenario('openai: a prompt over the context is context_length_exceeded', async () => {
   const e = await rejects(oa.completions.create({ model, prompt: 'the dog ran. '.repeat(400), max_tokens: 4 }),
@@ -137,13 +180,57 @@ await scenario('openai: X-Request-Id on the answer', async () => {
   const { response } = await oa.models.list().withResponse();
   assert.match(response.headers.get('x-request-id') || '', /^[0-9a-f]+-[0-9]+$/);
 });
+const lcOpenAI = { apiKey: key, configuration: { baseURL: `${url}/v1` }, maxRetries: 0 };
+await scenario('langchain: ChatOpenAI invoke with a system message, no max tokens', async () => {
+  const llm = new ChatOpenAI({ model, temperature: 0, ...lcOpenAI });
+  const r = await llm.invoke([new SystemMessage('You tell stories.'), new HumanMessage('Once upon a time')]);
+  assert.ok(typeof r.content === 'string' && r.content.length > 0, JSON.stringify(r.content));
+  assert.ok(r.usage_metadata && r.usage_metadata.output_tokens > 0, JSON.stringify(r.usage_metadata));
+});
+await scenario('langchain: ChatOpenAI stream', async () => {
+  const llm = new ChatOpenAI({ model, temperature: 0, maxTokens: 24, ...lcOpenAI });
+  let text = '', n = 0;
+  for await (const c of await llm.stream('Once upon a time')) {
+    text += c.content;
+    n++;
+  }
+  assert.ok(n > 2 && text.length > 0, `${n} chunks: ${text}`);
+});
+await scenario('langchain: ChatOpenAI stop and a refusal as an error', async () => {
+  const llm = new ChatOpenAI({ model, temperature: 0, maxTokens: 40, ...lcOpenAI });
+  const r = await llm.invoke('Once upon a time', { stop: ['.'] });
+  assert.ok(!r.content.includes('.'), r.content);
+  const bad = new ChatOpenAI({ model: 'no-such-model', ...lcOpenAI });
+  await assert.rejects(bad.invoke('x'), (e) => e.status === 404 || /404|model/.test(String(e)));
+});
+await scenario('langchain: OpenAI (completions) greedy equals the SDK', async () => {
+  const llm = new LangChainOpenAI({ model, temperature: 0, maxTokens: 12, ...lcOpenAI });
+  const text = await llm.invoke('Once upon a time');
+  const ref = await oa.completions.create({ model, prompt: 'Once upon a time', max_tokens: 12, temperature: 0 });
+  assert.equal(text, ref.choices[0].text);
+});
+await scenario('langchain: ChatOllama invoke and stream', async () => {
+  const llm = new ChatOllama({ model, baseUrl: url, temperature: 0, numPredict: 16,
+    headers: { Authorization: `Bearer ${key}` } });
+  const r = await llm.invoke([new HumanMessage('Once upon a time')]);
+  assert.ok(typeof r.content === 'string' && r.content.length > 0, JSON.stringify(r.content));
+  let text = '';
+  for await (const c of await llm.stream('Once upon a time')) text += c.content;
+  assert.equal(text, r.content);
+});
 await scenario('ollama: num_predict -1 (until the context is full)', async () => {
   const r = await ol.generate({ model, prompt: 'Once upon a time', options: { temperature: 0, num_predict: -1 } });
   assert.ok(r.eval_count > 0 && r.prompt_eval_count + r.eval_count <= 512, `${r.eval_count}`);
 });
-await scenario('ollama: list names model:latest', async () => {
+await scenario('ollama: list names model:latest with the file\'s size, time and details', async () => {
   const r = await ol.list();
-  assert.ok(r.models.some((m) => m.name === `${model}:latest`), JSON.stringify(r.models.map((m) => m.name)));
+  const m = r.models.find((x) => x.name === `${model}:latest`);
+  assert.ok(m, JSON.stringify(r.models.map((x) => x.name)));
+  assert.equal(m.size, file.size);
+  assert.equal(new Date(m.modified_at).getTime(), Math.floor(file.mtimeMs / 1000) * 1000);
+  assert.equal(m.details.family, 'llama');
+  assert.equal(m.details.quantization_level, 'F32');
+  assert.match(m.details.parameter_size, /^[0-9]+\.[0-9]K$/);
 });
 await scenario('ollama: generate', async () => {
   const r = await ol.generate({ model, prompt: 'Once upon a time', options: { temperature: 0, num_predict: 30 } });
@@ -161,6 +248,8 @@ await scenario('ollama: streamed chat, name:latest', async () => {
 await scenario('ollama: show', async () => {
   const r = await ol.show({ model });
   assert.ok(r.details && r.model_info, JSON.stringify(r).slice(0, 200));
+  assert.equal(r.model_info['general.architecture'], 'llama');
+  assert.ok(r.model_info['general.parameter_count'] > 200000, JSON.stringify(r.model_info));
 });
 await scenario('ollama: 401 is a ResponseError', async () => {
   const bad = new Ollama({ host: url, headers: { Authorization: 'Bearer slk_not-a-key' } });

@@ -47,6 +47,11 @@ static void fk_hello_and_stats(struct fake_worker *fk)
 	m.u.hello.backend = (struct proto_str){ "cpu", 3 };
 	m.u.hello.device = (struct proto_str){ "test", 4 };
 	m.u.hello.engine_version = (struct proto_str){ "0", 1 };
+	m.u.hello.model_bytes = 1048576;
+	m.u.hello.model_mtime_s = 1700000000;
+	m.u.hello.architecture = (struct proto_str){ "llama", 5 };
+	m.u.hello.parameter_count = 260000;
+	m.u.hello.file_type = (struct proto_str){ "F32", 3 };
 	fk_send(fk, &m);
 	memset(&m, 0, sizeof(m));
 	m.type = PROTO_STATS;

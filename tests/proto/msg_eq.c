@@ -42,6 +42,16 @@ static const char *hello_diff(const struct proto_hello *a,
 		return "hello.device";
 	if (!str_eq(a->engine_version, b->engine_version))
 		return "hello.engine_version";
+	if (a->model_bytes != b->model_bytes)
+		return "hello.model_bytes";
+	if (a->model_mtime_s != b->model_mtime_s)
+		return "hello.model_mtime_s";
+	if (!str_eq(a->architecture, b->architecture))
+		return "hello.architecture";
+	if (a->parameter_count != b->parameter_count)
+		return "hello.parameter_count";
+	if (!str_eq(a->file_type, b->file_type))
+		return "hello.file_type";
 	return NULL;
 }
 

@@ -37,6 +37,11 @@ static void sample_hello(struct proto_hello *h)
 	h->backend = tp_str("cuda");
 	h->device = tp_str("NVIDIA H200 \xe2\x80\x94 141 GB");
 	h->engine_version = tp_str("0.1.0");
+	h->model_bytes = 668788096ull;
+	h->model_mtime_s = -1; /* before 1970: the field is signed */
+	h->architecture = tp_str("llama");
+	h->parameter_count = 1100048384ull;
+	h->file_type = tp_str("Q4_K_M");
 }
 
 static void sample_submit(struct proto_submit *s)

@@ -84,12 +84,12 @@ static void test_round_trip_every_type(void **state)
 static void test_exact_bytes(void **state)
 {
 	static const uint8_t ping[] = {
-		'S', 'L', 'P', '1', 1, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
+		'S', 'L', 'P', '1', 2, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, /* request id 0 */
 		0x0D, 0xF0, 0xFE, 0xCA, 0xEF, 0xBE, 0xAD, 0xDE, /* nonce */
 	};
 	static const uint8_t error[] = {
-		'S', 'L', 'P', '1', 1, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
+		'S', 'L', 'P', '1', 2, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
 		0x2A, 0, 0, 0, 0, 0, 0, 0, /* request id 42 */
 		6, 0,                      /* code PROTO_E_PROTOCOL */
 		3, 0, 0, 0, 'b', 'a', 'd',  /* str "bad" */
@@ -165,6 +165,8 @@ static void test_empty_strings(void **state)
 	m.u.hello.backend = empty;
 	m.u.hello.device = empty;
 	m.u.hello.engine_version = empty;
+	m.u.hello.architecture = empty;
+	m.u.hello.file_type = empty;
 	round_trip(&m, &frame, &scratch, &out);
 	assert_int_equal(out.u.hello.device.len, 0);
 	assert_non_null(out.u.hello.device.ptr);
@@ -364,6 +366,9 @@ static void test_encode_refuses_invalid_utf8(void **state)
 		tp_sample(PROTO_HELLO, &m);
 		m.u.hello.engine_version = tp_str(bad[i]);
 		expect_einval(&m, "hello.engine_version");
+		tp_sample(PROTO_HELLO, &m);
+		m.u.hello.file_type = tp_str(bad[i]);
+		expect_einval(&m, "hello.file_type");
 
 		tp_sample(PROTO_SUBMIT, &m);
 		stop[0] = tp_str("ok");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "common/alloc.h"
 #include "common/crypto.h"
@@ -47,6 +48,31 @@ static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_le
 	return CM_OK;
 }
 
+/*
+ * The name llama.cpp gives general.file_type (enum llama_ftype), e.g. 15 =
+ * Q4_K_M; else, the type of layer 0's query weights ("Q8_0").
+ */
+static void file_type_name(const struct wk_model *m, char *out, size_t len)
+{
+	static const char *const names[] = {
+		[0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [7] = "Q8_0", [8] = "Q5_0",
+		[9] = "Q5_1", [10] = "Q2_K", [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L",
+		[14] = "Q4_K_S", [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",
+		[19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S", [22] = "IQ3_XS", [23] = "IQ3_XXS",
+		[24] = "IQ1_S", [25] = "IQ4_NL", [26] = "IQ3_S", [27] = "IQ3_M", [28] = "IQ2_S",
+		[29] = "IQ2_M", [30] = "IQ4_XS", [31] = "IQ1_M", [32] = "BF16", [36] = "TQ1_0",
+		[37] = "TQ2_0",
+	};
+	uint32_t ft;
+
+	if (wk_gguf_get_u32(m->gguf, "general.file_type", &ft) == CM_OK &&
+	    ft < sizeof(names) / sizeof(names[0]) && names[ft]) {
+		snprintf(out, len, "%s", names[ft]);
+		return;
+	}
+	snprintf(out, len, "%s", m->hp.n_layer > 0 ? wk_qtype_name(m->layers[0].wq.type) : "");
+}
+
 static void file_stem(const char *path, char *out, size_t len)
 {
 	const char *base = strrchr(path, '/');
@@ -65,6 +91,7 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 	struct wk_model *m = NULL;
 	struct wk_gguf_str name;
 	enum cm_status st;
+	struct stat sb;
 
 	err[0] = '\0';
 	m = cm_calloc(1, sizeof(*m));
@@ -116,6 +143,10 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 		/* a base model: the messages as plain text, as Ollama does */
 		m->chat = wk_chat_template_by_name("plain", NULL, 0);
 	}
+	m->file_bytes = wk_gguf_file_size(m->gguf);
+	if (stat(path, &sb) == 0)
+		m->mtime_s = (int64_t)sb.st_mtim.tv_sec;
+	file_type_name(m, m->file_type, sizeof(m->file_type));
 	if (wk_gguf_get_str(m->gguf, "general.name", &name) == CM_OK && name.len > 0)
 		snprintf(m->name, sizeof(m->name), "%.*s", (int)(name.len < 127 ? name.len : 127),
 			 name.ptr);

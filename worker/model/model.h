@@ -46,6 +46,10 @@ struct wk_model {
 	int has_sha256;
 	uint64_t weight_bytes;
 	uint64_t n_params;
+	uint64_t file_bytes;         /* size of the GGUF file */
+	int64_t mtime_s;             /* its modification time (Unix seconds) */
+	char file_type[16];          /* "Q4_K_M", "F16": general.file_type, else the
+				      * type of the first layer's attention weights */
 };
 
 /*

@@ -116,6 +116,13 @@ static void send_hello(struct wk_server *s, struct wk_serve_conn *c)
 	h->device.len = (uint32_t)strlen(s->device);
 	h->engine_version.ptr = SLUICE_VERSION;
 	h->engine_version.len = (uint32_t)strlen(SLUICE_VERSION);
+	h->model_bytes = s->model->file_bytes;
+	h->model_mtime_s = s->model->mtime_s;
+	h->architecture.ptr = s->model->cfg->arch_name;
+	h->architecture.len = (uint32_t)strlen(s->model->cfg->arch_name);
+	h->parameter_count = s->model->n_params;
+	h->file_type.ptr = s->model->file_type;
+	h->file_type.len = (uint32_t)strlen(s->model->file_type);
 	wk_serve_conn_send(c, &m);
 }
 

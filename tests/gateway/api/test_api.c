@@ -208,9 +208,11 @@ static void test_chat_ollama(void **state)
 	assert_true(api_streq(r.messages[3].content, "t"));
 	/* the gateway refuses a role the worker would refuse (proto_role_parse) */
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
-	    "messages[0].role: expected one of system, user, assistant, found \"tool\"", "messages[0].role");
+	    "messages[0].role: expected one of system, user, assistant, found \"tool\": "
+	    "model \"m\" takes no tool results", "messages[0].role");
 	api_bad(GW_API_OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
-	    "messages[0].role: expected one of system, developer, user, assistant, found \"tool\"", "messages[0].role");
+	    "messages[0].role: expected one of system, developer, user, assistant, found \"tool\": "
+	    "model \"m\" takes no tool results", "messages[0].role");
 	assert_int_equal(r.sampling.top_k, 0);
 	assert_true(r.stream);
 

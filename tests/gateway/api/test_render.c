@@ -502,6 +502,23 @@ static void test_render_fixed(void **state)
 }
 
 /* A worker's refusal: its words, the field it names, OpenAI's code. */
+/* Ollama's parameter_size from the worker's parameter count. */
+static void test_parameter_size(void **state)
+{
+	static const struct { uint64_t n; const char *s; } c[] = {
+		{ 0, "0" }, { 999, "999" }, { 1000, "1.0K" }, { 260104, "260.1K" },
+		{ 494032768, "494.0M" }, { 1100048384, "1.1B" }, { 8030261248ull, "8.0B" },
+		{ 70553706496ull, "70.6B" },
+	};
+	char out[16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		gw_api_parameter_size(c[i].n, out);
+		assert_string_equal(out, c[i].s);
+	}
+}
+
 static void test_render_worker_refusal(void **state)
 {
 	struct gw_api_error e;
@@ -557,6 +574,7 @@ int main(void)
 		cmocka_unit_test(test_render_worker_refusal),
 		cmocka_unit_test(test_render_chunk_escaping),
 		cmocka_unit_test(test_render_fixed),
+		cmocka_unit_test(test_parameter_size),
 	};
 
 	return cmocka_run_group_tests_name("gateway_api_render", tests, api_setup, api_teardown);
