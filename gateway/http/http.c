@@ -226,6 +226,9 @@ static enum cm_status parse_request_line(struct gw_http_parser *p, char *line,
 	struct gw_http_request *r = &p->req;
 	char *sp1, *sp2, *ver, *q;
 
+	/* the version is compared as a C string: a NUL would hide what follows */
+	if (memchr(line, '\0', len))
+		return http_fail(p, 400, "malformed request line: NUL byte");
 	sp1 = memchr(line, ' ', len);
 	if (!sp1 || sp1 == line)
 		return http_fail(p, 400, "malformed request line: expected METHOD SP target SP version");
@@ -283,7 +286,7 @@ static enum cm_status parse_content_length(struct gw_http_parser *p,
 static enum cm_status header_semantics(struct gw_http_parser *p)
 {
 	struct gw_http_request *r = &p->req;
-	unsigned n_host = 0, n_cl = 0, n_te = 0;
+	unsigned n_host = 0, n_cl = 0, n_te = 0, n_auth = 0;
 	int conn_close = 0, conn_keep = 0;
 	enum cm_status st;
 
@@ -292,6 +295,10 @@ static enum cm_status header_semantics(struct gw_http_parser *p)
 
 		if (strcasecmp(h->name, "host") == 0) {
 			n_host++;
+		} else if (strcasecmp(h->name, "authorization") == 0) {
+			/* which one would count is ambiguous (proxies differ) */
+			if (++n_auth > 1)
+				return http_fail(p, 400, "more than one Authorization header");
 		} else if (strcasecmp(h->name, "content-length") == 0) {
 			if (++n_cl > 1)
 				return http_fail(p, 400, "duplicate Content-Length header");

@@ -27,7 +27,8 @@
  *     extensions are skipped (bounded by the header cap); trailer fields are
  *     read, counted against the header cap, and discarded.
  *   - HTTP/1.1 requires exactly one Host header (400 otherwise); more than
- *     one Host is 400 in 1.0 too.
+ *     one Host is 400 in 1.0 too.  More than one Authorization is 400, and
+ *     so is a NUL anywhere in the request line.
  *   - Expect: 100-continue sets `expect_continue` (the server answers
  *     `100 Continue` before reading the body); any other expectation -> 417.
  *   - keep-alive: HTTP/1.1 keeps the connection unless `Connection: close`;

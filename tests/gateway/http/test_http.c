@@ -278,6 +278,17 @@ static void test_bad_requests(void **state)
 		{ "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n101\r\n", 413, "body limit" },
 		{ "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\n", 413, "body limit" },
 		{ "\r\n\r\n\r\nGET / HTTP/1.1\r\n", 400, "request line" },
+		{ "GET / HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n",
+		  400, "more than one Authorization" },
+	};
+	/* NUL bytes: after the version, in the target, in a header (explicit lengths) */
+	static const char nul_version[] = "GET /healthz HTTP/1.1\0junk\r\nHost: h\r\n\r\n";
+	static const char nul_target[] = "GET /heal\0thz HTTP/1.1\r\nHost: h\r\n\r\n";
+	static const char nul_header[] = "GET / HTTP/1.1\r\nHost: h\0x\r\n\r\n";
+	const struct { const char *req; size_t len; const char *msg_part; } nuls[] = {
+		{ nul_version, sizeof(nul_version) - 1, "NUL" },
+		{ nul_target, sizeof(nul_target) - 1, "NUL" },
+		{ nul_header, sizeof(nul_header) - 1, "control" },
 	};
 
 	(void)state;
@@ -298,6 +309,17 @@ static void test_bad_requests(void **state)
 		/* stays failed */
 		assert_int_equal(gw_http_parser_feed(p, "x", 1, &used), CM_EPROTO);
 		assert_int_equal(gw_http_parser_phase(p), GW_HTTP_PHASE_ERROR);
+		gw_http_parser_free(p);
+	}
+	for (size_t i = 0; i < sizeof(nuls) / sizeof(nuls[0]); i++) {
+		struct gw_http_parser *p = gw_http_parser_new(&lim_default);
+		const char *msg = NULL;
+		size_t used;
+
+		assert_int_equal(feed_steps(p, nuls[i].req, nuls[i].len, 0, &used), CM_EPROTO);
+		assert_int_equal(gw_http_parser_error(p, &msg), 400);
+		if (!strstr(msg, nuls[i].msg_part))
+			fail_msg("NUL case %zu: message '%s' lacks '%s'", i, msg, nuls[i].msg_part);
 		gw_http_parser_free(p);
 	}
 }
