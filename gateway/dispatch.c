@@ -1,8 +1,9 @@
 /*
  * dispatch.c - request lifecycle: auth, parse, quota, queue, placement,
- * streaming, accounting and the request log line (see dispatch.h).
+ * revocation, accounting and the request log line (see dispatch.h; what
+ * the worker sends back: dispatch_results.c).
  */
-#include "gateway/dispatch.h"
+#include "gateway/dispatch_internal.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -25,72 +26,6 @@
 #include "gateway/http/paths.h"
 #include "gateway/gov/usage.h"
 #include "gateway/gov/usage_queue.h"
-
-#define GW_TEXT_ONLY_ID 0xFFFFFFFFu
-/* For calls whose failure changes nothing (best effort). */
-#define GW_IGNORE(x) do { enum cm_status ign_ = (x); (void)ign_; } while (0)
-#define GW_JOB_OUT_CAP (4u * 1024 * 1024)
-
-enum gw_stage {
-	GW_ST_AUTH = 0,
-	GW_ST_QUOTA,
-	GW_ST_QUEUED,
-	GW_ST_RUNNING,
-	GW_ST_ENDED,
-};
-
-struct gw_job {
-	struct gw_dispatch *d;
-	struct gw_request *req;     /* NULL once the client is gone or answered */
-	uint64_t id;
-	enum gw_path route;
-	enum gw_api_style style;
-	enum gw_stage stage;
-	int refs;                   /* async calls that still hold the job */
-	struct gw_api_request api;
-	char model[GW_API_MODEL_NAME_MAX + 1];
-	struct gw_auth_identity ident;
-	int have_ident;
-	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or "" */
-	struct gw_auth_lookup *lookup;
-	struct gw_lease lease;      /* quota admission, renewal, release */
-	struct gw_queue_item qi;
-	int batch;
-	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
-	int retried;                /* re-dispatched once after a lost worker */
-	long worker;                /* -1 none */
-	struct gw_api_stream stream;
-	int streaming;
-	int write_failed;           /* the connection is closing */
-	struct cm_buf text;         /* non-streamed reply text */
-	struct cm_buf out;          /* render scratch */
-	uint32_t tokens;
-	int64_t start_ns, enq_ns, disp_ns, first_ns, last_ns;
-	struct proto_done done;
-	int have_done;
-	int status;
-	const char *outcome;        /* "ok", "cancelled", "error", ... */
-	struct gw_job *anext, *aprev;
-};
-
-struct gw_dispatch {
-	struct event_base *base;
-	struct gw_dispatch_config cfg;
-	struct gw_dispatch_deps dep;
-	struct event *qtimer;
-	struct gw_job *active;
-	size_t n_active;
-	int pumping;
-	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
-	struct gw_usage_queue *usage;      /* usage records not yet acknowledged */
-	int closing;                /* gw_dispatch_free runs: refuse new requests */
-	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
-	struct gw_lease_env lease_env;
-	size_t rr_next;             /* route_round_robin cursor */
-};
-
-static void pump(struct gw_dispatch *d);
-static void job_end(struct gw_job *j, int status, const char *outcome);
 
 /* ---- job bookkeeping ------------------------------------------------ */
 
@@ -135,7 +70,7 @@ static struct gw_job *job_of_item(struct gw_queue_item *it)
 /* ---- responses ------------------------------------------------------ */
 
 /* Takes the request for a final answer: no on_close may reach the job after. */
-static struct gw_request *job_take_req(struct gw_job *j)
+struct gw_request *gw_job_take_req(struct gw_job *j)
 {
 	struct gw_request *r = j->req;
 
@@ -152,16 +87,16 @@ static void respond_raw(struct gw_request *r, int status, const char *ct,
 		cm_logf(CM_LOG_DEBUG, "respond", "response not sent (client gone)");
 }
 
-static void respond_buf(struct gw_request *r, int status, struct cm_buf *b)
+void gw_respond_buf(struct gw_request *r, int status, struct cm_buf *b)
 {
 	respond_raw(r, status, GW_API_CT_JSON, cm_buf_data(b), cm_buf_len(b));
 }
 
 /* Answers the job's client with an error (in the stream when it began). */
-static void job_fail(struct gw_job *j, const struct gw_api_error *e,
-		     uint32_t retry_after, const char *outcome)
+void gw_job_fail(struct gw_job *j, const struct gw_api_error *e,
+		 uint32_t retry_after, const char *outcome)
 {
-	struct gw_request *r = job_take_req(j);
+	struct gw_request *r = gw_job_take_req(j);
 
 	if (r && j->streaming) {
 		cm_buf_reset(&j->out);
@@ -172,16 +107,16 @@ static void job_fail(struct gw_job *j, const struct gw_api_error *e,
 	} else if (r) {
 		gw_api_respond_error(r, j->style, e, retry_after);
 	}
-	job_end(j, e->status, outcome);
+	gw_job_end(j, e->status, outcome);
 }
 
-static void job_failf(struct gw_job *j, int status, const char *outcome,
-		      uint32_t retry_after, const char *msg)
+void gw_job_failf(struct gw_job *j, int status, const char *outcome,
+		  uint32_t retry_after, const char *msg)
 {
 	struct gw_api_error e;
 
 	gw_api_error_set(&e, status, NULL, NULL, "%s", msg);
-	job_fail(j, &e, retry_after, outcome);
+	gw_job_fail(j, &e, retry_after, outcome);
 }
 
 /* ---- usage records (docs/usage.md, gateway/gov/usage_queue.h) -------- */
@@ -260,7 +195,7 @@ static void log_request(struct gw_job *j)
 	gw_reqlog_write(&line);
 }
 
-static void job_end(struct gw_job *j, int status, const char *outcome)
+void gw_job_end(struct gw_job *j, int status, const char *outcome)
 {
 	struct gw_dispatch *d = j->d;
 
@@ -278,7 +213,7 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 	active_del(d, j);
 	if (j->req) {
 		/* the caller did not answer: never leave a client hanging */
-		respond_raw(job_take_req(j), 500, "text/plain", "internal error\n", 15);
+		respond_raw(gw_job_take_req(j), 500, "text/plain", "internal error\n", 15);
 	}
 	log_request(j);
 	usage_record(j);
@@ -292,137 +227,6 @@ static void job_end(struct gw_job *j, int status, const char *outcome)
 					     : (int64_t)j->tokens);
 	job_unref(j);
 }
-
-/* ---- worker results -------------------------------------------------- */
-
-static int start_stream(struct gw_job *j)
-{
-	if (j->streaming)
-		return 0;
-	if (gw_request_stream_start(j->req, 200, gw_api_content_type(&j->api)) != CM_OK)
-		return -1;
-	j->streaming = 1;
-	return 0;
-}
-
-static void job_on_tokens(void *arg, const struct proto_tokens *t)
-{
-	struct gw_job *j = arg;
-	int64_t now = cm_mono_ns();
-	struct gw_metrics *m = j->d->dep.metrics;
-
-	if (!j->req || j->write_failed)
-		return;
-	cm_buf_reset(&j->out);
-	for (uint32_t i = 0; i < t->n; i++) {
-		const struct proto_token *tk = &t->tok[i];
-
-		if (tk->id != GW_TEXT_ONLY_ID) {
-			if (!j->first_ns) {
-				j->first_ns = now;
-				if (m)
-					gw_metrics_observe(m, GW_HIST_TTFT, now - j->start_ns);
-			} else if (m) {
-				gw_metrics_observe(m, GW_HIST_ITL, now - j->last_ns);
-			}
-			j->last_ns = now;
-			j->tokens++;
-		} else if (tk->text.len == 0) {
-			continue;
-		}
-		if (j->api.stream) {
-			if (gw_api_render_chunk(&j->out, &j->stream, tk->text.ptr, tk->text.len) != CM_OK)
-				goto overflow;
-		} else if (cm_buf_append(&j->text, tk->text.ptr, tk->text.len) != CM_OK) {
-			goto overflow;
-		}
-	}
-	if (j->api.stream && cm_buf_len(&j->out)) {
-		if (start_stream(j) != 0 ||
-		    gw_request_stream_write(j->req, cm_buf_data(&j->out), cm_buf_len(&j->out)) != CM_OK) {
-			/* the connection is closing: on_close follows (and
-			 * cancels); stop writing until then */
-			j->write_failed = 1;
-		}
-	}
-	return;
-overflow:
-	gw_workers_cancel(j->d->dep.workers, (size_t)j->worker, j->id, PROTO_CANCEL_TIMEOUT);
-	job_failf(j, 500, "too_large", 0, "the reply exceeded the gateway's output limit");
-}
-
-static void job_on_done(void *arg, const struct proto_done *dn)
-{
-	struct gw_job *j = arg;
-	struct gw_api_result res;
-	int64_t now = cm_mono_ns();
-
-	j->done = *dn;
-	j->have_done = 1;
-	if (!j->req || j->write_failed) {
-		(void)job_take_req(j);
-		job_end(j, 499, "client_gone");
-		return;
-	}
-	memset(&res, 0, sizeof(res));
-	gw_api_result_from_done(&res, dn);
-	res.total_ns = now - j->start_ns;
-	res.ttft_ns = j->first_ns ? j->first_ns - j->start_ns : 0;
-	res.queue_ns = (j->disp_ns - j->enq_ns) + dn->queue_ns;
-	cm_buf_reset(&j->out);
-	if (j->api.stream) {
-		struct gw_request *r;
-
-		if (gw_api_render_final(&j->out, &j->stream, &res) != CM_OK ||
-		    start_stream(j) != 0) {
-			job_failf(j, 500, "render", 0, "internal error");
-			return;
-		}
-		r = job_take_req(j);
-		if (gw_request_stream_write(r, cm_buf_data(&j->out), cm_buf_len(&j->out)) != CM_OK ||
-		    gw_request_stream_end(r) != CM_OK) {
-			job_end(j, 499, "client_gone");
-			return;
-		}
-	} else {
-		if (gw_api_render_full(&j->out, &j->stream, (const char *)cm_buf_data(&j->text),
-				       cm_buf_len(&j->text), &res) != CM_OK) {
-			job_failf(j, 500, "too_large", 0, "the reply exceeded the gateway's output limit");
-			return;
-		}
-		respond_buf(job_take_req(j), 200, &j->out);
-	}
-	job_end(j, 200, dn->finish == PROTO_FINISH_CANCELLED ? "cancelled" : "ok");
-}
-
-static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
-{
-	struct gw_job *j = arg;
-	struct gw_api_error e;
-
-	if (code == GW_WORKERS_E_LOST && j->req && !j->first_ns && !j->retried) {
-		/* nothing reached the client yet: back to the head of its
-		 * queue, once, for another worker (or this one, reconnected) */
-		cm_logf(CM_LOG_WARN, "redispatch", "request %llu: worker connection lost "
-			"before the first token; queued again", (unsigned long long)j->id);
-		j->retried = 1;
-		j->worker = -1;
-		j->stage = GW_ST_QUEUED;
-		gw_queue_unpop(j->d->dep.queue, &j->qi);
-		pump(j->d);
-		return;
-	}
-	cm_logf(CM_LOG_WARN, "worker_request_error", "request %llu: worker code %u: %.*s",
-		(unsigned long long)j->id, code, (int)(len > 200 ? 200 : len), msg ? msg : "");
-	if (!j->req) {
-		job_end(j, 499, "client_gone");
-		return;
-	}
-	gw_api_error_from_worker(&e, code, msg, len);
-	job_fail(j, &e, e.status == 503 ? 1 : 0, "worker_error");
-}
-
-static const struct gw_request_ops gw_job_ops = { job_on_tokens, job_on_done, job_on_error };
 
 /* ---- placement and the queue ---------------------------------------- */
 
@@ -484,7 +288,7 @@ static void arm_qtimer(struct gw_dispatch *d)
 	evtimer_add(d->qtimer, &tv);
 }
 
-static void pump(struct gw_dispatch *d)
+void gw_dispatch_pump(struct gw_dispatch *d)
 {
 	struct gw_queue_item *it;
 
@@ -515,16 +319,16 @@ static void qtimer_cb(evutil_socket_t fd, short what, void *arg)
 		struct gw_job *j = job_of_item(it);
 
 		j->stage = GW_ST_QUOTA; /* no longer queued */
-		job_failf(j, 503, "queue_timeout",
+		gw_job_failf(j, 503, "queue_timeout",
 			  gw_queue_retry_after_s(d->dep.queue, gw_queue_depth(d->dep.queue) + 1),
 			  "the request waited too long in the queue; retry later");
 	}
-	pump(d);
+	gw_dispatch_pump(d);
 }
 
 static void capacity_cb(void *ctx)
 {
-	pump(ctx);
+	gw_dispatch_pump(ctx);
 }
 
 static void enqueue(struct gw_job *j)
@@ -539,29 +343,29 @@ static void enqueue(struct gw_job *j)
 	if (gw_queue_push(d->dep.queue, j->ident.tenant, j->ident.weight,
 			  no_wait ? 1 : j->ident.queue_max,
 			  j->batch ? GW_QUEUE_BATCH : GW_QUEUE_INTERACTIVE, &j->qi, now, &v) != CM_OK) {
-		job_failf(j, 503, "no_memory", 1, "the gateway is out of memory; retry later");
+		gw_job_failf(j, 503, "no_memory", 1, "the gateway is out of memory; retry later");
 		return;
 	}
 	if (v == GW_QUEUE_TENANT_FULL) {
-		job_failf(j, 429, "tenant_queue_full",
+		gw_job_failf(j, 429, "tenant_queue_full",
 			  gw_queue_retry_after_s(d->dep.queue,
 						 gw_queue_tenant_depth(d->dep.queue, j->ident.tenant) + 1),
 			  "too many requests queued for this tenant; retry later");
 		return;
 	}
 	if (v == GW_QUEUE_GLOBAL_FULL) {
-		job_failf(j, 503, "global_queue_full",
+		gw_job_failf(j, 503, "global_queue_full",
 			  gw_queue_retry_after_s(d->dep.queue, gw_queue_depth(d->dep.queue) + 1),
 			  "the service is at capacity; retry later");
 		return;
 	}
 	j->stage = GW_ST_QUEUED;
-	j->refs++; /* pump may end the job */
-	pump(d);
+	j->refs++; /* gw_dispatch_pump may end the job */
+	gw_dispatch_pump(d);
 	if (no_wait && j->stage == GW_ST_QUEUED) {
 		gw_queue_remove(d->dep.queue, &j->qi);
 		j->stage = GW_ST_QUOTA; /* no longer queued */
-		job_failf(j, 429, "tenant_queue_full", 1,
+		gw_job_failf(j, 429, "tenant_queue_full", 1,
 			  "no worker can take this request now and this tenant's queue is 0 "
 			  "(no waiting); retry later");
 	}
@@ -589,7 +393,7 @@ static void quota_refused(struct gw_job *j, const struct gw_quota_verdict *v)
 			 "quota exceeded: %s %s%s", gw_quota_scope_name(v->scope),
 			 gw_quota_limit_name(v->limit),
 			 v->retry_after_ms < 0 ? " (the request alone exceeds the limit)" : "");
-	job_fail(j, &e, ra ? ra : (v->retry_after_ms < 0 ? 0 : 1), "quota");
+	gw_job_fail(j, &e, ra ? ra : (v->retry_after_ms < 0 ? 0 : 1), "quota");
 }
 
 static void lease_decided(void *owner, enum cm_status st, const struct gw_quota_verdict *v)
@@ -598,15 +402,15 @@ static void lease_decided(void *owner, enum cm_status st, const struct gw_quota_
 
 	if (j->stage != GW_ST_QUOTA || !j->req) {
 		if (j->stage == GW_ST_QUOTA)
-			job_end(j, 499, "client_gone"); /* releases the lease */
+			gw_job_end(j, 499, "client_gone"); /* releases the lease */
 		else
 			gw_lease_end(&j->lease, 0); /* ended meanwhile: give it back */
 		return;
 	}
 	if (st == CM_ETIMEDOUT) {
-		job_failf(j, 503, "quota_timeout", 1, "quota service did not answer in time; retry later");
+		gw_job_failf(j, 503, "quota_timeout", 1, "quota service did not answer in time; retry later");
 	} else if (st != CM_OK) {
-		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
+		gw_job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
 	} else if (!v->allowed) {
 		quota_refused(j, v);
 	} else {
@@ -637,7 +441,7 @@ static void quota_then_queue(struct gw_job *j)
 	gw_lease_init(&j->lease, &j->d->lease_env, &lease_owner, j, j->id, &s);
 	j->stage = GW_ST_QUOTA;
 	if (gw_lease_admit(&j->lease, estimate, &v, &now) != CM_OK) {
-		job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
+		gw_job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
 		return;
 	}
 	if (!now)
@@ -648,7 +452,7 @@ static void quota_then_queue(struct gw_job *j)
 		gw_api_error_set(&e, 429, NULL, "rate_limit_exceeded",
 				 "quota exceeded: %s %s", gw_quota_scope_name(v.scope),
 				 gw_quota_limit_name(v.limit));
-		job_fail(j, &e, (uint32_t)((v.retry_after_ms + 999) / 1000), "quota");
+		gw_job_fail(j, &e, (uint32_t)((v.retry_after_ms + 999) / 1000), "quota");
 		return;
 	}
 	enqueue(j);
@@ -674,12 +478,12 @@ static void answer_models(struct gw_job *j)
 	st = gw_api_answer_models(d->dep.workers, j->route, body, len, &d->cfg.limits,
 				  gw_request_arena(j->req), &b, &e);
 	if (st == CM_OK) {
-		respond_buf(job_take_req(j), 200, &b);
-		job_end(j, 200, "ok");
+		gw_respond_buf(gw_job_take_req(j), 200, &b);
+		gw_job_end(j, 200, "ok");
 	} else if (st == CM_EINVAL || st == CM_ENOTFOUND) {
-		job_fail(j, &e, 0, st == CM_EINVAL ? "bad_request" : "unknown_model");
+		gw_job_fail(j, &e, 0, st == CM_EINVAL ? "bad_request" : "unknown_model");
 	} else {
-		job_failf(j, 500, "render", 0, "internal error");
+		gw_job_failf(j, 500, "render", 0, "internal error");
 	}
 	cm_buf_deinit(&b);
 }
@@ -717,7 +521,7 @@ static void start_generation(struct gw_job *j)
 
 	if (gw_api_parse(kind_of(j->route), body, len, &d->cfg.limits,
 			 gw_request_arena(j->req), &j->api, &e) != CM_OK) {
-		job_fail(j, &e, 0, "bad_request");
+		gw_job_fail(j, &e, 0, "bad_request");
 		return;
 	}
 	j->api.model.len = (uint32_t)gw_api_model_resolve(d->dep.workers, j->api.model.ptr,
@@ -728,7 +532,7 @@ static void start_generation(struct gw_job *j)
 	if (!gw_workers_knows_model(d->dep.workers, j->api.model.ptr, j->api.model.len)) {
 		gw_api_error_model_not_found(&e, j->api.model.ptr, j->api.model.len);
 		j->model[0] = '\0';
-		job_fail(j, &e, 0, "unknown_model");
+		gw_job_fail(j, &e, 0, "unknown_model");
 		return;
 	}
 	if (j->ident.max_output_tokens > 0 && j->api.max_tokens > j->ident.max_output_tokens) {
@@ -736,7 +540,7 @@ static void start_generation(struct gw_job *j)
 			gw_api_error_set(&e, 400, j->style == GW_STYLE_OPENAI ? "max_tokens" : "num_predict",
 					 NULL, "max tokens: expected at most %lld (the tenant's limit), found %u",
 					 (long long)j->ident.max_output_tokens, j->api.max_tokens);
-			job_fail(j, &e, 0, "bad_request");
+			gw_job_fail(j, &e, 0, "bad_request");
 			return;
 		}
 		j->api.max_tokens = (uint32_t)j->ident.max_output_tokens;
@@ -750,7 +554,7 @@ static void start_generation(struct gw_job *j)
 		} else {
 			gw_api_error_set(&e, 400, NULL, NULL,
 					 "X-Sluice-Class: expected \"interactive\" or \"batch\"");
-			job_fail(j, &e, 0, "bad_request");
+			gw_job_fail(j, &e, 0, "bad_request");
 			return;
 		}
 	} else {
@@ -773,7 +577,7 @@ static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
 				 status == 401 ? "invalid or missing API key"
 					       : "authentication is unavailable; retry later");
 		j->stage = GW_ST_QUOTA; /* past auth: nothing to abandon */
-		job_fail(j, &e, status == 503 ? 1 : 0, status == 401 ? "unauthorized" : "auth_unavailable");
+		gw_job_fail(j, &e, status == 503 ? 1 : 0, status == 401 ? "unauthorized" : "auth_unavailable");
 		return;
 	}
 	j->ident = *id;
@@ -803,7 +607,7 @@ static void on_client_close(struct gw_request *r, void *arg)
 	switch (j->stage) {
 	case GW_ST_AUTH:
 	case GW_ST_QUEUED:
-		job_end(j, 499, "client_gone");
+		gw_job_end(j, 499, "client_gone");
 		break;
 	case GW_ST_QUOTA:
 		/* the admission callback ends it (and releases the lease) */
@@ -811,7 +615,7 @@ static void on_client_close(struct gw_request *r, void *arg)
 	case GW_ST_RUNNING:
 		gw_workers_cancel(j->d->dep.workers, (size_t)j->worker, j->id,
 				  PROTO_CANCEL_CLIENT_GONE);
-		job_end(j, 499, "client_gone");
+		gw_job_end(j, 499, "client_gone");
 		break;
 	default:
 		break;
@@ -863,7 +667,7 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 		cm_buf_init(&b, 4096);
 		if (m.route == GW_PATH_MANAGE ? gw_api_render_manage_forbidden(&b, m.manage_op) == CM_OK
 					       : gw_api_render_version(&b) == CM_OK)
-			respond_buf(req, m.route == GW_PATH_MANAGE ? 403 : 200, &b);
+			gw_respond_buf(req, m.route == GW_PATH_MANAGE ? 403 : 200, &b);
 		else
 			respond_raw(req, 500, "text/plain", "internal error\n", 15);
 		cm_buf_deinit(&b);
@@ -921,7 +725,7 @@ static void on_revoke(void *ctx, const char *kind, const char *target)
 			gw_workers_cancel(d->dep.workers, (size_t)j->worker, j->id,
 					  PROTO_CANCEL_REVOKED);
 		/* safe: `next` is not freed by ending `j` */
-		job_failf(j, 401, "revoked", 0, "invalid or missing API key");
+		gw_job_failf(j, 401, "revoked", 0, "invalid or missing API key");
 	}
 }
 
@@ -978,7 +782,7 @@ void gw_dispatch_free(struct gw_dispatch *d)
 			gw_workers_cancel(d->dep.workers, (size_t)j->worker, j->id,
 					  PROTO_CANCEL_SHUTDOWN);
 		j->lease.admitted = 0; /* leases expire by themselves */
-		job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
+		gw_job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
 	}
 	/* the usage records of the requests just ended (and any still
 	 * waiting) get up to GW_USAGE_FLUSH_MS to reach Redis: the loop runs

@@ -1,0 +1,103 @@
+/*
+ * dispatch_internal.h - what the files of the dispatcher share: the job
+ * (one request from its arrival to its log line), the dispatcher, and the
+ * calls that end a job.  dispatch.c owns the life cycle (auth, parse,
+ * quota, queue, placement, revocation, the end of a request);
+ * dispatch_results.c what a worker sends back for a job.
+ * Event-loop thread only.
+ */
+#ifndef SLUICE_GATEWAY_DISPATCH_INTERNAL_H
+#define SLUICE_GATEWAY_DISPATCH_INTERNAL_H
+
+#include "gateway/dispatch.h"
+
+#include <event2/event.h>
+
+#include "gateway/api/endpoints.h"
+#include "gateway/gov/lease.h"
+#include "gateway/gov/local_limit.h"
+#include "gateway/gov/usage_queue.h"
+#include "gateway/queue.h"
+#include "gateway/reqlog.h"
+#include "gateway/workers.h"
+
+#define GW_TEXT_ONLY_ID 0xFFFFFFFFu
+/* For calls whose failure changes nothing (best effort). */
+#define GW_IGNORE(x) do { enum cm_status ign_ = (x); (void)ign_; } while (0)
+#define GW_JOB_OUT_CAP (4u * 1024 * 1024)
+
+enum gw_stage {
+	GW_ST_AUTH = 0,
+	GW_ST_QUOTA,
+	GW_ST_QUEUED,
+	GW_ST_RUNNING,
+	GW_ST_ENDED,
+};
+
+struct gw_job {
+	struct gw_dispatch *d;
+	struct gw_request *req;     /* NULL once the client is gone or answered */
+	uint64_t id;
+	enum gw_path route;
+	enum gw_api_style style;
+	enum gw_stage stage;
+	int refs;                   /* async calls that still hold the job */
+	struct gw_api_request api;
+	char model[GW_API_MODEL_NAME_MAX + 1];
+	struct gw_auth_identity ident;
+	int have_ident;
+	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or "" */
+	struct gw_auth_lookup *lookup;
+	struct gw_lease lease;      /* quota admission, renewal, release */
+	struct gw_queue_item qi;
+	int batch;
+	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
+	int retried;                /* re-dispatched once after a lost worker */
+	long worker;                /* -1 none */
+	struct gw_api_stream stream;
+	int streaming;
+	int write_failed;           /* the connection is closing */
+	struct cm_buf text;         /* non-streamed reply text */
+	struct cm_buf out;          /* render scratch */
+	uint32_t tokens;
+	int64_t start_ns, enq_ns, disp_ns, first_ns, last_ns;
+	struct proto_done done;
+	int have_done;
+	int status;
+	const char *outcome;        /* "ok", "cancelled", "error", ... */
+	struct gw_job *anext, *aprev;
+};
+
+struct gw_dispatch {
+	struct event_base *base;
+	struct gw_dispatch_config cfg;
+	struct gw_dispatch_deps dep;
+	struct event *qtimer;
+	struct gw_job *active;
+	size_t n_active;
+	int pumping;
+	uint8_t lease_prefix[8];    /* this instance (usage request ids) */
+	struct gw_usage_queue *usage;      /* usage records not yet acknowledged */
+	int closing;                /* gw_dispatch_free runs: refuse new requests */
+	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
+	struct gw_lease_env lease_env;
+	size_t rr_next;             /* route_round_robin cursor */
+};
+
+/* Ends the job: accounting, the request log line, the lease, the slot. */
+void gw_job_end(struct gw_job *j, int status, const char *outcome);
+/* Answers the job's client with an error (in the stream when it began), then ends it. */
+void gw_job_fail(struct gw_job *j, const struct gw_api_error *e, uint32_t retry_after,
+		 const char *outcome);
+void gw_job_failf(struct gw_job *j, int status, const char *outcome, uint32_t retry_after,
+		  const char *msg);
+/* Takes the request for a final answer: no on_close may reach the job after. */
+struct gw_request *gw_job_take_req(struct gw_job *j);
+void gw_respond_buf(struct gw_request *r, int status, struct cm_buf *b);
+/* Dispatches queued jobs while workers have room. */
+void gw_dispatch_pump(struct gw_dispatch *d);
+
+/* dispatch_results.c: TOKEN, DONE and ERROR of a job's worker. */
+extern const struct gw_request_ops gw_job_ops;
+
+#endif
