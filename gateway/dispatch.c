@@ -407,7 +407,9 @@ static void lease_decided(void *owner, enum cm_status st, const struct gw_quota_
 			gw_lease_end(&j->lease, 0); /* ended meanwhile: give it back */
 		return;
 	}
-	if (st == CM_ETIMEDOUT) {
+	if (j->revoked) {
+		gw_job_failf(j, 401, "revoked", 0, "invalid or missing API key");
+	} else if (st == CM_ETIMEDOUT) {
 		gw_job_failf(j, 503, "quota_timeout", 1, "quota service did not answer in time; retry later");
 	} else if (st != CM_OK) {
 		gw_job_failf(j, 503, "quota_unavailable", 1, "quota service unavailable; retry later");
@@ -713,7 +715,7 @@ static void on_revoke(void *ctx, const char *kind, const char *target)
 		int hit;
 
 		next = j->anext;
-		if (!j->have_ident || (j->stage != GW_ST_RUNNING && j->stage != GW_ST_QUEUED))
+		if (!j->have_ident || j->stage == GW_ST_ENDED)
 			continue;
 		snprintf(tc, sizeof(tc), "%s/%s", j->ident.tenant, j->ident.client);
 		hit = (strcmp(kind, "key") == 0 && strcmp(j->ident.key_id, target) == 0) ||
@@ -721,6 +723,11 @@ static void on_revoke(void *ctx, const char *kind, const char *target)
 		      (strcmp(kind, "tenant") == 0 && strcmp(j->ident.tenant, target) == 0);
 		if (!hit)
 			continue;
+		if (j->stage == GW_ST_QUOTA) {
+			/* the admission callback owns the job: it refuses it */
+			j->revoked = 1;
+			continue;
+		}
 		if (j->stage == GW_ST_RUNNING)
 			gw_workers_cancel(d->dep.workers, (size_t)j->worker, j->id,
 					  PROTO_CANCEL_REVOKED);

@@ -46,6 +46,7 @@ struct gw_job {
 	char model[GW_API_MODEL_NAME_MAX + 1];
 	struct gw_auth_identity ident;
 	int have_ident;
+	int revoked;                /* revoked while its quota admission was in flight */
 	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or "" */
 	struct gw_auth_lookup *lookup;
 	struct gw_lease lease;      /* quota admission, renewal, release */

@@ -24,6 +24,8 @@
 #define GW_AUTH_CACHE_SLOTS 4096
 /* A key's last_used is written at most this often per gateway. */
 #define GW_AUTH_TOUCH_NS (60 * 1000000000LL)
+/* Lookups started over after revocations, at most (then 503). */
+#define GW_AUTH_MAX_RESTARTS 3
 
 struct gw_auth_entry {
 	int used;
@@ -44,6 +46,9 @@ struct gw_auth {
 	struct gw_auth_entry *cache;
 	gw_auth_revoke_fn revoke_fn;
 	void *revoke_ctx;
+	/* +1 at every revocation message and subscription change: a lookup
+	 * that saw it change while its replies were in flight starts over */
+	uint64_t gen;
 	struct gw_auth_stats stats;
 	int freeing;
 };
@@ -57,6 +62,8 @@ struct gw_auth_lookup {
 	int refresh;       /* refresh-ahead of a cache entry: no caller */
 	int finished;      /* done was called */
 	int outstanding;   /* Redis replies still to come */
+	uint64_t gen;      /* a->gen when the key record was asked for */
+	int restarts;      /* lookups started over after a revocation */
 	struct event *timer;
 	struct gw_key_record rec;
 	char klass[16];
@@ -204,6 +211,30 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 	lookup_free_if_idle(l);
 }
 
+static enum cm_status auth_send_hgetall(struct gw_auth *a, const char *key_id,
+					struct gw_auth_lookup *l);
+
+/*
+ * A revocation arrived while this lookup's replies were in flight: what
+ * they said may predate it, so the lookup starts over from the key record
+ * (Redis applied the revocation before publishing it).  0 when restarted;
+ * -1 when it could not be (the caller answers 503).
+ */
+static int lookup_restart(struct gw_auth_lookup *l)
+{
+	struct gw_auth *a = l->a;
+
+	if (++l->restarts > GW_AUTH_MAX_RESTARTS || !gw_redis_async(a->redis))
+		return -1;
+	a->stats.restarts++;
+	memset(&l->rec, 0, sizeof(l->rec));
+	l->gen = a->gen;
+	if (auth_send_hgetall(a, l->parts.id, l) != CM_OK)
+		return -1;
+	l->outstanding++;
+	return 0;
+}
+
 /* Tenant and client records are both in: decide. */
 static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 			  const redisReply *cr)
@@ -215,6 +246,11 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 
 	if (!tr || tr->type != REDIS_REPLY_ARRAY || !cr || cr->type != REDIS_REPLY_ARRAY) {
 		lookup_finish(l, 503);
+		return;
+	}
+	if (l->gen != a->gen) {
+		if (lookup_restart(l) != 0)
+			lookup_finish(l, 503);
 		return;
 	}
 	if (tr->elements == 0)
@@ -271,15 +307,19 @@ static void lookup_decide(struct gw_auth_lookup *l, const redisReply *tr,
 	lookup_finish(l, 200);
 }
 
-/* HGETALL tenant + HGETALL client arrive in one EVAL reply (one round trip). */
+/* HGETALL tenant + HGETALL client + the key's revoked flag arrive in one
+ * EVAL reply (one round trip). */
 static void records_cb(void *priv, const redisReply *r)
 {
 	struct gw_auth_lookup *l = priv;
 
 	l->outstanding--;
 	if (!l->finished && !l->abandoned) {
-		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+		if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+		    r->element[2]->type != REDIS_REPLY_STRING)
 			lookup_finish(l, 503);
+		else if (strcmp(r->element[2]->str, "0") != 0)
+			refuse(l, "key revoked");
 		else
 			lookup_decide(l, r->element[0], r->element[1]);
 	}
@@ -292,7 +332,7 @@ static void key_cb(void *priv, const redisReply *r)
 	struct gw_auth *a = l->a;
 	enum cm_status st;
 	const char *klass;
-	char tk[GW_KEY_NAME_MAX + 64], ck[2 * GW_KEY_NAME_MAX + 64];
+	char tk[GW_KEY_NAME_MAX + 64], ck[2 * GW_KEY_NAME_MAX + 64], kk[GW_KEY_NAME_MAX + 64];
 	char full[2 * GW_KEY_NAME_MAX + 2];
 	struct gw_redis_cmd *cmd;
 
@@ -314,6 +354,7 @@ static void key_cb(void *priv, const redisReply *r)
 		refuse(l, "malformed key record");
 		goto out;
 	}
+	a->stats.key_records++;
 	if (!gw_key_verify(a->pepper, &l->parts, l->rec.hmac_hex, strlen(l->rec.hmac_hex))) {
 		refuse(l, "secret mismatch");
 		goto out;
@@ -334,8 +375,10 @@ static void key_cb(void *priv, const redisReply *r)
 		goto out;
 	}
 	gw_redis_cmd_script(cmd, GW_LUA_AUTH_RECORDS, GW_REDIS_EVALSHA, 0);
-	if (gw_redis_cmd_add(cmd, "2") != CM_OK || gw_redis_cmd_add(cmd, tk) != CM_OK ||
-	    gw_redis_cmd_add(cmd, ck) != CM_OK) {
+	if (gw_redis_cmd_add(cmd, "3") != CM_OK || gw_redis_cmd_add(cmd, tk) != CM_OK ||
+	    gw_redis_cmd_add(cmd, ck) != CM_OK || gw_key_record_name(kk, sizeof(kk), a->ns,
+								 l->parts.id) != CM_OK ||
+	    gw_redis_cmd_add(cmd, kk) != CM_OK) {
 		cm_free(cmd);
 		lookup_finish(l, 503);
 		goto out;
@@ -361,6 +404,7 @@ static enum cm_status auth_send_hgetall(struct gw_auth *a, const char *key_id,
 	cmd = cm_malloc(sizeof(*cmd));
 	if (!cmd)
 		return CM_ENOMEM;
+	l->gen = a->gen;
 	gw_redis_cmd_plain(cmd, "HGETALL");
 	if (gw_redis_cmd_add(cmd, name) != CM_OK) {
 		cm_free(cmd);
@@ -489,6 +533,7 @@ static void auth_sub_msg(void *ctx, const char *payload, size_t len)
 	if (sscanf(msg, "%15s %15s %129s", action, kind, target) != 3)
 		return;
 	a->stats.revocations++;
+	a->gen++;
 	cache_drop(a, kind, target);
 	if ((strcmp(action, "revoke") == 0 || strcmp(action, "disable") == 0) && a->revoke_fn)
 		a->revoke_fn(a->revoke_ctx, kind, target);
@@ -496,12 +541,15 @@ static void auth_sub_msg(void *ctx, const char *payload, size_t len)
 
 static void auth_sub_ok(void *ctx)
 {
-	cache_flush(ctx); /* anything published while we were away */
+	struct gw_auth *a = ctx;
+
+	a->gen++;
+	cache_flush(a); /* anything published while we were away */
 }
 
 static void auth_sub_lost(void *ctx)
 {
-	(void)ctx;
+	((struct gw_auth *)ctx)->gen++;
 	/* Redis outage policy (docs/gateway.md): cached keys keep working until
 	 * their TTL; revocations seen so far already dropped their entries, and
 	 * nothing is cached again until Redis answers; re-subscribing flushes. */

@@ -96,7 +96,7 @@ void gw_auth_abandon(struct gw_auth_lookup *l);
 
 struct gw_auth_stats {
 	uint64_t cache_hits, cache_misses, lookups, refused, unavailable,
-		revocations, flushes;
+		revocations, flushes, restarts, key_records;
 };
 void gw_auth_get_stats(const struct gw_auth *a, struct gw_auth_stats *out);
 

@@ -307,6 +307,75 @@ static void test_revocation_is_immediate(void **state)
 	cm_free(cmd);
 }
 
+/* Turns the loop one event at a time until the auth has read `n` key
+ * records (the records script is then sent, not yet answered). */
+static void at_until_key_records(uint64_t n)
+{
+	struct gw_auth_stats s;
+	int64_t end = cm_mono_ns() + AT_DEADLINE_MS * 1000000LL;
+
+	for (;;) {
+		gw_auth_get_stats(auth, &s);
+		if (s.key_records >= n)
+			return;
+		assert_true(cm_mono_ns() < end);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+}
+
+/*
+ * Issue 13, finding 4: a revocation between the key lookup and the tenant
+ * and client records was missed and the stale "valid" cached (the revoked
+ * key worked for about a second).  Now the records script reads the revoked
+ * flag again, and a lookup that saw a revocation message start over.
+ */
+static void test_revocation_during_lookup(void **state)
+{
+	char key[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1], hdr[GW_KEY_LEN + 16];
+	char other[GW_KEY_LEN + 1], okid[GW_KEY_ID_LEN + 1];
+	struct gw_redis_cmd *cmd = cm_malloc(sizeof(*cmd));
+	struct gw_auth_lookup *h;
+	struct gw_auth_stats s0, s1;
+	struct at_result r;
+	int want;
+
+	(void)state;
+	assert_non_null(cmd);
+	at_issue(key, kid);
+	at_issue(other, okid);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	gw_auth_get_stats(auth, &s0);
+	memset(&r, 0, sizeof(r));
+	gw_auth_check(auth, hdr, at_done, &r, &h);
+	at_until_key_records(s0.key_records + 1);
+	assert_int_equal(r.called, 0);
+	/* revoked now: after its key record was read, before the rest */
+	assert_int_equal(gw_gov_cmd_key_revoke(cmd, NULL, kid, 2), CM_OK);
+	at_gov(cmd);
+	assert_int_equal(at_loop_until(at_called, &r), 0);
+	assert_int_equal(r.status, 401);
+	/* nothing stale was cached */
+	assert_int_equal(at_check(hdr).status, 401);
+
+	/* another key revoked during a lookup: the lookup starts over and the
+	 * key it checks is still valid */
+	want = revokes + 1;
+	at_issue(key, kid);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	gw_auth_get_stats(auth, &s0);
+	memset(&r, 0, sizeof(r));
+	gw_auth_check(auth, hdr, at_done, &r, &h);
+	at_until_key_records(s0.key_records + 1);
+	assert_int_equal(gw_gov_cmd_key_revoke(cmd, NULL, okid, 2), CM_OK);
+	at_gov(cmd);
+	assert_int_equal(at_loop_until(at_revoked, &want), 0);
+	assert_int_equal(at_loop_until(at_called, &r), 0);
+	assert_int_equal(r.status, 200);
+	gw_auth_get_stats(auth, &s1);
+	assert_int_equal(s1.restarts, s0.restarts + 1);
+	cm_free(cmd);
+}
+
 static void test_redis_outage(void **state)
 {
 	char cached[GW_KEY_LEN + 1], fresh[GW_KEY_LEN + 1];
@@ -332,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_valid_key_then_cache),
 		cmocka_unit_test(test_last_used_written),
 		cmocka_unit_test(test_revocation_is_immediate),
+		cmocka_unit_test(test_revocation_during_lookup),
 		cmocka_unit_test(test_redis_outage),
 	};
 
