@@ -244,6 +244,72 @@ static void test_valid_key_then_cache(void **state)
 	assert_int_equal(s1.cache_hits, s0.cache_hits + 1);
 }
 
+/* `key` with its secret's first character changed and the checksum
+ * recomputed: well-formed, the right id, the wrong secret. */
+static void at_wrong_secret(const char *key, char out[GW_KEY_LEN + 1])
+{
+	static const char b62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	size_t body = GW_KEY_LEN - GW_KEY_CRC_LEN, sec = GW_KEY_PREFIX_LEN + GW_KEY_ID_LEN + 1;
+	uint32_t crc;
+
+	memcpy(out, key, GW_KEY_LEN + 1);
+	out[sec] = out[sec] == 'a' ? 'b' : 'a';
+	crc = gw_key_crc32(out, body);
+	for (int i = GW_KEY_CRC_LEN - 1; i >= 0; i--) {
+		out[body + (size_t)i] = b62[crc % 62];
+		crc /= 62;
+	}
+	{
+		struct gw_key_parts parts;
+
+		assert_int_equal(gw_key_parse(out, GW_KEY_LEN, &parts), CM_OK);
+		gw_key_wipe(&parts);
+	}
+}
+
+/*
+ * Issue 13, finding 12: a wrong secret was refused from the cache when
+ * the key id was cached (in use) and after a Redis lookup when it was
+ * not, 64 against 101 us: an outsider holding a key id learnt whether it
+ * was live.  A wrong secret now takes the unknown id's path either way.
+ */
+static void test_wrong_secret_same_path_cached_or_not(void **state)
+{
+	char key[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1], hdr[GW_KEY_LEN + 16];
+	char bad[GW_KEY_LEN + 1], other[GW_KEY_LEN + 1], okid[GW_KEY_ID_LEN + 1];
+	struct gw_auth_stats s0, s1;
+
+	(void)state;
+	at_issue(key, kid);
+	at_issue(other, okid); /* never used: not cached */
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	assert_int_equal(at_check(hdr).status, 200); /* cached now */
+	/* the cached id with a wrong secret: a Redis lookup, then 401 */
+	at_wrong_secret(key, bad);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", bad);
+	gw_auth_get_stats(auth, &s0);
+	assert_int_equal(at_check(hdr).status, 401);
+	gw_auth_get_stats(auth, &s1);
+	assert_int_equal(s1.cache_hits, s0.cache_hits);
+	assert_int_equal(s1.cache_misses, s0.cache_misses + 1);
+	assert_int_equal(s1.key_records, s0.key_records + 1);
+	/* the uncached id with a wrong secret: the same steps */
+	at_wrong_secret(other, bad);
+	snprintf(hdr, sizeof(hdr), "Bearer %s", bad);
+	gw_auth_get_stats(auth, &s0);
+	assert_int_equal(at_check(hdr).status, 401);
+	gw_auth_get_stats(auth, &s1);
+	assert_int_equal(s1.cache_hits, s0.cache_hits);
+	assert_int_equal(s1.cache_misses, s0.cache_misses + 1);
+	assert_int_equal(s1.key_records, s0.key_records + 1);
+	/* and the right secret is still served from the cache */
+	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
+	gw_auth_get_stats(auth, &s0);
+	assert_int_equal(at_check(hdr).status, 200);
+	gw_auth_get_stats(auth, &s1);
+	assert_int_equal(s1.cache_hits, s0.cache_hits + 1);
+}
+
 /* 1 when the key record's last_used (at_touched_name) is not "0". */
 static char at_touched_name[GW_KEY_NAME_MAX + 64];
 
@@ -402,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_last_used_written),
 		cmocka_unit_test(test_revocation_is_immediate),
 		cmocka_unit_test(test_revocation_during_lookup),
+		cmocka_unit_test(test_wrong_secret_same_path_cached_or_not),
 		cmocka_unit_test(test_redis_outage),
 	};
 
