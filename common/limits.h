@@ -42,6 +42,8 @@
 /* ---- worker ---- */
 #define CM_LIM_KV_BLOCK_TOKENS 16
 #define CM_LIM_MAX_RUNNING_SEQS 64
+/* worker.max_running's bound; what the gateway accepts in HELLO.max_seqs */
+#define CM_LIM_MAX_RUNNING_SEQS_HARD 4096
 #define CM_LIM_STEP_TOKEN_BUDGET 512
 #define CM_LIM_WORKER_CONNECTIONS 16
 

@@ -70,13 +70,41 @@ overflow:
 	gw_job_failf(j, 500, "too_large", 0, "the reply exceeded the gateway's output limit");
 }
 
-static void job_on_done(void *arg, const struct proto_done *dn)
+/*
+ * The counts a worker reports are bounded by what the request allowed:
+ * nothing it says may charge a tenant more than the request could cost
+ * (issue 13, finding 10: one DONE claiming 2^32-1 tokens locked a TPM
+ * limited tenant out for 60 days).
+ */
+static void done_bound(struct gw_job *j, struct proto_done *dn)
+{
+	uint32_t ctx = gw_workers_model_context(j->d->dep.workers, j->api.model.ptr,
+						j->api.model.len);
+	uint32_t gen_max = j->api.max_tokens;
+
+	if (ctx && dn->prompt_tokens > ctx)
+		dn->prompt_tokens = ctx;
+	if (dn->cached_tokens > dn->prompt_tokens)
+		dn->cached_tokens = dn->prompt_tokens;
+	if (ctx && gen_max > ctx)
+		gen_max = ctx;
+	if (dn->gen_tokens > gen_max) {
+		cm_logf(CM_LOG_WARN, "worker_count_bounded", "request %llu: worker said %u "
+			"tokens, the request allowed %u", (unsigned long long)j->id,
+			dn->gen_tokens, gen_max);
+		dn->gen_tokens = gen_max;
+	}
+}
+
+static void job_on_done(void *arg, const struct proto_done *dn_in)
 {
 	struct gw_job *j = arg;
 	struct gw_api_result res;
 	int64_t now = cm_mono_ns();
+	const struct proto_done *dn = &j->done;
 
-	j->done = *dn;
+	j->done = *dn_in;
+	done_bound(j, &j->done);
 	j->have_done = 1;
 	if (!j->req || j->write_failed) {
 		(void)gw_job_take_req(j);

@@ -55,6 +55,10 @@ struct gw_wconn {
 	uint64_t pings_ok, pings_failed, reconnects;
 	struct gw_slot *slots;
 	uint32_t n_slots;       /* capacity of the slot array */
+	/* request id -> slot + 1 (0 empty), open addressing: a TOKEN or DONE
+	 * finds its request without scanning the slots */
+	uint32_t *rid_index;
+	uint32_t index_mask;
 	uint32_t inflight;
 	uint32_t cap;
 	struct cm_buf out;
@@ -89,16 +93,73 @@ static void notify_capacity(struct gw_workers *ws)
 		ws->cap_fn(ws->cap_ctx);
 }
 
+static uint32_t id_hash(uint64_t id)
+{
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdULL;
+	id ^= id >> 33;
+	return (uint32_t)id;
+}
+
+static void index_put(struct gw_wconn *c, uint32_t slot)
+{
+	uint32_t h = id_hash(c->slots[slot].request_id) & c->index_mask;
+
+	while (c->rid_index[h])
+		h = (h + 1) & c->index_mask;
+	c->rid_index[h] = slot + 1;
+}
+
+/* The index position of request `id`, or UINT32_MAX. */
+static uint32_t index_pos(const struct gw_wconn *c, uint64_t id)
+{
+	uint32_t h;
+
+	if (!c->rid_index)
+		return UINT32_MAX;
+	for (h = id_hash(id) & c->index_mask; c->rid_index[h]; h = (h + 1) & c->index_mask) {
+		const struct gw_slot *s = &c->slots[c->rid_index[h] - 1];
+
+		if (s->used && s->request_id == id)
+			return h;
+	}
+	return UINT32_MAX;
+}
+
+/* Removes position i, shifting back the entries that probed past it. */
+static void index_del(struct gw_wconn *c, uint32_t i)
+{
+	uint32_t j = i, k;
+
+	c->rid_index[i] = 0;
+	for (;;) {
+		j = (j + 1) & c->index_mask;
+		if (!c->rid_index[j])
+			return;
+		k = id_hash(c->slots[c->rid_index[j] - 1].request_id) & c->index_mask;
+		/* the entry at j may fill the hole at i unless its home k lies
+		 * cyclically in (i, j] */
+		if ((i <= j) ? (k <= i || k > j) : (k <= i && k > j)) {
+			c->rid_index[i] = c->rid_index[j];
+			c->rid_index[j] = 0;
+			i = j;
+		}
+	}
+}
+
 static struct gw_slot *slot_find(struct gw_wconn *c, uint64_t id)
 {
-	for (uint32_t i = 0; i < c->n_slots; i++)
-		if (c->slots[i].used && c->slots[i].request_id == id)
-			return &c->slots[i];
-	return NULL;
+	uint32_t h = index_pos(c, id);
+
+	return h == UINT32_MAX ? NULL : &c->slots[c->rid_index[h] - 1];
 }
 
 static void slot_release(struct gw_wconn *c, struct gw_slot *s)
 {
+	uint32_t h = index_pos(c, s->request_id);
+
+	if (h != UINT32_MAX)
+		index_del(c, h);
 	s->used = 0;
 	s->ops = NULL;
 	s->arg = NULL;
@@ -210,7 +271,8 @@ static int on_hello(struct gw_wconn *c, const struct proto_hello *h)
 	uint32_t cap;
 	struct gw_slot *slots;
 
-	if (h->proto_version < PROTO_VERSION) {
+	/* no negotiation: gateway and workers are deployed together */
+	if (h->proto_version != PROTO_VERSION) {
 		cm_logf(CM_LOG_ERROR, "worker_refused", "worker %s: protocol version %u, "
 			"expected %u", c->name, h->proto_version, PROTO_VERSION);
 		return -1;
@@ -222,16 +284,37 @@ static int on_hello(struct gw_wconn *c, const struct proto_hello *h)
 			h->model_name.ptr, c->model);
 		return -1;
 	}
+	/* what the worker announces is bounded by what a worker may run */
 	cap = h->max_seqs ? h->max_seqs : 1;
+	if (cap > CM_LIM_MAX_RUNNING_SEQS_HARD) {
+		cm_logf(CM_LOG_WARN, "worker_max_seqs", "worker %s: max_seqs %u, above %d: "
+			"%d used", c->name, h->max_seqs, CM_LIM_MAX_RUNNING_SEQS_HARD,
+			CM_LIM_MAX_RUNNING_SEQS_HARD);
+		cap = CM_LIM_MAX_RUNNING_SEQS_HARD;
+	}
 	if (c->ws->cfg.max_inflight && c->ws->cfg.max_inflight < cap)
 		cap = c->ws->cfg.max_inflight;
 	if (cap > c->n_slots) {
+		uint32_t isz = 1;
+		uint32_t *rid_index;
+
+		while (isz < 2 * cap)
+			isz <<= 1;
 		slots = cm_reallocarray(c->slots, cap, sizeof(*slots));
 		if (!slots)
 			return -1;
-		memset(slots + c->n_slots, 0, (cap - c->n_slots) * sizeof(*slots));
 		c->slots = slots;
+		memset(slots + c->n_slots, 0, (cap - c->n_slots) * sizeof(*slots));
 		c->n_slots = cap;
+		rid_index = cm_calloc(isz, sizeof(*rid_index));
+		if (!rid_index)
+			return -1;
+		cm_free(c->rid_index);
+		c->rid_index = rid_index;
+		c->index_mask = isz - 1;
+		for (uint32_t i = 0; i < c->n_slots; i++)
+			if (c->slots[i].used)
+				index_put(c, i);
 	}
 	c->cap = cap;
 	c->hello = *h;
@@ -478,6 +561,7 @@ void gw_workers_free(struct gw_workers *ws)
 			event_free(c->ping_ev);
 		cm_buf_deinit(&c->out);
 		cm_free(c->slots);
+		cm_free(c->rid_index);
 		cm_free(c->name);
 		cm_free(c->socket);
 		cm_free(c->model);
@@ -640,6 +724,7 @@ enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 	slot->request_id = request_id;
 	slot->ops = ops;
 	slot->arg = arg;
+	index_put(c, (uint32_t)(slot - c->slots));
 	c->inflight++;
 	c->placed++;
 	return CM_OK;

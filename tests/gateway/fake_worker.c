@@ -36,12 +36,12 @@ static void fk_hello_and_stats(struct fake_worker *fk)
 
 	memset(&m, 0, sizeof(m));
 	m.type = PROTO_HELLO;
-	m.u.hello.proto_version = PROTO_VERSION;
+	m.u.hello.proto_version = fk->hello_version ? fk->hello_version : PROTO_VERSION;
 	m.u.hello.worker_name = (struct proto_str){ "fake", 4 };
 	m.u.hello.model_name = (struct proto_str){ "tiny", 4 };
 	m.u.hello.context_len = 256;
 	m.u.hello.vocab_size = 512;
-	m.u.hello.max_seqs = 4;
+	m.u.hello.max_seqs = fk->hello_max_seqs ? fk->hello_max_seqs : 4;
 	m.u.hello.kv_blocks_total = 64;
 	m.u.hello.kv_block_tokens = 16;
 	m.u.hello.backend = (struct proto_str){ "cpu", 3 };
@@ -70,7 +70,10 @@ void fake_worker_done(struct fake_worker *fk, uint64_t id, uint8_t finish)
 	m.u.done.finish = finish;
 	m.u.done.prompt_tokens = 5;
 	m.u.done.cached_tokens = 2;
-	m.u.done.gen_tokens = 2;
+	/* set from a test's thread while this one serves: atomic */
+	m.u.done.gen_tokens = __atomic_load_n(&fk->done_gen_tokens, __ATOMIC_SEQ_CST);
+	if (!m.u.done.gen_tokens)
+		m.u.done.gen_tokens = 2;
 	fk_send(fk, &m);
 }
 
@@ -110,7 +113,7 @@ static void fk_answer(struct fake_worker *fk, const struct proto_msg *in)
 			break;
 		}
 		if (fk->hold) {
-			if (fk->n_held < 8)
+			if (fk->n_held < (int)(sizeof(fk->held) / sizeof(fk->held[0])))
 				fk->held[fk->n_held++] = in->request_id;
 			break;
 		}

@@ -6,7 +6,9 @@
  * "b") and DONE (5 prompt tokens, 2 cached), or ERROR bad request with
  * FAKE_WORKER_REASON for the text prompt "fail", ERROR too long with
  * FAKE_WORKER_TOO_LONG for "long", or nothing while `hold`;
- * CANCEL: counted.  A unit test's stand-in, never a test of the worker.
+ * CANCEL: counted.  hello_max_seqs, hello_version and done_gen_tokens
+ * make it announce what a hostile worker would.  A unit test's stand-in,
+ * never a test of the worker.
  */
 #ifndef SLUICE_TESTS_GATEWAY_FAKE_WORKER_H
 #define SLUICE_TESTS_GATEWAY_FAKE_WORKER_H
@@ -29,8 +31,12 @@ struct fake_worker {
 	int hold;                  /* keep SUBMITs without answering */
 	int submits, cancels, accepts;
 	uint8_t last_cancel_reason;
-	uint64_t held[8];
+	uint64_t held[512];
 	int n_held;
+	/* a hostile worker (0: the defaults above) */
+	uint32_t hello_max_seqs;
+	uint16_t hello_version;
+	uint32_t done_gen_tokens;
 };
 
 /* Listens on `path` (replaced); 0, or -1. */

@@ -300,6 +300,24 @@ static void test_ollama_generate(void **state)
 	}
 }
 
+/* A worker's DONE claiming 2^32-1 tokens is bounded by what the request
+ * allowed (issue 13, finding 10: it locked a TPM-limited tenant out). */
+static void test_worker_counts_bounded(void **state)
+{
+	char out[8192];
+	json_t *j;
+
+	(void)state;
+	__atomic_store_n(&fk.done_gen_tokens, UINT32_MAX, __ATOMIC_SEQ_CST);
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false,\"options\":{\"num_predict\":5}}");
+	__atomic_store_n(&fk.done_gen_tokens, 0, __ATOMIC_SEQ_CST);
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_non_null(j);
+	assert_int_equal(json_integer_value(json_object_get(j, "eval_count")), 5);
+	json_decref(j);
+}
+
 static void test_openai_chat(void **state)
 {
 	char out[8192];
@@ -491,6 +509,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ollama_generate),
 		cmocka_unit_test(test_openai_chat),
+cmocka_unit_test(test_worker_counts_bounded),
 		cmocka_unit_test(test_refusals_in_the_dialects_format),
 		cmocka_unit_test(test_fixed_endpoints),
 		cmocka_unit_test(test_request_id),

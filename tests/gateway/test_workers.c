@@ -263,6 +263,148 @@ static void test_lost_connection_and_drain(void **state)
 	assert_true(wi.drained);
 }
 
+/* ---- a hostile worker (issue 13, finding 10) ---------------------------- */
+
+struct wt_other {
+	struct fake_worker fk;
+	struct gw_workers *ws;
+	char path[108];
+};
+
+static int wt_other_start(struct wt_other *o, const char *tag)
+{
+	struct gw_worker_spec spec = { "w1", o->path, "tiny" };
+	const struct gw_workers_config wc = { 0, 200, 60000, 0 }; /* cap: the worker's max_seqs */
+
+	snprintf(o->path, sizeof(o->path), "/tmp/sluice-test-workers-%s-%ld.sock", tag, (long)getpid());
+	return fake_worker_start(&o->fk, base, o->path) == 0 &&
+	       gw_workers_new(base, &spec, 1, &wc, &o->ws) == CM_OK ? 0 : -1;
+}
+
+static void wt_other_stop(struct wt_other *o)
+{
+	gw_workers_free(o->ws);
+	fake_worker_stop(&o->fk);
+}
+
+static int wt_other_ready(void *arg)
+{
+	return gw_workers_can_take(((struct wt_other *)arg)->ws, 0);
+}
+
+static int wt_other_accepts(void *arg)
+{
+	return ((struct wt_other *)arg)->fk.accepts >= 2;
+}
+
+/* HELLO.max_seqs sized a zeroed slot array (20 M gave 619 MiB): bounded now. */
+static void test_hostile_max_seqs_bounded(void **state)
+{
+	struct wt_other o;
+	struct gw_worker_info wi;
+
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(wt_other_start(&o, "seqs"), 0);
+	o.fk.hello_max_seqs = 20000000;
+	assert_int_equal(wt_until(wt_other_ready, &o), 0);
+	gw_workers_info(o.ws, 0, &wi);
+	assert_int_equal(wi.cap, CM_LIM_MAX_RUNNING_SEQS_HARD);
+	wt_other_stop(&o);
+}
+
+/* Another protocol version in HELLO is refused (was accepted when higher). */
+static void test_hostile_version_refused(void **state)
+{
+	struct wt_other o;
+	struct gw_worker_info wi;
+
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(wt_other_start(&o, "ver"), 0);
+	o.fk.hello_version = PROTO_VERSION + 1;
+	/* refused, closed, and tried again (the backoff's first step) */
+	assert_int_equal(wt_until(wt_other_accepts, &o), 0);
+	gw_workers_info(o.ws, 0, &wi);
+	assert_false(wi.hello_ok);
+	assert_false(gw_workers_can_take(o.ws, 0));
+	wt_other_stop(&o);
+}
+
+struct wt_many {
+	struct wt_req r[300];
+	int n;
+};
+
+static int wt_many_done(void *arg)
+{
+	struct wt_many *m = arg;
+	int d = 0;
+
+	for (int i = 0; i < m->n; i++)
+		d += m->r[i].done;
+	return d == m->n;
+}
+
+static int wt_other_held(void *arg)
+{
+	struct wt_other *o = arg;
+
+	return o->fk.n_held >= 300;
+}
+
+/*
+ * Every TOKEN/DONE scanned all slots; the request-id index finds them. 300
+ * requests in flight, answered in an order unlike the submission's: each
+ * DONE reaches its own request, once (the index's deletions shift entries
+ * back; a wrong shift loses or swaps requests).
+ */
+static void test_many_in_flight_found_by_id(void **state)
+{
+	static struct wt_many m;
+	struct wt_other o;
+	struct proto_submit s = wt_submit();
+	struct gw_worker_info wi;
+
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(wt_other_start(&o, "many"), 0);
+	o.fk.hello_max_seqs = 300;
+	o.fk.hold = 1;
+	assert_int_equal(wt_until(wt_other_ready, &o), 0);
+	m.n = 300;
+	for (int i = 0; i < m.n; i++)
+		/* ids that collide in a small table: multiples of a power of two */
+		assert_int_equal(gw_workers_submit(o.ws, 0, 1024u * (uint64_t)(i + 1), 0, &s, &ops,
+						   &m.r[i]), CM_OK);
+	assert_int_equal(wt_until(wt_other_held, &o), 0);
+	/* answer every 7th first, then the rest backwards (the loop turns in
+	 * between: the stand-in writes blocking) */
+	for (int i = 0; i < m.n; i += 7) {
+		fake_worker_done(&o.fk, o.fk.held[i], PROTO_FINISH_STOP);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	}
+	for (int i = m.n - 1; i >= 0; i--)
+		if (i % 7) {
+			fake_worker_done(&o.fk, o.fk.held[i], PROTO_FINISH_STOP);
+			event_base_loop(base, EVLOOP_NONBLOCK);
+		}
+	assert_int_equal(wt_until(wt_many_done, &m), 0);
+	for (int i = 0; i < m.n; i++) {
+		assert_int_equal(m.r[i].done, 1);
+		assert_int_equal(m.r[i].errors, 0);
+	}
+	gw_workers_info(o.ws, 0, &wi);
+	assert_int_equal(wi.inflight, 0);
+	/* a DONE for an id no longer in flight is ignored */
+	fake_worker_done(&o.fk, 1024, PROTO_FINISH_STOP);
+	assert_int_equal(wt_until(wt_other_ready, &o), 0);
+	gw_workers_info(o.ws, 0, &wi);
+	assert_int_equal(wi.inflight, 0);
+	wt_other_stop(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +412,9 @@ int main(void)
 		cmocka_unit_test(test_request_tokens_done),
 		cmocka_unit_test(test_cap_and_cancel),
 		cmocka_unit_test(test_lost_connection_and_drain),
+		cmocka_unit_test(test_hostile_max_seqs_bounded),
+		cmocka_unit_test(test_hostile_version_refused),
+		cmocka_unit_test(test_many_in_flight_found_by_id),
 	};
 
 	return cmocka_run_group_tests_name("gateway_workers", tests, setup, teardown);

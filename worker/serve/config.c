@@ -46,7 +46,7 @@ static const struct cm_cfg_key wk_server_keys[] = {
 		    "Element type of the KV cache."),
 	CM_CFG_INT(struct wk_server_cfg, block_tokens, CM_LIM_KV_BLOCK_TOKENS, 4, 256,
 		   "Tokens per KV block (prefix-cache granularity)."),
-	CM_CFG_INT(struct wk_server_cfg, max_running, CM_LIM_MAX_RUNNING_SEQS, 1, 4096,
+	CM_CFG_INT(struct wk_server_cfg, max_running, CM_LIM_MAX_RUNNING_SEQS, 1, CM_LIM_MAX_RUNNING_SEQS_HARD,
 		   "Sequences in the running batch."),
 	CM_CFG_INT(struct wk_server_cfg, step_tokens, CM_LIM_STEP_TOKEN_BUDGET, 1, 65536,
 		   "Token budget of one scheduler step (decode tokens first, then prefill chunks)."),
