@@ -494,7 +494,7 @@ static void answer_readyz(struct gw_dispatch *d, struct gw_request *r)
 {
 	char body[512];
 	size_t len;
-	int status = gw_api_answer_readyz(d->dep.workers, gw_redis_up(d->dep.redis),
+	int status = gw_api_answer_readyz(d->dep.workers, gw_redis_up(d->dep.redis), 0,
 					  body, sizeof(body), &len);
 
 	respond_raw(r, status, GW_API_CT_JSON, body, len);

@@ -28,6 +28,7 @@
 #include "gateway/gov/auth.h"
 #include "gateway/dispatch.h"
 #include "gateway/admin/listener.h"
+#include "gateway/api/endpoints.h"
 #include "gateway/metrics.h"
 #include "gateway/queue.h"
 #include "gateway/http/server.h"
@@ -142,6 +143,18 @@ static void admin_handle(struct gw_request *req, void *arg)
 	gw_admin_handle(req, g->admin);
 }
 
+/* /readyz on the admin listener: the reasons (docs/operations.md). */
+static void admin_readyz(struct gw_request *req, void *arg)
+{
+	struct gw_admin_glue *g = arg;
+	char body[512];
+	size_t len;
+	int status = gw_api_answer_readyz(g->ws, gw_redis_up(g->redis), 1, body, sizeof(body), &len);
+
+	if (gw_request_respond(req, status, "application/json", body, len) != CM_OK)
+		cm_logf(CM_LOG_DEBUG, "admin_respond", "response not sent");
+}
+
 /* Everything the gateway process builds, in the order it builds them. */
 struct gw_parts {
 	struct gw_settings set;
@@ -195,7 +208,8 @@ static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_l
 	if (gw_workers_new(p->base, p->specs, set->workers.n, &wc, &p->ws) != CM_OK)
 		return CM_ENOMEM;
 	if (gw_redis_new(p->base, &(struct gw_redis_opts){ .url = set->redis.url,
-				.user = set->redis.user, .password_file = set->redis.password_file },
+				.user = set->redis.user, .password_file = set->redis.password_file,
+				.timeout_ms = set->redis.timeout_ms },
 			 &p->redis, err, err_len) != CM_OK)
 		return CM_EINVAL;
 	if (gw_auth_new(p->base, &ac, p->pepper, p->redis, &p->auth, err, err_len) != CM_OK)
@@ -233,6 +247,7 @@ static enum cm_status parts_admin(struct gw_parts *p, char *err, size_t err_len)
 		return CM_EINVAL;
 	}
 	gw_admin_listener_mount(p->listener, admin_handle, &p->glue);
+	gw_admin_listener_set_ready(p->listener, admin_readyz, &p->glue);
 	return CM_OK;
 }
 

@@ -1,5 +1,5 @@
 /*
- * listener.c - the admin listener (see listener.h): /metrics and /admin/.
+ * listener.c - the admin listener (see listener.h): /metrics, /readyz and /admin/.
  */
 #include "gateway/admin/listener.h"
 
@@ -17,6 +17,8 @@ struct gw_admin_listener {
 	struct gw_metrics *m;
 	gw_handler_fn admin_fn;
 	void *admin_ctx;
+	gw_handler_fn ready_fn;
+	void *ready_ctx;
 };
 
 static void al_respond(struct gw_request *r, int status, const char *ct,
@@ -34,6 +36,10 @@ static void al_handle(struct gw_request *r, void *ctx)
 
 	if (strncmp(path, "/admin/", 7) == 0 && l->admin_fn) {
 		l->admin_fn(r, l->admin_ctx);
+		return;
+	}
+	if (strcmp(path, "/readyz") == 0 && l->ready_fn) {
+		l->ready_fn(r, l->ready_ctx);
 		return;
 	}
 	if (strcmp(path, "/metrics") == 0 && (gw_request_method(r) == GW_HTTP_GET ||
@@ -91,6 +97,12 @@ void gw_admin_listener_mount(struct gw_admin_listener *l, gw_handler_fn fn, void
 {
 	l->admin_fn = fn;
 	l->admin_ctx = ctx;
+}
+
+void gw_admin_listener_set_ready(struct gw_admin_listener *l, gw_handler_fn fn, void *ctx)
+{
+	l->ready_fn = fn;
+	l->ready_ctx = ctx;
 }
 
 uint16_t gw_admin_listener_port(const struct gw_admin_listener *l)

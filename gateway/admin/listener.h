@@ -36,6 +36,8 @@ void gw_admin_listener_free(struct gw_admin_listener *l);
  * (which must answer them, as any gw_handler_fn); without one they get 404.
  */
 void gw_admin_listener_mount(struct gw_admin_listener *l, gw_handler_fn fn, void *ctx);
+/* /readyz with its reasons (the public one says only ready or not). */
+void gw_admin_listener_set_ready(struct gw_admin_listener *l, gw_handler_fn fn, void *ctx);
 
 /* The port it listens on. */
 uint16_t gw_admin_listener_port(const struct gw_admin_listener *l);

@@ -92,7 +92,7 @@ enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
 					    : gw_api_render_show(out, &m[i]);
 }
 
-int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, char *body, size_t cap,
+int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, int detailed, char *body, size_t cap,
 			 size_t *len)
 {
 	size_t n = gw_workers_count(w);
@@ -101,6 +101,11 @@ int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, char *body, size_t 
 
 	for (size_t i = 0; i < n; i++) {
 		gw_workers_info(w, i, &wi);
+		if (!wi.ready && !detailed) {
+			l = snprintf(body, cap, "{\"status\":\"not ready\"}\n");
+			*len = l < 0 ? 0 : ((size_t)l < cap ? (size_t)l : cap - 1);
+			return 503;
+		}
 		if (!wi.ready) {
 			l = snprintf(body, cap,
 				     "{\"status\":\"not ready\",\"worker\":\"%s\",\"reason\":\"%s\"}\n",
@@ -109,7 +114,9 @@ int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, char *body, size_t 
 			return 503;
 		}
 	}
-	if (n == 0)
+	if ((n == 0 || !redis_ok) && !detailed)
+		l = snprintf(body, cap, "{\"status\":\"not ready\"}\n");
+	else if (n == 0)
 		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"no workers\"}\n");
 	else if (!redis_ok)
 		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"redis unavailable\"}\n");

@@ -42,11 +42,13 @@ enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
 				    struct cm_buf *out, struct gw_api_error *e) CM_WUR;
 
 /*
- * /readyz: 200 when every worker is ready and Redis answers, else 503
- * naming the first reason.  Writes the JSON body (NUL-terminated) into
- * body[cap] and its length into *len; returns the HTTP status.
+ * /readyz: 200 when every worker is ready and Redis answers, else 503.
+ * `detailed` (the admin listener) names the first reason and the worker;
+ * the public answer says only ready or not (who is not ready, and why, is
+ * not for unauthenticated clients).  Writes the JSON body (NUL-terminated)
+ * into body[cap] and its length into *len; returns the HTTP status.
  */
-int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, char *body, size_t cap,
+int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, int detailed, char *body, size_t cap,
 			 size_t *len);
 
 /*

@@ -11,6 +11,7 @@
 #include <hiredis/adapters/libevent.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/secret.h"
@@ -40,6 +41,12 @@ struct gw_redis {
 	size_t pass_len;
 	struct rconn cmd, sub;
 	char channel[GW_REDIS_CHANNEL_MAX];
+	/* liveness: a PING in flight since ping_sent_ns; stalled when it is
+	 * older than timeout_ns */
+	struct event *ping_ev;
+	int64_t timeout_ns;
+	int64_t ping_sent_ns;       /* 0: none in flight */
+	int stalled;
 	gw_redis_msg_fn on_msg;
 	gw_redis_sub_fn on_sub, on_lost;
 	void *ctx;
@@ -125,6 +132,41 @@ static void rd_retry_later(struct rconn *c)
 	evtimer_add(c->retry, &tv);
 	c->backoff_ms = c->backoff_ms * 2 > GW_REDIS_RECONNECT_MAX_MS ? GW_REDIS_RECONNECT_MAX_MS
 								    : c->backoff_ms * 2;
+}
+
+/* ---- liveness ------------------------------------------------------------------ */
+
+static void rd_pong(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct gw_redis *r = priv;
+
+	(void)ac;
+	(void)reply; /* NULL when the connection went: no longer in flight either */
+	if (r->stalled && reply)
+		cm_logf(CM_LOG_INFO, "redis_answers", "%s: answers again", r->url);
+	r->ping_sent_ns = 0;
+	if (reply)
+		r->stalled = 0;
+}
+
+static void rd_ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw_redis *r = arg;
+	struct timeval tv = { GW_REDIS_PING_MS / 1000, (GW_REDIS_PING_MS % 1000) * 1000 };
+	int64_t now = cm_mono_ns();
+
+	(void)fd;
+	(void)what;
+	if (r->ping_sent_ns && now - r->ping_sent_ns > r->timeout_ns && !r->stalled) {
+		r->stalled = 1;
+		cm_logf(CM_LOG_WARN, "redis_stalled", "%s: PING unanswered for %lld ms",
+			r->url, (long long)((now - r->ping_sent_ns) / 1000000));
+	}
+	if (!r->ping_sent_ns && r->cmd.up &&
+	    redisAsyncCommand(r->cmd.ac, rd_pong, r, "PING") == REDIS_OK)
+		r->ping_sent_ns = now;
+	if (!r->freeing)
+		evtimer_add(r->ping_ev, &tv);
 }
 
 /* ---- the command connection ------------------------------------------------ */
@@ -326,7 +368,9 @@ enum cm_status gw_redis_new(struct event_base *base, const struct gw_redis_opts 
 	r->cmd.backoff_ms = r->sub.backoff_ms = GW_REDIS_RECONNECT_MIN_MS;
 	r->cmd.retry = evtimer_new(base, rd_cmd_retry_cb, r);
 	r->sub.retry = evtimer_new(base, rd_sub_retry_cb, r);
-	if (!r->cmd.retry || !r->sub.retry) {
+	r->ping_ev = evtimer_new(base, rd_ping_cb, r);
+	r->timeout_ns = (o->timeout_ms > 0 ? o->timeout_ms : 1000) * 1000000LL;
+	if (!r->cmd.retry || !r->sub.retry || !r->ping_ev) {
 		gw_redis_free(r);
 		return CM_ENOMEM;
 	}
@@ -338,6 +382,7 @@ enum cm_status gw_redis_new(struct event_base *base, const struct gw_redis_opts 
 		return st;
 	}
 	rd_cmd_connect(r);
+	rd_ping_cb(-1, 0, r);
 	*out = r;
 	return CM_OK;
 }
@@ -370,6 +415,8 @@ void gw_redis_free(struct gw_redis *r)
 		event_free(r->cmd.retry);
 	if (r->sub.retry)
 		event_free(r->sub.retry);
+	if (r->ping_ev)
+		event_free(r->ping_ev);
 	cm_wipe(r->pass, sizeof(r->pass));
 	cm_free(r);
 }
@@ -381,5 +428,5 @@ redisAsyncContext *gw_redis_async(struct gw_redis *r)
 
 int gw_redis_up(const struct gw_redis *r)
 {
-	return r && r->cmd.up && r->sub.up;
+	return r && r->cmd.up && r->sub.up && !r->stalled;
 }

@@ -28,6 +28,7 @@
 #define GW_REDIS_URL_MAX 255
 #define GW_REDIS_USER_MAX 128
 #define GW_REDIS_PASSWORD_MAX 512
+#define GW_REDIS_PING_MS 500
 
 struct gw_redis;
 
@@ -41,6 +42,7 @@ struct gw_redis_opts {
 	const char *url;           /* unix:///path or redis://host[:port] */
 	const char *user;          /* ACL user for AUTH; NULL: the default user */
 	const char *password_file; /* AUTH with its content; NULL: no AUTH */
+	int64_t timeout_ms;        /* a PING unanswered this long: not up (0: 1 s) */
 };
 
 /*
@@ -68,7 +70,12 @@ enum cm_status gw_redis_subscribe(struct gw_redis *r, const char *channel,
 
 /* The command connection, NULL while it is down. */
 redisAsyncContext *gw_redis_async(struct gw_redis *r);
-/* 1 when the command connection and the subscription are both up. */
+/*
+ * 1 when the command connection and the subscription are both up and Redis
+ * answers: the command connection sends PING every GW_REDIS_PING_MS, and
+ * one unanswered for timeout_ms counts as down (a Redis that is stopped or
+ * stuck keeps its connections open) until its answer comes.
+ */
 int gw_redis_up(const struct gw_redis *r);
 
 #endif

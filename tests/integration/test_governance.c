@@ -750,7 +750,20 @@ static void test_redis_slow(void **state)
 	t0 = h_now_ms();
 	assert_int_equal(gvt_http(gvt_port[0], "GET", "/healthz", NULL, NULL, NULL), 200);
 	assert_true(h_now_ms() - t0 < 500);
+	/* and readiness says Redis does not answer (issue 13, finding 11: it
+	 * stayed 200 while the connections were open): a PING unanswered for
+	 * redis.timeout_ms */
+	end = h_now_ms() + 10000;
+	while ((code = gvt_http(gvt_port[0], "GET", "/readyz", NULL, NULL, NULL)) == 200 &&
+	       h_now_ms() < end)
+		h_pause_ms(20);
+	assert_int_equal(code, 503);
 	assert_int_equal(kill(gvt_redis.pid, SIGCONT), 0);
+	end = h_now_ms() + 10000;
+	while ((code = gvt_http(gvt_port[0], "GET", "/readyz", NULL, NULL, NULL)) != 200 &&
+	       h_now_ms() < end)
+		h_pause_ms(20);
+	assert_int_equal(code, 200);
 	end = h_now_ms() + 20000;
 	while ((code = gvt_http(gvt_port[0], "POST", "/api/generate", slow, gen_body, NULL)) != 200 &&
 	       h_now_ms() < end)
