@@ -25,6 +25,7 @@
 #define CM_LIM_HTTP_HEADER_TIMEOUT_MS 10000
 #define CM_LIM_HTTP_BODY_TIMEOUT_MS 30000
 #define CM_LIM_HTTP_IDLE_TIMEOUT_MS 60000
+#define CM_LIM_HTTP_WRITE_TIMEOUT_MS 30000
 
 /* ---- gateway: request content ---- */
 #define CM_LIM_JSON_DEPTH 32

@@ -342,9 +342,16 @@ static void mx_render_server(struct gw_server *pub, struct mx_out *o)
 		"counter");
 	mx_put(o, "sluice_gateway_timeouts_total{phase=\"header\"} %llu\n"
 	       "sluice_gateway_timeouts_total{phase=\"body\"} %llu\n"
-	       "sluice_gateway_timeouts_total{phase=\"idle\"} %llu\n",
+	       "sluice_gateway_timeouts_total{phase=\"idle\"} %llu\n"
+	       "sluice_gateway_timeouts_total{phase=\"write\"} %llu\n",
 	       (unsigned long long)s.timeouts_header, (unsigned long long)s.timeouts_body,
-	       (unsigned long long)s.timeouts_idle);
+	       (unsigned long long)s.timeouts_idle, (unsigned long long)s.timeouts_write);
+	mx_head(o, "sluice_gateway_connections_overflowed_total",
+		"Connections closed for a client that does not read or pipelines past the limits.",
+		"counter");
+	mx_put(o, "sluice_gateway_connections_overflowed_total{what=\"output\"} %llu\n"
+	       "sluice_gateway_connections_overflowed_total{what=\"pipeline\"} %llu\n",
+	       (unsigned long long)s.output_overflows, (unsigned long long)s.pipeline_overflows);
 	mx_head(o, "sluice_gateway_http_errors_total", "Requests refused by the HTTP parser.",
 		"counter");
 	mx_put(o, "sluice_gateway_http_errors_total %llu\n", (unsigned long long)s.http_errors);

@@ -60,6 +60,9 @@ static const struct cm_cfg_key gw_timeouts_keys[] = {
 			"Deadline from the end of the headers to the end of the body."),
 	CM_CFG_DURATION(T, idle_ms, CM_LIM_HTTP_IDLE_TIMEOUT_MS, 100, 3600000,
 			"Idle time allowed between requests on a kept-alive connection."),
+	CM_CFG_DURATION(T, write_ms, CM_LIM_HTTP_WRITE_TIMEOUT_MS, 100, 3600000,
+			"While response bytes wait to be sent, the longest time without the client taking any; "
+			"then the connection is closed (and its request cancelled)."),
 };
 static const struct cm_cfg_section gw_timeouts_section =
 	CM_CFG_SECTION("timeouts", T, gw_timeouts_keys, "Client timeouts (deadlines).");
@@ -169,6 +172,7 @@ void gw_settings_server(const struct gw_settings *s, struct gw_server_config *c)
 	c->header_timeout_ms = (uint32_t)s->timeouts.header_ms;
 	c->body_timeout_ms = (uint32_t)s->timeouts.body_ms;
 	c->idle_timeout_ms = (uint32_t)s->timeouts.idle_ms;
+	c->write_timeout_ms = (uint32_t)s->timeouts.write_ms;
 }
 
 void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l)

@@ -37,6 +37,7 @@ struct gw_settings_timeouts {
 	int64_t header_ms;
 	int64_t body_ms;
 	int64_t idle_ms;
+	int64_t write_ms;
 };
 
 struct gw_settings_worker {

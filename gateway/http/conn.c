@@ -169,12 +169,41 @@ static void conn_dispatch(struct gw_conn *c)
 	}
 }
 
+/* Reading stops while the input is at the read limit and nothing consumes
+ * it (a request in the handler's hands, a response still being sent):
+ * otherwise a readable socket the bufferevent will not read wakes the loop
+ * over and over. */
+/*
+ * Input at the read limit while nothing consumes it (a request in the
+ * handler's hands, a response still being sent) is more pipelining than
+ * any client needs: the connection takes no further request, closes after
+ * the response in progress, and discards what arrives meanwhile.  Reading
+ * goes on (so that a client that leaves is still noticed and its request
+ * cancelled), and the loop never spins on input it will not read.
+ */
+static void pipeline_overflow(struct gw_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	if (!c->discard_input &&
+	    evbuffer_get_length(in) >= c->srv->cfg.header_bytes + SRV_READ_SLACK) {
+		c->discard_input = 1;
+		c->srv->st.pipeline_overflows++;
+	}
+	if (c->discard_input)
+		evbuffer_drain(in, evbuffer_get_length(in));
+}
+
 /* Reads as much of the next request as is buffered. */
 static void conn_process(struct gw_conn *c)
 {
 	struct gw_server *s = c->srv;
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 
+	if (c->wait_drain) {
+		pipeline_overflow(c);
+		return;
+	}
 	while (c->state == CS_READING && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		enum gw_http_phase before = gw_http_parser_phase(c->parser);
@@ -230,7 +259,7 @@ void gw_srv_finish_request(struct gw_conn *c)
 
 	r->rstate = RS_DONE;
 	c->req = NULL;
-	if (!r->keep_alive) {
+	if (!r->keep_alive || c->discard_input) {
 		c->state = CS_CLOSING;
 		set_timer(c, T_LINGER, GW_SERVER_LINGER_MS);
 		/* the write callback starts the linger once the reply is out */
@@ -241,7 +270,12 @@ void gw_srv_finish_request(struct gw_conn *c)
 	c->sent_continue = 0;
 	c->state = CS_READING;
 	set_timer(c, T_IDLE, s->cfg.idle_timeout_ms);
-	event_active(c->process_ev, EV_TIMEOUT, 0); /* pipelined bytes */
+	/* pipelined bytes: once this response is out (write_cb), so that a
+	 * client that does not read cannot make us queue answer after answer */
+	if (gw_srv_out_pending(c) > 0)
+		c->wait_drain = 1;
+	else
+		event_active(c->process_ev, EV_TIMEOUT, 0);
 }
 
 static void process_cb(evutil_socket_t fd, short what, void *arg)
@@ -269,7 +303,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		conn_process(c);
 		break;
 	case CS_HANDLING:
-		break; /* pipelined: waits (bounded by the read watermark) */
+		pipeline_overflow(c); /* pipelined: waits (bounded by the read limit) */
+		break;
 	case CS_CLOSING:
 	case CS_LINGER:
 		evbuffer_drain(in, evbuffer_get_length(in));
@@ -284,6 +319,13 @@ static void write_cb(struct bufferevent *bev, void *arg)
 	/* a deferred callback may run after more output was queued: check */
 	if (c->state == CS_CLOSING && gw_srv_out_pending(c) == 0)
 		begin_linger(c);
+	if (c->wait_drain && gw_srv_out_pending(c) == 0) {
+		c->wait_drain = 0;
+		if (c->discard_input)
+			begin_linger(c);
+		else
+			event_active(c->process_ev, EV_TIMEOUT, 0);
+	}
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -298,6 +340,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
 		if (c->state == CS_HANDSHAKE)
 			c->srv->st.tls_handshake_failures++;
+		if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING))
+			c->srv->st.timeouts_write++;
 		if (c->tls)
 			ERR_clear_error();
 		gw_srv_conn_free(c);
@@ -379,6 +423,12 @@ void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_READ, 0,
 				 s->cfg.header_bytes + SRV_READ_SLACK);
+	if (s->cfg.write_timeout_ms) {
+		struct timeval wtv = { s->cfg.write_timeout_ms / 1000,
+				       (s->cfg.write_timeout_ms % 1000) * 1000 };
+
+		bufferevent_set_timeouts(c->bev, NULL, &wtv);
+	}
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	c->next = s->conns;
 	if (s->conns)

@@ -21,7 +21,9 @@
  *     activate the process event;
  *   - at most one request per connection is in the handler's hands
  *     (state HANDLING); pipelined bytes wait in the input buffer, whose size
- *     is bounded by the read high-watermark;
+ *     is bounded by the read high-watermark; more than that (while a request
+ *     is handled or its response is still being sent) closes the
+ *     connection after the response in progress;
  *   - on_close is called at most once, and only for a request whose
  *     response is unfinished.
  */
@@ -97,6 +99,8 @@ struct gw_conn {
 	int64_t first_byte_ns;
 	int sent_continue;
 	int kill;                  /* close at the next process event */
+	int wait_drain;            /* the next pipelined request waits for the output */
+	int discard_input;         /* pipelined past the read limit: close after this response */
 	int freeing;
 	char peer[INET6_ADDRSTRLEN];
 };

@@ -145,8 +145,14 @@ enum cm_status gw_request_respond(struct gw_request *r, int status,
 		return CM_ECLOSED;
 	if (r->rstate != RS_NEW)
 		return CM_EINVAL;
-	if (gw_srv_out_pending(c) + len > c->srv->cfg.out_bytes)
+	if (len > c->srv->cfg.out_bytes)
 		return CM_ELIMIT;
+	if (gw_srv_out_pending(c) + len > c->srv->cfg.out_bytes) {
+		/* the client is not reading what it was sent: give up on it */
+		c->srv->st.output_overflows++;
+		gw_srv_conn_kill_later(c);
+		return CM_ECLOSED;
+	}
 	st = write_head(r, status, content_type, GW_HTTP_BODY_LENGTH, len);
 	if (st != CM_OK)
 		return st;

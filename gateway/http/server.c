@@ -57,6 +57,7 @@ void gw_server_config_defaults(struct gw_server_config *c)
 	c->header_timeout_ms = CM_LIM_HTTP_HEADER_TIMEOUT_MS;
 	c->body_timeout_ms = CM_LIM_HTTP_BODY_TIMEOUT_MS;
 	c->idle_timeout_ms = CM_LIM_HTTP_IDLE_TIMEOUT_MS;
+	c->write_timeout_ms = CM_LIM_HTTP_WRITE_TIMEOUT_MS;
 }
 
 /* ---- server lifecycle ----------------------------------------------- */

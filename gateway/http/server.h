@@ -17,6 +17,15 @@
  *                      first byte of a later request to the end of headers;
  *   body_timeout_ms    from the end of headers to the end of the body;
  *   idle_timeout_ms    between requests on a kept-alive connection.
+ *   write_timeout_ms   while response bytes wait to be sent, the longest
+ *                      time without any of them being taken by the client:
+ *                      past it the connection is closed (a client that
+ *                      stops reading cannot hold a connection and its
+ *                      request forever).
+ * Pipelining: the next pipelined request is parsed only once the previous
+ * response has been sent; input that reaches the read limit meanwhile, or
+ * while a request is in the handler's hands, makes the connection close
+ * after the response in progress (what arrives is discarded).
  * No deadline runs while the handler owns a request (the dispatcher and its
  * queues have their own).  A timed-out connection is closed without a reply.
  * A client that closes or half-closes its side while the handler owns its
@@ -72,6 +81,7 @@ struct gw_server_config {
 	uint32_t header_timeout_ms; /* timeouts.header_ms */
 	uint32_t body_timeout_ms;   /* timeouts.body_ms */
 	uint32_t idle_timeout_ms;   /* timeouts.idle_ms */
+	uint32_t write_timeout_ms;  /* timeouts.write_ms: unsent output without progress */
 };
 
 /* Fills `c` with the defaults of common/limits.h (address 127.0.0.1:8443). */
@@ -110,6 +120,8 @@ struct gw_server_stats {
 	uint64_t timeouts_header;
 	uint64_t timeouts_body;
 	uint64_t timeouts_idle;
+	uint64_t timeouts_write;       /* unsent output made no progress for write_timeout_ms */
+	uint64_t pipeline_overflows;   /* pipelined past the read limit: closed after the response */
 	uint64_t output_overflows;     /* closed for exceeding out_bytes */
 	uint64_t client_gone;          /* closed with a request unfinished */
 	uint64_t tls_reloads;          /* successful reloads */

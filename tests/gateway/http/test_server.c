@@ -30,6 +30,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -51,6 +52,7 @@
 #define IDLE_TIMEOUT_MS 1500
 #define BODY_TIMEOUT_MS 1500
 #define DEADLINE_MS 5000
+#define WRITE_TIMEOUT_MS 800
 
 static char dir[64];
 static struct event_base *base;
@@ -226,6 +228,13 @@ static void handler(struct gw_request *req, void *ctx)
 		gw_request_on_close(req, stream_closed, ss);
 		st = gw_request_stream_start(req, 200, "application/x-ndjson");
 		evtimer_add(ss->timer, &tv);
+	} else if (strcmp(path, "/big") == 0) {
+		static char big[60 * 1024];
+
+		memset(big, 'b', sizeof(big));
+		st = gw_request_respond(req, 200, "text/plain", big, sizeof(big));
+		if (st == CM_ECLOSED)
+			st = CM_OK; /* a client that does not read: closed */
 	} else if (strcmp(path, "/hang") == 0) {
 		gw_request_on_close(req, hang_closed, NULL);
 		st = CM_OK;
@@ -306,6 +315,7 @@ static void test_config(struct gw_server_config *c)
 	c->header_timeout_ms = HEADER_TIMEOUT_MS;
 	c->body_timeout_ms = BODY_TIMEOUT_MS;
 	c->idle_timeout_ms = IDLE_TIMEOUT_MS;
+	c->write_timeout_ms = WRITE_TIMEOUT_MS;
 }
 
 static void *loop_main(void *arg)
@@ -666,6 +676,101 @@ static void test_output_cap(void **state)
 	assert_int_equal(s1.output_overflows - s0.output_overflows, 1);
 }
 
+/* CPU seconds this process used (user + system). */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+/*
+ * Issue 13, finding 1: pipelined input above the read limit while a
+ * request is in the handler's hands made the loop spin (93-98 % of a core).
+ * A request held by the handler, 200 KiB pipelined behind it: over one
+ * second (a measuring window, not a synchronisation) the process uses a
+ * small part of a core.
+ */
+static void test_pipelined_flood_does_not_spin(void **state)
+{
+	static char junk[200 * 1024];
+	struct timespec win = { 1, 0 };
+	struct tcli c;
+	double t0, used;
+	int closed0 = read_counter(&n_closed);
+	size_t off = 0;
+
+	(void)state;
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
+	tcli_send(&c, "GET /hang HTTP/1.1\r\nHost: x\r\n\r\n");
+	memset(junk, 'G', sizeof(junk));
+	/* as much as the server takes in (its read limit, then TCP's windows) */
+	for (int tries = 0; off < sizeof(junk) && tries < 200; tries++) {
+		struct pollfd pf = { c.fd, POLLOUT, 0 };
+		int n;
+
+		if (poll(&pf, 1, 20) <= 0)
+			continue;
+		n = SSL_write(c.ssl, junk + off, (int)(sizeof(junk) - off > 16384 ? 16384
+							   : sizeof(junk) - off));
+		if (n > 0)
+			off += (size_t)n;
+		else if (SSL_get_error(c.ssl, n) != SSL_ERROR_WANT_WRITE)
+			break;
+	}
+	assert_true(off > 70 * 1024); /* past the server's read limit */
+	t0 = cpu_seconds();
+	nanosleep(&win, NULL);
+	used = cpu_seconds() - t0;
+	fprintf(stderr, "pipelined flood behind a held request: %.3f CPU s in 1 s\n", used);
+	assert_true(used < 0.25);
+	tcli_close(&c);
+	assert_int_equal(wait_counter(&n_closed, closed0 + 1), closed0 + 1);
+}
+
+/*
+ * Issue 13, finding 1: a client that pipelines requests and never reads
+ * filled the output buffer; the next response could not be queued, was
+ * dropped, and the connection then waited for an answer that never came,
+ * with no timer.  Now a response that cannot be queued closes the
+ * connection, pipelined requests wait for the previous response to drain,
+ * and unsent output has a deadline (timeouts.write_ms).
+ */
+static void test_reader_that_never_reads(void **state)
+{
+	struct gw_server_stats s0 = stats_of(srv), s1;
+	int64_t end;
+	struct tcli c;
+	int closed0 = read_counter(&n_closed);
+
+	(void)state;
+	assert_int_equal(tcli_open(&c, port, dir, "a", 0), 0);
+	/* 200 pipelined requests for 60 KiB each (12 MiB, more than the
+	 * sockets buffer), never read */
+	for (int i = 0; i < 200; i++)
+		tcli_send(&c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+	/* the server gives up on it within the write deadline */
+	end = cm_mono_ns() + (int64_t)(WRITE_TIMEOUT_MS + DEADLINE_MS) * 1000000;
+	do {
+		struct timespec ts = { 0, 20 * 1000000 };
+
+		s1 = stats_of(srv);
+		if (s1.active == s0.active - 0 && s1.timeouts_write > s0.timeouts_write)
+			break;
+		nanosleep(&ts, NULL); /* poll interval, bounded by the deadline */
+	} while (cm_mono_ns() < end);
+	fprintf(stderr, "never-reading client: write timeouts %llu -> %llu, overflows %llu -> %llu\n",
+		(unsigned long long)s0.timeouts_write, (unsigned long long)s1.timeouts_write,
+		(unsigned long long)s0.output_overflows, (unsigned long long)s1.output_overflows);
+	assert_true(s1.timeouts_write > s0.timeouts_write);
+	/* the connection is gone (the count is back to before it) */
+	assert_int_equal(s1.active, s0.active);
+	(void)closed0;
+	tcli_close(&c);
+}
+
 struct reload_arg {
 	enum cm_status st;
 	char err[512];
@@ -905,6 +1010,8 @@ int main(void)
 		cmocka_unit_test(test_body_timeout),
 		cmocka_unit_test(test_streaming),
 		cmocka_unit_test(test_output_cap),
+		cmocka_unit_test(test_pipelined_flood_does_not_spin),
+		cmocka_unit_test(test_reader_that_never_reads),
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_plain_http_rules),
