@@ -15,6 +15,7 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/crypto.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "gateway/api/endpoints.h"
 #include "gateway/http/cors.h"
@@ -264,6 +265,12 @@ static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
 		s.max_prompt_tokens = (uint32_t)j->ident.max_prompt_tokens;
 	st = gw_workers_submit(d->dep.workers, (size_t)w, j->id, flags, &s, &gw_job_ops, j);
 	cm_wipe(s.cache_salt, sizeof(s.cache_salt));
+	if (st == CM_EINVAL) {
+		/* it will never encode: it fails alone, the queue goes on */
+		j->stage = GW_ST_QUOTA; /* popped: not queued any more */
+		gw_job_failf(j, 413, "too_large", 0, "request too large for a worker");
+		return 1;
+	}
 	if (st != CM_OK)
 		return -1;
 	j->worker = w;
@@ -299,7 +306,11 @@ void gw_dispatch_pump(struct gw_dispatch *d)
 		struct gw_job *j = job_of_item(it);
 		long w = place(d, j);
 
-		if (w < 0 || submit(d, j, w) != 0) {
+		int rc = w < 0 ? -1 : submit(d, j, w);
+
+		if (rc > 0)
+			continue; /* failed by itself */
+		if (rc < 0) {
 			gw_queue_unpop(d->dep.queue, it);
 			break;
 		}
@@ -535,6 +546,15 @@ static void start_generation(struct gw_job *j)
 		gw_api_error_model_not_found(&e, j->api.model.ptr, j->api.model.len);
 		j->model[0] = '\0';
 		gw_job_fail(j, &e, 0, "unknown_model");
+		return;
+	}
+	if (gw_api_submit_bytes(&j->api) > CM_LIM_PROTO_FRAME_BYTES) {
+		/* issue 13, finding 7: it used to stall all dispatch until its
+		 * queue timeout, then get 503 */
+		gw_api_error_set(&e, 413, j->api.prompt_kind == PROTO_PROMPT_CHAT ? "messages" : "prompt",
+				 NULL, "request too large: the prompt takes %zu bytes, a worker accepts "
+				 "at most %u", gw_api_submit_bytes(&j->api), CM_LIM_PROTO_FRAME_BYTES);
+		gw_job_fail(j, &e, 0, "too_large");
 		return;
 	}
 	if (j->ident.max_output_tokens > 0 && j->api.max_tokens > j->ident.max_output_tokens) {

@@ -719,7 +719,7 @@ enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 	m.u.submit = *s;
 	st = wc_send(c, &m);
 	if (st != CM_OK)
-		return st == CM_EIO ? CM_ECLOSED : CM_EINVAL;
+		return st == CM_EIO ? CM_ECLOSED : st == CM_ENOMEM ? CM_ENOMEM : CM_EINVAL;
 	slot->used = 1;
 	slot->request_id = request_id;
 	slot->ops = ops;

@@ -130,6 +130,14 @@ void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 		      uint32_t *flags);
 
 /*
+ * An upper bound of the SUBMIT payload the request encodes to (its strings
+ * with their length prefixes, the fixed fields, and room for the tenant,
+ * key and salt the dispatcher adds): a request above the worker frame
+ * limit is refused at admission (413) instead of failing at dispatch.
+ */
+size_t gw_api_submit_bytes(const struct gw_api_request *r);
+
+/*
  * The tokens a request may cost, for quota admission before the worker has
  * counted: about one per 4 prompt bytes, plus its max_tokens; with
  * PROTO_SUBMIT_F_FIT at most `context` (a prompt and its completion share

@@ -559,6 +559,18 @@ void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 	*flags = r->submit_flags;
 }
 
+size_t gw_api_submit_bytes(const struct gw_api_request *r)
+{
+	/* fixed fields, sampling, tenant, key, salt, template name: < 1 KiB */
+	size_t n = 1024 + r->model.len + r->text.len;
+
+	for (uint32_t i = 0; i < r->n_stop; i++)
+		n += 4 + r->stop[i].len;
+	for (uint32_t i = 0; i < r->n_messages; i++)
+		n += 8 + r->messages[i].role.len + r->messages[i].content.len;
+	return n;
+}
+
 int64_t gw_api_token_estimate(const struct gw_api_request *r, uint32_t context)
 {
 	uint64_t bytes = r->text.len, prompt;

@@ -157,6 +157,7 @@ static int dt_build(void)
 	gw_server_config_defaults(&sc);
 	sc.plain_http = 1;
 	sc.port = 0;
+	sc.body_bytes = 16u * 1024 * 1024; /* above a worker frame (8 MiB) */
 	if (gw_redis_new(base, &(struct gw_redis_opts){ .url = url }, &redis, err, sizeof(err)) != CM_OK ||
 	    gw_auth_new(base, &ac, pepper, redis, &auth, err, sizeof(err)) != CM_OK ||
 	    gw_workers_new(base, &spec, 1, &wc, &ws) != CM_OK || gw_queue_new(&qc, &q) != CM_OK ||
@@ -315,6 +316,54 @@ static void test_worker_counts_bounded(void **state)
 	assert_int_equal(dt_split(out, &j), 200);
 	assert_non_null(j);
 	assert_int_equal(json_integer_value(json_object_get(j, "eval_count")), 5);
+	json_decref(j);
+}
+
+/*
+ * Issue 13, finding 7: a prompt that cannot be encoded in a SUBMIT (9 MiB,
+ * frame cap 8 MiB) went back to the head of the queue, stopped all
+ * dispatch until its queue timeout, then got 503.  Now: 413 at admission,
+ * naming the field, and the next request is served at once.
+ */
+static void test_prompt_over_frame_is_413(void **state)
+{
+	static char out[8192];
+	char path[128], *body;
+	size_t n = 9u * 1024 * 1024;
+	FILE *f;
+	json_t *j, *err;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/sluice-test-dispatch-big-%ld.json", (long)getpid());
+	body = malloc(n + 128);
+	assert_non_null(body);
+	{
+		static const char pre[] = "{\"model\":\"tiny\",\"prompt\":\"", post[] = "\",\"stream\":false}";
+		size_t pl = sizeof(pre) - 1, ql = sizeof(post) - 1;
+
+		memcpy(body, pre, pl);
+		memset(body + pl, 'a', n);
+		memcpy(body + pl + n, post, ql);
+		f = fopen(path, "wb");
+		assert_non_null(f);
+		assert_int_equal(fwrite(body, 1, pl + n + ql, f), pl + n + ql);
+		fclose(f);
+	}
+	free(body);
+	tcli_curl(out, sizeof(out), "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
+		  key, path, port);
+	unlink(path);
+	assert_int_equal(dt_split(out, &j), 413);
+	assert_non_null(j);
+	err = json_object_get(j, "error");
+	assert_string_equal(json_string_value(json_object_get(err, "param")), "prompt");
+	assert_non_null(strstr(json_string_value(json_object_get(err, "message")), "too large"));
+	json_decref(j);
+	/* dispatch goes on */
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
+	assert_int_equal(dt_split(out, &j), 200);
 	json_decref(j);
 }
 
@@ -509,6 +558,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ollama_generate),
 		cmocka_unit_test(test_openai_chat),
+		cmocka_unit_test(test_prompt_over_frame_is_413),
 cmocka_unit_test(test_worker_counts_bounded),
 		cmocka_unit_test(test_refusals_in_the_dialects_format),
 		cmocka_unit_test(test_fixed_endpoints),
