@@ -64,6 +64,7 @@ struct wk_server {
 	struct wk_sched *sched;
 	struct wk_sampler_ws *ws;
 	uint32_t n_ctx;
+	uint32_t max_piece_bytes;   /* the longest token's text: bytes per token at most */
 	int listen_fd;
 	struct wk_serve_conn **conns;
 	uint32_t n_conns;

@@ -248,6 +248,26 @@ static enum cm_status submit_prompt(struct wk_server *s, const struct proto_msg 
 
 	if (sb->max_prompt_tokens && sb->max_prompt_tokens < max_prompt)
 		max_prompt = sb->max_prompt_tokens;
+	/*
+	 * Refused by its size before any tokenizing (issue 13, finding 6: a
+	 * 4 MiB prompt took 0.45 s of the scheduler's only thread to be found
+	 * too long, and other tenants waited): every token covers at most
+	 * max_piece_bytes of input.
+	 */
+	{
+		uint64_t bytes = sb->text.len;
+
+		for (uint32_t i = 0; i < sb->n_messages; i++)
+			bytes += sb->messages[i].content.len;
+		if (bytes > (uint64_t)(max_prompt + 1) * s->max_piece_bytes) {
+			snprintf(err, err_len, "prompt of %llu bytes is over %u tokens whatever it says "
+				 "(no token is longer than %u bytes), the limit for this request "
+				 "(context %u)", (unsigned long long)bytes, max_prompt,
+				 s->max_piece_bytes, s->n_ctx);
+			*code = PROTO_E_TOO_LONG;
+			return CM_ELIMIT;
+		}
+	}
 	st = submit_messages(sb, &msgs, err, err_len);
 	if (st == CM_OK)
 		st = wk_prompt_encode(s->model, sb->text.ptr, sb->text.len, msgs,

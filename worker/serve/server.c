@@ -166,6 +166,15 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	if (wk_backend_open(&bw, s->model, &kp, &s->be, err, err_len) != CM_OK)
 		return -1;
 	s->n_ctx = s->cfg->context ? (uint32_t)s->cfg->context : s->model->hp.n_ctx_train;
+	/* no token covers more input than its own text: a prompt of more
+	 * bytes than n tokens' worth cannot fit n tokens */
+	s->max_piece_bytes = 1;
+	for (size_t i = 0; i < wk_tok_n_vocab(s->model->tok); i++) {
+		size_t pl = 0;
+
+		if (wk_tok_piece(s->model->tok, (int32_t)i, &pl) && pl > s->max_piece_bytes)
+			s->max_piece_bytes = (uint32_t)pl;
+	}
 	if (s->n_ctx > kp.n_blocks * bt)
 		s->n_ctx = (uint32_t)(kp.n_blocks * bt);
 	s->be->ops->info(s->be, &bi);

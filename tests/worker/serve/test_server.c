@@ -438,12 +438,50 @@ static void test_malformed_frame_drops_the_connection(void **state)
 	close(fd);
 }
 
+/*
+ * Issue 13, finding 6: the whole prompt was tokenized on the scheduler's
+ * thread before being found too long (0.45 s for 4 MiB, other tenants
+ * waited).  A prompt larger than the context's worth of the longest token
+ * is refused by its size, without tokenizing (the message says bytes), and
+ * one just under the bound is still tokenized and refused by its tokens.
+ */
+static void test_huge_prompt_refused_by_size(void **state)
+{
+	size_t n = 4u * 1024 * 1024;
+	char *big = malloc(n + 1);
+	struct sv_reply r;
+	struct proto_msg m;
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, 'a', n);
+	big[n] = '\0';
+	m = sv_submit(60, big, 4);
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.code, PROTO_E_TOO_LONG);
+	assert_non_null(strstr(r.message, "bytes is over"));
+	/* the worker still serves */
+	m = sv_submit(61, "Once", 3);
+	memset(&r, 0, sizeof(r));
+	sv_send(sfd, &m);
+	sv_collect(fd, &r);
+	assert_int_equal(r.errors, 0);
+	assert_int_equal(r.done, 1);
+	free(big);
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hello_and_text),
 		cmocka_unit_test(test_chat_and_refusals),
 		cmocka_unit_test(test_fit_to_context),
+		cmocka_unit_test(test_huge_prompt_refused_by_size),
 		cmocka_unit_test(test_top_p_zero),
 		cmocka_unit_test(test_base_model_chat),
 		cmocka_unit_test(test_duplicate_and_cancel),
