@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -676,11 +677,21 @@ enum cm_status cm_cfg_load_file(const char *path,
 	cm_buf_init(&b, CM_LIM_CONFIG_FILE_BYTES + 1);
 	for (size_t i = 0; i < n; i++)
 		memset(structs[i], 0, sections[i]->struct_size);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO is refused, not waited on */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		cm_cfg_err(&c, "cannot open: %s", strerror(errno));
 		s = errno == ENOENT ? CM_ENOTFOUND : CM_EIO;
 		goto out;
+	}
+	{
+		struct stat sb;
+
+		if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+			cm_cfg_err(&c, "expected a regular file");
+			s = CM_EFORMAT;
+			goto out;
+		}
 	}
 	for (;;) {
 		size_t want = cm_buf_room(&b) < 65536 ? cm_buf_room(&b) : 65536;

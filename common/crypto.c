@@ -4,6 +4,9 @@
  */
 #include "common/crypto.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,10 +74,20 @@ enum cm_status cm_sha256_file(const char *path, uint8_t out[CM_SHA256_LEN])
 	unsigned char *chunk = NULL;
 	size_t n;
 
-	f = fopen(path, "rb");
-	if (!f) {
-		st = errno == ENOENT ? CM_ENOTFOUND : CM_EIO;
-		goto out;
+	{
+		/* O_NONBLOCK: a FIFO is refused, not waited on */
+		int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		struct stat sb;
+
+		if (fd < 0) {
+			st = errno == ENOENT ? CM_ENOTFOUND : CM_EIO;
+			goto out;
+		}
+		if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "rb"))) {
+			close(fd);
+			st = CM_EFORMAT;
+			goto out;
+		}
 	}
 	chunk = cm_malloc(1 << 20);
 	c = cm_sha256_new();

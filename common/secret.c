@@ -24,7 +24,8 @@ enum cm_status cm_secret_read(const char *path, const char *what, uint8_t *buf, 
 	*len = 0;
 	if (errlen)
 		err[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a FIFO must be refused below, not wait for a writer */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0) {
 		st = errno == ENOENT ? CM_ENOTFOUND : errno == EACCES ? CM_EPERM : CM_EIO;
 		snprintf(err, errlen, "%s %s: cannot open: %s", what, path, strerror(errno));

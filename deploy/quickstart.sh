@@ -14,6 +14,8 @@
 #   4. creates a tenant "demo", a client "demo/cli" and a key with sluicectl,
 #      checks that /api/generate answers with a story, and prints working
 #      curl commands for /api/generate and /v1/chat/completions.
+# The worker and the gateway are supervised: one that exits is started
+# again after 1 s (tests/integration/test_quickstart.sh kills the worker).
 # Ctrl-C stops everything it started (and only that).
 #
 # Environment: SLUICE_MODEL (GGUF file), SLUICE_PORT (8443), SLUICE_ADMIN_PORT
@@ -45,6 +47,28 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# supervise NAME OUT LOG CMD...: runs CMD (stdout to OUT, stderr appended
+# to LOG) and starts it again 1 s after it exits, as systemd's
+# Restart=always does: a crashed worker or gateway comes back and the
+# others keep serving.  TERM stops the supervisor and its child.
+supervise() {
+	local name=$1 out=$2 log=$3
+	shift 3
+	(
+		child=
+		trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
+		while :; do
+			"$@" >>"$out" 2>>"$log" &
+			child=$!
+			rc=0
+			wait "$child" || rc=$?
+			echo "quickstart: $name exited (status $rc); starting it again in 1 s" | tee -a "$log" >&2
+			sleep 1
+		done
+	) &
+	pids+=($!)
+}
 
 if [ "${SLUICE_SKIP_DEPS:-0}" != 1 ]; then
 	deploy/install-deps.sh
@@ -95,8 +119,8 @@ cat >"$dir/worker.json" <<JSON
             "socket": "$dir/worker.sock", "kv_cache_bytes": "64MiB"}}
 JSON
 echo "==> sluice-worker ($model_name)"
-"$worker_bin" serve --config "$dir/worker.json" 2>"$dir/worker.log" &
-pids+=($!)
+: >"$dir/worker.log"
+supervise sluice-worker /dev/null "$dir/worker.log" "$worker_bin" serve --config "$dir/worker.json"
 
 cat >"$dir/gateway.json" <<JSON
 {"gateway": {"listen_addr": "127.0.0.1", "port": $port,
@@ -108,8 +132,9 @@ cat >"$dir/gateway.json" <<JSON
              "redis": {"url": "unix://$dir/redis.sock"}}}
 JSON
 echo "==> sluice-gateway on https://127.0.0.1:$port (admin http://127.0.0.1:$admin_port/metrics)"
-"$gateway_bin" --config "$dir/gateway.json" >"$dir/gateway.out" 2>"$dir/gateway.log" &
-pids+=($!)
+: >"$dir/gateway.out"
+: >"$dir/gateway.log"
+supervise sluice-gateway "$dir/gateway.out" "$dir/gateway.log" "$gateway_bin" --config "$dir/gateway.json"
 
 ctl() { "$ctl_bin" --redis "unix://$dir/redis.sock" --pepper-file "$dir/pepper" "$@"; }
 
@@ -160,6 +185,7 @@ OpenAI API:
     -d '{"model": "$model_name", "messages": [{"role": "user", "content": "Once upon a time"}]}'
 
 Metrics: curl http://127.0.0.1:$admin_port/metrics
+A worker or gateway that exits is started again (as under systemd).
 Ctrl-C stops Redis, the worker and the gateway.
 MSG
 

@@ -32,7 +32,7 @@ static enum cm_status load_credentials(struct gw_admin *a, const char *path,
 	ssize_t n;
 	int fd, lineno = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a FIFO: refused below */
 	if (fd < 0) {
 		snprintf(err, errlen, "admin.credentials_file %s: cannot open (%s)", path,
 			 strerror(errno));

@@ -5,6 +5,7 @@
  */
 #include "gateway/http/internal.h"
 
+#include <sys/stat.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -57,12 +58,40 @@ static int alpn_select(SSL *ssl, const unsigned char **out,
 	return SSL_TLSEXT_ERR_OK;
 }
 
+/*
+ * The certificate and key must be regular files (OpenSSL would wait on a
+ * FIFO for ever); a key that every user may read is served, with a warning
+ * (issue 13, finding 17: it started without a word).
+ */
+static int tls_files_ok(const char *cert, const char *key, char *err, size_t err_len)
+{
+	struct stat sb;
+
+	if (stat(cert, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+		gw_srv_seterr(err, err_len, "tls_cert_file '%s': expected a regular file", cert);
+		return 0;
+	}
+	if (stat(key, &sb) != 0)
+		return 1; /* OpenSSL says why */
+	if (!S_ISREG(sb.st_mode)) {
+		gw_srv_seterr(err, err_len, "tls_key_file '%s': expected a regular file", key);
+		return 0;
+	}
+	if (sb.st_mode & 0007)
+		cm_logf(CM_LOG_WARN, "tls_key_readable", "tls_key_file '%s' has mode %04o: every "
+			"user of this machine can read the private key (chmod 600, or 640 with the "
+			"gateway's group)", key, (unsigned)(sb.st_mode & 07777));
+	return 1;
+}
+
 SSL_CTX *gw_srv_tls_ctx_new(const char *cert, const char *key, char *err,
 			    size_t err_len)
 {
 	SSL_CTX *ctx;
 	char why[256];
 
+	if (!tls_files_ok(cert, key, err, err_len))
+		return NULL;
 	ERR_clear_error();
 	ctx = SSL_CTX_new(TLS_server_method());
 	if (!ctx) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -552,6 +553,16 @@ static void test_load_file(void **state)
 			"the 1048576-byte limit");
 		free(big);
 	}
+
+	/* a FIFO is refused at once, not waited on (issue 13, finding 17) */
+	unlink(path);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	assert_int_equal(cm_cfg_load_file(path, t_secs, structs, 2, err,
+					  sizeof(err)), CM_EFORMAT);
+	alarm(0);
+	snprintf(want, sizeof(want), "%s: expected a regular file", path);
+	assert_string_equal(err, want);
 
 	unlink(path);
 	assert_int_equal(cm_cfg_load_file(path, t_secs, structs, 2, err,

@@ -286,6 +286,32 @@ static void test_secret_read(void **state)
 	rmdir(dir);
 }
 
+/*
+ * Issue 13, finding 17: a pepper file that is a FIFO hung start-up (open
+ * waits for a writer).  Secrets, configuration files and files to hash
+ * are refused when they are not regular files, at once (an alarm fails
+ * the test if anything waits).
+ */
+static void test_fifo_refused(void **state)
+{
+	char dir[] = "/tmp/sluice-fifo-XXXXXX", path[256], err[512];
+	uint8_t buf[64], digest[CM_SHA256_LEN];
+	size_t len;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10);
+	assert_int_equal(cm_secret_read(path, "pepper file", buf, sizeof(buf), &len, err,
+					 sizeof(err)), CM_EFORMAT);
+	assert_non_null(strstr(err, "regular file"));
+	assert_int_equal(cm_sha256_file(path, digest), CM_EFORMAT);
+	alarm(0);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -296,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_sha256_incremental_and_file),
 		cmocka_unit_test(test_random_ct_hex),
 		cmocka_unit_test(test_secret_read),
+		cmocka_unit_test(test_fifo_refused),
 		cmocka_unit_test(test_utf8),
 		cmocka_unit_test(test_log_json_lines),
 	};

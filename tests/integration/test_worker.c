@@ -442,6 +442,53 @@ static void test_sigterm_drains(void **state)
 	assert_int_equal(h_stop(&w, 30000), 0);
 }
 
+/*
+ * Issue 13, finding 17: worker.socket naming a regular file deleted that
+ * file; a second worker on a live socket path silently took it over.  Both
+ * are refused now, with a message; the file is intact and the first worker
+ * still serves.
+ */
+static void test_socket_path_guarded(void **state)
+{
+	char cfg[2048], path[600], file[600], cmd[1400], *out;
+	const char *model = h_model("tiny", "Q8_0", "llama");
+	struct pc_conn *c;
+	FILE *f;
+	int st;
+
+	(void)state;
+	snprintf(file, sizeof(file), "%s/precious.txt", h_tmpdir());
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fputs("keep me\n", f);
+	fclose(f);
+	for (int k = 0; k < 2; k++) {
+		const char *target = k == 0 ? file : sock;
+
+		snprintf(path, sizeof(path), "%s/guard-%d.json", h_tmpdir(), k);
+		snprintf(cfg, sizeof(cfg), "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\","
+			 " \"threads\": 1, \"kv_cache_bytes\": \"4MiB\"}}", model, target);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(cfg, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "timeout 60 %s serve --config %s 2>&1",
+			 h_bin("worker/sluice-worker"), path);
+		out = h_run_capture(cmd, &st);
+		assert_non_null(out);
+		assert_int_not_equal(st, 0);
+		assert_non_null(strstr(out, k == 0 ? "is not a socket" : "another process listens"));
+		free(out);
+	}
+	out = h_read_file(file, NULL);
+	assert_non_null(out);
+	assert_string_equal(out, "keep me\n");
+	free(out);
+	/* the first worker still owns its socket (its HELLO comes) */
+	c = connect_worker();
+	pc_close(c);
+}
+
 static int setup(void **state)
 {
 	char cfg[2048];
@@ -486,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
 		cmocka_unit_test(test_sigterm_drains),
+		cmocka_unit_test(test_socket_path_guarded),
 	};
 
 	return cmocka_run_group_tests_name("integration/worker", tests, setup, teardown);

@@ -692,7 +692,7 @@ enum cm_status wk_gguf_open(const char *path, struct wk_gguf **out, char *err,
 	int fd;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below */
 	if (fd < 0) {
 		int e = errno;
 

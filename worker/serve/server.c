@@ -70,6 +70,42 @@ static int parse_allowed(struct wk_server *s, char *err, size_t err_len)
 	return 0;
 }
 
+/*
+ * The socket path may be taken only when nothing is there or a stale socket
+ * of a previous run is: a regular file (or anything else) is never removed,
+ * and a socket another process still listens on (a second worker on the
+ * same path) is not taken over (issue 13, finding 17).
+ */
+static int socket_path_free(const char *path, const struct sockaddr_un *sa, char *err,
+			    size_t err_len)
+{
+	struct stat sb;
+	int probe, live;
+
+	if (lstat(path, &sb) != 0)
+		return errno == ENOENT ? 0 : (snprintf(err, err_len, "worker.socket '%s': %s", path,
+						       strerror(errno)), -1);
+	if (!S_ISSOCK(sb.st_mode)) {
+		snprintf(err, err_len, "worker.socket '%s': exists and is not a socket; "
+			 "refusing to replace it", path);
+		return -1;
+	}
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe < 0) {
+		snprintf(err, err_len, "socket: %s", strerror(errno));
+		return -1;
+	}
+	live = connect(probe, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno != ECONNREFUSED;
+	close(probe);
+	if (live) {
+		snprintf(err, err_len, "worker.socket '%s': another process listens on it "
+			 "(a second worker with the same socket?); refusing to take it over", path);
+		return -1;
+	}
+	unlink(path); /* a stale socket from a previous run */
+	return 0;
+}
+
 static int listen_socket(struct wk_server *s, char *err, size_t err_len)
 {
 	struct sockaddr_un sa;
@@ -89,7 +125,10 @@ static int listen_socket(struct wk_server *s, char *err, size_t err_len)
 		snprintf(err, err_len, "socket: %s", strerror(errno));
 		return -1;
 	}
-	unlink(s->cfg->socket); /* a stale socket from a previous run */
+	if (socket_path_free(s->cfg->socket, &sa, err, err_len) != 0) {
+		close(fd);
+		return -1;
+	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
 	    chmod(s->cfg->socket, mode) != 0 || listen(fd, 64) != 0) {
 		snprintf(err, err_len, "worker.socket '%s': %s", s->cfg->socket, strerror(errno));

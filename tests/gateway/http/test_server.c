@@ -1,15 +1,18 @@
 /*
  * test_server.c - gateway/http/server.c with real sockets: the TLS server runs
  * in-process on 127.0.0.1:0 (its event loop on a second thread) with a
- * certificate made by the `openssl` CLI in a temporary directory, and is
- * driven by `curl` subprocesses and by an in-test OpenSSL client.
+ * certificate made by the `openssl` CLI in a temporary directory
+ * (server_fixture.c), and is driven by `curl` subprocesses and by an
+ * in-test OpenSSL client.
  *
  * Covered: TLS 1.3/1.2 and refusal of older versions, HTTP/1.0 and
  * keep-alive, pipelining, 431, 413 before the body is sent, garbage
  * instead of a ClientHello, slowloris (header deadline), idle deadline,
  * connection limit, streaming (chunked and HTTP/1.0), client disconnect
  * mid-request (on_close), output cap, certificate reload (function and
- * SIGHUP) with a connection kept open across it, plain-HTTP rules.
+ * SIGHUP) with a connection kept open across it, plain-HTTP rules, a
+ * pipelined flood behind a held request (no spin), a client that never
+ * reads (write deadline), TLS files that are not regular or world-readable.
  *
  * Every wait is a poll or a condition wait with a generous deadline; the
  * test never sleeps to synchronise.  Skips (77) without openssl or curl.
@@ -31,6 +34,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -44,332 +49,11 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "gateway/api/api.h"
 #include "gateway/http/server.h"
+#include "tests/gateway/http/server_fixture.h"
 #include "tests/gateway/http/tls_client.h"
-
-#define HEADER_TIMEOUT_MS 1000 /* generous: curl starts slowly on a loaded machine */
-#define IDLE_TIMEOUT_MS 1500
-#define BODY_TIMEOUT_MS 1500
-#define DEADLINE_MS 5000
-#define WRITE_TIMEOUT_MS 800
-
-static char dir[64];
-static struct event_base *base;
-static pthread_t loop_thread;
-static struct gw_server *srv;     /* TLS, the main server under test */
-static uint16_t port;
-
-/* counters written on the loop thread, read by the test thread */
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int n_closed;              /* on_close calls */
-static int n_overflow;            /* stream writes refused with CM_ELIMIT */
-static int n_handler_errors;      /* gw_request_* failures seen by the handler */
-
-static void bump(int *counter)
-{
-	pthread_mutex_lock(&mu);
-	(*counter)++;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
-}
-
-static int read_counter(int *counter)
-{
-	int v;
-
-	pthread_mutex_lock(&mu);
-	v = *counter;
-	pthread_mutex_unlock(&mu);
-	return v;
-}
-
-/* Waits until *counter >= target or the deadline passes; returns the value. */
-static int wait_counter(int *counter, int target)
-{
-	struct timespec ts;
-	int v;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += DEADLINE_MS / 1000;
-	pthread_mutex_lock(&mu);
-	while (*counter < target)
-		if (pthread_cond_timedwait(&cv, &mu, &ts) == ETIMEDOUT)
-			break;
-	v = *counter;
-	pthread_mutex_unlock(&mu);
-	return v;
-}
-
-/* ---- running code on the loop thread ----------------------------------- */
-
-struct loop_call {
-	void (*fn)(void *);
-	void *arg;
-	int done;
-};
-
-static void loop_call_cb(evutil_socket_t fd, short what, void *p)
-{
-	struct loop_call *c = p;
-
-	c->fn(c->arg);
-	pthread_mutex_lock(&mu);
-	c->done = 1;
-	pthread_cond_broadcast(&cv);
-	pthread_mutex_unlock(&mu);
-}
-
-static void on_loop(void (*fn)(void *), void *arg)
-{
-	struct loop_call c = { fn, arg, 0 };
-	struct timeval now = { 0, 0 };
-	struct timespec ts;
-
-	assert_int_equal(event_base_once(base, -1, EV_TIMEOUT, loop_call_cb, &c, &now), 0);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 10;
-	pthread_mutex_lock(&mu);
-	while (!c.done)
-		if (pthread_cond_timedwait(&cv, &mu, &ts) == ETIMEDOUT)
-			break;
-	pthread_mutex_unlock(&mu);
-	assert_true(c.done);
-}
-
-struct stats_arg {
-	struct gw_server *s;
-	struct gw_server_stats st;
-};
-
-static void stats_fn(void *p)
-{
-	struct stats_arg *a = p;
-
-	gw_server_get_stats(a->s, &a->st);
-}
-
-static struct gw_server_stats stats_of(struct gw_server *s)
-{
-	struct stats_arg a = { .s = s };
-
-	on_loop(stats_fn, &a);
-	return a.st;
-}
-
-/* ---- the handler --------------------------------------------------------- */
-
-struct stream_state {
-	struct gw_request *req;
-	struct event *timer;
-	int left;
-	int n;
-};
-
-static void stream_free(struct stream_state *ss)
-{
-	event_free(ss->timer);
-	free(ss);
-}
-
-static void stream_closed(struct gw_request *req, void *arg)
-{
-	stream_free(arg);
-	bump(&n_closed);
-}
-
-static void stream_tick(evutil_socket_t fd, short what, void *arg)
-{
-	struct stream_state *ss = arg;
-	struct timeval tv = { 0, 5000 };
-	char line[32];
-	int n = snprintf(line, sizeof(line), "chunk %d\n", ss->n++);
-
-	if (gw_request_stream_write(ss->req, line, (size_t)n) != CM_OK)
-		return; /* on_close follows */
-	if (--ss->left > 0) {
-		evtimer_add(ss->timer, &tv);
-		return;
-	}
-	if (gw_request_stream_end(ss->req) != CM_OK)
-		return;
-	stream_free(ss);
-}
-
-static void hang_closed(struct gw_request *req, void *arg)
-{
-	bump(&n_closed);
-}
-
-static void handler(struct gw_request *req, void *ctx)
-{
-	const char *path = gw_request_path(req);
-	const struct gw_http_request *h = gw_request_http(req);
-	char buf[128];
-	size_t len;
-	enum cm_status st;
-
-	if (strcmp(path, "/hello") == 0) {
-		st = gw_request_respond(req, 200, "text/plain", "hello\n", 6);
-	} else if (strcmp(path, "/echo") == 0) {
-		gw_request_body(req, &len);
-		snprintf(buf, sizeof(buf), "len=%zu id=%d", len, gw_request_id(req) > 0);
-		st = gw_request_add_header(req, "X-Test", "1");
-		if (st == CM_OK)
-			st = gw_request_respond(req, 200, "text/plain", buf, strlen(buf));
-	} else if (strcmp(path, "/stream") == 0) {
-		struct stream_state *ss = calloc(1, sizeof(*ss));
-		struct timeval tv = { 0, 0 };
-
-		ss->req = req;
-		ss->left = atoi(h->query[0] ? h->query : "5");
-		ss->timer = evtimer_new(base, stream_tick, ss);
-		gw_request_on_close(req, stream_closed, ss);
-		st = gw_request_stream_start(req, 200, "application/x-ndjson");
-		evtimer_add(ss->timer, &tv);
-	} else if (strcmp(path, "/big") == 0) {
-		static char big[60 * 1024];
-
-		memset(big, 'b', sizeof(big));
-		st = gw_request_respond(req, 200, "text/plain", big, sizeof(big));
-		if (st == CM_ECLOSED)
-			st = CM_OK; /* a client that does not read: closed */
-	} else if (strcmp(path, "/hang") == 0) {
-		gw_request_on_close(req, hang_closed, NULL);
-		st = CM_OK;
-	} else if (strcmp(path, "/flood") == 0) {
-		static char kib[1024];
-
-		memset(kib, 'f', sizeof(kib));
-		gw_request_on_close(req, hang_closed, NULL);
-		st = gw_request_stream_start(req, 200, "text/plain");
-		for (int i = 0; st == CM_OK && i < 100000; i++)
-			st = gw_request_stream_write(req, kib, sizeof(kib));
-		if (st == CM_ELIMIT)
-			bump(&n_overflow);
-		st = CM_OK;
-	} else {
-		struct gw_api_error e;
-		struct cm_buf b;
-
-		cm_buf_init(&b, 4096);
-		gw_api_error_set(&e, 404, NULL, NULL, "no such path");
-		st = gw_api_render_error(&b, gw_paths_style(path), &e);
-		if (st == CM_OK)
-			st = gw_request_respond(req, 404, GW_API_CT_JSON,
-						cm_buf_data(&b), cm_buf_len(&b));
-		cm_buf_deinit(&b);
-	}
-	/* no cmocka assert here: this runs on the loop thread */
-	if (st != CM_OK)
-		bump(&n_handler_errors);
-}
-
-/* ---- setup ---------------------------------------------------------------- */
-
-static int sh(const char *fmt, ...) CM_PRINTF(1, 2);
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	rc = system(cmd);
-	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static void make_cert(const char *name)
-{
-	assert_int_equal(sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-			    "-nodes -keyout %s/%s.key -out %s/%s.crt -days 2 -subj /CN=localhost "
-			    "-addext subjectAltName=IP:127.0.0.1,DNS:localhost >/dev/null 2>&1",
-			    dir, name, dir, name), 0);
-}
-
-static void install_cert(const char *name)
-{
-	assert_int_equal(sh("cp %s/%s.crt %s/cert.pem && cp %s/%s.key %s/key.pem",
-			    dir, name, dir, dir, name, dir), 0);
-}
-
-static void test_config(struct gw_server_config *c)
-{
-	static char cert[128], key[128];
-
-	gw_server_config_defaults(c);
-	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-	snprintf(key, sizeof(key), "%s/key.pem", dir);
-	c->listen_addr = "127.0.0.1";
-	c->port = 0;
-	c->cert_file = cert;
-	c->key_file = key;
-	c->header_bytes = 4096;
-	c->body_bytes = 64 * 1024;
-	c->connections = 64;
-	c->out_bytes = 64 * 1024;
-	c->header_timeout_ms = HEADER_TIMEOUT_MS;
-	c->body_timeout_ms = BODY_TIMEOUT_MS;
-	c->idle_timeout_ms = IDLE_TIMEOUT_MS;
-	c->write_timeout_ms = WRITE_TIMEOUT_MS;
-}
-
-static void *loop_main(void *arg)
-{
-	event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY);
-	return NULL;
-}
-
-static int group_setup(void **state)
-{
-	struct gw_server_config c;
-	char err[512];
-
-	if (sh("command -v openssl >/dev/null && command -v curl >/dev/null") != 0) {
-		fprintf(stderr, "openssl or curl missing: skipping\n");
-		exit(77);
-	}
-	signal(SIGPIPE, SIG_IGN);
-	snprintf(dir, sizeof(dir), "/tmp/sluice-gwsrv-XXXXXX");
-	if (!mkdtemp(dir))
-		return -1;
-	make_cert("a");
-	make_cert("b");
-	install_cert("a");
-	evthread_use_pthreads();
-	base = event_base_new();
-	test_config(&c);
-	if (gw_server_new(base, &c, handler, NULL, &srv, err, sizeof(err)) != CM_OK) {
-		fprintf(stderr, "server: %s\n", err);
-		return -1;
-	}
-	gw_server_set_error_renderer(srv, gw_api_http_error, NULL);
-	if (gw_server_watch_sighup(srv) != CM_OK)
-		return -1;
-	port = gw_server_port(srv);
-	if (port == 0)
-		return -1;
-	return pthread_create(&loop_thread, NULL, loop_main, NULL);
-}
-
-static void free_server_fn(void *p)
-{
-	gw_server_free(p);
-}
-
-static int group_teardown(void **state)
-{
-	on_loop(free_server_fn, srv);
-	event_base_loopbreak(base);
-	pthread_join(loop_thread, NULL);
-	event_base_free(base);
-	sh("rm -rf %s", dir);
-	return 0;
-}
 
 /* ---- tests ------------------------------------------------------------------ */
 
@@ -771,6 +455,73 @@ static void test_reader_that_never_reads(void **state)
 	tcli_close(&c);
 }
 
+struct tls_try {
+	struct gw_server_config c;
+	enum cm_status st;
+	char err[512];
+};
+
+/* On the loop thread: builds a server of its own and frees it at once. */
+static void tls_try_fn(void *p)
+{
+	struct tls_try *t = p;
+	struct gw_server *other = NULL;
+
+	t->st = gw_server_new(base, &t->c, handler, NULL, &other, t->err, sizeof(t->err));
+	gw_server_free(other);
+}
+
+/*
+ * Issue 13, finding 17: a world-readable TLS key started without a word,
+ * and a FIFO would wait for ever.  The key is served with a warning naming
+ * the mode; a certificate that is not a regular file is refused at once.
+ */
+static void test_tls_files_checked(void **state)
+{
+	static struct tls_try t;
+	static char cert[128], key[128];
+	char logp[128], fifo[128], *log;
+	int fd;
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	make_cert("open");
+	assert_int_equal(sh("chmod 644 %s/open.key", dir), 0);
+	snprintf(logp, sizeof(logp), "%s/warn.log", dir);
+	fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	cm_log_setup(CM_LOG_INFO, fd, "test");
+	test_config(&t.c);
+	snprintf(cert, sizeof(cert), "%s/open.crt", dir);
+	snprintf(key, sizeof(key), "%s/open.key", dir);
+	t.c.cert_file = cert;
+	t.c.key_file = key;
+	on_loop(tls_try_fn, &t);
+	cm_log_setup(CM_LOG_OFF, 2, "test");
+	close(fd);
+	assert_int_equal(t.st, CM_OK);
+	log = calloc(1, 65536);
+	assert_non_null(log);
+	f = fopen(logp, "r");
+	assert_non_null(f);
+	n = fread(log, 1, 65535, f);
+	fclose(f);
+	log[n] = '\0';
+	assert_non_null(strstr(log, "tls_key_readable"));
+	assert_non_null(strstr(log, "0644"));
+	free(log);
+	snprintf(fifo, sizeof(fifo), "%s/cert.fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	t.c.cert_file = fifo;
+	alarm(10);
+	on_loop(tls_try_fn, &t);
+	alarm(0);
+	assert_int_not_equal(t.st, CM_OK);
+	assert_non_null(strstr(t.err, "expected a regular file"));
+	unlink(fifo);
+}
+
 struct reload_arg {
 	enum cm_status st;
 	char err[512];
@@ -1012,6 +763,7 @@ int main(void)
 		cmocka_unit_test(test_output_cap),
 		cmocka_unit_test(test_pipelined_flood_does_not_spin),
 		cmocka_unit_test(test_reader_that_never_reads),
+		cmocka_unit_test(test_tls_files_checked),
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_plain_http_rules),
