@@ -183,6 +183,7 @@ static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_l
 		.max_inflight = (uint32_t)set->max_inflight_per_worker,
 		.ping_interval_ms = set->ping_interval_ms,
 		.stats_timeout_ms = set->stats_timeout_ms,
+		.stall_ms = set->worker_stall_ms,
 	};
 	struct gw_auth_config ac = {
 		.ns = set->redis.ns,

@@ -142,6 +142,10 @@ static const struct cm_cfg_key gw_keys[] = {
 			"Interval of PING (a real short generation) per worker; a worker whose PONG is late or failed is not ready."),
 	CM_CFG_DURATION(S, stats_timeout_ms, 5000, 100, 600000,
 			"A worker whose last STATS is older than this is not ready."),
+	CM_CFG_DURATION(S, worker_stall_ms, 60000, 0, 3600000,
+			"A worker that sends nothing (no token, STATS or PONG) this long while requests run on it "
+			"is dropped: its requests end with an error (in their streams) and it is reconnected. "
+			"Longer than one scheduler step on the slowest prompt; 0: never."),
 	CM_CFG_INT(S, route_prefix_bytes, 1024, 1, 1048576, "Prompt bytes in the routing key."),
 	CM_CFG_DOUBLE(S, route_load_factor, 1.25, 0, 100,
 		      "Bounded-load factor c of the placement (0: plain rendezvous)."),

@@ -84,6 +84,7 @@ struct gw_settings {
 	int64_t max_inflight_per_worker;
 	int64_t ping_interval_ms;
 	int64_t stats_timeout_ms;
+	int64_t worker_stall_ms;
 	int64_t route_prefix_bytes;
 	double route_load_factor;
 	int route_policy;       /* enum gw_place_policy */

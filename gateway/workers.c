@@ -48,11 +48,12 @@ struct gw_wconn {
 	struct proto_stats stats;
 	int have_stats;
 	int64_t stats_ns;
+	int64_t rx_ns;          /* the last frame from the worker */
 	uint64_t ping_nonce;
 	int64_t ping_sent_ns;   /* 0: none outstanding */
 	int64_t pong_ns;        /* last ok PONG */
 	int pong_ok;
-	uint64_t pings_ok, pings_failed, reconnects;
+	uint64_t pings_ok, pings_failed, reconnects, stalls;
 	struct gw_slot *slots;
 	uint32_t n_slots;       /* capacity of the slot array */
 	/* request id -> slot + 1 (0 empty), open addressing: a TOKEN or DONE
@@ -222,7 +223,7 @@ static void wc_close(struct gw_wconn *c, const char *why)
 	if (was)
 		cm_logf(CM_LOG_WARN, "worker_disconnected", "worker %s (%s): %s",
 			c->name, c->socket, why);
-	fail_all(c, "worker connection lost");
+	fail_all(c, strncmp(why, "stalled", 7) == 0 ? "worker stalled" : "worker connection lost");
 	schedule_retry(c);
 }
 
@@ -259,6 +260,23 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (!c->hello_ok)
 		return;
+	/*
+	 * A worker that sends nothing at all (no TOKEN, STATS or PONG) for
+	 * worker_stall_ms while requests are in flight is stopped or stuck:
+	 * its requests end with an error (in their streams) instead of
+	 * waiting for as long as it stays so, and the connection is closed
+	 * (the worker cancels them when it resumes; issue 13, finding 5).
+	 */
+	if (c->ws->cfg.stall_ms > 0 && c->inflight > 0 &&
+	    cm_mono_ns() - c->rx_ns > c->ws->cfg.stall_ms * 1000000LL) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "stalled: nothing received for %lld ms with %u requests "
+			 "in flight", (long long)((cm_mono_ns() - c->rx_ns) / 1000000), c->inflight);
+		c->stalls++;
+		wc_close(c, why);
+		return;
+	}
 	if (c->ping_sent_ns == 0)
 		send_ping(c);
 	tv.tv_sec = c->ws->cfg.ping_interval_ms / 1000;
@@ -365,6 +383,7 @@ static void on_result(struct gw_wconn *c, const struct proto_msg *m)
 /* Returns -1 when the connection must close. */
 static int on_msg(struct gw_wconn *c, const struct proto_msg *m)
 {
+	c->rx_ns = cm_mono_ns();
 	if (!c->hello_ok) {
 		if (m->type != PROTO_HELLO)
 			return -1;
@@ -628,6 +647,7 @@ void gw_workers_info(const struct gw_workers *ws, size_t i,
 	o->pings_ok = c->pings_ok;
 	o->pings_failed = c->pings_failed;
 	o->reconnects = c->reconnects;
+	o->stalls = c->stalls;
 	o->drained = c->drained;
 	o->placed = c->placed;
 	o->prompt_tokens = c->prompt_tokens;

@@ -57,6 +57,7 @@ struct gw_workers_config {
 	int64_t ping_interval_ms;
 	int64_t stats_timeout_ms;
 	uint32_t max_frame;      /* decoder maximum */
+	int64_t stall_ms;        /* nothing received this long with requests in flight: dropped; 0 off */
 };
 
 struct gw_request_ops {
@@ -79,6 +80,7 @@ struct gw_worker_info {
 	uint32_t inflight;
 	uint32_t cap;
 	uint64_t pings_ok, pings_failed, reconnects;
+	uint64_t stalls;           /* dropped for sending nothing with requests in flight */
 	int drained;                   /* gw_workers_drain on this connection */
 	uint64_t placed;               /* SUBMITs accepted, since start */
 	uint64_t prompt_tokens;        /* from DONE, since start */

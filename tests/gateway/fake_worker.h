@@ -37,6 +37,7 @@ struct fake_worker {
 	uint32_t hello_max_seqs;
 	uint16_t hello_version;
 	uint32_t done_gen_tokens;
+	int mute;                  /* after HELLO: answers nothing, not even PING */
 };
 
 /* Listens on `path` (replaced); 0, or -1. */

@@ -133,7 +133,7 @@ static int dt_build(void)
 {
 	static const char pep[] = "a pepper of at least thirty-two bytes for the test";
 	const struct gw_worker_spec spec = { "w0", sock_path, NULL };
-	const struct gw_workers_config wc = { 4, 200, 60000, 0 };
+	const struct gw_workers_config wc = { 4, 200, 60000, 0, 0 };
 	const struct gw_queue_config qc = { 16, 64, 5000000000LL };
 	const struct gw_auth_config ac = { "sluice:", 2000, 60000 };
 	struct gw_dispatch_config dc;

@@ -68,7 +68,7 @@ static int setup(void **state)
 		{ "w-a", "/nonexistent/sluice-test-a.sock", NULL },
 		{ "w-b", "/nonexistent/sluice-test-b.sock", NULL },
 	};
-	const struct gw_workers_config wc = { 0, 60000, 60000, 0 };
+	const struct gw_workers_config wc = { 0, 60000, 60000, 0, 0 };
 	const struct gw_queue_config qc = { 16, 64, 1000000000LL };
 	struct gw_server_config sc;
 	char err[256];

@@ -140,7 +140,7 @@ static struct proto_submit wt_submit(void)
 static int setup(void **state)
 {
 	struct gw_worker_spec spec = { "w0", sock_path, "tiny" };
-	const struct gw_workers_config wc = { 3, 200, 60000, 0 };
+	const struct gw_workers_config wc = { 3, 200, 60000, 0, 0 };
 
 	(void)state;
 	snprintf(sock_path, sizeof(sock_path), "/tmp/sluice-test-workers-%ld.sock", (long)getpid());
@@ -271,14 +271,20 @@ struct wt_other {
 	char path[108];
 };
 
-static int wt_other_start(struct wt_other *o, const char *tag)
+static int wt_other_start_stall(struct wt_other *o, const char *tag, int64_t ping_ms, int64_t stall_ms)
 {
 	struct gw_worker_spec spec = { "w1", o->path, "tiny" };
-	const struct gw_workers_config wc = { 0, 200, 60000, 0 }; /* cap: the worker's max_seqs */
+	/* cap: the worker's max_seqs */
+	const struct gw_workers_config wc = { 0, ping_ms, 60000, 0, stall_ms };
 
 	snprintf(o->path, sizeof(o->path), "/tmp/sluice-test-workers-%s-%ld.sock", tag, (long)getpid());
 	return fake_worker_start(&o->fk, base, o->path) == 0 &&
 	       gw_workers_new(base, &spec, 1, &wc, &o->ws) == CM_OK ? 0 : -1;
+}
+
+static int wt_other_start(struct wt_other *o, const char *tag)
+{
+	return wt_other_start_stall(o, tag, 200, 0);
 }
 
 static void wt_other_stop(struct wt_other *o)
@@ -405,6 +411,56 @@ static void test_many_in_flight_found_by_id(void **state)
 	wt_other_stop(&o);
 }
 
+/*
+ * Issue 13, finding 5: with the worker stopped, the stream already running
+ * got no byte and no error for as long as it stayed stopped.  A worker that
+ * sends nothing for worker_stall_ms with a request in flight is dropped:
+ * the request ends with an error, the gateway reconnects.  One that answers
+ * its PINGs while a long request runs is not.
+ */
+static void test_stalled_worker_dropped(void **state)
+{
+	struct wt_other o;
+	struct proto_submit s = wt_submit();
+	struct wt_req r;
+	struct gw_worker_info wi;
+
+	(void)state;
+	memset(&o, 0, sizeof(o));
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(wt_other_start_stall(&o, "stall", 100, 300), 0);
+	o.fk.hold = 1;
+	assert_int_equal(wt_until(wt_other_ready, &o), 0);
+	/* alive: PONG and STATS keep coming while the request is held */
+	assert_int_equal(gw_workers_submit(o.ws, 0, 77, 0, &s, &ops, &r), CM_OK);
+	{
+		int64_t end = cm_mono_ns() + 1000 * 1000000LL;
+
+		while (cm_mono_ns() < end) { /* a measuring window: the loop runs */
+			struct timeval tv = { 0, 20000 };
+
+			event_base_loopexit(base, &tv);
+			event_base_dispatch(base);
+		}
+	}
+	assert_int_equal(r.errors, 0);
+	gw_workers_info(o.ws, 0, &wi);
+	assert_int_equal(wi.stalls, 0);
+	assert_int_equal(wi.inflight, 1);
+	/* stopped: nothing at all comes back */
+	o.fk.mute = 1;
+	assert_int_equal(wt_until(wt_finished, &r), 0);
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.code, GW_WORKERS_E_LOST);
+	gw_workers_info(o.ws, 0, &wi);
+	assert_int_equal(wi.stalls, 1);
+	assert_int_equal(wi.inflight, 0);
+	/* resumed: reconnected and ready again */
+	o.fk.mute = 0;
+	assert_int_equal(wt_until(wt_other_ready, &o), 0);
+	wt_other_stop(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_max_seqs_bounded),
 		cmocka_unit_test(test_hostile_version_refused),
 		cmocka_unit_test(test_many_in_flight_found_by_id),
+		cmocka_unit_test(test_stalled_worker_dropped),
 	};
 
 	return cmocka_run_group_tests_name("gateway_workers", tests, setup, teardown);
