@@ -36,6 +36,10 @@ static inline int wk_actq_block(const float *x, float id, int8_t *q, int n)
 		int32_t b;
 		memcpy(&b, &v, 4);
 		int qi = b - 0x4B400000;
+		/* a NaN or infinite activation (a broken model) must not
+		 * overflow the sum (issue 13, finding 16): what is not in
+		 * [-127, 127] here was not a finite x */
+		qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
 		q[i] = (int8_t)qi;
 		sum += qi;
 	}

@@ -29,6 +29,10 @@ static inline float wo_combine(float *acc)
 
 static inline float wo_expf(float x)
 {
+	/* total on every bit pattern (issue 13, finding 16): NaN in, NaN out,
+	 * and the exponent is assembled unsigned (no signed shift) */
+	if (x != x)
+		return x;
 	float xc = x < -87.3f ? -87.3f : x > 88.3f ? 88.3f : x;
 	float t = xc * 1.44269504f + 12582912.0f;
 	int32_t tb;
@@ -44,7 +48,7 @@ static inline float wo_expf(float x)
 	p = p * r + 1.6666665459e-1f;
 	p = p * r + 5.0000001201e-1f;
 	float y = p * r * r + r + 1.0f;
-	int32_t sb = (ni + 127) << 23;
+	uint32_t sb = (uint32_t)(ni + 127) << 23;
 	float s;
 	memcpy(&s, &sb, 4);
 	y = y * s;

@@ -329,6 +329,23 @@ static enum cm_status expect(struct mcfg_load *l, const char *name, int required
 		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected type F32, found %s", name,
 			    wk_qtype_name(t->type));
 	mcfg_view(out, t);
+	if (f32_only) {
+		/* norms and biases are small and scale everything: a NaN or an
+		 * infinity there is a damaged file, refused here rather than
+		 * spread through every activation (issue 13, finding 16) */
+		const unsigned char *p = out->data;
+		uint64_t n = out->rows * out->cols;
+
+		for (uint64_t i = 0; i < n; i++) {
+			float v;
+
+			memcpy(&v, p + 4 * i, 4);
+			if (!isfinite(v))
+				return mcfg_fail(l, CM_EFORMAT, "tensor '%s': value %llu is %s, "
+						 "expected a finite number (a damaged file?)", name,
+						 (unsigned long long)i, isnan(v) ? "NaN" : "infinite");
+		}
+	}
 	return CM_OK;
 }
 

@@ -223,6 +223,44 @@ static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 	free(yb);
 }
 
+/*
+ * Issue 13, finding 16: NaN or infinite activations (a broken model) made
+ * the activation quantiser's sum overflow (UBSan).  Every type and ISA
+ * takes them without undefined behaviour (the sanitizer build aborts on
+ * it); the finite rows of the output stay finite.
+ */
+static void test_nonfinite_activations(void **state)
+{
+	struct fixture *f = *state;
+	int rows = 8, cols = 256;
+	float *x = malloc(sizeof(float) * 2 * cols), *y = malloc(sizeof(float) * 2 * rows);
+
+	(void)state;
+	assert_non_null(x);
+	assert_non_null(y);
+	for (int i = 0; i < 2 * cols; i++)
+		x[i] = rnd();
+	for (int i = 0; i < cols; i += 7)
+		x[i] = i % 2 ? NAN : (i % 3 ? INFINITY : -INFINITY); /* row 0 only */
+	for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++) {
+		uint8_t *w = make_weights(types[t], rows, cols);
+
+		for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+			if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
+				continue;
+			assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
+			assert_int_equal(wk_cpu_matmul(f->mm2, types[t], w, rows, cols, x, 2, y), CM_OK);
+			for (int r = 0; r < rows; r++)
+				if (!isfinite(y[rows + r]))
+					fail_msg("%s on %s: row 1 (finite input) gave %f", wk_qtype_name(types[t]),
+						 wk_cpu_isa_name((enum wk_cpu_isa)isa), (double)y[rows + r]);
+		}
+		free(w);
+	}
+	free(x);
+	free(y);
+}
+
 static void test_refusals(void **state)
 {
 	struct fixture *f = *state;
@@ -323,6 +361,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_accuracy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_invariance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,10 +194,35 @@ static void check_rope(void)
 		}
 }
 
+/*
+ * Issue 13, finding 16: NaN reached a left shift of a negative value in
+ * the exp bit trick (UBSan).  Every bit pattern is total now: NaN in, NaN
+ * out; the infinities go to 0 and the clamp (the sanitizer build aborts on
+ * any undefined behaviour here).
+ */
+static void check_expf_total(void)
+{
+	static const uint32_t bits[] = { 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u,
+					 0x7f800000u, 0xff800000u, 0x00000001u, 0x80000001u };
+	float x[64], v;
+
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
+		memcpy(&v, &bits[i], 4);
+		if (isnan(v))
+			assert_true(isnan(wk_cpu_expf(v)));
+		else
+			assert_false(isnan(wk_cpu_expf(v)));
+	}
+	for (int i = 0; i < 64; i++)
+		x[i] = i == 5 ? NAN : i == 9 ? INFINITY : (float)i;
+	wk_cpu_softmax(x, 64); /* whatever it gives, no undefined behaviour */
+}
+
 static void test_expf(void **state)
 {
 	(void)state;
 	each_isa(check_expf);
+	each_isa(check_expf_total);
 }
 
 static void test_norm_softmax(void **state)

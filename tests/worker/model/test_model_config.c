@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ struct mopts {
 	uint32_t n_scores;     /* scores entries (default n_tokens) */
 	uint32_t kv_heads;     /* default 2 */
 	uint32_t n_tokens;     /* default V */
+	const char *nan_in;    /* F32 tensor whose value 3 is NaN (inf with inf_not_nan) */
+	int inf_not_nan;
 };
 
 static void addt(struct wk_gguf_writer *w, const struct mopts *o, const char *name,
@@ -54,6 +57,17 @@ static void addt(struct wk_gguf_writer *w, const struct mopts *o, const char *na
 		dims[n_dims - 1] *= 2;
 	if (o->norm_f16 && strstr(name, "norm"))
 		type = WK_Q_F16;
+	if (o->nan_in && strcmp(o->nan_in, name) == 0) {
+		size_t n = (size_t)(dims[0] * (n_dims > 1 ? dims[1] : 1));
+		float *v = calloc(n, sizeof(float));
+
+		assert_non_null(v);
+		v[3] = o->inf_not_nan ? INFINITY : NAN;
+		assert_int_equal(wk_gguf_writer_add_tensor_raw(w, name, WK_Q_F32, n_dims, dims, v,
+							       n * 4), CM_OK);
+		free(v);
+		return;
+	}
 	assert_int_equal(wk_gguf_writer_add_tensor_raw(w, name, type, n_dims, dims, NULL,
 						       dims[0] * (n_dims > 1 ? dims[1] : 1) *
 							       (type == WK_Q_F32 ? 4 : 2)),
@@ -289,6 +303,12 @@ static void test_bad_models(void **state)
 	expect_load_error(&o, CM_EFORMAT, "key 'tokenizer.ggml.scores': 39 entries, expected 40");
 	o = (struct mopts){ .n_tokens = 41 };
 	expect_load_error(&o, CM_EFORMAT, "has 41 tokens");
+	/* issue 13, finding 16: NaN or infinite norms reached undefined
+	 * behaviour in the kernels; refused at load */
+	o = (struct mopts){ .nan_in = "blk.0.attn_norm.weight" };
+	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.attn_norm.weight': value 3 is NaN");
+	o = (struct mopts){ .nan_in = "output_norm.weight", .inf_not_nan = 1 };
+	expect_load_error(&o, CM_EFORMAT, "tensor 'output_norm.weight': value 3 is infinite");
 }
 
 static void test_kv_bytes(void **state)
