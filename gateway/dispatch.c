@@ -605,6 +605,8 @@ static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
 	j->ident = *id;
 	j->have_ident = 1;
 	j->stage = GW_ST_QUOTA;
+	if (j->req)
+		gw_request_mark_trusted(j->req); /* never evicted for new connections */
 	switch (j->route) {
 	case GW_PATH_OLLAMA_TAGS:
 	case GW_PATH_OLLAMA_PS:

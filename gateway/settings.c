@@ -29,7 +29,12 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 	CM_CFG_INT(L, headers, GW_HTTP_MAX_HEADERS_DEFAULT, 4, 1024,
 		   "Most header lines in one request."),
 	CM_CFG_INT(L, connections, CM_LIM_HTTP_CONNECTIONS, 1, 1000000,
-		   "Open client connections; beyond, new ones are closed at once."),
+		   "Open client connections. At the limit a new one takes the place of the oldest connection "
+		   "that never carried an authenticated request, from the address holding the most; when all "
+		   "are authenticated, new ones are closed at once."),
+	CM_CFG_INT(L, connections_per_peer, 0, 0, 1000000,
+		   "Open connections from one client address, evicted and refused the same way; 0: no limit "
+		   "(behind a proxy or load balancer every client has its address)."),
 	CM_CFG_SIZE(L, output_bytes, GW_SERVER_OUT_BYTES_DEFAULT, 65536, 1073741824,
 		    "Response bytes buffered per connection for a client that does not read."),
 	CM_CFG_INT(L, json_depth, CM_LIM_JSON_DEPTH, 2, 256, "Nesting depth of a request body."),
@@ -172,6 +177,7 @@ void gw_settings_server(const struct gw_settings *s, struct gw_server_config *c)
 	c->body_bytes = s->limits.body_bytes;
 	c->max_headers = (uint32_t)s->limits.headers;
 	c->connections = (uint32_t)s->limits.connections;
+	c->connections_per_peer = (uint32_t)s->limits.connections_per_peer;
 	c->out_bytes = s->limits.output_bytes;
 	c->header_timeout_ms = (uint32_t)s->timeouts.header_ms;
 	c->body_timeout_ms = (uint32_t)s->timeouts.body_ms;

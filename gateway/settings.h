@@ -23,6 +23,7 @@ struct gw_settings_limits {
 	uint64_t body_bytes;
 	int64_t headers;
 	int64_t connections;
+	int64_t connections_per_peer;
 	uint64_t output_bytes;
 	int64_t json_depth;
 	int64_t messages;

@@ -372,6 +372,62 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	gw_srv_conn_free(c);
 }
 
+/* A peer's address as the connection records it. */
+static void peer_of(const struct sockaddr *sa, char out[INET6_ADDRSTRLEN])
+{
+	out[0] = '\0';
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, INET6_ADDRSTRLEN);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+			  INET6_ADDRSTRLEN);
+}
+
+/*
+ * The untrusted connection to close to make room: with `peer`, that
+ * peer's oldest; otherwise the oldest of the peer that holds the most
+ * connections.  *n_peer counts `peer`'s connections.  NULL when every
+ * candidate is trusted.  (The list is newest first; one pass, a small
+ * table of the peers seen.)
+ */
+static struct gw_conn *eviction_victim(struct gw_server *s, const char *peer, uint32_t *n_peer)
+{
+	enum { SLOTS = 256 };
+	struct { const char *peer; uint32_t n; struct gw_conn *oldest; } t[SLOTS];
+	struct gw_conn *best = NULL;
+	uint32_t best_n = 0, used = 0;
+
+	*n_peer = 0;
+	memset(t, 0, sizeof(t));
+	for (struct gw_conn *c = s->conns; c; c = c->next) {
+		uint32_t h = 2166136261u, k;
+
+		if (strcmp(c->peer, peer) == 0)
+			(*n_peer)++;
+		if (peer[0] && strcmp(c->peer, peer) != 0)
+			continue;
+		for (const char *p = c->peer; *p; p++)
+			h = (h ^ (uint8_t)*p) * 16777619u;
+		for (k = h % SLOTS; t[k].peer && strcmp(t[k].peer, c->peer) != 0; k = (k + 1) % SLOTS)
+			;
+		if (!t[k].peer) {
+			if (used == SLOTS - 1)
+				continue; /* more distinct peers than slots: the rest are not counted */
+			t[k].peer = c->peer;
+			used++;
+		}
+		t[k].n++;
+		/* a request in the handler's hands is not cut short */
+		if (!c->trusted && !c->freeing && !c->kill && c->state != CS_HANDLING)
+			t[k].oldest = c;
+		if (t[k].oldest && t[k].n > best_n) {
+			best_n = t[k].n;
+			best = t[k].oldest;
+		}
+	}
+	return best;
+}
+
 void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
@@ -379,11 +435,33 @@ void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	struct gw_conn *c = NULL;
 	SSL *ssl = NULL;
 	int one = 1;
+	char peer[INET6_ADDRSTRLEN];
+	uint32_t n_peer = 0;
 
+	peer_of(sa, peer);
+	if (s->cfg.connections_per_peer && s->st.active >= s->cfg.connections_per_peer) {
+		struct gw_conn *v = eviction_victim(s, peer, &n_peer);
+
+		if (n_peer >= s->cfg.connections_per_peer) {
+			if (!v) {
+				s->st.rejected_connections++;
+				close(fd);
+				return;
+			}
+			s->st.evicted_connections++;
+			gw_srv_conn_free(v);
+		}
+	}
 	if (s->st.active >= s->cfg.connections) {
-		s->st.rejected_connections++;
-		close(fd);
-		return;
+		struct gw_conn *v = eviction_victim(s, "", &n_peer);
+
+		if (!v) {
+			s->st.rejected_connections++;
+			close(fd);
+			return;
+		}
+		s->st.evicted_connections++;
+		gw_srv_conn_free(v);
 	}
 	c = cm_calloc(1, sizeof(*c));
 	if (!c)
@@ -397,12 +475,7 @@ void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	c->process_ev = event_new(s->base, -1, 0, process_cb, c);
 	if (!c->arena || !c->parser || !c->timer || !c->process_ev)
 		goto fail;
-	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)sa)->sin_addr, c->peer,
-			  sizeof(c->peer));
-	else if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)sa)->sin6_addr,
-			  c->peer, sizeof(c->peer));
+	memcpy(c->peer, peer, sizeof(c->peer));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (c->tls) {
 		ssl = SSL_new(s->ssl_ctx); /* takes a reference on the context */

@@ -101,6 +101,7 @@ struct gw_conn {
 	int kill;                  /* close at the next process event */
 	int wait_drain;            /* the next pipelined request waits for the output */
 	int discard_input;         /* pipelined past the read limit: close after this response */
+	int trusted;               /* carried an authenticated request: never evicted */
 	int freeing;
 	char peer[INET6_ADDRSTRLEN];
 };

@@ -78,6 +78,11 @@ const char *gw_request_peer(const struct gw_request *r)
 	return r->c->peer;
 }
 
+void gw_request_mark_trusted(struct gw_request *r)
+{
+	r->c->trusted = 1;
+}
+
 void gw_request_on_close(struct gw_request *r, gw_close_fn fn, void *arg)
 {
 	r->on_close = fn;

@@ -31,8 +31,14 @@
  * A client that closes or half-closes its side while the handler owns its
  * request is treated as gone: on_close runs (the dispatcher cancels).
  *
- * Limits: over `connections` open connections a new connection is accepted
- * and closed at once (counted in stats.rejected_connections).  At most
+ * Limits: at `connections` open connections a new one takes the place of
+ * the oldest connection that never carried an authenticated request
+ * (gw_request_mark_trusted), taken from the peer address holding the most
+ * connections (stats.evicted_connections): a flood of idle or half-open
+ * connections recycles itself and cannot lock others out.  Only when every
+ * open connection is trusted is the new one accepted and closed at once
+ * (stats.rejected_connections).  `connections_per_peer` (0: none) bounds
+ * one address the same way.  At most
  * `out_bytes` bytes of response are buffered per connection: a stream write
  * that would exceed it fails with CM_ELIMIT and the connection is closed
  * (a client that does not read cannot make the gateway hold its reply).
@@ -77,6 +83,7 @@ struct gw_server_config {
 	size_t body_bytes;          /* limits.body_bytes */
 	uint32_t max_headers;       /* limits.headers */
 	uint32_t connections;       /* limits.connections */
+	uint32_t connections_per_peer; /* limits.connections_per_peer; 0: none */
 	size_t out_bytes;           /* limits.output_bytes, per connection */
 	uint32_t header_timeout_ms; /* timeouts.header_ms */
 	uint32_t body_timeout_ms;   /* timeouts.body_ms */
@@ -113,7 +120,8 @@ typedef enum cm_status (*gw_error_fn)(int status, const char *message,
 struct gw_server_stats {
 	uint64_t accepted;             /* connections accepted and kept */
 	uint64_t active;               /* open now */
-	uint64_t rejected_connections; /* over limits.connections */
+	uint64_t rejected_connections; /* over the limits with every connection trusted */
+	uint64_t evicted_connections;  /* untrusted ones closed to make room */
 	uint64_t tls_handshake_failures;
 	uint64_t requests;             /* complete requests dispatched */
 	uint64_t http_errors;          /* requests refused by the parser */
@@ -179,6 +187,13 @@ const char *gw_request_peer(const struct gw_request *r);
 void gw_request_on_close(struct gw_request *r, gw_close_fn fn, void *arg);
 
 /* Adds a response header (copied); before respond/stream_start.  Max 16. */
+/*
+ * Marks the request's connection as trusted (it carried a request that
+ * passed authentication): it is never evicted to make room for new
+ * connections.
+ */
+void gw_request_mark_trusted(struct gw_request *r);
+
 enum cm_status gw_request_add_header(struct gw_request *r, const char *name,
 				     const char *value) CM_WUR;
 

@@ -203,6 +203,9 @@ void handler(struct gw_request *req, void *ctx)
 
 	if (strcmp(path, "/hello") == 0) {
 		st = gw_request_respond(req, 200, "text/plain", "hello\n", 6);
+	} else if (strcmp(path, "/trust") == 0) {
+		gw_request_mark_trusted(req); /* as the dispatcher does after authentication */
+		st = gw_request_respond(req, 200, "text/plain", "trusted\n", 8);
 	} else if (strcmp(path, "/echo") == 0) {
 		gw_request_body(req, &len);
 		snprintf(buf, sizeof(buf), "len=%zu id=%d", len, gw_request_id(req) > 0);

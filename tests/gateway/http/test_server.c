@@ -610,12 +610,40 @@ static void mk_fn(void *p)
 	a->st = gw_server_new(base, &a->c, handler, NULL, &a->s, a->err, sizeof(a->err));
 }
 
+/* A bare TCP connection to p2 (nothing sent); waits until the server
+ * counts `active` connections. */
+static int bare_connect(struct gw_server *s2, uint16_t p2, uint64_t active)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p2) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int64_t t0 = cm_mono_ns();
+	struct gw_server_stats st;
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	do {
+		st = stats_of(s2);
+		if (st.active == active && st.accepted + st.rejected_connections >= active)
+			break;
+		poll(NULL, 0, 5);
+	} while (cm_mono_ns() - t0 < DEADLINE_MS * CM_NS_PER_MS);
+	return fd;
+}
+
+/*
+ * Issue 13, finding 3: connections that send nothing held every slot (a
+ * client with a valid key got in 4 times in 48).  At the limit a new
+ * connection takes the place of the oldest one that never carried an
+ * authenticated request; only when all are trusted is it refused.
+ */
 static void test_connection_limit(void **state)
 {
 	struct mk_arg a;
 	uint16_t p2;
 	int fds[3];
 	struct gw_server_stats st;
+	struct tcli t[2];
+	char out[4096];
 
 	(void)state;
 	install_cert("a");
@@ -625,32 +653,40 @@ static void test_connection_limit(void **state)
 	on_loop(mk_fn, &a);
 	assert_int_equal(a.st, CM_OK);
 	p2 = gw_server_port(a.s);
-	for (int i = 0; i < 3; i++) {
-		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(p2) };
-
-		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-		assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
-		if (i < 2) {
-			/* wait until the server has accepted it */
-			int64_t t0 = cm_mono_ns();
-
-			do {
-				st = stats_of(a.s);
-				if (st.active == (uint64_t)i + 1)
-					break;
-				poll(NULL, 0, 5);
-			} while (cm_mono_ns() - t0 < DEADLINE_MS * CM_NS_PER_MS);
-			assert_int_equal(st.active, i + 1);
-		}
-	}
-	/* the third is accepted and closed at once; the first two stay */
-	assert_true(tcli_wait_closed(DEADLINE_MS, fds[2], NULL) >= 0);
+	fds[0] = bare_connect(a.s, p2, 1);
+	fds[1] = bare_connect(a.s, p2, 2);
+	/* a third: accepted, the oldest idle one closed to make room */
+	fds[2] = bare_connect(a.s, p2, 2);
+	assert_true(tcli_wait_closed(DEADLINE_MS, fds[0], NULL) >= 0);
 	st = stats_of(a.s);
-	assert_int_equal(st.rejected_connections, 1);
+	assert_int_equal(st.evicted_connections, 1);
+	assert_int_equal(st.rejected_connections, 0);
 	assert_int_equal(st.active, 2);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
+	{
+		int64_t t0 = cm_mono_ns();
+
+		while (stats_of(a.s).active != 0 && cm_mono_ns() - t0 < DEADLINE_MS * CM_NS_PER_MS)
+			poll(NULL, 0, 5);
+	}
+	/* two authenticated keep-alive connections are never evicted: a third
+	 * connection is refused, and both still serve */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tcli_open(&t[i], p2, dir, "a", 0), 0);
+		tcli_send(&t[i], "GET /trust HTTP/1.1\r\nHost: x\r\n\r\n");
+		assert_int_equal(tcli_response(&t[i], out, sizeof(out)), 200);
+	}
+	fds[2] = bare_connect(a.s, p2, 2);
+	assert_true(tcli_wait_closed(DEADLINE_MS, fds[2], NULL) >= 0);
+	close(fds[2]);
+	st = stats_of(a.s);
+	assert_int_equal(st.rejected_connections, 1);
+	for (int i = 0; i < 2; i++) {
+		tcli_send(&t[i], "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+		assert_int_equal(tcli_response(&t[i], out, sizeof(out)), 200);
+		tcli_close(&t[i]);
+	}
 	on_loop(free_server_fn, a.s);
 }
 
