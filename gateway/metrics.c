@@ -334,6 +334,11 @@ static void mx_render_server(struct gw_server *pub, struct mx_out *o)
 		"Connections refused over limits.connections.", "counter");
 	mx_put(o, "sluice_gateway_connections_rejected_total %llu\n",
 	       (unsigned long long)s.rejected_connections);
+	mx_head(o, "sluice_gateway_preauth_body_overflows_total",
+		"Requests refused (503) because unauthenticated bodies held limits.preauth_body_bytes.",
+		"counter");
+	mx_put(o, "sluice_gateway_preauth_body_overflows_total %llu\n",
+	       (unsigned long long)s.preauth_overflows);
 	mx_head(o, "sluice_gateway_connections_evicted_total",
 		"Unauthenticated connections closed to make room for new ones.", "counter");
 	mx_put(o, "sluice_gateway_connections_evicted_total %llu\n",

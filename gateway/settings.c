@@ -26,6 +26,10 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		    "Largest request line plus headers; over it: 431."),
 	CM_CFG_SIZE(L, body_bytes, CM_LIM_HTTP_BODY_BYTES, 1024, 1073741824,
 		    "Largest request body; over it: 413 before the body is read."),
+	CM_CFG_SIZE(L, preauth_body_bytes, CM_LIM_HTTP_PREAUTH_BODY_BYTES, 0, 68719476736ULL,
+		    "Request body bytes buffered by connections that have not authenticated yet, all "
+		    "together (bodies are read before the key is checked); beyond: 503 and the connection "
+		    "closed. Connections whose earlier request authenticated are not counted. 0: no limit."),
 	CM_CFG_INT(L, headers, GW_HTTP_MAX_HEADERS_DEFAULT, 4, 1024,
 		   "Most header lines in one request."),
 	CM_CFG_INT(L, connections, CM_LIM_HTTP_CONNECTIONS, 1, 1000000,
@@ -175,6 +179,7 @@ void gw_settings_server(const struct gw_settings *s, struct gw_server_config *c)
 	c->plain_http = s->plain_http;
 	c->header_bytes = s->limits.header_bytes;
 	c->body_bytes = s->limits.body_bytes;
+	c->preauth_body_bytes = (size_t)s->limits.preauth_body_bytes;
 	c->max_headers = (uint32_t)s->limits.headers;
 	c->connections = (uint32_t)s->limits.connections;
 	c->connections_per_peer = (uint32_t)s->limits.connections_per_peer;

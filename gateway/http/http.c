@@ -161,6 +161,11 @@ void gw_http_parser_reset(struct gw_http_parser *p)
 	p->trailer_bytes = 0;
 }
 
+size_t gw_http_parser_body_bytes(const struct gw_http_parser *p)
+{
+	return cm_buf_len(&p->body);
+}
+
 enum gw_http_phase gw_http_parser_phase(const struct gw_http_parser *p)
 {
 	return p->phase;

@@ -138,6 +138,9 @@ const struct gw_http_request *gw_http_parser_head(const struct gw_http_parser *p
 
 enum gw_http_phase gw_http_parser_phase(const struct gw_http_parser *p);
 
+/* Body bytes buffered so far for the current request. */
+size_t gw_http_parser_body_bytes(const struct gw_http_parser *p);
+
 /* Status code for a failed parse (0 when not failed), and its message. */
 int gw_http_parser_error(const struct gw_http_parser *p, const char **msg);
 

@@ -102,6 +102,7 @@ struct gw_conn {
 	int wait_drain;            /* the next pipelined request waits for the output */
 	int discard_input;         /* pipelined past the read limit: close after this response */
 	int trusted;               /* carried an authenticated request: never evicted */
+	size_t body_held;          /* body bytes counted in srv->untrusted_body */
 	int freeing;
 	char peer[INET6_ADDRSTRLEN];
 };
@@ -123,6 +124,7 @@ struct gw_server {
 	struct gw_http_limits hlim;
 	size_t arena_cap;
 	struct gw_conn *conns;
+	size_t untrusted_body;     /* body bytes buffered on untrusted connections */
 	struct gw_server_stats st;
 	uint64_t next_req_id;
 	uint16_t port;
@@ -133,6 +135,10 @@ void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg);
 void gw_srv_accept_error_cb(struct evconnlistener *l, void *arg);
 void gw_srv_accept_resume_cb(evutil_socket_t fd, short what, void *arg);
+/* conn.c: the body bytes of a connection counted (or, once it is trusted or
+ * its request is over, released) against limits.preauth_body_bytes. */
+void gw_srv_body_account(struct gw_conn *c);
+void gw_srv_body_release(struct gw_conn *c);
 /* conn.c: a connection's end (only from an event callback), a deferred close,
  * the end of a response, and the bytes still queued to the client. */
 void gw_srv_conn_free(struct gw_conn *c);

@@ -80,6 +80,7 @@ const char *gw_request_peer(const struct gw_request *r)
 
 void gw_request_mark_trusted(struct gw_request *r)
 {
+	gw_srv_body_release(r->c);
 	r->c->trusted = 1;
 }
 

@@ -58,6 +58,7 @@ void gw_server_config_defaults(struct gw_server_config *c)
 	c->body_timeout_ms = CM_LIM_HTTP_BODY_TIMEOUT_MS;
 	c->idle_timeout_ms = CM_LIM_HTTP_IDLE_TIMEOUT_MS;
 	c->write_timeout_ms = CM_LIM_HTTP_WRITE_TIMEOUT_MS;
+	c->preauth_body_bytes = CM_LIM_HTTP_PREAUTH_BODY_BYTES;
 }
 
 /* ---- server lifecycle ----------------------------------------------- */
@@ -251,4 +252,5 @@ uint16_t gw_server_port(const struct gw_server *s)
 void gw_server_get_stats(const struct gw_server *s, struct gw_server_stats *out)
 {
 	*out = s->st;
+	out->preauth_body_buffered = s->untrusted_body;
 }

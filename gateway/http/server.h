@@ -84,6 +84,7 @@ struct gw_server_config {
 	uint32_t max_headers;       /* limits.headers */
 	uint32_t connections;       /* limits.connections */
 	uint32_t connections_per_peer; /* limits.connections_per_peer; 0: none */
+	size_t preauth_body_bytes;  /* limits.preauth_body_bytes: bodies on untrusted connections, all together */
 	size_t out_bytes;           /* limits.output_bytes, per connection */
 	uint32_t header_timeout_ms; /* timeouts.header_ms */
 	uint32_t body_timeout_ms;   /* timeouts.body_ms */
@@ -122,6 +123,8 @@ struct gw_server_stats {
 	uint64_t active;               /* open now */
 	uint64_t rejected_connections; /* over the limits with every connection trusted */
 	uint64_t evicted_connections;  /* untrusted ones closed to make room */
+	uint64_t preauth_overflows;    /* 503: unauthenticated bodies over preauth_body_bytes */
+	uint64_t preauth_body_buffered; /* now: body bytes held by untrusted connections */
 	uint64_t tls_handshake_failures;
 	uint64_t requests;             /* complete requests dispatched */
 	uint64_t http_errors;          /* requests refused by the parser */

@@ -690,6 +690,73 @@ static void test_connection_limit(void **state)
 	on_loop(free_server_fn, a.s);
 }
 
+/* Waits until the server holds `want` unauthenticated body bytes. */
+static void wait_preauth(struct gw_server *s2, uint64_t want)
+{
+	int64_t t0 = cm_mono_ns();
+
+	while (stats_of(s2).preauth_body_buffered != want &&
+	       cm_mono_ns() - t0 < DEADLINE_MS * CM_NS_PER_MS)
+		poll(NULL, 0, 5);
+	assert_int_equal(stats_of(s2).preauth_body_buffered, want);
+}
+
+/*
+ * Issue 13, finding 2: bodies are read before the key is checked, with no
+ * total cap (150 connections of 4 MiB bodies added 511 MiB).  What
+ * connections that have not authenticated buffer is bounded together; a
+ * connection that authenticated before is not counted; the budget comes
+ * back when a body is done with.
+ */
+static void test_preauth_body_budget(void **state)
+{
+	static char chunk[50000];
+	struct mk_arg a;
+	struct tcli t[3], trusted;
+	char out[4096];
+	uint16_t p2;
+
+	(void)state;
+	install_cert("a");
+	test_config(&a.c);
+	a.c.preauth_body_bytes = 120000;
+	on_loop(mk_fn, &a);
+	assert_int_equal(a.st, CM_OK);
+	p2 = gw_server_port(a.s);
+	memset(chunk, 'x', sizeof(chunk));
+	chunk[sizeof(chunk) - 1] = '\0';
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(tcli_open(&t[i], p2, dir, "a", 0), 0);
+		tcli_send(&t[i], "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n");
+		tcli_send(&t[i], chunk); /* 49999 of 60000 body bytes: incomplete */
+		if (i < 2)
+			wait_preauth(a.s, 49999u * (uint64_t)(i + 1));
+	}
+	/* the third goes over the 120000-byte budget: 503, closed */
+	assert_int_equal(tcli_response(&t[2], out, sizeof(out)), 503);
+	assert_true(tcli_wait_closed(DEADLINE_MS, t[2].fd, &t[2]) >= 0);
+	tcli_close(&t[2]);
+	assert_int_equal(stats_of(a.s).preauth_overflows, 1);
+	wait_preauth(a.s, 2 * 49999u);
+	/* an authenticated connection is not counted */
+	assert_int_equal(tcli_open(&trusted, p2, dir, "a", 0), 0);
+	tcli_send(&trusted, "GET /trust HTTP/1.1\r\nHost: x\r\n\r\n");
+	assert_int_equal(tcli_response(&trusted, out, sizeof(out)), 200);
+	tcli_send(&trusted, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 49999\r\n\r\n");
+	tcli_send(&trusted, chunk);
+	assert_int_equal(tcli_response(&trusted, out, sizeof(out)), 200);
+	assert_non_null(strstr(out, "len=49999"));
+	tcli_close(&trusted);
+	/* finishing a body gives its bytes back */
+	tcli_send(&t[0], chunk + sizeof(chunk) - 1 - 10001);
+	assert_int_equal(tcli_response(&t[0], out, sizeof(out)), 200);
+	wait_preauth(a.s, 49999u);
+	tcli_close(&t[0]);
+	tcli_close(&t[1]);
+	wait_preauth(a.s, 0);
+	on_loop(free_server_fn, a.s);
+}
+
 static void test_plain_http_rules(void **state)
 {
 	struct mk_arg a;
@@ -802,6 +869,7 @@ int main(void)
 		cmocka_unit_test(test_tls_files_checked),
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_connection_limit),
+		cmocka_unit_test(test_preauth_body_budget),
 		cmocka_unit_test(test_plain_http_rules),
 		cmocka_unit_test(test_alloc_failures),
 	};
