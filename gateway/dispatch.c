@@ -531,7 +531,23 @@ static void start_generation(struct gw_job *j)
 	const uint8_t *body = gw_request_body(j->req, &len);
 	const char *cls;
 	size_t mlen;
+	uint32_t ctx = gw_workers_max_context(d->dep.workers);
 
+	/*
+	 * A body larger than any prompt that could fit the largest context
+	 * served is refused before its JSON is parsed: parsing megabytes on
+	 * the event loop delays every other client (issue 13, finding 6).
+	 * No token covers GW_PROMPT_BYTES_PER_TOKEN_MAX bytes, however the
+	 * client escapes its text.
+	 */
+	if (ctx && len > (uint64_t)ctx * GW_PROMPT_BYTES_PER_TOKEN_MAX + GW_BODY_SLACK_BYTES) {
+		gw_api_error_set(&e, 413, j->route == GW_PATH_OLLAMA_CHAT ||
+				 j->route == GW_PATH_OPENAI_CHAT ? "messages" : "prompt",
+				 "context_length_exceeded", "request body of %zu bytes: no prompt that "
+				 "long fits the largest context served (%u tokens)", len, ctx);
+		gw_job_fail(j, &e, 0, "too_large");
+		return;
+	}
 	if (gw_api_parse(kind_of(j->route), body, len, &d->cfg.limits,
 			 gw_request_arena(j->req), &j->api, &e) != CM_OK) {
 		gw_job_fail(j, &e, 0, "bad_request");

@@ -25,6 +25,9 @@
 /* For calls whose failure changes nothing (best effort). */
 #define GW_IGNORE(x) do { enum cm_status ign_ = (x); (void)ign_; } while (0)
 #define GW_JOB_OUT_CAP (4u * 1024 * 1024)
+/* Bodies over context x this + the slack cannot hold a prompt that fits. */
+#define GW_PROMPT_BYTES_PER_TOKEN_MAX 256u
+#define GW_BODY_SLACK_BYTES (64u * 1024)
 
 enum gw_stage {
 	GW_ST_AUTH = 0,

@@ -699,6 +699,16 @@ int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
 	return model_worker(ws, 0, model, len) < ws->n;
 }
 
+uint32_t gw_workers_max_context(const struct gw_workers *ws)
+{
+	uint32_t ctx = 0;
+
+	for (size_t i = 0; i < ws->n; i++)
+		if (ws->w[i].hello_ok && ws->w[i].hello.context_len > ctx)
+			ctx = ws->w[i].hello.context_len;
+	return ctx;
+}
+
 uint32_t gw_workers_model_context(const struct gw_workers *ws, const char *model,
 				  size_t len)
 {

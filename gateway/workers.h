@@ -108,6 +108,8 @@ int gw_workers_can_take(const struct gw_workers *ws, size_t i);
 /* 1 when some connected worker (HELLO accepted) serves `model`. */
 int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
 			   size_t len);
+/* The largest context (tokens) of all connected workers; 0 when none. */
+uint32_t gw_workers_max_context(const struct gw_workers *ws);
 /* The largest context (tokens) of the connected workers serving `model`;
  * 0 when none does. */
 uint32_t gw_workers_model_context(const struct gw_workers *ws, const char *model,

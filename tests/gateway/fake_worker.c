@@ -39,7 +39,7 @@ static void fk_hello_and_stats(struct fake_worker *fk)
 	m.u.hello.proto_version = fk->hello_version ? fk->hello_version : PROTO_VERSION;
 	m.u.hello.worker_name = (struct proto_str){ "fake", 4 };
 	m.u.hello.model_name = (struct proto_str){ "tiny", 4 };
-	m.u.hello.context_len = 256;
+	m.u.hello.context_len = fk->hello_context ? fk->hello_context : 256;
 	m.u.hello.vocab_size = 512;
 	m.u.hello.max_seqs = fk->hello_max_seqs ? fk->hello_max_seqs : 4;
 	m.u.hello.kv_blocks_total = 64;

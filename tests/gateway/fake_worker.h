@@ -35,6 +35,7 @@ struct fake_worker {
 	int n_held;
 	/* a hostile worker (0: the defaults above) */
 	uint32_t hello_max_seqs;
+	uint32_t hello_context;    /* context_len (0: 256) */
 	uint16_t hello_version;
 	uint32_t done_gen_tokens;
 	int mute;                  /* after HELLO: answers nothing, not even PING */

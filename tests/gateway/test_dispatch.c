@@ -144,9 +144,16 @@ static int dt_build(void)
 	if (gw_key_pepper_from_bytes(pep, sizeof(pep) - 1, &pepper) != CM_OK ||
 	    dt_governance() != 0 || fake_worker_start(&fk, base, sock_path) != 0)
 		return -1;
+	/* 40000 tokens: a 9 MiB prompt is under the size bound (40000 x 256 +
+	 * 64 KiB, 9.8 MiB), so the frame limit is what refuses it
+	 * (test_prompt_over_frame_is_413); a 16 MiB body is over it */
+	fk.hello_context = 40000;
 	snprintf(url, sizeof(url), "unix://%s", fx.sock);
 	memset(&dc, 0, sizeof(dc));
 	gw_api_limits_defaults(&dc.limits);
+	/* the stand-in's context is 40000 (below): requests without a limit
+	 * are estimated at this, not 4096, so that the tenants' TPM lasts */
+	dc.limits.max_output_tokens = 256;
 	dc.route_prefix_bytes = 1024;
 	dc.route_load_factor = 1.25;
 	dc.ns = "sluice:";
@@ -367,6 +374,43 @@ static void test_prompt_over_frame_is_413(void **state)
 	json_decref(j);
 }
 
+/*
+ * Issue 13, finding 6 (gateway side): a body larger than any prompt that
+ * could fit the largest context served is refused before its JSON is
+ * parsed (4 MiB bodies parsed on the event loop delayed other tenants):
+ * the stand-in's 40000-token context allows 9.8 MiB.
+ */
+static void test_body_over_context_refused_unparsed(void **state)
+{
+	static char out[8192];
+	char path[128], *body;
+	size_t n = 16u * 1024 * 1024 - 64;
+	FILE *f;
+	json_t *j, *err;
+
+	(void)state;
+	/* JSON that does not even parse: refused by its size first */
+	snprintf(path, sizeof(path), "/tmp/sluice-test-dispatch-ctx-%ld.json", (long)getpid());
+	body = malloc(n);
+	assert_non_null(body);
+	memset(body, '[', n);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(body, 1, n, f), n);
+	fclose(f);
+	free(body);
+	tcli_curl(out, sizeof(out), "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
+		  key, path, port);
+	unlink(path);
+	assert_int_equal(dt_split(out, &j), 413);
+	assert_non_null(j);
+	err = json_object_get(j, "error");
+	assert_string_equal(json_string_value(json_object_get(err, "code")), "context_length_exceeded");
+	assert_non_null(strstr(json_string_value(json_object_get(err, "message")), "no prompt that long"));
+	json_decref(j);
+}
+
 static void test_openai_chat(void **state)
 {
 	char out[8192];
@@ -559,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_ollama_generate),
 		cmocka_unit_test(test_openai_chat),
 		cmocka_unit_test(test_prompt_over_frame_is_413),
+		cmocka_unit_test(test_body_over_context_refused_unparsed),
 cmocka_unit_test(test_worker_counts_bounded),
 		cmocka_unit_test(test_refusals_in_the_dialects_format),
 		cmocka_unit_test(test_fixed_endpoints),
