@@ -6,8 +6,10 @@
 # while bench/hostile.py runs every misbehaving client at once (idle and
 # slowloris connections, unauthenticated 4 MiB bodies, unknown keys,
 # pipelined floods, a client that never reads, 4 MiB prompts from another
-# tenant, repeated Authorization, NUL bytes).  Prints one row per run: the
-# good clients' TTFT p50/p95, errors, tokens/s, and the gateway's CPU
+# tenant, repeated Authorization, NUL bytes).  Between the two, a row with
+# one busy process instead of the hostile ones tells the cost of sharing
+# the machine's cores from what the gateway does.  Prints one row per run:
+# the good clients' TTFT p50/p95, errors, tokens/s, and the gateway's CPU
 # seconds and largest RSS during the run.  The goal (docs/security.md): p95
 # TTFT within 20 % and no error caused by the others.
 # Environment: SLUICE_BUILD_DIR (build), SOAK_REQUESTS (per client, 300).
@@ -65,6 +67,14 @@ PY
 }
 echo "# soak: model $model, 8 good clients x $reqs requests (2 tenants, 32 tokens, streaming), $(nproc) cores, $(uname -m)"
 run alone
+# the same CPU taken from the machine without touching the gateway (one
+# busy Python process: what the hostile clients' own process costs the
+# good clients on a small machine, apart from what the gateway does)
+python3 -c 'while True: pass' &
+hog=$!
+run cpuhog
+kill $hog
+wait $hog 2>/dev/null || true
 SOAK_MODEL=$model python3 bench/hostile.py 127.0.0.1 $port "$(cat "$tmp/other.key")" "$secs" >"$tmp/hostile.txt" 2>&1 &
 hp=$!
 sleep 5 # the hostile clients first get going (pacing, not synchronisation)
