@@ -347,8 +347,11 @@ static void enqueue(struct gw_job *j)
 	struct gw_dispatch *d = j->d;
 	enum gw_queue_verdict v;
 	int64_t now = cm_mono_ns();
-	/* a tenant queue of 0: no waiting, dispatched now or refused */
-	int no_wait = j->ident.queue_max == 0;
+	/* a tenant queue of 0 (its own, or queue.tenant_max for tenants
+	 * without one): no waiting, dispatched now or refused */
+	int no_wait = j->ident.queue_max == 0 ||
+		      (j->ident.queue_max == UINT32_MAX &&
+		       gw_queue_default_tenant_max(d->dep.queue) == 0);
 
 	j->enq_ns = now;
 	if (gw_queue_push(d->dep.queue, j->ident.tenant, j->ident.weight,

@@ -150,6 +150,11 @@ static void fifo_unlink(struct gw_q_fifo *f, struct gw_queue_item *it)
 	f->n--;
 }
 
+uint32_t gw_queue_default_tenant_max(const struct gw_queue *q)
+{
+	return q->cfg.tenant_max;
+}
+
 enum cm_status gw_queue_push(struct gw_queue *q, const char *tenant,
 			     uint32_t weight, uint32_t tenant_max,
 			     enum gw_queue_class klass, struct gw_queue_item *it,

@@ -76,6 +76,9 @@ void gw_queue_free(struct gw_queue *q);
  * values.  CM_ENOMEM when a new tenant cannot be allocated (*verdict
  * untouched); else CM_OK with *verdict saying whether it was queued.
  */
+/* The configured tenant_max (what a tenant without its own queue gets). */
+uint32_t gw_queue_default_tenant_max(const struct gw_queue *q);
+
 enum cm_status gw_queue_push(struct gw_queue *q, const char *tenant,
 			     uint32_t weight, uint32_t tenant_max,
 			     enum gw_queue_class klass, struct gw_queue_item *it,

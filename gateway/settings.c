@@ -88,7 +88,8 @@ static const struct cm_cfg_section gw_worker_section =
 
 static const struct cm_cfg_key gw_queue_keys[] = {
 	CM_CFG_INT(Q, tenant_max, CM_LIM_TENANT_QUEUE, 0, 1000000,
-		   "Requests waiting per tenant (a tenant's `queue` field overrides it); beyond: 429."),
+		   "Requests waiting per tenant (a tenant's `queue` field overrides it); beyond: 429. "
+		   "0: no waiting (dispatched at once when a worker has room, else 429)."),
 	CM_CFG_INT(Q, global_max, CM_LIM_GLOBAL_QUEUE, 1, 10000000,
 		   "Requests waiting in all tenant queues together; beyond: 503."),
 	CM_CFG_DURATION(Q, timeout_ms, CM_LIM_QUEUE_TIMEOUT_MS, 10, 3600000,

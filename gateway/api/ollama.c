@@ -75,6 +75,13 @@ static enum cm_status ollama_options(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_get_num(o, "repeat_penalty", "options.repeat_penalty", 0.0,
 			     GW_API_REPEAT_PENALTY_MAX, &r->sampling.repeat_penalty, err);
+	if (st == CM_OK && !(r->sampling.repeat_penalty > 0.0f)) {
+		/* a divisor: 0 is no penalty at all but infinity; 1 disables it */
+		gw_api_error_set(err, 400, "options.repeat_penalty", NULL,
+				 "options.repeat_penalty: expected a value in (0, %g] (1 disables "
+				 "the penalty), found 0", GW_API_REPEAT_PENALTY_MAX);
+		st = CM_EINVAL;
+	}
 	if (st == CM_OK) {
 		/* -1 = the whole context */
 		st = gw_api_get_int(o, "repeat_last_n", "options.repeat_last_n", -1,

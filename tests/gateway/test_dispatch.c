@@ -134,7 +134,10 @@ static int dt_build(void)
 	static const char pep[] = "a pepper of at least thirty-two bytes for the test";
 	const struct gw_worker_spec spec = { "w0", sock_path, NULL };
 	const struct gw_workers_config wc = { 4, 200, 60000, 0, 0 };
-	const struct gw_queue_config qc = { 16, 64, 5000000000LL };
+	/* tenant_max 0: a tenant without its own queue waits for nothing, it is
+	 * dispatched at once or refused (issue 13, finding 8: it was locked out
+	 * even on an idle gateway); every request below is dispatched at once */
+	const struct gw_queue_config qc = { 0, 64, 5000000000LL };
 	const struct gw_auth_config ac = { "sluice:", 2000, 60000 };
 	struct gw_dispatch_config dc;
 	struct gw_dispatch_deps dd;

@@ -175,10 +175,15 @@ static struct wk_serve_req *find_req(struct wk_serve_conn *c, uint64_t id)
 }
 
 static void sampling_from_proto(const struct proto_sampling *ps, uint32_t flags,
-				struct wk_sampler_params *p)
+				uint32_t n_vocab, uint32_t n_ctx, struct wk_sampler_params *p)
 {
 	p->temperature = ps->temperature;
-	p->top_k = ps->top_k;
+	/* the documented ranges (docs/api.md) in the sampler's (issue 13,
+	 * finding 9): top_k at or above the vocabulary keeps every token (off);
+	 * a repeat window beyond the context (repeat_last_n -1, "the whole
+	 * context", arrives as UINT32_MAX) is the context, at most what the
+	 * sampler looks back */
+	p->top_k = ps->top_k >= n_vocab ? 0 : ps->top_k;
 	p->top_p = ps->top_p;
 	if (ps->top_p == 0.0f) {
 		/* top_p 0: the smallest nucleus, the single most likely token
@@ -188,7 +193,9 @@ static void sampling_from_proto(const struct proto_sampling *ps, uint32_t flags,
 	}
 	p->min_p = ps->min_p;
 	p->repeat_penalty = ps->repeat_penalty;
-	p->repeat_last_n = ps->repeat_last_n;
+	p->repeat_last_n = ps->repeat_last_n > n_ctx ? n_ctx : ps->repeat_last_n;
+	if (p->repeat_last_n > WK_SAMPLER_REPEAT_LAST_N_MAX)
+		p->repeat_last_n = WK_SAMPLER_REPEAT_LAST_N_MAX;
 	p->presence_penalty = ps->presence_penalty;
 	p->frequency_penalty = ps->frequency_penalty;
 	p->seed = ps->seed;
@@ -373,7 +380,7 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	if (st != CM_OK)
 		goto fail;
 	memset(&gp, 0, sizeof(gp));
-	sampling_from_proto(&sb->sampling, m->flags, &gp.sampling);
+	sampling_from_proto(&sb->sampling, m->flags, s->model->hp.n_vocab, s->n_ctx, &gp.sampling);
 	if (sb->n_stop) {
 		stops = cm_calloc(sb->n_stop, sizeof(*stops));
 		stop_lens = cm_calloc(sb->n_stop, sizeof(*stop_lens));

@@ -158,6 +158,11 @@ static void test_generate_refusals(void **state)
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"options\":{\"top_k\":-1}}", 400,
 	    "options.top_k: expected an integer from 0 to 100000, found -1", "options.top_k");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"options\":{\"min_p\":2}}", 400, "options.min_p", "options.min_p");
+	/* issue 13, finding 9: 0 went to the worker and came back as a 400
+	 * naming no field */
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"options\":{\"repeat_penalty\":0}}", 400,
+	    "options.repeat_penalty: expected a value in (0, 10] (1 disables the penalty), found 0",
+	    "options.repeat_penalty");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"options\":{\"repeat_penalty\":11}}", 400,
 	    "options.repeat_penalty", "options.repeat_penalty");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"options\":{\"repeat_last_n\":-2}}", 400,

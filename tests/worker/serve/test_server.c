@@ -475,6 +475,37 @@ static void test_huge_prompt_refused_by_size(void **state)
 	close(fd);
 }
 
+/*
+ * Issue 13, finding 9: values the API documents were refused by the worker's
+ * sampler with a 400 that named no field: top_k above the vocabulary,
+ * repeat_last_n -1 (the whole context, UINT32_MAX on the wire) and
+ * 65537..1048576.  They are served now: top_k above the vocabulary is off,
+ * a window beyond the context is the context.
+ */
+static void test_documented_sampling_values(void **state)
+{
+	static const uint32_t last_n[] = { UINT32_MAX, 65537, 1048576 };
+	struct sv_reply r;
+	struct proto_msg m;
+	int sfd, fd = sv_connect(&sfd);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(last_n) / sizeof(last_n[0]); i++) {
+		m = sv_submit(70 + i, "Once upon a time", 6);
+		m.u.submit.sampling.top_k = 100000;
+		m.u.submit.sampling.repeat_last_n = last_n[i];
+		m.u.submit.sampling.temperature = 0.8f;
+		memset(&r, 0, sizeof(r));
+		sv_send(sfd, &m);
+		sv_collect(fd, &r);
+		if (r.errors)
+			fail_msg("repeat_last_n %u, top_k 100000: %s", last_n[i], r.message);
+		assert_int_equal(r.done, 1);
+	}
+	wk_server_drop_fd(srv, sfd);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -483,6 +514,7 @@ int main(void)
 		cmocka_unit_test(test_fit_to_context),
 		cmocka_unit_test(test_huge_prompt_refused_by_size),
 		cmocka_unit_test(test_top_p_zero),
+		cmocka_unit_test(test_documented_sampling_values),
 		cmocka_unit_test(test_base_model_chat),
 		cmocka_unit_test(test_duplicate_and_cancel),
 		cmocka_unit_test(test_malformed_frame_drops_the_connection),
