@@ -255,6 +255,16 @@ static void teardown(struct wk_server *s)
 	cm_free(s->allowed);
 }
 
+/* SIGTERM seen: no new requests from now on, the running ones finish. */
+static void term_check(struct wk_server *s, int64_t now)
+{
+	if (got_term && !s->draining) {
+		s->draining = 1;
+		s->drain_deadline = now + s->cfg->drain_timeout_ms * CM_NS_PER_MS;
+		cm_logf(CM_LOG_INFO, "draining", "SIGTERM: no new requests; running ones finish");
+	}
+}
+
 int wk_server_run(const struct wk_server_cfg *cfg)
 {
 	struct wk_server srv;
@@ -288,11 +298,7 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 		int timeout, n;
 		uint32_t np = 0;
 
-		if (got_term && !s->draining) {
-			s->draining = 1;
-			s->drain_deadline = now + cfg->drain_timeout_ms * CM_NS_PER_MS;
-			cm_logf(CM_LOG_INFO, "draining", "SIGTERM: no new requests; running ones finish");
-		}
+		term_check(s, now);
 		if (s->draining && !wk_sched_idle(s->sched) && now >= s->drain_deadline) {
 			/* out of patience: what still runs ends DONE(cancelled) */
 			cm_logf(CM_LOG_WARN, "drain_timeout", "cancelling what still runs");
@@ -320,6 +326,9 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 			cm_logf(CM_LOG_ERROR, "poll_failed", "%s", strerror(errno));
 			goto out;
 		}
+		/* what is read after SIGTERM arrived is refused, even in the
+		 * iteration it arrived in */
+		term_check(s, cm_mono_ns());
 		if (n > 0) {
 			uint32_t nc = s->n_conns;
 
