@@ -462,6 +462,25 @@ static struct gw_conn *eviction_victim(struct gw_server *s, const char *peer, ui
 	return best;
 }
 
+/*
+ * Closes one untrusted connection (of `peer`, when `peer` holds `limit`
+ * connections or more; else of the heaviest peer) to make room for a new
+ * one.  0 when there is room now, -1 when every candidate is trusted.
+ */
+static int make_room(struct gw_server *s, const char *peer, uint32_t limit)
+{
+	uint32_t n_peer = 0;
+	struct gw_conn *v = eviction_victim(s, peer, &n_peer);
+
+	if (peer[0] && n_peer < limit)
+		return 0; /* this address is under its own limit */
+	if (!v)
+		return -1;
+	s->st.evicted_connections++;
+	gw_srv_conn_free(v);
+	return 0;
+}
+
 void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
@@ -470,32 +489,15 @@ void gw_srv_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	SSL *ssl = NULL;
 	int one = 1;
 	char peer[INET6_ADDRSTRLEN];
-	uint32_t n_peer = 0;
 
 	peer_of(sa, peer);
-	if (s->cfg.connections_per_peer && s->st.active >= s->cfg.connections_per_peer) {
-		struct gw_conn *v = eviction_victim(s, peer, &n_peer);
-
-		if (n_peer >= s->cfg.connections_per_peer) {
-			if (!v) {
-				s->st.rejected_connections++;
-				close(fd);
-				return;
-			}
-			s->st.evicted_connections++;
-			gw_srv_conn_free(v);
-		}
-	}
-	if (s->st.active >= s->cfg.connections) {
-		struct gw_conn *v = eviction_victim(s, "", &n_peer);
-
-		if (!v) {
-			s->st.rejected_connections++;
-			close(fd);
-			return;
-		}
-		s->st.evicted_connections++;
-		gw_srv_conn_free(v);
+	/* room for it: first within its address's limit, then overall */
+	if ((s->cfg.connections_per_peer && s->st.active >= s->cfg.connections_per_peer &&
+	     make_room(s, peer, s->cfg.connections_per_peer) != 0) ||
+	    (s->st.active >= s->cfg.connections && make_room(s, "", 0) != 0)) {
+		s->st.rejected_connections++;
+		close(fd);
+		return;
 	}
 	c = cm_calloc(1, sizeof(*c));
 	if (!c)

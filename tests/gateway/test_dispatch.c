@@ -208,6 +208,36 @@ static int dt_split(char *out, json_t **j)
 	return code;
 }
 
+/* POSTs the n bytes at body (through a file: too large for a command
+ * line) to /v1/completions with the default key; out as dt_curl's. */
+static void dt_post_big(char *out, size_t outlen, const char *body, size_t n)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/sluice-test-dispatch-big-%ld.json", (long)getpid());
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(body, 1, n, f), n);
+	fclose(f);
+	tcli_curl(out, outlen, "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
+		  key, path, port);
+	unlink(path);
+}
+
+/* The refusal before did not stop the service: a small generation is 200. */
+static void dt_still_serves(void)
+{
+	char out[8192];
+	json_t *j;
+
+	dt_curl(out, sizeof(out), key, "/api/generate",
+		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
+	assert_int_equal(dt_split(out, &j), 200);
+	json_decref(j);
+}
+
 static int setup(void **state)
 {
 	struct timeval tv = { 0, 20000 };
@@ -337,44 +367,26 @@ static void test_worker_counts_bounded(void **state)
  */
 static void test_prompt_over_frame_is_413(void **state)
 {
+	static const char pre[] = "{\"model\":\"tiny\",\"prompt\":\"", post[] = "\",\"stream\":false}";
 	static char out[8192];
-	char path[128], *body;
-	size_t n = 9u * 1024 * 1024;
-	FILE *f;
+	size_t n = 9u * 1024 * 1024, pl = sizeof(pre) - 1, ql = sizeof(post) - 1;
+	char *body = malloc(n + 128);
 	json_t *j, *err;
 
 	(void)state;
-	snprintf(path, sizeof(path), "/tmp/sluice-test-dispatch-big-%ld.json", (long)getpid());
-	body = malloc(n + 128);
 	assert_non_null(body);
-	{
-		static const char pre[] = "{\"model\":\"tiny\",\"prompt\":\"", post[] = "\",\"stream\":false}";
-		size_t pl = sizeof(pre) - 1, ql = sizeof(post) - 1;
-
-		memcpy(body, pre, pl);
-		memset(body + pl, 'a', n);
-		memcpy(body + pl + n, post, ql);
-		f = fopen(path, "wb");
-		assert_non_null(f);
-		assert_int_equal(fwrite(body, 1, pl + n + ql, f), pl + n + ql);
-		fclose(f);
-	}
+	memcpy(body, pre, pl);
+	memset(body + pl, 'a', n);
+	memcpy(body + pl + n, post, ql);
+	dt_post_big(out, sizeof(out), body, pl + n + ql);
 	free(body);
-	tcli_curl(out, sizeof(out), "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
-		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
-		  key, path, port);
-	unlink(path);
 	assert_int_equal(dt_split(out, &j), 413);
 	assert_non_null(j);
 	err = json_object_get(j, "error");
 	assert_string_equal(json_string_value(json_object_get(err, "param")), "prompt");
 	assert_non_null(strstr(json_string_value(json_object_get(err, "message")), "too large"));
 	json_decref(j);
-	/* dispatch goes on */
-	dt_curl(out, sizeof(out), key, "/api/generate",
-		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
-	assert_int_equal(dt_split(out, &j), 200);
-	json_decref(j);
+	dt_still_serves(); /* dispatch goes on */
 }
 
 /*
@@ -386,26 +398,16 @@ static void test_prompt_over_frame_is_413(void **state)
 static void test_body_over_context_refused_unparsed(void **state)
 {
 	static char out[8192];
-	char path[128], *body;
 	size_t n = 16u * 1024 * 1024 - 64;
-	FILE *f;
+	char *body = malloc(n);
 	json_t *j, *err;
 
 	(void)state;
 	/* JSON that does not even parse: refused by its size first */
-	snprintf(path, sizeof(path), "/tmp/sluice-test-dispatch-ctx-%ld.json", (long)getpid());
-	body = malloc(n);
 	assert_non_null(body);
 	memset(body, '[', n);
-	f = fopen(path, "wb");
-	assert_non_null(f);
-	assert_int_equal(fwrite(body, 1, n, f), n);
-	fclose(f);
+	dt_post_big(out, sizeof(out), body, n);
 	free(body);
-	tcli_curl(out, sizeof(out), "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
-		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
-		  key, path, port);
-	unlink(path);
 	assert_int_equal(dt_split(out, &j), 413);
 	assert_non_null(j);
 	err = json_object_get(j, "error");
@@ -479,10 +481,7 @@ static void test_refusals_in_the_dialects_format(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
 			    FAKE_WORKER_TOO_LONG);
 	json_decref(j);
-	dt_curl(out, sizeof(out), key, "/api/generate",
-		"{\"model\":\"tiny\",\"prompt\":\"hi\",\"stream\":false}");
-	assert_int_equal(dt_split(out, &j), 200);
-	json_decref(j);
+	dt_still_serves();
 }
 
 static void test_fixed_endpoints(void **state)

@@ -284,24 +284,18 @@ static void test_wrong_secret_same_path_cached_or_not(void **state)
 	at_issue(other, okid); /* never used: not cached */
 	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
 	assert_int_equal(at_check(hdr).status, 200); /* cached now */
-	/* the cached id with a wrong secret: a Redis lookup, then 401 */
-	at_wrong_secret(key, bad);
-	snprintf(hdr, sizeof(hdr), "Bearer %s", bad);
-	gw_auth_get_stats(auth, &s0);
-	assert_int_equal(at_check(hdr).status, 401);
-	gw_auth_get_stats(auth, &s1);
-	assert_int_equal(s1.cache_hits, s0.cache_hits);
-	assert_int_equal(s1.cache_misses, s0.cache_misses + 1);
-	assert_int_equal(s1.key_records, s0.key_records + 1);
-	/* the uncached id with a wrong secret: the same steps */
-	at_wrong_secret(other, bad);
-	snprintf(hdr, sizeof(hdr), "Bearer %s", bad);
-	gw_auth_get_stats(auth, &s0);
-	assert_int_equal(at_check(hdr).status, 401);
-	gw_auth_get_stats(auth, &s1);
-	assert_int_equal(s1.cache_hits, s0.cache_hits);
-	assert_int_equal(s1.cache_misses, s0.cache_misses + 1);
-	assert_int_equal(s1.key_records, s0.key_records + 1);
+	/* the cached id with a wrong secret: a Redis lookup, then 401; the
+	 * uncached id with a wrong secret: the same steps */
+	for (int k = 0; k < 2; k++) {
+		at_wrong_secret(k == 0 ? key : other, bad);
+		snprintf(hdr, sizeof(hdr), "Bearer %s", bad);
+		gw_auth_get_stats(auth, &s0);
+		assert_int_equal(at_check(hdr).status, 401);
+		gw_auth_get_stats(auth, &s1);
+		assert_int_equal(s1.cache_hits, s0.cache_hits);
+		assert_int_equal(s1.cache_misses, s0.cache_misses + 1);
+		assert_int_equal(s1.key_records, s0.key_records + 1);
+	}
 	/* and the right secret is still served from the cache */
 	snprintf(hdr, sizeof(hdr), "Bearer %s", key);
 	gw_auth_get_stats(auth, &s0);
