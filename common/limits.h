@@ -22,6 +22,7 @@
 #define CM_LIM_HTTP_HEADER_BYTES (16 * 1024)
 #define CM_LIM_HTTP_BODY_BYTES (4 * 1024 * 1024)
 #define CM_LIM_HTTP_PREAUTH_BODY_BYTES (256ull * 1024 * 1024) /* all unauthenticated bodies */
+#define CM_LIM_HTTP_UNAUTH_BODY_BYTES (64 * 1024) /* larger: read after the key check */
 #define CM_LIM_HTTP_CONNECTIONS 4096
 #define CM_LIM_HTTP_HEADER_TIMEOUT_MS 10000
 #define CM_LIM_HTTP_BODY_TIMEOUT_MS 30000

@@ -744,6 +744,42 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	job_unref(j);
 }
 
+/* ---- the key check before a large body (gateway/http/server.h) --------- */
+
+static void head_auth_done(void *arg, int status, const struct gw_auth_identity *id)
+{
+	struct gw_head *h = arg;
+
+	(void)id;
+	*gw_head_user(h) = NULL;
+	if (status == 200)
+		gw_head_verdict(h, 1, 0, NULL);
+	else
+		gw_head_verdict(h, 0, status, status == 401 ? "invalid or missing API key"
+							  : "authentication is unavailable; retry later");
+}
+
+void gw_dispatch_head_check(struct gw_head *h, void *ctx)
+{
+	struct gw_dispatch *d = ctx;
+	struct gw_auth_lookup *lookup = NULL;
+
+	gw_auth_check(d->dep.auth, gw_head_header(h, "Authorization"), head_auth_done, h, &lookup);
+	/* a lookup still in flight (the verdict may already have come) */
+	if (lookup)
+		*gw_head_user(h) = lookup;
+}
+
+void gw_dispatch_head_cancel(struct gw_head *h, void *ctx)
+{
+	struct gw_auth_lookup *lookup = *gw_head_user(h);
+
+	(void)ctx;
+	*gw_head_user(h) = NULL;
+	if (lookup)
+		gw_auth_abandon(lookup);
+}
+
 /* ---- revocation ------------------------------------------------------- */
 
 static void on_revoke(void *ctx, const char *kind, const char *target)

@@ -76,6 +76,15 @@ void gw_dispatch_free(struct gw_dispatch *d);
 /* The gw_handler_fn of the public listener (ctx = the dispatcher). */
 void gw_dispatch_handle(struct gw_request *req, void *ctx);
 
+/*
+ * The key check before a large body (gw_server_set_head_check): the
+ * request's Authorization goes through the same auth as the request will
+ * (a valid key is then cached, so the request itself costs no second
+ * lookup); 401 or 503 before any body byte is read otherwise.
+ */
+void gw_dispatch_head_check(struct gw_head *h, void *ctx);
+void gw_dispatch_head_cancel(struct gw_head *h, void *ctx);
+
 /* Requests admitted and not finished. */
 size_t gw_dispatch_active(const struct gw_dispatch *d);
 

@@ -280,6 +280,7 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 			  err_len) != CM_OK)
 		return CM_EINVAL;
 	gw_server_set_error_renderer(p->srv, gw_api_http_error, NULL);
+	gw_server_set_head_check(p->srv, gw_dispatch_head_check, gw_dispatch_head_cancel, p->disp);
 	if (!set->plain_http && gw_server_watch_sighup(p->srv) != CM_OK)
 		return CM_EIO;
 	gw_metrics_set_sources(p->metrics, p->ws, p->q, p->srv);

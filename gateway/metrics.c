@@ -334,6 +334,11 @@ static void mx_render_server(struct gw_server *pub, struct mx_out *o)
 		"Connections refused over limits.connections.", "counter");
 	mx_put(o, "sluice_gateway_connections_rejected_total %llu\n",
 	       (unsigned long long)s.rejected_connections);
+	mx_head(o, "sluice_gateway_body_key_checks_total",
+		"Key checks before a large body on a connection not yet authenticated.", "counter");
+	mx_put(o, "sluice_gateway_body_key_checks_total{result=\"passed\"} %llu\n"
+	       "sluice_gateway_body_key_checks_total{result=\"refused\"} %llu\n",
+	       (unsigned long long)(s.head_checks - s.head_refused), (unsigned long long)s.head_refused);
 	mx_head(o, "sluice_gateway_preauth_body_overflows_total",
 		"Requests refused (503) because unauthenticated bodies held limits.preauth_body_bytes.",
 		"counter");

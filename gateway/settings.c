@@ -26,6 +26,9 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		    "Largest request line plus headers; over it: 431."),
 	CM_CFG_SIZE(L, body_bytes, CM_LIM_HTTP_BODY_BYTES, 1024, 1073741824,
 		    "Largest request body; over it: 413 before the body is read."),
+	CM_CFG_SIZE(L, unauthenticated_body_bytes, CM_LIM_HTTP_UNAUTH_BODY_BYTES, 0, 1073741824,
+		    "A larger request body (and any chunked one) on a connection that has not authenticated yet "
+		    "is read only after its key is checked: a bad key gets its 401 before the body."),
 	CM_CFG_SIZE(L, preauth_body_bytes, CM_LIM_HTTP_PREAUTH_BODY_BYTES, 0, 68719476736ULL,
 		    "Request body bytes buffered by connections that have not authenticated yet, all "
 		    "together (bodies are read before the key is checked); beyond: 503 and the connection "
@@ -181,6 +184,7 @@ void gw_settings_server(const struct gw_settings *s, struct gw_server_config *c)
 	c->header_bytes = s->limits.header_bytes;
 	c->body_bytes = s->limits.body_bytes;
 	c->preauth_body_bytes = (size_t)s->limits.preauth_body_bytes;
+	c->unauth_body_bytes = (size_t)s->limits.unauthenticated_body_bytes;
 	c->max_headers = (uint32_t)s->limits.headers;
 	c->connections = (uint32_t)s->limits.connections;
 	c->connections_per_peer = (uint32_t)s->limits.connections_per_peer;

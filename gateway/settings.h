@@ -22,6 +22,7 @@ struct gw_settings_limits {
 	uint64_t header_bytes;
 	uint64_t body_bytes;
 	uint64_t preauth_body_bytes;
+	uint64_t unauthenticated_body_bytes;
 	int64_t headers;
 	int64_t connections;
 	int64_t connections_per_peer;

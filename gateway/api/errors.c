@@ -153,7 +153,8 @@ enum cm_status gw_api_http_error(int status, const char *message,
 {
 	struct gw_api_error e;
 
-	gw_api_error_set(&e, status, NULL, NULL, "%s", message);
+	/* a 401 from the key check before a body reads as the dispatcher's */
+	gw_api_error_set(&e, status, NULL, status == 401 ? "invalid_api_key" : NULL, "%s", message);
 	*content_type = GW_API_CT_JSON;
 	return gw_api_render_error(body, gw_paths_style(path), &e);
 }

@@ -86,6 +86,10 @@ void gw_srv_conn_free(struct gw_conn *c)
 	}
 	c->req = NULL;
 	gw_srv_body_release(c);
+	if (c->head.pending && s->head_cancel) {
+		c->head.pending = 0;
+		s->head_cancel(&c->head, s->head_ctx);
+	}
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -219,6 +223,69 @@ static void pipeline_overflow(struct gw_conn *c)
 		evbuffer_drain(in, evbuffer_get_length(in));
 }
 
+/* A body this large on a connection not yet trusted waits for the key. */
+static int head_check_needed(const struct gw_conn *c, const struct gw_http_request *h)
+{
+	const struct gw_server *s = c->srv;
+
+	return s->head_check && !c->trusted && !c->head.done && h &&
+	       (h->chunked || h->content_length > s->cfg.unauth_body_bytes);
+}
+
+static void head_check_start(struct gw_conn *c)
+{
+	struct gw_server *s = c->srv;
+
+	c->head.c = c;
+	c->head.user = NULL;
+	c->head.pending = 1;
+	c->head.done = 1;
+	s->st.head_checks++;
+	/* nothing is read meanwhile (bounded by the check's own deadline) */
+	bufferevent_disable(c->bev, EV_READ);
+	s->head_check(&c->head, s->head_ctx);
+}
+
+const char *gw_head_header(const struct gw_head *h, const char *name)
+{
+	const struct gw_http_request *r = gw_http_parser_head(h->c->parser);
+
+	return r ? gw_http_request_header(r, name) : NULL;
+}
+
+void **gw_head_user(struct gw_head *h)
+{
+	return &h->user;
+}
+
+void gw_head_verdict(struct gw_head *h, int ok, int status, const char *message)
+{
+	struct gw_conn *c = h->c;
+
+	if (!h->pending)
+		return;
+	h->pending = 0;
+	if (!ok) {
+		c->srv->st.head_refused++;
+		send_error_and_close(c, status, message);
+		return;
+	}
+	gw_srv_body_release(c);
+	c->trusted = 1;
+	{
+		const struct gw_http_request *r = gw_http_parser_head(c->parser);
+
+		if (r && r->expect_continue && !c->sent_continue) {
+			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+			c->sent_continue = 1;
+			bufferevent_write(c->bev, cont, sizeof(cont) - 1);
+		}
+	}
+	bufferevent_enable(c->bev, EV_READ);
+	event_active(c->process_ev, EV_TIMEOUT, 0);
+}
+
 /* Reads as much of the next request as is buffered. */
 static void conn_process(struct gw_conn *c)
 {
@@ -229,6 +296,8 @@ static void conn_process(struct gw_conn *c)
 		pipeline_overflow(c);
 		return;
 	}
+	if (c->head.pending)
+		return; /* reading is off until the verdict */
 	while (c->state == CS_READING && evbuffer_get_length(in) > 0) {
 		struct evbuffer_iovec v;
 		enum gw_http_phase before = gw_http_parser_phase(c->parser);
@@ -257,6 +326,10 @@ static void conn_process(struct gw_conn *c)
 			const struct gw_http_request *h = gw_http_parser_head(c->parser);
 
 			set_timer(c, T_BODY, s->cfg.body_timeout_ms);
+			if (head_check_needed(c, h)) {
+				head_check_start(c);
+				return;
+			}
 			if (h && h->expect_continue && !c->sent_continue) {
 				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -302,6 +375,7 @@ void gw_srv_finish_request(struct gw_conn *c)
 	gw_http_parser_reset(c->parser);
 	cm_arena_reset(c->arena);
 	c->sent_continue = 0;
+	c->head.done = 0;
 	c->state = CS_READING;
 	set_timer(c, T_IDLE, s->cfg.idle_timeout_ms);
 	/* pipelined bytes: once this response is out (write_cb), so that a

@@ -103,6 +103,12 @@ struct gw_conn {
 	int discard_input;         /* pipelined past the read limit: close after this response */
 	int trusted;               /* carried an authenticated request: never evicted */
 	size_t body_held;          /* body bytes counted in srv->untrusted_body */
+	struct gw_head {
+		struct gw_conn *c;
+		void *user;        /* the check's own state */
+		int pending;       /* reading waits for the verdict */
+		int done;          /* this request's head was checked */
+	} head;
 	int freeing;
 	char peer[INET6_ADDRSTRLEN];
 };
@@ -121,6 +127,8 @@ struct gw_server {
 	void *ctx;
 	gw_error_fn err_fn;
 	void *err_ctx;
+	gw_head_fn head_check, head_cancel;
+	void *head_ctx;
 	struct gw_http_limits hlim;
 	size_t arena_cap;
 	struct gw_conn *conns;

@@ -59,6 +59,7 @@ void gw_server_config_defaults(struct gw_server_config *c)
 	c->idle_timeout_ms = CM_LIM_HTTP_IDLE_TIMEOUT_MS;
 	c->write_timeout_ms = CM_LIM_HTTP_WRITE_TIMEOUT_MS;
 	c->preauth_body_bytes = CM_LIM_HTTP_PREAUTH_BODY_BYTES;
+	c->unauth_body_bytes = CM_LIM_HTTP_UNAUTH_BODY_BYTES;
 }
 
 /* ---- server lifecycle ----------------------------------------------- */
@@ -236,6 +237,13 @@ void gw_server_free(struct gw_server *s)
 	cm_free(s->cert_file);
 	cm_free(s->key_file);
 	cm_free(s);
+}
+
+void gw_server_set_head_check(struct gw_server *s, gw_head_fn check, gw_head_fn cancel, void *ctx)
+{
+	s->head_check = check;
+	s->head_cancel = cancel;
+	s->head_ctx = ctx;
 }
 
 void gw_server_set_error_renderer(struct gw_server *s, gw_error_fn fn, void *ctx)

@@ -85,6 +85,7 @@ struct gw_server_config {
 	uint32_t connections;       /* limits.connections */
 	uint32_t connections_per_peer; /* limits.connections_per_peer; 0: none */
 	size_t preauth_body_bytes;  /* limits.preauth_body_bytes: bodies on untrusted connections, all together */
+	size_t unauth_body_bytes;   /* limits.unauthenticated_body_bytes: larger bodies wait for the key check */
 	size_t out_bytes;           /* limits.output_bytes, per connection */
 	uint32_t header_timeout_ms; /* timeouts.header_ms */
 	uint32_t body_timeout_ms;   /* timeouts.body_ms */
@@ -125,6 +126,8 @@ struct gw_server_stats {
 	uint64_t evicted_connections;  /* untrusted ones closed to make room */
 	uint64_t preauth_overflows;    /* 503: unauthenticated bodies over preauth_body_bytes */
 	uint64_t preauth_body_buffered; /* now: body bytes held by untrusted connections */
+	uint64_t head_checks;          /* key checks before a body */
+	uint64_t head_refused;         /* refused before the body was read */
 	uint64_t tls_handshake_failures;
 	uint64_t requests;             /* complete requests dispatched */
 	uint64_t http_errors;          /* requests refused by the parser */
@@ -153,6 +156,27 @@ enum cm_status gw_server_new(struct event_base *base,
 void gw_server_free(struct gw_server *s);
 
 void gw_server_set_error_renderer(struct gw_server *s, gw_error_fn fn, void *ctx);
+
+/*
+ * The key check before the body: when a request's headers are complete on
+ * a connection that has not authenticated yet and its body is larger than
+ * `unauth_body_bytes` (chunked bodies always), `check` is called with the
+ * request head and reading stops until it answers gw_head_verdict(): ok,
+ * and the body is read (the connection is trusted from then on); refused,
+ * and the error is answered before any body byte is read, then the
+ * connection closed.  `cancel` is called instead when the connection goes
+ * away while a check is pending (no verdict may follow).  Without a check
+ * function bodies are read before the handler sees anything.
+ */
+struct gw_head;
+typedef void (*gw_head_fn)(struct gw_head *h, void *ctx);
+void gw_server_set_head_check(struct gw_server *s, gw_head_fn check, gw_head_fn cancel, void *ctx);
+/* A header of the pending request (NULL when absent). */
+const char *gw_head_header(const struct gw_head *h, const char *name);
+/* The handler's slot for its own state of the check (e.g. a lookup). */
+void **gw_head_user(struct gw_head *h);
+/* ok != 0: read the body; else answer `status` with `message` and close. */
+void gw_head_verdict(struct gw_head *h, int ok, int status, const char *message);
 
 /* The bound port (useful with port 0). */
 uint16_t gw_server_port(const struct gw_server *s);

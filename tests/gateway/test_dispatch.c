@@ -110,7 +110,7 @@ static int dt_governance(void)
 		return -1;
 	memset(&qz, 0, sizeof(qz));
 	/* 1000 tokens a minute: a request with no max_tokens reserves its
-	 * prompt plus what fits in the worker's 256-token context, not the
+	 * prompt plus the fixture's limits.max_output_tokens (256), not the
 	 * 4096 default (which could never pass), and gives back what it did
 	 * not use */
 	qz.set[GW_GOV_F_TPM] = 1;
@@ -178,6 +178,7 @@ static int dt_build(void)
 	    gw_server_new(base, &sc, gw_dispatch_handle, disp, &srv, err, sizeof(err)) != CM_OK)
 		return -1;
 	gw_server_set_error_renderer(srv, gw_api_http_error, NULL);
+	gw_server_set_head_check(srv, gw_dispatch_head_check, gw_dispatch_head_cancel, disp);
 	port = gw_server_port(srv);
 	return 0;
 }
@@ -416,6 +417,52 @@ static void test_body_over_context_refused_unparsed(void **state)
 	json_decref(j);
 }
 
+/*
+ * Issue 13, finding 2: a large body with a key that does not exist is
+ * refused (401, OpenAI's format) by the key check before the body, through
+ * the real auth on the private Redis; the same body with a valid key is
+ * served.
+ */
+static void test_large_body_key_checked_first(void **state)
+{
+	static char out[8192], body[70000]; /* over the 64 KiB that wait for the key */
+	static const char pre[] = "{\"model\":\"tiny\",\"prompt\":\"";
+	static const char post[] = "\",\"stream\":false,\"max_tokens\":2}";
+	size_t n = sizeof(body) - sizeof(pre) - sizeof(post);
+	char path[128], bogus[GW_KEY_LEN + 1], kid[GW_KEY_ID_LEN + 1];
+	uint8_t mac[GW_KEY_HMAC_LEN];
+	FILE *f;
+	json_t *j;
+
+	(void)state;
+	memcpy(body, pre, sizeof(pre) - 1);
+	memset(body + sizeof(pre) - 1, 'a', n);
+	memcpy(body + sizeof(pre) - 1 + n, post, sizeof(post));
+	snprintf(path, sizeof(path), "/tmp/sluice-test-dispatch-key-%ld.json", (long)getpid());
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	fputs(body, f);
+	fclose(f);
+	assert_int_equal(gw_key_generate(pepper, bogus, kid, mac), CM_OK); /* never stored */
+	tcli_curl(out, sizeof(out), "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
+		  bogus, path, port);
+	assert_int_equal(dt_split(out, &j), 401);
+	assert_non_null(j);
+	/* as the request path answers a bad key: the SDKs' AuthenticationError */
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+			    "authentication_error");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")),
+			    "invalid_api_key");
+	json_decref(j);
+	tcli_curl(out, sizeof(out), "-s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+		  "--data-binary @%s -w '\\n%%{http_code}' http://127.0.0.1:%u/v1/completions",
+		  key_solo, path, port); /* a tenant without a TPM limit */
+	unlink(path);
+	assert_int_equal(dt_split(out, &j), 200);
+	json_decref(j);
+}
+
 static void test_openai_chat(void **state)
 {
 	char out[8192];
@@ -606,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_openai_chat),
 		cmocka_unit_test(test_prompt_over_frame_is_413),
 		cmocka_unit_test(test_body_over_context_refused_unparsed),
+		cmocka_unit_test(test_large_body_key_checked_first),
 cmocka_unit_test(test_worker_counts_bounded),
 		cmocka_unit_test(test_refusals_in_the_dialects_format),
 		cmocka_unit_test(test_fixed_endpoints),

@@ -43,6 +43,11 @@ int sh(const char *fmt, ...) CM_PRINTF(1, 2);
 void make_cert(const char *name);
 void install_cert(const char *name);
 void test_config(struct gw_server_config *c);
+/* A key check before the body: "Bearer good" passes (answered later),
+ * "Bearer hang" never answers, anything else is 401; cancels counted. */
+extern int n_head_cancels;
+void head_check(struct gw_head *h, void *ctx);
+void head_cancel(struct gw_head *h, void *ctx);
 /* On the loop thread: gw_server_free(p). */
 void free_server_fn(void *p);
 int group_setup(void **state);

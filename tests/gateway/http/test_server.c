@@ -757,6 +757,85 @@ static void test_preauth_body_budget(void **state)
 	on_loop(free_server_fn, a.s);
 }
 
+static void mk_head_fn(void *p)
+{
+	struct mk_arg *a = p;
+
+	mk_fn(a);
+	if (a->st == CM_OK)
+		gw_server_set_head_check(a->s, head_check, head_cancel, NULL);
+}
+
+/*
+ * Issue 13, finding 2: the whole body was buffered before the key was
+ * checked.  A body over unauthenticated_body_bytes on a connection that has
+ * not authenticated waits for the key check: a bad key gets its 401 before
+ * any body byte is sent; a good key's body is then read (with its 100
+ * Continue); small bodies are not held up; a client that leaves while the
+ * check is pending cancels it.
+ */
+static void test_key_checked_before_body(void **state)
+{
+	static char body[100000];
+	struct mk_arg a;
+	struct tcli t;
+	char out[4096];
+	uint16_t p2;
+	int c0 = read_counter(&n_head_cancels);
+
+	(void)state;
+	install_cert("a");
+	test_config(&a.c);
+	a.c.body_bytes = 200000;
+	a.c.unauth_body_bytes = 1000;
+	on_loop(mk_head_fn, &a);
+	assert_int_equal(a.st, CM_OK);
+	p2 = gw_server_port(a.s);
+	memset(body, 'b', sizeof(body) - 1);
+	/* a bad key: 401 with only the headers sent */
+	assert_int_equal(tcli_open(&t, p2, dir, "a", 0), 0);
+	tcli_send(&t, "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\n"
+		      "Content-Length: 99999\r\n\r\n");
+	assert_int_equal(tcli_response(&t, out, sizeof(out)), 401);
+	assert_true(tcli_wait_closed(DEADLINE_MS, t.fd, &t) >= 0);
+	tcli_close(&t);
+	/* a good key: the body is read once the check passed, 100 Continue first */
+	assert_int_equal(tcli_open(&t, p2, dir, "a", 0), 0);
+	tcli_send(&t, "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\n"
+		      "Expect: 100-continue\r\nContent-Length: 99999\r\n\r\n");
+	assert_int_equal(tcli_response(&t, out, sizeof(out)), 100);
+	tcli_send(&t, body);
+	assert_int_equal(tcli_response(&t, out, sizeof(out)), 200);
+	assert_non_null(strstr(out, "len=99999"));
+	/* now trusted: the next large body is not checked again */
+	tcli_send(&t, "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\n"
+		      "Content-Length: 99999\r\n\r\n");
+	tcli_send(&t, body);
+	assert_int_equal(tcli_response(&t, out, sizeof(out)), 200);
+	tcli_close(&t);
+	/* a small body is not held up */
+	assert_int_equal(tcli_open(&t, p2, dir, "a", 0), 0);
+	tcli_send(&t, "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\n"
+		      "Content-Length: 3\r\n\r\nabc");
+	assert_int_equal(tcli_response(&t, out, sizeof(out)), 200);
+	tcli_close(&t);
+	assert_int_equal(stats_of(a.s).head_checks, 2);
+	assert_int_equal(stats_of(a.s).head_refused, 1);
+	/* the client leaves while its check is pending: cancelled */
+	assert_int_equal(tcli_open(&t, p2, dir, "a", 0), 0);
+	tcli_send(&t, "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hang\r\n"
+		      "Content-Length: 99999\r\n\r\n");
+	{
+		int64_t t0 = cm_mono_ns();
+
+		while (stats_of(a.s).head_checks < 3 && cm_mono_ns() - t0 < DEADLINE_MS * CM_NS_PER_MS)
+			poll(NULL, 0, 5);
+	}
+	tcli_close(&t);
+	assert_int_equal(wait_counter(&n_head_cancels, c0 + 1), c0 + 1);
+	on_loop(free_server_fn, a.s);
+}
+
 static void test_plain_http_rules(void **state)
 {
 	struct mk_arg a;
@@ -870,6 +949,7 @@ int main(void)
 		cmocka_unit_test(test_reload),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_preauth_body_budget),
+		cmocka_unit_test(test_key_checked_before_body),
 		cmocka_unit_test(test_plain_http_rules),
 		cmocka_unit_test(test_alloc_failures),
 	};
