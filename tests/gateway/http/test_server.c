@@ -688,6 +688,26 @@ static void test_connection_limit(void **state)
 		tcli_close(&t[i]);
 	}
 	on_loop(free_server_fn, a.s);
+
+	/* connections_per_peer: one address is held to its own limit while the
+	 * server has room (its oldest untrusted connection makes way) */
+	test_config(&a.c);
+	a.c.connections = 8;
+	a.c.connections_per_peer = 2;
+	a.c.header_timeout_ms = 10000;
+	on_loop(mk_fn, &a);
+	assert_int_equal(a.st, CM_OK);
+	p2 = gw_server_port(a.s);
+	fds[0] = bare_connect(a.s, p2, 1);
+	fds[1] = bare_connect(a.s, p2, 2);
+	fds[2] = bare_connect(a.s, p2, 2);
+	assert_true(tcli_wait_closed(DEADLINE_MS, fds[0], NULL) >= 0);
+	st = stats_of(a.s);
+	assert_int_equal(st.evicted_connections, 1);
+	assert_int_equal(st.active, 2);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	on_loop(free_server_fn, a.s);
 }
 
 /* Waits until the server holds `want` unauthenticated body bytes. */
