@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "bench/bwprobe.h"
 #include "common/clock.h"
 #include "worker/engine/backend.h"
 #include "worker/cpu/backend.h"
@@ -29,59 +30,6 @@
 #include "worker/engine/kv.h"
 #include "worker/model/model.h"
 #include "worker/model/quant.h"
-
-struct bw_arg {
-	const uint64_t *p;
-	size_t n;
-	uint64_t sum;
-};
-
-static void *bw_thread(void *arg)
-{
-	struct bw_arg *a = arg;
-	uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-
-	for (size_t i = 0; i + 4 <= a->n; i += 4) {
-		s0 += a->p[i];
-		s1 += a->p[i + 1];
-		s2 += a->p[i + 2];
-		s3 += a->p[i + 3];
-	}
-	a->sum = s0 + s1 + s2 + s3;
-	return NULL;
-}
-
-/* Read bandwidth in bytes/s over a 1 GiB buffer with n threads (best of 3). */
-static double read_bandwidth(int threads)
-{
-	size_t bytes = (size_t)1 << 30, words = bytes / 8;
-	uint64_t *buf = malloc(bytes);
-	double best = 0;
-
-	if (!buf)
-		return 0;
-	for (size_t i = 0; i < words; i++)
-		buf[i] = i;
-	for (int rep = 0; rep < 3; rep++) {
-		pthread_t th[64];
-		struct bw_arg a[64];
-		int64_t t0 = cm_mono_ns();
-		double bw;
-
-		for (int t = 0; t < threads; t++) {
-			a[t].p = buf + words / threads * t;
-			a[t].n = words / threads;
-			pthread_create(&th[t], NULL, bw_thread, &a[t]);
-		}
-		for (int t = 0; t < threads; t++)
-			pthread_join(th[t], NULL);
-		bw = bytes / ((cm_mono_ns() - t0) / 1e9);
-		if (bw > best)
-			best = bw;
-	}
-	free(buf);
-	return best;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -136,6 +84,7 @@ int main(int argc, char **argv)
 	struct wk_model_opts mo = { 0 };
 	char err[512] = "", mix[128];
 	double pf[16], dc[16], pf_share[16], dc_share[16], bw, c0, load[3] = { -1, -1, -1 };
+	struct bw_result bwr;
 	struct utsname un;
 	uint32_t bt = 16;
 
@@ -227,7 +176,12 @@ int main(int argc, char **argv)
 	}
 	if (getloadavg(load, 3) < 0)
 		load[0] = -1;
-	bw = read_bandwidth(threads);
+	if (bw_probe(threads, 5, &bwr) != 0) {
+		fprintf(stderr, "bench-engine: the bandwidth probe could not run\n");
+		wk_model_free(m);
+		return 1;
+	}
+	bw = bwr.bound;
 	type_mix(m, mix, sizeof(mix));
 	uname(&un);
 	{
@@ -249,8 +203,15 @@ int main(int argc, char **argv)
 		       100.0 * median(pf_share, reps));
 		printf("decode(batch 1, %d steps): %.2f tokens/s (cpu share %.0f%%, %.1f GB/s streamed)\n",
 		       n_gen, d, 100.0 * median(dc_share, reps), d * streamed / 1e9);
-		printf("read bandwidth: %.1f GB/s over %.2f GB per token -> decode bound %.2f tokens/s; decode reaches %.0f%% of it\n",
-		       bw / 1e9, streamed / 1e9, bound, 100.0 * d / bound);
+		printf("read bandwidth (%d threads pinned, %.2f GiB, best of %d; worst/best per loop):",
+		       bwr.threads, bwr.bytes / 1073741824.0, bwr.reps);
+		for (int l = 0; l < BW_N_LOOPS; l++)
+			printf(" %s %.1f GB/s (%.0f%%)", bw_loop_name(l), bwr.best[l] / 1e9,
+			       100.0 * bwr.worst[l] / bwr.best[l]);
+		printf("\n");
+		printf("read bandwidth: %.1f GB/s (%s) over %.2f GB per token -> decode bound %.2f tokens/s; decode reaches %.0f%% of it%s\n",
+		       bw / 1e9, bw_loop_name(bwr.bound_loop), streamed / 1e9, bound, 100.0 * d / bound,
+		       d > bound ? " (over 100 %: the probe is wrong)" : "");
 	}
 	wk_model_free(m);
 	return 0;

@@ -6,7 +6,8 @@
  *                 [--reps N] [--gemm-n N]
  *
  * Prints one header line (CPU model, ISA, threads), the measured read
- * bandwidth with 1 and N threads (sum over a 512 MiB buffer, best of 3),
+ * bandwidth with 1 and N threads (bench/bwprobe.c: pinned threads, a buffer
+ * of at least 1 GiB and 8x the last-level cache, three loops, best of 5),
  * then per type and shape: GEMV (n = 1) streaming many copies of the
  * weight so that it comes from memory, as GB/s of weight bytes and as a
  * fraction of the N-thread bandwidth; and GEMM (n = --gemm-n, default 128)
@@ -25,11 +26,11 @@
 #include <sys/resource.h>
 
 #include "common/clock.h"
+#include "bench/bwprobe.h"
 #include "worker/cpu/matmul.h"
 #include "worker/cpu/pool.h"
 #include "worker/model/quant.h"
 
-#define BW_BYTES ((size_t)512 << 20)
 #define GEMV_SET_BYTES ((size_t)768 << 20) /* weights streamed per GEMV pass */
 
 /* Process CPU seconds (user + system), to show how much of the machine a
@@ -43,49 +44,6 @@ static double cpu_seconds(void)
 }
 
 static int g_threads = 1;
-
-struct bw_job {
-	const uint64_t *buf;
-	size_t words;
-	int parts;
-	uint64_t sums[64];
-};
-
-/* Sums this task's share as 4 interleaved streams (like a 4-row GEMV
- * tile) with prefetch ahead, so that the figure is what a well-fed core
- * can read, not the latency of one stream. */
-static void bw_task(void *ctx, int task, int thread)
-{
-	struct bw_job *j = ctx;
-	size_t per = j->words / (size_t)j->parts, q = per / 4;
-	const uint64_t *p = j->buf + per * (size_t)task;
-	uint64_t s[8] = { 0 };
-	for (size_t i = 0; i + 2 <= q; i += 2) {
-		for (int k = 0; k < 4; k++) {
-			if (i % 8 == 0)
-				__builtin_prefetch(p + k * q + i + 768);
-			s[2 * k] += p[k * q + i];
-			s[2 * k + 1] += p[k * q + i + 1];
-		}
-	}
-	j->sums[task] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-	(void)thread;
-}
-
-static double measure_bw(struct wk_pool *pool, const uint64_t *buf, int parts)
-{
-	struct bw_job j = { .buf = buf, .words = BW_BYTES / 8, .parts = parts };
-	double best = 0;
-	for (int rep = 0; rep < 3; rep++) {
-		int64_t t0 = cm_mono_ns();
-		wk_pool_run(pool, bw_task, &j, parts);
-		double s = (double)(cm_mono_ns() - t0) / 1e9;
-		double gbs = (double)BW_BYTES / s / 1e9;
-		if (gbs > best)
-			best = gbs;
-	}
-	return best;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -344,10 +302,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	g_threads = threads;
-	struct wk_pool *pool = NULL, *pool1 = NULL;
+	struct wk_pool *pool = NULL;
 	struct wk_cpu_mm *mm = NULL;
-	if (wk_pool_new(threads, &pool) != CM_OK || wk_pool_new(1, &pool1) != CM_OK ||
-	    wk_cpu_mm_new(pool, &mm) != CM_OK) {
+	if (wk_pool_new(threads, &pool) != CM_OK || wk_cpu_mm_new(pool, &mm) != CM_OK) {
 		fprintf(stderr, "bench-kernels: cannot start %d threads\n", threads);
 		return 1;
 	}
@@ -371,17 +328,15 @@ int main(int argc, char **argv)
 	printf("bench-kernels: cpu \"%s\", isa %s, threads %d, reps %d (medians)\n", model,
 	       wk_cpu_isa_name(wk_cpu_mm_isa(mm)), threads, reps);
 
-	uint64_t *buf = malloc(BW_BYTES);
-	if (buf == NULL) {
-		fprintf(stderr, "bench-kernels: cannot allocate the bandwidth buffer\n");
+	struct bw_result r1, rn;
+	if (bw_probe(1, 5, &r1) != 0 || bw_probe(threads, 5, &rn) != 0) {
+		fprintf(stderr, "bench-kernels: the bandwidth probe could not run\n");
 		return 1;
 	}
-	for (size_t i = 0; i < BW_BYTES / 8; i++)
-		buf[i] = i;
-	double bw1 = measure_bw(pool1, buf, 1);
-	double bwn = measure_bw(pool, buf, threads);
-	free(buf);
-	printf("read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (%d threads)\n", bw1, bwn, threads);
+	double bw1 = r1.bound / 1e9, bwn = rn.bound / 1e9;
+	printf("read bandwidth (bench/bwprobe.c, best of 5, %.2f GiB): %.2f GB/s (1 thread, %s), %.2f GB/s (%d threads, %s; slowest repetition %.0f%% of it)\n",
+	       rn.bytes / 1073741824.0, bw1, bw_loop_name(r1.bound_loop), bwn, threads,
+	       bw_loop_name(rn.bound_loop), 100.0 * rn.worst[rn.bound_loop] / rn.best[rn.bound_loop]);
 
 	char *save = NULL;
 	if (pass_arg[0]) { /* whole-model passes instead of single shapes */
@@ -402,6 +357,5 @@ int main(int argc, char **argv)
 	}
 	wk_cpu_mm_free(mm);
 	wk_pool_free(pool);
-	wk_pool_free(pool1);
 	return 0;
 }

@@ -1,0 +1,201 @@
+/*
+ * bwprobe.c - the memory read bandwidth probe of the benchmarks (see
+ * bwprobe.h).
+ */
+#include "bench/bwprobe.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "common/clock.h"
+
+typedef uint64_t v8u64 __attribute__((vector_size(64), aligned(64)));
+
+struct bw_shared {
+	pthread_barrier_t start, end;
+	const v8u64 *buf;
+	size_t n_vec;          /* vectors in the buffer */
+	int threads;
+	int loop;              /* the loop of this round; -1: stop */
+};
+
+struct bw_thread {
+	struct bw_shared *sh;
+	int idx;
+	uint64_t sink;
+	pthread_t th;
+};
+
+/* the widest loads the CPU has (decode's kernels use them too), eight
+ * independent streams in flight per thread */
+#if defined(__x86_64__)
+#define BW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define BW_CLONES
+#endif
+
+BW_CLONES static uint64_t loop_plain(const v8u64 *p, size_t n)
+{
+	v8u64 a[8] = { { 0 } };
+
+	for (size_t i = 0; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			a[k] += p[i + (size_t)k];
+	for (int k = 1; k < 8; k++)
+		a[0] += a[k];
+	return a[0][0] + a[0][7];
+}
+
+BW_CLONES static uint64_t loop_prefetch(const v8u64 *p, size_t n)
+{
+	v8u64 a[8] = { { 0 } };
+
+	for (size_t i = 0; i + 8 <= n; i += 8) {
+		__builtin_prefetch(p + i + 32, 0, 0); /* 2 KiB ahead */
+		__builtin_prefetch(p + i + 36, 0, 0);
+		for (int k = 0; k < 8; k++)
+			a[k] += p[i + (size_t)k];
+	}
+	for (int k = 1; k < 8; k++)
+		a[0] += a[k];
+	return a[0][0] + a[0][7];
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.1")))
+static uint64_t loop_nontemporal(const v8u64 *p, size_t n)
+{
+	__m128i a = _mm_setzero_si128(), b = a, c = a, d = a;
+	const __m128i *q = (const __m128i *)p;
+
+	/* movntdqa: non-temporal on write-combining memory, a plain load
+	 * with a streaming hint on ordinary memory */
+	for (size_t i = 0; i + 4 <= 4 * n; i += 4) {
+		a = _mm_add_epi64(a, _mm_stream_load_si128((__m128i *)(q + i)));
+		b = _mm_add_epi64(b, _mm_stream_load_si128((__m128i *)(q + i + 1)));
+		c = _mm_add_epi64(c, _mm_stream_load_si128((__m128i *)(q + i + 2)));
+		d = _mm_add_epi64(d, _mm_stream_load_si128((__m128i *)(q + i + 3)));
+	}
+	a = _mm_add_epi64(_mm_add_epi64(a, b), _mm_add_epi64(c, d));
+	return (uint64_t)_mm_cvtsi128_si64(a);
+}
+#else
+static uint64_t loop_nontemporal(const v8u64 *p, size_t n)
+{
+	return loop_plain(p, n);
+}
+#endif
+
+static void *bw_worker(void *arg)
+{
+	struct bw_thread *t = arg;
+	struct bw_shared *sh = t->sh;
+	size_t per = sh->n_vec / (size_t)sh->threads;
+	const v8u64 *p = sh->buf + per * (size_t)t->idx;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(t->idx % CPU_SETSIZE, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+	for (;;) {
+		pthread_barrier_wait(&sh->start);
+		if (sh->loop < 0)
+			return NULL;
+		t->sink += sh->loop == BW_PLAIN	     ? loop_plain(p, per)
+			   : sh->loop == BW_PREFETCH ? loop_prefetch(p, per)
+						     : loop_nontemporal(p, per);
+		pthread_barrier_wait(&sh->end);
+	}
+}
+
+static size_t llc_bytes(void)
+{
+	long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+
+	return l3 > 0 ? (size_t)l3 : l2 > 0 ? (size_t)l2 : (size_t)32 << 20;
+}
+
+const char *bw_loop_name(int loop)
+{
+	static const char *const n[] = { "plain", "prefetch", "non-temporal" };
+
+	return loop >= 0 && loop < BW_N_LOOPS ? n[loop] : "?";
+}
+
+int bw_probe(int threads, int reps, struct bw_result *out)
+{
+	struct bw_shared sh;
+	struct bw_thread *t;
+	size_t bytes = (size_t)1 << 30;
+	v8u64 *buf;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (threads < 1)
+		threads = 1;
+	if (reps < 1)
+		reps = 1;
+	if (bytes < 8 * llc_bytes())
+		bytes = 8 * llc_bytes();
+	bytes -= bytes % ((size_t)threads * 256);
+	buf = aligned_alloc(64, bytes);
+	t = calloc((size_t)threads, sizeof(*t));
+	if (!buf || !t)
+		goto out;
+	memset(buf, 1, bytes); /* faulted in, not zero pages */
+	sh.buf = buf;
+	sh.n_vec = bytes / sizeof(v8u64);
+	sh.threads = threads;
+	pthread_barrier_init(&sh.start, NULL, (unsigned)threads + 1);
+	pthread_barrier_init(&sh.end, NULL, (unsigned)threads + 1);
+	for (int i = 0; i < threads; i++) {
+		t[i].sh = &sh;
+		t[i].idx = i;
+		pthread_create(&t[i].th, NULL, bw_worker, &t[i]);
+	}
+	out->bytes = bytes;
+	out->threads = threads;
+	out->reps = reps;
+	for (int loop = 0; loop < BW_N_LOOPS; loop++) {
+		out->worst[loop] = 1e300;
+		for (int r = 0; r < reps + 1; r++) { /* the first is a warm-up */
+			int64_t t0;
+			double bw;
+
+			sh.loop = loop;
+			pthread_barrier_wait(&sh.start);
+			t0 = cm_mono_ns();
+			pthread_barrier_wait(&sh.end);
+			bw = (double)bytes / ((double)(cm_mono_ns() - t0) / 1e9);
+			if (r == 0)
+				continue;
+			if (bw > out->best[loop])
+				out->best[loop] = bw;
+			if (bw < out->worst[loop])
+				out->worst[loop] = bw;
+		}
+		if (out->best[loop] > out->bound) {
+			out->bound = out->best[loop];
+			out->bound_loop = loop;
+		}
+	}
+	sh.loop = -1;
+	pthread_barrier_wait(&sh.start);
+	for (int i = 0; i < threads; i++)
+		pthread_join(t[i].th, NULL);
+	pthread_barrier_destroy(&sh.start);
+	pthread_barrier_destroy(&sh.end);
+	rc = 0;
+out:
+	free(buf);
+	free(t);
+	return rc;
+}
