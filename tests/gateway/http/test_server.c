@@ -630,6 +630,24 @@ static int bare_connect(struct gw_server *s2, uint16_t p2, uint64_t active)
 	return fd;
 }
 
+/* Three idle connections where two fit: the oldest is evicted, none refused. */
+static void third_evicts_oldest(struct gw_server *s2, uint16_t p2)
+{
+	struct gw_server_stats st;
+	int fds[3];
+
+	fds[0] = bare_connect(s2, p2, 1);
+	fds[1] = bare_connect(s2, p2, 2);
+	fds[2] = bare_connect(s2, p2, 2);
+	assert_true(tcli_wait_closed(DEADLINE_MS, fds[0], NULL) >= 0);
+	st = stats_of(s2);
+	assert_int_equal(st.evicted_connections, 1);
+	assert_int_equal(st.rejected_connections, 0);
+	assert_int_equal(st.active, 2);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+
 /*
  * Issue 13, finding 3: connections that send nothing held every slot (a
  * client with a valid key got in 4 times in 48).  At the limit a new
@@ -653,17 +671,8 @@ static void test_connection_limit(void **state)
 	on_loop(mk_fn, &a);
 	assert_int_equal(a.st, CM_OK);
 	p2 = gw_server_port(a.s);
-	fds[0] = bare_connect(a.s, p2, 1);
-	fds[1] = bare_connect(a.s, p2, 2);
 	/* a third: accepted, the oldest idle one closed to make room */
-	fds[2] = bare_connect(a.s, p2, 2);
-	assert_true(tcli_wait_closed(DEADLINE_MS, fds[0], NULL) >= 0);
-	st = stats_of(a.s);
-	assert_int_equal(st.evicted_connections, 1);
-	assert_int_equal(st.rejected_connections, 0);
-	assert_int_equal(st.active, 2);
-	for (int i = 0; i < 3; i++)
-		close(fds[i]);
+	third_evicts_oldest(a.s, p2);
 	{
 		int64_t t0 = cm_mono_ns();
 
@@ -697,16 +706,7 @@ static void test_connection_limit(void **state)
 	a.c.header_timeout_ms = 10000;
 	on_loop(mk_fn, &a);
 	assert_int_equal(a.st, CM_OK);
-	p2 = gw_server_port(a.s);
-	fds[0] = bare_connect(a.s, p2, 1);
-	fds[1] = bare_connect(a.s, p2, 2);
-	fds[2] = bare_connect(a.s, p2, 2);
-	assert_true(tcli_wait_closed(DEADLINE_MS, fds[0], NULL) >= 0);
-	st = stats_of(a.s);
-	assert_int_equal(st.evicted_connections, 1);
-	assert_int_equal(st.active, 2);
-	for (int i = 0; i < 3; i++)
-		close(fds[i]);
+	third_evicts_oldest(a.s, gw_server_port(a.s));
 	on_loop(free_server_fn, a.s);
 }
 
