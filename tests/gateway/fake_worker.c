@@ -30,6 +30,18 @@ static void fk_send(struct fake_worker *fk, const struct proto_msg *m)
 	cm_buf_deinit(&b);
 }
 
+/* STATS: all 64 KV blocks free. */
+static void fk_send_stats(struct fake_worker *fk)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_STATS;
+	m.u.stats.kv_blocks_free = 64;
+	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
+	fk_send(fk, &m);
+}
+
 static void fk_hello_and_stats(struct fake_worker *fk)
 {
 	struct proto_msg m;
@@ -53,11 +65,7 @@ static void fk_hello_and_stats(struct fake_worker *fk)
 	m.u.hello.parameter_count = 260000;
 	m.u.hello.file_type = (struct proto_str){ "F32", 3 };
 	fk_send(fk, &m);
-	memset(&m, 0, sizeof(m));
-	m.type = PROTO_STATS;
-	m.u.stats.kv_blocks_free = 64;
-	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
-	fk_send(fk, &m);
+	fk_send_stats(fk);
 }
 
 void fake_worker_done(struct fake_worker *fk, uint64_t id, uint8_t finish)
@@ -95,11 +103,7 @@ static void fk_answer(struct fake_worker *fk, const struct proto_msg *in)
 		m.u.pong.ok = 1;
 		m.u.pong.tokens = 1;
 		fk_send(fk, &m);
-		memset(&m, 0, sizeof(m));
-		m.type = PROTO_STATS;
-		m.u.stats.kv_blocks_free = 64;
-	m.u.stats.n_hist = PROTO_HIST_BUCKETS;
-		fk_send(fk, &m);
+		fk_send_stats(fk);
 		break;
 	case PROTO_SUBMIT:
 		fk->submits++;

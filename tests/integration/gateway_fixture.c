@@ -153,20 +153,6 @@ char *gwt_metrics(void)
 	return m;
 }
 
-/* Value of one sample line "name{labels} value" (or -1). */
-double gwt_metric(const char *text, const char *series)
-{
-	const char *p = text;
-	size_t n = strlen(series);
-
-	while ((p = strstr(p, series)) != NULL) {
-		if ((p == text || p[-1] == '\n') && p[n] == ' ')
-			return atof(p + n + 1);
-		p += n;
-	}
-	return -1;
-}
-
 int gwt_wait_port_line(void)
 {
 	return h_gateway_ports(&gwt_gateway, DEADLINE_MS, &gwt_port, &gwt_admin_port);
@@ -234,12 +220,8 @@ int gwt_setup(void **state)
 		 "-out %s >/dev/null 2>&1", gwt_dir, gwt_cert);
 	if (system(cmd) != 0)
 		return -1;
-	f = fopen(gwt_pepper, "w");
-	if (!f)
+	if (h_write_file(gwt_pepper, H_TEST_PEPPER, 0600) != 0)
 		return -1;
-	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	chmod(gwt_pepper, 0600);
 	rc = gwt_start_redis();
 	if (rc != 0)
 		return rc;

@@ -41,7 +41,6 @@ const char *gwt_openai_error(json_t *j);
  * (the tiny model's context is smaller than the default limit). */
 void gwt_assert_fits(const char *body);
 char *gwt_metrics(void);
-double gwt_metric(const char *text, const char *series);
 int gwt_wait_port_line(void);
 int gwt_wait_ready(void);
 void gwt_assert_served(void);

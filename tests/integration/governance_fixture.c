@@ -103,7 +103,6 @@ int gvt_setup(void **state)
 	const char *model;
 	char worker_cfg[2048];
 	int rc;
-	FILE *f;
 
 	(void)state;
 	snprintf(gvt_dir, sizeof(gvt_dir), "%s", h_tmpdir());
@@ -112,18 +111,9 @@ int gvt_setup(void **state)
 	snprintf(gvt_pepper, sizeof(gvt_pepper), "%s/pepper", gvt_dir);
 	h_ctl_setup(gvt_redis_sock, gvt_pepper);
 	snprintf(gvt_creds, sizeof(gvt_creds), "%s/admin.creds", gvt_dir);
-	f = fopen(gvt_pepper, "w");
-	if (!f)
+	if (h_write_file(gvt_pepper, H_TEST_PEPPER, 0600) != 0 ||
+	    h_write_file(gvt_creds, "tester " ADMIN_TOKEN "\n", 0600) != 0)
 		return -1;
-	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	chmod(gvt_pepper, 0600);
-	f = fopen(gvt_creds, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "tester %s\n", ADMIN_TOKEN);
-	fclose(f);
-	chmod(gvt_creds, 0600);
 	rc = gvt_start_redis();
 	if (rc != 0)
 		return rc;

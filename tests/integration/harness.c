@@ -265,6 +265,30 @@ char *h_run_capture(const char *cmd, int *status)
 	return buf;
 }
 
+int h_write_file(const char *path, const char *text, unsigned mode)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	fputs(text, f);
+	fclose(f);
+	return chmod(path, (mode_t)mode);
+}
+
+double h_metric(const char *text, const char *series)
+{
+	const char *p = text;
+	size_t n = strlen(series);
+
+	while ((p = strstr(p, series)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return atof(p + n + 1);
+		p += n;
+	}
+	return -1;
+}
+
 char *h_read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");

@@ -62,6 +62,12 @@ void h_pause_ms(int ms);
 char *h_run_capture(const char *cmd, int *status);
 /* Reads a whole file into a malloc'd NUL-terminated string. */
 char *h_read_file(const char *path, size_t *len);
+/* The pepper every integration fixture writes (mode 0600). */
+#define H_TEST_PEPPER "test-pepper-0123456789abcdef0123456789abcdef\n"
+/* Writes `text` to path with `mode` (a pepper, credentials); 0, or -1. */
+int h_write_file(const char *path, const char *text, unsigned mode);
+/* Value of one sample line "name{labels} value" of a /metrics text (or -1). */
+double h_metric(const char *text, const char *series);
 
 /* ---- sluicectl and HTTP clients ------------------------------------------- */
 

@@ -527,7 +527,7 @@ static int wait_metric(const char *series, double value, int at_least)
 
 	while (h_now_ms() < end) {
 		char *m = gwt_metrics();
-		double v = gwt_metric(m, series);
+		double v = h_metric(m, series);
 
 		free(m);
 		if (at_least ? v >= value : v == value)

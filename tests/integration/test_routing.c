@@ -186,25 +186,12 @@ static char *metrics(void)
 	return m;
 }
 
-static double metric(const char *text, const char *series)
-{
-	const char *p = text;
-	size_t n = strlen(series);
-
-	while ((p = strstr(p, series)) != NULL) {
-		if ((p == text || p[-1] == '\n') && p[n] == ' ')
-			return atof(p + n + 1);
-		p += n;
-	}
-	return -1;
-}
-
 static double wmetric(const char *text, const char *name, int w)
 {
 	char s[128];
 
 	snprintf(s, sizeof(s), "%s{worker=\"w%d\"}", name, w);
-	return metric(text, s);
+	return h_metric(text, s);
 }
 
 static void placed(double out[NW])
@@ -278,18 +265,10 @@ static int setup(void **state)
 	snprintf(pepper, sizeof(pepper), "%s/pepper", dir);
 	h_ctl_setup(redis_sock, pepper);
 	snprintf(creds, sizeof(creds), "%s/admin.creds", dir);
-	f = fopen(pepper, "w");
-	if (!f)
+	if (h_write_file(pepper, H_TEST_PEPPER, 0600) != 0 ||
+	    h_write_file(creds, "# test operator\nops tok-0123456789abcdef0123456789abcdef-route\n",
+			 0600) != 0)
 		return -1;
-	fprintf(f, "test-pepper-0123456789abcdef0123456789abcdef\n");
-	fclose(f);
-	chmod(pepper, 0600);
-	f = fopen(creds, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "# test operator\nops tok-0123456789abcdef0123456789abcdef-route\n");
-	fclose(f);
-	chmod(creds, 0600);
 	/* A shared prefix of many KV blocks (16 tokens each). */
 	while (n + 48 < 320) {
 		n += (size_t)snprintf(prefix + n, sizeof(prefix) - n,
