@@ -533,7 +533,7 @@ static void start_generation(struct gw_job *j)
 	size_t len;
 	const uint8_t *body = gw_request_body(j->req, &len);
 	const char *cls;
-	size_t mlen;
+	size_t mlen, submit_bytes;
 	uint32_t ctx = gw_workers_max_context(d->dep.workers);
 
 	/*
@@ -567,12 +567,13 @@ static void start_generation(struct gw_job *j)
 		gw_job_fail(j, &e, 0, "unknown_model");
 		return;
 	}
-	if (gw_api_submit_bytes(&j->api) > CM_LIM_PROTO_FRAME_BYTES) {
+	submit_bytes = gw_api_submit_bytes(&j->api);
+	if (submit_bytes > CM_LIM_PROTO_FRAME_BYTES) {
 		/* issue 13, finding 7: it used to stall all dispatch until its
 		 * queue timeout, then get 503 */
 		gw_api_error_set(&e, 413, j->api.prompt_kind == PROTO_PROMPT_CHAT ? "messages" : "prompt",
 				 NULL, "request too large: the prompt takes %zu bytes, a worker accepts "
-				 "at most %u", gw_api_submit_bytes(&j->api), CM_LIM_PROTO_FRAME_BYTES);
+				 "at most %u", submit_bytes, CM_LIM_PROTO_FRAME_BYTES);
 		gw_job_fail(j, &e, 0, "too_large");
 		return;
 	}

@@ -95,35 +95,31 @@ enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
 int gw_api_answer_readyz(struct gw_workers *w, int redis_ok, int detailed, char *body, size_t cap,
 			 size_t *len)
 {
-	size_t n = gw_workers_count(w);
+	size_t n = gw_workers_count(w), i;
 	struct gw_worker_info wi;
-	int l;
+	int l, ready;
 
-	for (size_t i = 0; i < n; i++) {
+	/* the first worker that is not ready, if any (wi is then its info) */
+	for (i = 0; i < n; i++) {
 		gw_workers_info(w, i, &wi);
-		if (!wi.ready && !detailed) {
-			l = snprintf(body, cap, "{\"status\":\"not ready\"}\n");
-			*len = l < 0 ? 0 : ((size_t)l < cap ? (size_t)l : cap - 1);
-			return 503;
-		}
-		if (!wi.ready) {
-			l = snprintf(body, cap,
-				     "{\"status\":\"not ready\",\"worker\":\"%s\",\"reason\":\"%s\"}\n",
-				     wi.name, wi.not_ready_reason);
-			*len = l < 0 ? 0 : ((size_t)l < cap ? (size_t)l : cap - 1);
-			return 503;
-		}
+		if (!wi.ready)
+			break;
 	}
-	if ((n == 0 || !redis_ok) && !detailed)
+	ready = i == n && n > 0 && redis_ok;
+	if (ready)
+		l = snprintf(body, cap, "{\"status\":\"ready\"}\n");
+	else if (!detailed)
 		l = snprintf(body, cap, "{\"status\":\"not ready\"}\n");
+	else if (i < n)
+		l = snprintf(body, cap,
+			     "{\"status\":\"not ready\",\"worker\":\"%s\",\"reason\":\"%s\"}\n",
+			     wi.name, wi.not_ready_reason);
 	else if (n == 0)
 		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"no workers\"}\n");
-	else if (!redis_ok)
-		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"redis unavailable\"}\n");
 	else
-		l = snprintf(body, cap, "{\"status\":\"ready\"}\n");
+		l = snprintf(body, cap, "{\"status\":\"not ready\",\"reason\":\"redis unavailable\"}\n");
 	*len = l < 0 ? 0 : ((size_t)l < cap ? (size_t)l : cap - 1);
-	return n == 0 || !redis_ok ? 503 : 200;
+	return ready ? 200 : 503;
 }
 
 static void ep_respond(struct gw_request *r, int status, const char *ct,

@@ -223,6 +223,18 @@ static void pipeline_overflow(struct gw_conn *c)
 		evbuffer_drain(in, evbuffer_get_length(in));
 }
 
+/* `100 Continue`, once, when the request asked for it (Expect). */
+static void send_continue(struct gw_conn *c)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	const struct gw_http_request *h = gw_http_parser_head(c->parser);
+
+	if (h && h->expect_continue && !c->sent_continue) {
+		c->sent_continue = 1;
+		bufferevent_write(c->bev, cont, sizeof(cont) - 1);
+	}
+}
+
 /* A body this large on a connection not yet trusted waits for the key. */
 static int head_check_needed(const struct gw_conn *c, const struct gw_http_request *h)
 {
@@ -272,16 +284,7 @@ void gw_head_verdict(struct gw_head *h, int ok, int status, const char *message)
 	}
 	gw_srv_body_release(c);
 	c->trusted = 1;
-	{
-		const struct gw_http_request *r = gw_http_parser_head(c->parser);
-
-		if (r && r->expect_continue && !c->sent_continue) {
-			static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-			c->sent_continue = 1;
-			bufferevent_write(c->bev, cont, sizeof(cont) - 1);
-		}
-	}
+	send_continue(c);
 	bufferevent_enable(c->bev, EV_READ);
 	event_active(c->process_ev, EV_TIMEOUT, 0);
 }
@@ -330,12 +333,7 @@ static void conn_process(struct gw_conn *c)
 				head_check_start(c);
 				return;
 			}
-			if (h && h->expect_continue && !c->sent_continue) {
-				static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-
-				c->sent_continue = 1;
-				bufferevent_write(c->bev, cont, sizeof(cont) - 1);
-			}
+			send_continue(c);
 		}
 		if (st == CM_OK) {
 			conn_dispatch(c);
