@@ -446,8 +446,11 @@ static void quota_then_queue(struct gw_job *j)
 	struct gw_quota_subject s;
 	struct gw_quota_verdict v;
 	int now = 0;
-	int64_t estimate = gw_api_token_estimate(&j->api, gw_workers_model_context(
-		j->d->dep.workers, j->api.model.ptr, j->api.model.len));
+	int64_t estimate;
+
+	j->model_ctx = gw_workers_model_context(j->d->dep.workers, j->api.model.ptr,
+						j->api.model.len);
+	estimate = gw_api_token_estimate(&j->api, j->model_ctx);
 
 	quota_subject(j, &s);
 	if (!gw_lease_needed(&s)) {

@@ -50,6 +50,7 @@ struct gw_job {
 	struct gw_auth_identity ident;
 	int have_ident;
 	int revoked;                /* revoked while its quota admission was in flight */
+	uint32_t model_ctx;         /* the model's context at admission (estimate, DONE bounds) */
 	char client_rid[GW_CLIENT_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id, or "" */
 	struct gw_auth_lookup *lookup;
 	struct gw_lease lease;      /* quota admission, renewal, release */

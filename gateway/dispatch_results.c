@@ -78,8 +78,7 @@ overflow:
  */
 static void done_bound(struct gw_job *j, struct proto_done *dn)
 {
-	uint32_t ctx = gw_workers_model_context(j->d->dep.workers, j->api.model.ptr,
-						j->api.model.len);
+	uint32_t ctx = j->model_ctx;
 	uint32_t gen_max = j->api.max_tokens;
 
 	if (ctx && dn->prompt_tokens > ctx)
