@@ -1,7 +1,7 @@
 /*
  * model_cli.h - what the files of `sluice-model` share: sluice-model.c
  * (inspect, plan, sha256 and main), model_synth.c (synth) and
- * model_import.c (import llama2c).
+ * model_import.c (import llama2c) and model_grammar.c (grammar).
  */
 #ifndef SLUICE_TOOLS_MODEL_CLI_H
 #define SLUICE_TOOLS_MODEL_CLI_H
@@ -19,5 +19,7 @@ int model_parse_u64(const char *s, uint64_t max, uint64_t *out);
 int model_cmd_synth(int argc, char **argv);
 /* `sluice-model import llama2c ...` (argv after "import"); the exit code. */
 int model_cmd_import(int argc, char **argv);
+/* `sluice-model grammar --vocab MODEL FILE...` (model_grammar.c); the exit code. */
+int model_cmd_grammar(int argc, char **argv);
 
 #endif

@@ -53,6 +53,7 @@ void model_usage(FILE *f)
 	      "gemma|none]\n"
 	      "                     [--rope-freqs] -o PATH\n"
 	      "  sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH\n"
+	      "  sluice-model grammar --vocab MODEL.gguf MASKBENCH.json...\n"
 	      "BYTES accepts suffixes: KiB MiB GiB TiB (also K M G T), KB MB GB TB "
 	      "(powers of 1000).\n", f);
 }
@@ -407,6 +408,8 @@ int main(int argc, char **argv)
 		return model_cmd_synth(argc - 2, argv + 2);
 	if (strcmp(argv[1], "import") == 0)
 		return model_cmd_import(argc - 2, argv + 2);
+	if (strcmp(argv[1], "grammar") == 0)
+		return model_cmd_grammar(argc - 2, argv + 2);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
 		model_usage(stdout);
 		return 0;

@@ -1,0 +1,59 @@
+/*
+ * internal.h - what the files of worker/grammar/ share and nothing else
+ * includes: the matcher's frame and state tables (match.c) as the mask
+ * computation (mask.c) reads them, and the "local" form of a state.
+ *
+ * Frames: node 0 is the empty stack (NONE), node 1 the BOTTOM sentinel of
+ * a local state.  A local state is a group of a state's stacks cut at a
+ * common frame (the base) with the base replaced by BOTTOM: it consumes
+ * bytes exactly like the real stacks as long as they do not return into
+ * the base, and flags WK_GM_F_POP where they would.  Its behaviour does not
+ * depend on what lies below the base, so the tokens it accepts can be
+ * cached per local state and shared by every context it appears in.
+ */
+#ifndef SLUICE_WORKER_GRAMMAR_INTERNAL_H
+#define SLUICE_WORKER_GRAMMAR_INTERNAL_H
+
+#include "worker/grammar/match.h"
+
+#define WK_GM_NONE 0u
+#define WK_GM_BOTTOM 1u
+
+#define WK_GM_F_ACCEPT 1u /* a stack emptied: end of input allowed */
+#define WK_GM_F_POP 2u    /* a stack returned into BOTTOM (local states) */
+
+struct wk_gm {
+	const struct wk_gram *g;
+	struct wk_gm_limits lim;
+	/* frames */
+	uint32_t *node_pos, *node_parent;
+	uint32_t n_nodes, cap_nodes;
+	uint32_t *node_hash, node_hash_cap; /* id + 1 */
+	/* states: tops in a pool */
+	uint32_t *st_off, *st_n;
+	uint8_t *st_flags;
+	int32_t **st_trans; /* [256] each, lazily: 0 unknown, -1 dead, id + 1 */
+	uint32_t n_states, cap_states;
+	uint32_t *st_hash, st_hash_cap;
+	uint32_t *pool;
+	size_t n_pool, cap_pool;
+	size_t trans_bytes;
+	int32_t start;
+	/* scratch of one expansion */
+	uint32_t *tops, n_tops, cap_tops;
+	uint32_t *work, cap_work;
+	uint64_t *seen;     /* (pos << 32 | parent) + 1, generation-stamped */
+	uint32_t *seen_gen, seen_cap, gen;
+	uint8_t flags;
+	int failed;
+};
+
+/* Frame (pos, parent), interned; UINT32_MAX on a limit or no memory. */
+uint32_t wk_gm_node(struct wk_gm *m, uint32_t pos, uint32_t parent);
+/* State from tops[0..n) (sorted and deduplicated here) and flags. */
+int32_t wk_gm_state(struct wk_gm *m, uint32_t *tops, uint32_t n, uint8_t flags);
+/* The state reached by entering position `pos` with parent frame `parent`
+ * (no byte consumed): the context a group returns into. */
+int32_t wk_gm_enter(struct wk_gm *m, uint32_t pos, uint32_t parent);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * mask.h - which tokens of the vocabulary a matcher state allows.
+ *
+ * The vocabulary is a byte trie of the token pieces (struct wk_vtrie,
+ * built once per model, immutable, shared).  A mask is one bit per token:
+ * the token's bytes can all be consumed from the state; the end-of-
+ * generation tokens are allowed exactly when the state is accepting;
+ * other control tokens and empty pieces never are.
+ *
+ * How it is fast: a state's stacks are grouped by the frame where they
+ * would return into their context (the base: below the innermost named,
+ * non-nullable rule).  For each group the trie is walked ONCE per local
+ * state (the group with its base replaced by a sentinel, see internal.h),
+ * giving the tokens accepted whatever the context is and, separately, the
+ * tokens that return into the context after k bytes; those remainders are
+ * kept sorted, so at run time only they are walked, from the real context,
+ * sharing prefixes.  Results are cached per local state in a bounded cache
+ * (grammar.mask_cache_bytes) that is dropped whole when full.
+ * wk_mask_allows() checks one token without any mask: the sampler draws
+ * first and only computes the mask when the draw is refused.
+ *
+ * Threads: a struct wk_mask belongs to its matcher's thread.
+ */
+#ifndef SLUICE_WORKER_GRAMMAR_MASK_H
+#define SLUICE_WORKER_GRAMMAR_MASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/grammar/match.h"
+
+struct wk_tok;
+struct wk_vtrie;
+struct wk_mask;
+
+/* From the tokenizer's pieces (control tokens excluded, EOG ids kept). */
+enum cm_status wk_vtrie_new(const struct wk_tok *tok, struct wk_vtrie **out, char *err,
+			    size_t err_len) CM_WUR;
+/* From explicit pieces (tests): eog[i] 1 for end-of-generation ids,
+ * pieces with len 0 are never allowed. */
+enum cm_status wk_vtrie_new_pieces(size_t n, const char *const *pieces, const size_t *lens,
+				   const uint8_t *eog, struct wk_vtrie **out) CM_WUR;
+void wk_vtrie_free(struct wk_vtrie *t);
+size_t wk_vtrie_n_vocab(const struct wk_vtrie *t);
+size_t wk_vtrie_n_nodes(const struct wk_vtrie *t);
+/* The bytes of token `id` (NULL and 0 for excluded ids). */
+const uint8_t *wk_vtrie_piece(const struct wk_vtrie *t, int32_t id, size_t *len);
+int wk_vtrie_is_eog(const struct wk_vtrie *t, int32_t id);
+
+/* Both must outlive the mask. */
+struct wk_mask *wk_mask_new(struct wk_gm *m, const struct wk_vtrie *t, size_t cache_bytes);
+void wk_mask_free(struct wk_mask *k);
+
+/* Words of a mask: (n_vocab + 31) / 32. */
+size_t wk_mask_words(const struct wk_mask *k);
+/* bits[i >> 5] >> (i & 31) & 1 for token i.  CM_ELIMIT / CM_ENOMEM when the
+ * matcher ran out of room (the caller ends the sequence with an error). */
+enum cm_status wk_mask_fill(struct wk_mask *k, int32_t state, uint32_t *bits) CM_WUR;
+/* 1 when token `id` is allowed from `state` (no mask computed). */
+int wk_mask_allows(struct wk_mask *k, int32_t state, int32_t id);
+/* The state after token `id` (EOG: the same state), or WK_GM_DEAD/ERROR. */
+int32_t wk_mask_advance(struct wk_mask *k, int32_t state, int32_t id);
+
+#endif
