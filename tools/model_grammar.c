@@ -74,6 +74,7 @@ struct group {
 struct run {
 	struct wk_tok *tok;
 	struct wk_vtrie *trie;
+	struct wk_mask_pool *pool;
 	struct times mask_us, compile_ms;
 	unsigned schemas, passing, compile_errors, valid_rejected, invalid_accepted, inconsistent;
 	struct group groups[64];
@@ -112,14 +113,22 @@ static struct group *group_of(struct run *r, const char *path)
 }
 
 /* -1: accepted; else the index of the first refused token (n: EOS refused). */
-static long feed(struct run *r, struct wk_gm *m, struct wk_mask *k, const int32_t *ids, size_t n)
+static long feed(struct run *r, struct wk_gm *m, struct wk_mask *k, const int32_t *ids, size_t n,
+		 const char *path)
 {
 	int32_t s = wk_gm_start(m);
 	for (size_t i = 0; i <= n; i++) {
+		struct wk_mask_stats a, z;
+		wk_mask_get_stats(k, &a);
 		double t0 = now_us();
 		if (wk_mask_fill(k, s, r->bits) != CM_OK)
 			return (long)i;
 		double t1 = now_us();
+		wk_mask_get_stats(k, &z);
+		if (getenv("SLUICE_GRAMMAR_SLOW") && t1 - t0 > 500)
+			fprintf(stderr, "slow mask %.0f us: %s walks %llu groups %llu remainders %llu\n", t1 - t0, path,
+				(unsigned long long)(z.walks - a.walks), (unsigned long long)(z.groups - a.groups),
+				(unsigned long long)(z.remainders - a.remainders));
 		if (times_add(&r->mask_us, t1 - t0))
 			return (long)i;
 		int32_t id = i < n ? ids[i] : -1;
@@ -169,7 +178,7 @@ static void one_file(struct run *r, const char *path)
 		st = wk_gram_build(b, root, &gram, err, sizeof(err));
 	if (st == CM_OK && !(m = wk_gm_new(gram, NULL)))
 		st = cm_fail(err, sizeof(err), CM_ENOMEM, "matcher: out of memory");
-	if (st == CM_OK && !(k = wk_mask_new(m, r->trie, 512u << 20)))
+	if (st == CM_OK && !(k = wk_mask_new(m, r->trie, 512u << 20, r->pool)))
 		st = cm_fail(err, sizeof(err), CM_ENOMEM, "mask: out of memory");
 	double compile_ms = (now_us() - t0) / 1e3;
 	if (st != CM_OK)
@@ -191,7 +200,7 @@ static void one_file(struct run *r, const char *path)
 		}
 		long at = -2;
 		if (text && r->ids && wk_tok_encode(r->tok, text, len, 0, r->ids, r->cap_ids, &n) == CM_OK)
-			at = feed(r, m, k, r->ids, n);
+			at = feed(r, m, k, r->ids, n, path);
 		if (getenv("SLUICE_GRAMMAR_DEBUG") && at >= 0 && text) {
 			size_t off = 0, pl = 0;
 			for (long q = 0; q < at && (size_t)q < n; q++) {
@@ -272,6 +281,8 @@ int model_cmd_grammar(int argc, char **argv)
 		return 1;
 	}
 	wk_gguf_close(gg);
+	if (!getenv("SLUICE_GRAMMAR_NO_POOL"))
+		r.pool = wk_mask_pool_new(512u << 20);
 	r.bits = calloc((wk_vtrie_n_vocab(r.trie) + 31) / 32 + 1, sizeof(uint32_t));
 	if (!r.bits)
 		return 1;
@@ -300,6 +311,7 @@ int model_cmd_grammar(int argc, char **argv)
 	free(r.compile_ms.v);
 	free(r.ids);
 	free(r.bits);
+	wk_mask_pool_free(r.pool);
 	wk_vtrie_free(r.trie);
 	wk_tok_free(r.tok);
 	return 0;

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/arena.h"
+#include "worker/grammar/internal.h"
 
 enum gx_kind { GX_EMPTY, GX_NOTHING, GX_LIT, GX_CLASS, GX_BYTES, GX_REF, GX_SEQ, GX_ALT, GX_REP };
 
@@ -695,8 +696,9 @@ static int lw_rule_for(struct lw *L, struct wk_gx *x, uint32_t *r)
 
 static int is_small(const struct wk_gx *x)
 {
+	/* a class lowers to one element (a byte set, or a call of its own rule) */
 	return x->kind == GX_BYTES || x->kind == GX_REF || (x->kind == GX_LIT && x->n <= 8) ||
-	       (x->kind == GX_CLASS && x->u.ranges[2 * (x->n - 1) + 1] < 0x80);
+	       x->kind == GX_CLASS;
 }
 
 static int lw_rep(struct lw *L, struct wk_gx *x, uint32_t rule)
@@ -818,174 +820,6 @@ static int lw_rule(struct lw *L, uint32_t r)
 	return 0;
 }
 
-/* ---- checks ---------------------------------------------------------------- */
-
-/* Live alternatives: every call in them reaches a rule that can complete. */
-static void mark_live(struct wk_gram *g, uint8_t *rule_ok)
-{
-	memset(g->alt_live, 0, g->n_alts);
-	memset(rule_ok, 0, g->n_rules);
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (uint32_t r = 0; r < g->n_rules; r++) {
-			for (uint32_t a = g->rule_alt0[r]; a < g->rule_alt0[r] + g->rule_nalt[r]; a++) {
-				if (g->alt_live[a])
-					continue;
-				int ok = 1;
-				for (uint32_t e = g->alts[a]; g->elems[e].op != WK_GRAM_END; e++)
-					if (g->elems[e].op == WK_GRAM_RULE && !rule_ok[g->elems[e].arg]) {
-						ok = 0;
-						break;
-					}
-				if (ok) {
-					g->alt_live[a] = 1;
-					rule_ok[r] = 1;
-					changed = 1;
-				}
-			}
-		}
-	}
-}
-
-static void mark_nullable(const struct wk_gram *g, uint8_t *nul)
-{
-	memset(nul, 0, g->n_rules);
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (uint32_t r = 0; r < g->n_rules; r++) {
-			if (nul[r])
-				continue;
-			for (uint32_t a = g->rule_alt0[r]; a < g->rule_alt0[r] + g->rule_nalt[r]; a++) {
-				if (!g->alt_live[a])
-					continue;
-				int ok = 1;
-				for (uint32_t e = g->alts[a]; g->elems[e].op != WK_GRAM_END; e++)
-					if (g->elems[e].op == WK_GRAM_BYTES || !nul[g->elems[e].arg]) {
-						ok = 0;
-						break;
-					}
-				if (ok) {
-					nul[r] = 1;
-					changed = 1;
-					break;
-				}
-			}
-		}
-	}
-}
-
-/* Edges "r may call s before matching any byte", then an iterative DFS;
- * a back edge is left recursion.  color: 0 new, 1 on the stack, 2 done. */
-static enum cm_status find_left_recursion(const struct wk_gram *g, const uint8_t *nul, int *found,
-					  uint32_t *bad)
-{
-	enum cm_status st = CM_ENOMEM;
-	uint32_t n = g->n_rules;
-	uint32_t *e0 = cm_calloc(n + 1, sizeof(uint32_t)), *edges = NULL;
-	uint32_t *stack = cm_calloc(n + 1, sizeof(uint32_t)), *cur = cm_calloc(n + 1, sizeof(uint32_t));
-	uint8_t *color = cm_calloc(n + 1, 1);
-	uint32_t n_edges = 0;
-	*found = 0;
-	if (!e0 || !stack || !cur || !color)
-		goto out;
-	for (int pass = 0; pass < 2; pass++) {
-		n_edges = 0;
-		for (uint32_t r = 0; r < n; r++) {
-			e0[r] = n_edges;
-			for (uint32_t a = g->rule_alt0[r]; a < g->rule_alt0[r] + g->rule_nalt[r]; a++) {
-				if (!g->alt_live[a])
-					continue;
-				for (uint32_t e = g->alts[a]; g->elems[e].op == WK_GRAM_RULE; e++) {
-					if (pass)
-						edges[n_edges] = g->elems[e].arg;
-					n_edges++;
-					if (!nul[g->elems[e].arg])
-						break;
-				}
-			}
-		}
-		e0[n] = n_edges;
-		if (!pass && !(edges = cm_calloc(n_edges + 1, sizeof(uint32_t))))
-			goto out;
-	}
-	for (uint32_t s0 = 0; s0 < n; s0++) {
-		if (color[s0])
-			continue;
-		uint32_t sp = 1;
-		stack[0] = s0;
-		cur[0] = e0[s0];
-		color[s0] = 1;
-		while (sp) {
-			uint32_t r = stack[sp - 1];
-			if (cur[sp - 1] >= e0[r + 1]) {
-				color[r] = 2;
-				sp--;
-				continue;
-			}
-			uint32_t t = edges[cur[sp - 1]++];
-			if (color[t] == 1) {
-				*found = 1;
-				*bad = t;
-				st = CM_OK;
-				goto out;
-			}
-			if (color[t] == 0) {
-				color[t] = 1;
-				stack[sp] = t;
-				cur[sp] = e0[t];
-				sp++;
-			}
-		}
-	}
-	st = CM_OK;
-out:
-	cm_free(e0);
-	cm_free(edges);
-	cm_free(stack);
-	cm_free(cur);
-	cm_free(color);
-	return st;
-}
-
-static const char *rule_label(const struct wk_gram *g, uint32_t r)
-{
-	return g->rule_names[r][0] ? g->rule_names[r] : "(a group or repetition)";
-}
-
-static enum cm_status gram_check(struct wk_gram *g, char *err, size_t err_len)
-{
-	enum cm_status st = CM_ENOMEM;
-	uint8_t *ok = cm_malloc(g->n_rules + 1), *nul = cm_malloc(g->n_rules + 1);
-	if (!ok || !nul) {
-		cm_fail(err, err_len, CM_ENOMEM, "out of memory");
-		goto out;
-	}
-	mark_live(g, ok);
-	if (!ok[g->root]) {
-		st = cm_fail(err, err_len, CM_EINVAL, "unsatisfiable: the grammar matches no string");
-		goto out;
-	}
-	mark_nullable(g, nul);
-	memcpy(g->rule_nullable, nul, g->n_rules);
-	uint32_t bad = 0;
-	int found = 0;
-	if (find_left_recursion(g, nul, &found, &bad) != CM_OK) {
-		cm_fail(err, err_len, CM_ENOMEM, "out of memory");
-		goto out;
-	}
-	if (found) {
-		st = cm_fail(err, err_len, CM_EINVAL,
-			     "left recursion: rule '%.100s' can call itself before matching any character",
-			     rule_label(g, bad));
-		goto out;
-	}
-	st = CM_OK;
-out:
-	cm_free(ok);
-	cm_free(nul);
-	return st;
-}
-
 enum cm_status wk_gram_build(struct wk_gram_b *b, uint32_t root, struct wk_gram **out,
 			     char *err, size_t err_len)
 {
@@ -1016,8 +850,9 @@ enum cm_status wk_gram_build(struct wk_gram_b *b, uint32_t root, struct wk_gram 
 	g->alt_live = cm_calloc(g->n_alts + 1, 1);
 	g->rule_named = cm_calloc(g->n_rules, 1);
 	g->rule_nullable = cm_calloc(g->n_rules + 1, 1);
+	g->rule_minlen = cm_calloc(g->n_rules + 1, sizeof(uint32_t));
 	g->rule_names = cm_calloc(g->n_rules, sizeof(char *));
-	if (!g->alt_live || !g->rule_named || !g->rule_nullable || !g->rule_names) {
+	if (!g->alt_live || !g->rule_named || !g->rule_nullable || !g->rule_minlen || !g->rule_names) {
 		st = cm_fail(err, err_len, CM_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1029,7 +864,7 @@ enum cm_status wk_gram_build(struct wk_gram_b *b, uint32_t root, struct wk_gram 
 			goto out;
 		}
 	}
-	st = gram_check(g, err, err_len);
+	st = wk_gram_check(g, err, err_len);
 	if (st != CM_OK)
 		goto out;
 	uint64_t h = 1469598103934665603ull;
@@ -1059,6 +894,7 @@ void wk_gram_free(struct wk_gram *g)
 	cm_free(g->rule_names);
 	cm_free(g->rule_named);
 	cm_free(g->rule_nullable);
+	cm_free(g->rule_minlen);
 	cm_free(g->elems);
 	cm_free(g->sets);
 	cm_free(g->rule_alt0);

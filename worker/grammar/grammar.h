@@ -110,6 +110,7 @@ struct wk_gram {
 	uint32_t *elem_rule;  /* [n_elems]: the rule each element belongs to */
 	uint8_t *rule_named;  /* [n_rules] */
 	uint8_t *rule_nullable; /* [n_rules]: 1 when the rule can match the empty string */
+	uint32_t *rule_minlen;  /* [n_rules]: fewest bytes the rule matches (capped at 2^30) */
 	char **rule_names;    /* [n_rules] */
 	uint64_t hash;        /* of the lowered form */
 };

@@ -14,6 +14,7 @@
 #ifndef SLUICE_WORKER_GRAMMAR_INTERNAL_H
 #define SLUICE_WORKER_GRAMMAR_INTERNAL_H
 
+#include "worker/grammar/mask.h"
 #include "worker/grammar/match.h"
 
 #define WK_GM_NONE 0u
@@ -48,6 +49,10 @@ struct wk_gm {
 	int failed;
 };
 
+/* grammar_check.c: liveness, nullability, minimum lengths, left recursion
+ * of a grammar lowered by wk_gram_build (which calls it). */
+enum cm_status wk_gram_check(struct wk_gram *g, char *err, size_t err_len) CM_WUR;
+
 /* Frame (pos, parent), interned; UINT32_MAX on a limit or no memory. */
 uint32_t wk_gm_node(struct wk_gm *m, uint32_t pos, uint32_t parent);
 /* State from tops[0..n) (sorted and deduplicated here) and flags. */
@@ -55,5 +60,53 @@ int32_t wk_gm_state(struct wk_gm *m, uint32_t *tops, uint32_t n, uint8_t flags);
 /* The state reached by entering position `pos` with parent frame `parent`
  * (no byte consumed): the context a group returns into. */
 int32_t wk_gm_enter(struct wk_gm *m, uint32_t pos, uint32_t parent);
+
+/* ---- mask.c / mask_pool.c ---------------------------------------------- */
+
+/* What a local state allows: tokens accepted whatever the context, and the
+ * remainders (token, offset) to walk from the context, sorted by bytes. */
+struct mk_entry {
+	int32_t local;
+	uint32_t n_acc;
+	int32_t *acc;     /* sparse form, or NULL */
+	uint32_t *bits;   /* dense form, or NULL */
+	uint32_t n_u;
+	int32_t *u_tok;   /* remainders sorted by bytes */
+	uint16_t *u_k;    /* the remainder starts k bytes into the piece */
+	uint16_t *u_lcp;  /* common prefix with the previous remainder */
+	size_t bytes;
+};
+void wk_mask_entry_clear(struct mk_entry *e);
+
+/* A local state's structure written out canonically: its frames' rest of
+ * alternatives and every rule they can reach, rules renumbered by first
+ * use.  Equal texts behave the same in any grammar. */
+struct wk_mask_fpbuf {
+	uint32_t *v;
+	size_t n, cap;
+};
+/* 0 and *hash set; -1 when too large to share or out of memory. */
+int wk_mask_fp(const struct wk_gm *m, int32_t local, uint32_t horizon, struct wk_mask_fpbuf *fp,
+	       uint64_t *hash);
+/* 0 with a deep copy of the entry in *out (its .local unset); -1 if absent. */
+int wk_mask_pool_get(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask_fpbuf *fp,
+		     struct mk_entry *out);
+/* Stores a deep copy (best effort: nothing on no memory). */
+void wk_mask_pool_put(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask_fpbuf *fp,
+		      const struct mk_entry *e);
+
+/* wk_gm_step with the cached transition read inline (the mask walks). */
+static inline int32_t wk_gm_step_fast(struct wk_gm *m, int32_t s, uint8_t byte)
+{
+	const int32_t *t = m->st_trans[s];
+	if (t) {
+		int32_t v = t[byte];
+		if (v > 0)
+			return v - 1;
+		if (v < 0)
+			return WK_GM_DEAD;
+	}
+	return wk_gm_step(m, s, byte);
+}
 
 #endif

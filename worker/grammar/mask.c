@@ -22,6 +22,8 @@ struct wk_vtrie {
 	uint16_t *depth;
 	uint32_t *skip;  /* first node after the subtree */
 	uint32_t *tok0, *ntok;
+	uint32_t *ft;    /* [n_nodes + 1]: toks index of the first token at or after the node */
+	uint64_t (*sub)[4]; /* bytes that occur below the node */
 	int32_t *toks;   /* ids in piece order */
 	uint8_t *blob;
 	uint32_t *poff, *plen; /* per id; plen 0: never allowed */
@@ -105,6 +107,30 @@ static enum cm_status trie_index(struct wk_vtrie *t)
 	t->skip[0] = nn;
 	t->n_nodes = nn;
 	cm_free(path);
+	/* per node: the first token of its subtree, and the bytes below it */
+	t->ft = cm_calloc((size_t)nn + 1, sizeof(uint32_t));
+	t->sub = cm_calloc((size_t)nn + 1, sizeof(*t->sub));
+	uint32_t *parent = cm_calloc((size_t)nn + 1, sizeof(uint32_t)), *stack = cm_calloc(t->max_depth + 2, sizeof(uint32_t));
+	if (!t->ft || !t->sub || !parent || !stack) {
+		cm_free(parent);
+		cm_free(stack);
+		return CM_ENOMEM;
+	}
+	for (uint32_t i = 1; i < nn; i++) {
+		stack[t->depth[i]] = i;
+		parent[i] = stack[t->depth[i] - 1];
+	}
+	t->ft[nn] = (uint32_t)n_ok;
+	for (uint32_t i = nn; i-- > 0;)
+		t->ft[i] = t->ntok[i] ? t->tok0[i] : t->ft[i + 1];
+	for (uint32_t i = nn; i-- > 1;) {
+		uint32_t p = parent[i];
+		for (int w = 0; w < 4; w++)
+			t->sub[p][w] |= t->sub[i][w];
+		t->sub[p][t->byte[i] >> 6] |= 1ull << (t->byte[i] & 63);
+	}
+	cm_free(parent);
+	cm_free(stack);
 	return CM_OK;
 }
 
@@ -217,6 +243,8 @@ void wk_vtrie_free(struct wk_vtrie *t)
 	cm_free(t->skip);
 	cm_free(t->tok0);
 	cm_free(t->ntok);
+	cm_free(t->ft);
+	cm_free(t->sub);
 	cm_free(t->toks);
 	cm_free(t->blob);
 	cm_free(t->poff);
@@ -253,18 +281,6 @@ int wk_vtrie_is_eog(const struct wk_vtrie *t, int32_t id)
 
 /* ---- the cache of local states -------------------------------------------- */
 
-struct mk_entry {
-	int32_t local;
-	uint32_t n_acc;
-	int32_t *acc;     /* sparse form, or NULL */
-	uint32_t *bits;   /* dense form, or NULL */
-	uint32_t n_u;
-	int32_t *u_tok;   /* remainders sorted by bytes */
-	uint16_t *u_k;    /* the remainder starts k bytes into the piece */
-	uint16_t *u_lcp;  /* common prefix with the previous remainder */
-	size_t bytes;
-};
-
 struct wk_mask {
 	struct wk_gm *m;
 	const struct wk_vtrie *t;
@@ -275,33 +291,53 @@ struct wk_mask {
 	int32_t *st;                /* [max_depth + 1] walk states by depth */
 	uint8_t *pop;               /* [max_depth + 1] */
 	/* scratch */
-	int32_t *acc;
-	uint32_t n_acc, cap_acc;
+	uint32_t *acc_bits; /* [words]: the walk's accepted tokens */
+	uint32_t n_acc;
 	int32_t *u_tok;
 	uint16_t *u_k;
 	uint32_t n_u, cap_u;
 	uint32_t *tops, *base, cap_tops;
+	/* per state: the bytes that lead back to it (self loops), lazily */
+	uint64_t (*self)[4];
+	uint8_t *self_done;
+	uint32_t cap_self;
+	struct wk_mask_stats stats;
+	struct wk_mask_pool *pool; /* shared across grammars, or NULL */
+	struct wk_mask_fpbuf fp;
 };
 
-struct wk_mask *wk_mask_new(struct wk_gm *m, const struct wk_vtrie *t, size_t cache_bytes)
+static struct wk_gm *m_of(struct wk_mask *k)
+{
+	return k->m;
+}
+
+void wk_mask_get_stats(const struct wk_mask *k, struct wk_mask_stats *out)
+{
+	*out = k->stats;
+}
+
+struct wk_mask *wk_mask_new(struct wk_gm *m, const struct wk_vtrie *t, size_t cache_bytes,
+			     struct wk_mask_pool *pool)
 {
 	struct wk_mask *k = cm_calloc(1, sizeof(*k));
 	if (!k)
 		return NULL;
 	k->m = m;
+	k->pool = pool;
 	k->t = t;
 	k->words = (t->n_vocab + 31) / 32;
 	k->cap_bytes = cache_bytes;
 	k->st = cm_calloc(t->max_depth + 2, sizeof(int32_t));
 	k->pop = cm_calloc(t->max_depth + 2, 1);
-	if (!k->st || !k->pop) {
+	k->acc_bits = cm_calloc(k->words + 1, sizeof(uint32_t));
+	if (!k->st || !k->pop || !k->acc_bits) {
 		wk_mask_free(k);
 		return NULL;
 	}
 	return k;
 }
 
-static void entry_clear(struct mk_entry *e)
+void wk_mask_entry_clear(struct mk_entry *e)
 {
 	cm_free(e->acc);
 	cm_free(e->bits);
@@ -313,7 +349,7 @@ static void entry_clear(struct mk_entry *e)
 static void cache_drop(struct wk_mask *k)
 {
 	for (uint32_t i = 0; i < k->n_ents; i++)
-		entry_clear(&k->ents[i]);
+		wk_mask_entry_clear(&k->ents[i]);
 	k->n_ents = 0;
 	k->used = 0;
 	if (k->ehash)
@@ -329,31 +365,20 @@ void wk_mask_free(struct wk_mask *k)
 	cm_free(k->ehash);
 	cm_free(k->st);
 	cm_free(k->pop);
-	cm_free(k->acc);
+	cm_free(k->acc_bits);
 	cm_free(k->u_tok);
 	cm_free(k->u_k);
 	cm_free(k->tops);
 	cm_free(k->base);
+	cm_free(k->self);
+	cm_free(k->self_done);
+	cm_free(k->fp.v);
 	cm_free(k);
 }
 
 size_t wk_mask_words(const struct wk_mask *k)
 {
 	return k->words;
-}
-
-static int push_acc(struct wk_mask *k, int32_t id)
-{
-	if (k->n_acc == k->cap_acc) {
-		uint32_t c = k->cap_acc ? 2 * k->cap_acc : 1024;
-		int32_t *a = cm_reallocarray(k->acc, c, sizeof(int32_t));
-		if (!a)
-			return -1;
-		k->acc = a;
-		k->cap_acc = c;
-	}
-	k->acc[k->n_acc++] = id;
-	return 0;
 }
 
 static int push_u(struct wk_mask *k, int32_t id, uint32_t off)
@@ -376,6 +401,45 @@ static int push_u(struct wk_mask *k, int32_t id, uint32_t off)
 	return 0;
 }
 
+/* The self-loop bytes of state s (NULL on no memory or a limit). */
+static const uint64_t *self_loops(struct wk_mask *k, int32_t s)
+{
+	struct wk_gm *m = k->m;
+	if ((uint32_t)s >= k->cap_self) {
+		uint32_t c = k->cap_self ? k->cap_self : 1024;
+		while (c <= (uint32_t)s)
+			c *= 2;
+		uint64_t(*n)[4] = cm_reallocarray(k->self, c, sizeof(*n));
+		if (n)
+			k->self = n;
+		uint8_t *d = cm_realloc(k->self_done, c);
+		if (d) {
+			memset(d + k->cap_self, 0, c - k->cap_self);
+			k->self_done = d;
+		}
+		if (!n || !d)
+			return NULL;
+		k->cap_self = c;
+	}
+	if (!k->self_done[s]) {
+		uint64_t *w = k->self[s];
+		w[0] = w[1] = w[2] = w[3] = 0;
+		for (unsigned b = 0; b < 256; b++) {
+			int32_t ns = wk_gm_step_fast(m, s, (uint8_t)b);
+			if (ns == WK_GM_ERROR)
+				return NULL;
+			if (ns == s)
+				w[b >> 6] |= 1ull << (b & 63);
+		}
+		k->self_done[s] = 1;
+	}
+	return k->self[s];
+}
+
+/* Subtrees this large are checked for "every byte below loops back to the
+ * same state" and then accepted whole, without walking them. */
+#define MASK_BULK_NODES 256u
+
 /* The walk of the whole trie from local state L: accepted tokens and
  * remainders into the scratch lists. */
 static enum cm_status local_walk(struct wk_mask *k, int32_t L)
@@ -384,12 +448,13 @@ static enum cm_status local_walk(struct wk_mask *k, int32_t L)
 	struct wk_gm *m = k->m;
 	k->n_acc = 0;
 	k->n_u = 0;
+	memset(k->acc_bits, 0, k->words * sizeof(uint32_t));
 	k->st[0] = L;
 	k->pop[0] = 0;
 	uint32_t i = 1;
 	while (i < t->n_nodes) {
 		uint32_t d = t->depth[i];
-		int32_t ns = wk_gm_step(m, k->st[d - 1], t->byte[i]);
+		int32_t ns = wk_gm_step_fast(m, k->st[d - 1], t->byte[i]);
 		if (ns == WK_GM_ERROR)
 			return CM_ELIMIT;
 		if (ns == WK_GM_DEAD) {
@@ -407,9 +472,27 @@ static enum cm_status local_walk(struct wk_mask *k, int32_t L)
 		}
 		k->st[d] = ns;
 		k->pop[d] = (m->st_flags[ns] & WK_GM_F_POP) != 0;
-		for (uint32_t q = 0; q < t->ntok[i]; q++)
-			if (push_acc(k, t->toks[t->tok0[i] + q]))
-				return CM_ENOMEM;
+		if (t->skip[i] - i > MASK_BULK_NODES) {
+			const uint64_t *self = self_loops(k, ns);
+			const uint64_t *sub = t->sub[i];
+			if (self && !(sub[0] & ~self[0]) && !(sub[1] & ~self[1]) && !(sub[2] & ~self[2]) &&
+			    !(sub[3] & ~self[3])) {
+				/* every token below stays in this state: all accepted */
+				for (uint32_t q = t->ft[i]; q < t->ft[t->skip[i]]; q++) {
+					uint32_t id = (uint32_t)t->toks[q];
+					k->acc_bits[id >> 5] |= 1u << (id & 31);
+				}
+				k->n_acc += t->ft[t->skip[i]] - t->ft[i];
+				k->stats.bulk++;
+				i = t->skip[i];
+				continue;
+			}
+		}
+		for (uint32_t q = 0; q < t->ntok[i]; q++) {
+			uint32_t id = (uint32_t)t->toks[t->tok0[i] + q];
+			k->acc_bits[id >> 5] |= 1u << (id & 31);
+			k->n_acc++;
+		}
 		i++;
 	}
 	return CM_OK;
@@ -440,23 +523,38 @@ static struct mk_entry *entry_get(struct wk_mask *k, int32_t L, enum cm_status *
 			if (k->ents[k->ehash[i] - 1].local == L)
 				return &k->ents[k->ehash[i] - 1];
 	}
+	k->stats.walks++;
+	struct mk_entry e = { .local = L };
+	uint64_t fp = 0;
+	int shared = k->pool && wk_mask_fp(m_of(k), L, k->t->max_depth, &k->fp, &fp) == 0;
+	if (shared && wk_mask_pool_get(k->pool, fp, &k->fp, &e) == 0) {
+		k->stats.shared++;
+		e.local = L;
+		*st = CM_ENOMEM;
+		goto insert;
+	}
+	k->stats.walks++;
 	*st = local_walk(k, L);
 	if (*st != CM_OK)
 		return NULL;
-	struct mk_entry e = { .local = L, .n_acc = k->n_acc, .n_u = k->n_u };
+	e.n_acc = k->n_acc;
+	e.n_u = k->n_u;
 	*st = CM_ENOMEM;
 	if ((size_t)k->n_acc * 32 < k->t->n_vocab) {
 		e.acc = cm_malloc(((size_t)k->n_acc + 1) * sizeof(int32_t));
 		if (!e.acc)
 			goto fail;
-		memcpy(e.acc, k->acc, (size_t)k->n_acc * sizeof(int32_t));
-		e.bytes += (size_t)k->n_acc * 4;
+		uint32_t q = 0;
+		for (size_t w = 0; w < k->words && q < k->n_acc; w++)
+			for (uint32_t v = k->acc_bits[w]; v; v &= v - 1)
+				e.acc[q++] = (int32_t)(w * 32 + (size_t)__builtin_ctz(v));
+		e.n_acc = q;
+		e.bytes += (size_t)q * 4;
 	} else {
-		e.bits = cm_calloc(k->words, sizeof(uint32_t));
+		e.bits = cm_malloc(k->words * sizeof(uint32_t));
 		if (!e.bits)
 			goto fail;
-		for (uint32_t i = 0; i < k->n_acc; i++)
-			e.bits[k->acc[i] >> 5] |= 1u << (k->acc[i] & 31);
+		memcpy(e.bits, k->acc_bits, k->words * sizeof(uint32_t));
 		e.bytes += k->words * 4;
 	}
 	if (k->n_u) {
@@ -492,6 +590,9 @@ static struct mk_entry *entry_get(struct wk_mask *k, int32_t L, enum cm_status *
 		e.bytes += (size_t)k->n_u * 8;
 	}
 	e.bytes += sizeof(e) + 8;
+	if (shared)
+		wk_mask_pool_put(k->pool, fp, &k->fp, &e);
+insert:
 	if (k->used + e.bytes > k->cap_bytes)
 		cache_drop(k);
 	if (k->n_ents == k->cap_ents) {
@@ -526,7 +627,7 @@ static struct mk_entry *entry_get(struct wk_mask *k, int32_t L, enum cm_status *
 	*st = CM_OK;
 	return &k->ents[k->n_ents - 1];
 fail:
-	entry_clear(&e);
+	wk_mask_entry_clear(&e);
 	return NULL;
 }
 
@@ -585,8 +686,9 @@ static enum cm_status remainders(struct wk_mask *k, const struct mk_entry *e, in
 			continue; /* shares the byte that killed the previous one */
 		uint32_t q = l < alive ? l : alive;
 		died = 0;
+		k->stats.remainders++;
 		for (; q < len; q++) {
-			int32_t ns = wk_gm_step(m, st[q], p[q]);
+			int32_t ns = wk_gm_step_fast(m, st[q], p[q]);
 			if (ns == WK_GM_ERROR)
 				return CM_ELIMIT;
 			if (ns == WK_GM_DEAD) {
@@ -646,6 +748,7 @@ enum cm_status wk_mask_fill(struct wk_mask *k, int32_t state, uint32_t *bits)
 		}
 		i = j;
 		int32_t L = wk_gm_state(m, k->tops, g, 0);
+		k->stats.groups++;
 		if (L < 0)
 			return CM_ELIMIT;
 		enum cm_status st = CM_OK;

@@ -48,9 +48,30 @@ size_t wk_vtrie_n_nodes(const struct wk_vtrie *t);
 const uint8_t *wk_vtrie_piece(const struct wk_vtrie *t, int32_t id, size_t *len);
 int wk_vtrie_is_eog(const struct wk_vtrie *t, int32_t id);
 
-/* Both must outlive the mask. */
-struct wk_mask *wk_mask_new(struct wk_gm *m, const struct wk_vtrie *t, size_t cache_bytes);
+/*
+ * The cache shared by every grammar of one model (one thread): entries of
+ * local states keyed by their structure, so the string interior, numbers
+ * and other common pieces are walked once per model, not once per grammar.
+ * Bounded by `cap_bytes` (grammar.mask_pool_bytes), dropped whole when full.
+ */
+struct wk_mask_pool;
+struct wk_mask_pool *wk_mask_pool_new(size_t cap_bytes);
+void wk_mask_pool_free(struct wk_mask_pool *p);
+
+/* m, t and pool (NULL: no sharing) must outlive the mask. */
+struct wk_mask *wk_mask_new(struct wk_gm *m, const struct wk_vtrie *t, size_t cache_bytes,
+			    struct wk_mask_pool *pool);
 void wk_mask_free(struct wk_mask *k);
+
+/* Work done so far (benchmarks, metrics). */
+struct wk_mask_stats {
+	uint64_t walks;      /* full trie walks (local states not cached) */
+	uint64_t groups;     /* stack groups looked up */
+	uint64_t remainders; /* remainder entries walked from a context */
+	uint64_t bulk;       /* subtrees accepted whole (self-looping bytes) */
+	uint64_t shared;     /* local states found in the shared pool */
+};
+void wk_mask_get_stats(const struct wk_mask *k, struct wk_mask_stats *out);
 
 /* Words of a mask: (n_vocab + 31) / 32. */
 size_t wk_mask_words(const struct wk_mask *k);

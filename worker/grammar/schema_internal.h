@@ -1,0 +1,46 @@
+/*
+ * schema_internal.h - what schema.c (keywords, references, allOf, the node
+ * dispatch) and schema_value.c (the JSON value pieces: strings, numbers,
+ * objects, arrays) share, and nothing else includes.
+ */
+#ifndef SLUICE_WORKER_GRAMMAR_SCHEMA_INTERNAL_H
+#define SLUICE_WORKER_GRAMMAR_SCHEMA_INTERNAL_H
+
+#include "worker/grammar/schema.h"
+
+struct memo {
+	const json_t *node;
+	uint32_t rule;
+};
+
+struct sc {
+	struct wk_gram_b *b;
+	const json_t *root;
+	struct wk_schema_opts o;
+	char *err;
+	size_t err_len;
+	enum cm_status st;
+	char path[512];
+	uint32_t depth;
+	uint32_t r_ws, r_any, r_str, r_num, r_int, r_jchar; /* +1, made on first use */
+	struct memo *memo;
+	size_t n_memo, cap_memo;
+	json_t *owned; /* merged schemas live here */
+	json_t *strings; /* "min,max,pattern" -> rule index: equal string constraints share a rule */
+};
+
+/* schema.c: errors (the first one wins; the path is appended) and nodes */
+struct wk_gx *wk_schema_fail(struct sc *c, enum cm_status st, const char *fmt, const char *a);
+struct wk_gx *wk_schema_oom(struct sc *c);
+/* The named rule of schema node s (memoised), as a reference. */
+struct wk_gx *wk_schema_node(struct sc *c, const json_t *s, const char *seg);
+
+/* schema_value.c: the pieces, for the keywords of node s */
+struct wk_gx *wk_schema_any_value(struct sc *c);
+struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v);
+struct wk_gx *wk_schema_string(struct sc *c, const json_t *s);
+struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int);
+struct wk_gx *wk_schema_object(struct sc *c, const json_t *s);
+struct wk_gx *wk_schema_array(struct sc *c, const json_t *s);
+
+#endif

@@ -1,0 +1,830 @@
+/*
+ * schema_value.c - the JSON value pieces of the schema compiler: string
+ * content with JSON escapes (and patterns through regex.c), formats,
+ * integer and number ranges written digit by digit, objects with their
+ * properties in the schema's order, arrays with item counts and tuples,
+ * and the "any JSON value" rule.
+ *
+ * Pure computation, any thread.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/utf8.h"
+#include "worker/grammar/regex.h"
+#include "worker/grammar/schema_internal.h"
+
+/* ---- characters as JSON string content -------------------------------------- */
+
+static int cmp_pair(const void *a, const void *b)
+{
+	const uint32_t *x = a, *y = b;
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Normalised (and complemented) code point ranges; returns pairs. */
+static size_t cp_ranges(const uint32_t *in, size_t n, int neg, uint32_t *out, size_t cap)
+{
+	uint32_t *t = cm_malloc((n + 1) * 2 * sizeof(uint32_t));
+	if (!t)
+		return SIZE_MAX;
+	if (n)
+		memcpy(t, in, n * 2 * sizeof(uint32_t));
+	qsort(t, n, 2 * sizeof(uint32_t), cmp_pair);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (m && t[2 * i] <= t[2 * m - 1] + 1) {
+			if (t[2 * i + 1] > t[2 * m - 1])
+				t[2 * m - 1] = t[2 * i + 1];
+			continue;
+		}
+		t[2 * m] = t[2 * i], t[2 * m + 1] = t[2 * i + 1], m++;
+	}
+	size_t k = 0;
+	if (!neg) {
+		for (size_t i = 0; i < m && k < cap; i++)
+			out[2 * k] = t[2 * i], out[2 * k + 1] = t[2 * i + 1], k++;
+	} else {
+		uint32_t next = 0;
+		for (size_t i = 0; i < m && k < cap; i++) {
+			if (t[2 * i] > next)
+				out[2 * k] = next, out[2 * k + 1] = t[2 * i] - 1, k++;
+			next = t[2 * i + 1] + 1;
+		}
+		if (next <= 0x10FFFF && k < cap)
+			out[2 * k] = next, out[2 * k + 1] = 0x10FFFF, k++;
+	}
+	cm_free(t);
+	return k;
+}
+
+static int in_ranges(const uint32_t *r, size_t n, uint32_t c)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c >= r[2 * i] && c <= r[2 * i + 1])
+			return 1;
+	return 0;
+}
+
+/* wk_regex_class_fn: code points written as JSON string content. */
+static struct wk_gx *json_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
+				int negated)
+{
+	(void)ctx;
+	uint32_t r[2 * 600];
+	size_t m = cp_ranges(ranges, n, negated, r, 598);
+	if (m == SIZE_MAX)
+		return NULL;
+	/* raw: the class minus controls, '"' and '\' */
+	uint32_t raw[2 * 610];
+	size_t k = 0;
+	for (size_t i = 0; i < m; i++) {
+		uint32_t lo = r[2 * i], hi = r[2 * i + 1];
+		if (hi < 0x20)
+			continue;
+		if (lo < 0x20)
+			lo = 0x20;
+		/* cut out 0x22 and 0x5C */
+		uint32_t cuts[2] = { 0x22, 0x5C };
+		for (int q = 0; q < 2 && lo <= hi; q++) {
+			if (cuts[q] >= lo && cuts[q] <= hi) {
+				if (cuts[q] > lo)
+					raw[2 * k] = lo, raw[2 * k + 1] = cuts[q] - 1, k++;
+				lo = cuts[q] + 1;
+			}
+		}
+		if (lo <= hi)
+			raw[2 * k] = lo, raw[2 * k + 1] = hi, k++;
+	}
+	struct wk_gx *alts[40];
+	size_t na = 0;
+	if (k)
+		alts[na++] = wk_gx_class(b, raw, k, 0);
+	static const char *const shorts[] = { ['"'] = "\\\"", ['\\'] = "\\\\", ['\n'] = "\\n",
+					      ['\t'] = "\\t", ['\r'] = "\\r", ['\b'] = "\\b",
+					      ['\f'] = "\\f", ['/'] = "\\/" };
+	for (uint32_t c = 0; c < 0x60 && na < 38; c++) {
+		if (!in_ranges(r, m, c))
+			continue;
+		if (c < sizeof(shorts) / sizeof(shorts[0]) && shorts[c]) {
+			alts[na++] = wk_gx_str(b, shorts[c]);
+		} else if (c < 0x20) {
+			char e[8];
+			snprintf(e, sizeof(e), "\\u00%02x", c);
+			/* lower or upper hex digits */
+			struct wk_gx *h[6];
+			h[0] = wk_gx_lit(b, e, 4);
+			for (int q = 4; q < 6; q++) {
+				uint32_t lo = (uint32_t)e[q], up = lo >= 'a' ? lo - 32 : lo;
+				uint32_t rr[4] = { lo, lo, up, up };
+				h[q - 3] = wk_gx_class(b, rr, 2, 0);
+			}
+			alts[na++] = wk_gx_seq(b, h, 3);
+		}
+	}
+	return wk_gx_alt(b, alts, na);
+}
+
+/* ---- shared rules ------------------------------------------------------------------ */
+
+static uint32_t sc_rule(struct sc *c, uint32_t *slot, const char *name, struct wk_gx *(*make)(struct sc *))
+{
+	if (*slot)
+		return *slot - 1;
+	uint32_t r = wk_gram_rule(c->b, name, 1);
+	if (r == UINT32_MAX)
+		return r;
+	*slot = r + 1;
+	struct wk_gx *body = make(c);
+	if (!body)
+		return UINT32_MAX;
+	wk_gram_set_body(c->b, r, body);
+	return r;
+}
+
+static struct wk_gx *mk_ws(struct sc *c)
+{
+	struct wk_gram_b *b = c->b;
+	if (c->o.compact)
+		return wk_gx_empty(b);
+	uint32_t sp[4] = { ' ', ' ', '\t', '\t' };
+	return wk_gx_opt(b, wk_gx_alt2(b, wk_gx_str(b, " "),
+				       wk_gx_seq2(b, wk_gx_str(b, "\n"),
+						  wk_gx_rep(b, wk_gx_class(b, sp, 2, 0), 0, 20))));
+}
+
+static struct wk_gx *ws(struct sc *c)
+{
+	uint32_t r = sc_rule(c, &c->r_ws, "ws", mk_ws);
+	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
+}
+
+static struct wk_gx *mk_jchar(struct sc *c)
+{
+	struct wk_gram_b *b = c->b;
+	uint32_t r[6] = { 0, 0x1F, '"', '"', '\\', '\\' };
+	uint32_t hx[6] = { '0', '9', 'a', 'f', 'A', 'F' };
+	struct wk_gx *hex = wk_gx_class(b, hx, 3, 0);
+	struct wk_gx *esc = wk_gx_alt2(b, wk_gx_class(b, (const uint32_t[]){ '"', '"', '\\', '\\', '/', '/',
+									 'b', 'b', 'f', 'f', 'n', 'n',
+									 'r', 'r', 't', 't' }, 8, 0),
+				       wk_gx_seq2(b, wk_gx_str(b, "u"), wk_gx_rep(b, hex, 4, 4)));
+	return wk_gx_alt2(b, wk_gx_class(b, r, 3, 1), wk_gx_seq2(b, wk_gx_str(b, "\\"), esc));
+}
+
+static struct wk_gx *jchar(struct sc *c)
+{
+	uint32_t r = sc_rule(c, &c->r_jchar, "char", mk_jchar);
+	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
+}
+
+static struct wk_gx *mk_str(struct sc *c)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *k[3] = { wk_gx_str(b, "\""), wk_gx_rep(b, jchar(c), 0, WK_GRAM_INF), wk_gx_str(b, "\"") };
+	return wk_gx_seq(b, k, 3);
+}
+
+static struct wk_gx *any_string(struct sc *c)
+{
+	uint32_t r = sc_rule(c, &c->r_str, "string", mk_str);
+	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
+}
+
+static struct wk_gx *digits(struct wk_gram_b *b, uint32_t min)
+{
+	return wk_gx_rep(b, wk_gx_cp(b, '0', '9'), min, WK_GRAM_INF);
+}
+
+/* 0 | [1-9][0-9]* */
+static struct wk_gx *uint_any(struct wk_gram_b *b)
+{
+	return wk_gx_alt2(b, wk_gx_str(b, "0"), wk_gx_seq2(b, wk_gx_cp(b, '1', '9'), digits(b, 0)));
+}
+
+static struct wk_gx *frac_any(struct wk_gram_b *b)
+{
+	return wk_gx_seq2(b, wk_gx_str(b, "."), digits(b, 1));
+}
+
+static struct wk_gx *mk_int(struct sc *c)
+{
+	struct wk_gram_b *b = c->b;
+	return wk_gx_seq2(b, wk_gx_opt(b, wk_gx_str(b, "-")), uint_any(b));
+}
+
+static struct wk_gx *mk_num(struct sc *c)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *e = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_class(b, (const uint32_t[]){ 'e', 'e', 'E', 'E' }, 2, 0),
+							    wk_gx_opt(b, wk_gx_class(b, (const uint32_t[]){ '+', '+', '-', '-' }, 2, 0)),
+							    digits(b, 1) }, 3);
+	struct wk_gx *k[4] = { wk_gx_opt(b, wk_gx_str(b, "-")), uint_any(b), wk_gx_opt(b, frac_any(b)), wk_gx_opt(b, e) };
+	return wk_gx_seq(b, k, 4);
+}
+
+static struct wk_gx *mk_any(struct sc *c);
+
+struct wk_gx *wk_schema_any_value(struct sc *c)
+{
+	uint32_t r = sc_rule(c, &c->r_any, "value", mk_any);
+	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
+}
+
+/* "[" ws ( item ( ws "," ws item ){min-1,max-1} )? ws "]" */
+static struct wk_gx *array_of(struct sc *c, struct wk_gx *item, uint32_t min, uint32_t max)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *body;
+	if (max == 0) {
+		body = wk_gx_empty(b);
+	} else {
+		uint32_t rmin = min ? min - 1 : 0, rmax = max == WK_GRAM_INF ? WK_GRAM_INF : max - 1;
+		body = wk_gx_seq2(b, item, wk_gx_rep(b, wk_gx_seq2(b, sep, item), rmin, rmax));
+		if (min == 0)
+			body = wk_gx_opt(b, body);
+	}
+	struct wk_gx *k[5] = { wk_gx_str(b, "["), ws(c), body, ws(c), wk_gx_str(b, "]") };
+	return wk_gx_seq(b, k, 5);
+}
+
+/* "{" ws ( kv ( ws "," ws kv )* )? ws "}" with kv = string ws ":" ws value */
+static struct wk_gx *object_of(struct sc *c, struct wk_gx *key, struct wk_gx *value)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ key, ws(c), wk_gx_str(b, ":"), ws(c), value }, 5);
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *body = wk_gx_opt(b, wk_gx_seq2(b, kv, wk_gx_rep(b, wk_gx_seq2(b, sep, kv), 0, WK_GRAM_INF)));
+	struct wk_gx *k[5] = { wk_gx_str(b, "{"), ws(c), body, ws(c), wk_gx_str(b, "}") };
+	return wk_gx_seq(b, k, 5);
+}
+
+static struct wk_gx *mk_any(struct sc *c)
+{
+	struct wk_gram_b *b = c->b;
+	uint32_t self = c->r_any - 1;
+	uint32_t ri = sc_rule(c, &c->r_num, "number", mk_num);
+	if (ri == UINT32_MAX)
+		return NULL;
+	struct wk_gx *v = wk_gx_ref(b, self);
+	struct wk_gx *k[7] = { object_of(c, any_string(c), v), array_of(c, v, 0, WK_GRAM_INF), any_string(c),
+			       wk_gx_ref(b, ri), wk_gx_str(b, "true"), wk_gx_str(b, "false"), wk_gx_str(b, "null") };
+	return wk_gx_alt(b, k, 7);
+}
+
+/* ---- integer and number ranges ------------------------------------------------------ */
+
+/* n-digit strings between A and B (equal length, leading zeros allowed). */
+static struct wk_gx *fixed_range(struct wk_gram_b *b, const char *A, const char *B, size_t n)
+{
+	if (n == 0)
+		return wk_gx_empty(b);
+	if (memcmp(A, B, n) == 0)
+		return wk_gx_lit(b, A, n);
+	if (A[0] == B[0])
+		return wk_gx_seq2(b, wk_gx_lit(b, A, 1), fixed_range(b, A + 1, B + 1, n - 1));
+	int all0 = 1, all9 = 1;
+	for (size_t i = 1; i < n; i++) {
+		all0 &= A[i] == '0';
+		all9 &= B[i] == '9';
+	}
+	char nines[24], zeros[24];
+	memset(nines, '9', sizeof(nines));
+	memset(zeros, '0', sizeof(zeros));
+	struct wk_gx *k[3];
+	size_t nk = 0;
+	char lo = all0 ? A[0] : (char)(A[0] + 1), hi = all9 ? B[0] : (char)(B[0] - 1);
+	if (!all0)
+		k[nk++] = wk_gx_seq2(b, wk_gx_lit(b, A, 1), fixed_range(b, A + 1, nines, n - 1));
+	if (lo <= hi)
+		k[nk++] = wk_gx_seq2(b, wk_gx_cp(b, (uint32_t)lo, (uint32_t)hi),
+				     wk_gx_rep(b, wk_gx_cp(b, '0', '9'), (uint32_t)(n - 1), (uint32_t)(n - 1)));
+	if (!all9)
+		k[nk++] = wk_gx_seq2(b, wk_gx_lit(b, B, 1), fixed_range(b, zeros, B + 1, n - 1));
+	return wk_gx_alt(b, k, nk);
+}
+
+static int ndigits(uint64_t v)
+{
+	int d = 1;
+	while (v >= 10)
+		v /= 10, d++;
+	return d;
+}
+
+/* Decimal integers in [lo, hi] without leading zeros; has_hi 0: no bound. */
+static struct wk_gx *uint_range(struct wk_gram_b *b, uint64_t lo, uint64_t hi, int has_hi)
+{
+	if (has_hi && lo > hi)
+		return wk_gx_nothing(b);
+	int d0 = ndigits(lo), d1 = has_hi ? ndigits(hi) : d0;
+	struct wk_gx *alt = wk_gx_nothing(b);
+	uint64_t p = 1;
+	for (int i = 1; i < d0; i++)
+		p *= 10;
+	for (int d = d0; d <= d1; d++, p *= 10) {
+		uint64_t a = d == 1 ? 0 : p, top = d >= 20 ? UINT64_MAX : p * 10 - 1;
+		if (a < lo)
+			a = lo;
+		if (has_hi && top > hi)
+			top = hi;
+		if (a > top)
+			continue;
+		char A[64], B[64];
+		snprintf(A, sizeof(A), "%0*llu", d & 31, (unsigned long long)a);
+		snprintf(B, sizeof(B), "%0*llu", d & 31, (unsigned long long)top);
+		alt = wk_gx_alt2(b, alt, fixed_range(b, A, B, (size_t)d));
+		if (d >= 20)
+			break;
+	}
+	if (!has_hi && d0 < 20)
+		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_gx_cp(b, '1', '9'), digits(b, (uint32_t)d0)));
+	return alt;
+}
+
+struct bound {
+	int has;
+	int incl;
+	uint64_t v; /* magnitude */
+};
+
+/* Unsigned decimal text with value y: lo <(=) y <(=) hi (lo.has always). */
+static struct wk_gx *nonneg(struct wk_gram_b *b, struct bound lo, struct bound hi, int is_int)
+{
+	struct wk_gx *fany = is_int ? wk_gx_empty(b) : wk_gx_opt(b, frac_any(b));
+	struct wk_gx *fzero = is_int ? wk_gx_empty(b)
+				     : wk_gx_opt(b, wk_gx_seq2(b, wk_gx_str(b, "."), wk_gx_rep(b, wk_gx_str(b, "0"), 1, WK_GRAM_INF)));
+	struct wk_gx *fnz = is_int ? wk_gx_nothing(b)
+				   : wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "."), digits(b, 0), wk_gx_cp(b, '1', '9'), digits(b, 0) }, 4);
+	char s[24];
+	if (hi.has && (lo.v > hi.v || (lo.v == hi.v && !(lo.incl && hi.incl))))
+		return wk_gx_nothing(b);
+	if (hi.has && lo.v == hi.v) {
+		snprintf(s, sizeof(s), "%llu", (unsigned long long)lo.v);
+		return wk_gx_seq2(b, wk_gx_str(b, s), fzero);
+	}
+	snprintf(s, sizeof(s), "%llu", (unsigned long long)lo.v);
+	struct wk_gx *at_lo = wk_gx_seq2(b, wk_gx_str(b, s), lo.incl ? fany : fnz);
+	struct wk_gx *mid = wk_gx_nothing(b);
+	if (lo.v < UINT64_MAX && (!hi.has || lo.v + 1 <= hi.v - 1 + (hi.v == 0)))
+		if (!hi.has || (hi.v >= 1 && lo.v + 1 <= hi.v - 1))
+			mid = wk_gx_seq2(b, uint_range(b, lo.v + 1, hi.has ? hi.v - 1 : 0, hi.has), fany);
+	struct wk_gx *at_hi = wk_gx_nothing(b);
+	if (hi.has && hi.incl) {
+		snprintf(s, sizeof(s), "%llu", (unsigned long long)hi.v);
+		at_hi = wk_gx_seq2(b, wk_gx_str(b, s), fzero);
+	}
+	return wk_gx_alt(b, (struct wk_gx *[]){ at_lo, mid, at_hi }, 3);
+}
+
+/* A bound from the schema: integer-valued within 2^53, or refused. */
+static int read_bound(struct sc *c, const json_t *s, const char *key, double *v, int *has)
+{
+	const json_t *x = json_object_get(s, key);
+	*has = 0;
+	if (!x)
+		return 0;
+	if (json_is_boolean(x) && (!strcmp(key, "exclusiveMinimum") || !strcmp(key, "exclusiveMaximum")))
+		return 0; /* draft 4 flags, read by the caller */
+	if (!json_is_number(x)) {
+		wk_schema_fail(c, CM_EINVAL, "'%s': expected a number", key);
+		return -1;
+	}
+	*v = json_number_value(x);
+	*has = 1;
+	return 0;
+}
+
+struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
+{
+	struct wk_gram_b *b = c->b;
+	double mn = 0, mx = 0, xmn = 0, xmx = 0;
+	int hmn, hmx, hxmn, hxmx;
+	if (read_bound(c, s, "minimum", &mn, &hmn) || read_bound(c, s, "maximum", &mx, &hmx) ||
+	    read_bound(c, s, "exclusiveMinimum", &xmn, &hxmn) || read_bound(c, s, "exclusiveMaximum", &xmx, &hxmx))
+		return NULL;
+	/* draft 4: exclusiveMinimum: true makes minimum exclusive */
+	int lo_incl = 1, hi_incl = 1;
+	if (json_is_true(json_object_get(s, "exclusiveMinimum")))
+		lo_incl = 0;
+	if (json_is_true(json_object_get(s, "exclusiveMaximum")))
+		hi_incl = 0;
+	if (hxmn && (!hmn || xmn >= mn))
+		mn = xmn, hmn = 1, lo_incl = 0;
+	if (hxmx && (!hmx || xmx <= mx))
+		mx = xmx, hmx = 1, hi_incl = 0;
+	if (!hmn && !hmx) {
+		uint32_t r = is_int ? sc_rule(c, &c->r_int, "integer", mk_int) : sc_rule(c, &c->r_num, "number", mk_num);
+		return r == UINT32_MAX ? NULL : wk_gx_ref(b, r);
+	}
+	/* integers: a fractional bound rounds inward */
+	if (is_int) {
+		if (hmn && mn != floor(mn))
+			mn = ceil(mn), lo_incl = 1;
+		if (hmx && mx != floor(mx))
+			mx = floor(mx), hi_incl = 1;
+	}
+	const double lim = 9007199254740992.0;
+	if ((hmn && (mn != floor(mn) || fabs(mn) > lim)) || (hmx && (mx != floor(mx) || fabs(mx) > lim)))
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: a number bound that is not an integer (minimum/maximum)");
+	struct wk_gx *pos = wk_gx_nothing(b), *neg = wk_gx_nothing(b);
+	/* x >= 0 */
+	if (!hmx || mx >= 0) {
+		struct bound lo = { 1, 1, 0 }, hi = { hmx, hi_incl, hmx ? (uint64_t)mx : 0 };
+		if (hmn && mn >= 0)
+			lo = (struct bound){ 1, lo_incl, (uint64_t)mn };
+		if (hmx && mx == 0 && !hi_incl)
+			hi = (struct bound){ 1, 0, 0 };
+		pos = nonneg(b, lo, hi, is_int);
+	}
+	/* x < 0, written "-" y with y > 0 */
+	if (!hmn || mn < 0) {
+		struct bound lo = { 1, 0, 0 }, hi = { hmn, lo_incl, hmn ? (uint64_t)(-mn) : 0 };
+		if (hmx && mx < 0)
+			lo = (struct bound){ 1, hi_incl, (uint64_t)(-mx) };
+		neg = wk_gx_seq2(b, wk_gx_str(b, "-"), nonneg(b, lo, hi, is_int));
+	}
+	return wk_gx_alt2(b, pos, neg);
+}
+
+/* ---- strings ---------------------------------------------------------------------------- */
+
+static const char *format_regex(const char *f)
+{
+	static const struct {
+		const char *name, *re;
+	} F[] = {
+		{ "date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$" },
+		{ "time", "^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
+		{ "date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
+		{ "uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" },
+		{ "email", "^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$" },
+		{ "uri", "^[A-Za-z][A-Za-z0-9+.-]*:[^\\x00-\\x20\"<>\\\\^`{|}]*$" },
+		{ "ipv4", "^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$" },
+		{ "hostname", "^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$" },
+	};
+	for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++)
+		if (!strcmp(F[i].name, f))
+			return F[i].re;
+	return NULL;
+}
+
+static int get_count(struct sc *c, const json_t *s, const char *key, uint32_t *v, uint32_t dflt)
+{
+	const json_t *x = json_object_get(s, key);
+	*v = dflt;
+	if (!x)
+		return 0;
+	double d = json_number_value(x);
+	if (!json_is_number(x) || d < 0 || d != floor(d)) {
+		wk_schema_fail(c, CM_EINVAL, "'%s': expected a non-negative integer", key);
+		return -1;
+	}
+	*v = d > 100000 ? 100000 : (uint32_t)d;
+	return 0;
+}
+
+struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
+{
+	struct wk_gram_b *b = c->b;
+	uint32_t mn, mx;
+	if (get_count(c, s, "minLength", &mn, 0) || get_count(c, s, "maxLength", &mx, WK_GRAM_INF))
+		return NULL;
+	const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+	const char *re = NULL;
+	if (pat) {
+		if (!json_is_string(pat))
+			return wk_schema_fail(c, CM_EINVAL, "%s", "'pattern': expected a string");
+		re = json_string_value(pat);
+	}
+	if (fmt && json_is_string(fmt)) {
+		const char *fr = format_regex(json_string_value(fmt));
+		if (fr && re)
+			return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: 'format' together with 'pattern'");
+		if (fr)
+			re = fr;
+	}
+	if (!re && mn == 0 && mx == WK_GRAM_INF)
+		return any_string(c);
+	/* one named rule per distinct constraint: equal constraints share it
+	 * (and so share their cached masks) */
+	char sig[96];
+	snprintf(sig, sizeof(sig), "%u,%u,", mn, mx);
+	char *key = cm_malloc(strlen(sig) + (re ? strlen(re) : 0) + 1);
+	if (!key)
+		return wk_schema_oom(c);
+	strcpy(key, sig);
+	if (re)
+		strcat(key, re);
+	json_t *hit = json_object_get(c->strings, key);
+	if (hit) {
+		cm_free(key);
+		return wk_gx_ref(b, (uint32_t)json_integer_value(hit));
+	}
+	uint32_t rule = wk_gram_rule(b, "string", 1);
+	if (rule == UINT32_MAX || json_object_set_new(c->strings, key, json_integer(rule))) {
+		cm_free(key);
+		return wk_schema_oom(c);
+	}
+	cm_free(key);
+	struct wk_gx *body;
+	if (re) {
+		if (mn != 0 || mx != WK_GRAM_INF)
+			return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: 'pattern' or 'format' together with minLength/maxLength");
+		char e[256];
+		enum cm_status st = wk_regex_compile(b, re, strlen(re), json_class, NULL, &body, e, sizeof(e));
+		if (st != CM_OK)
+			return wk_schema_fail(c, st == CM_EINVAL ? CM_EUNSUPPORTED : st, "%s", e);
+	} else {
+		body = wk_gx_rep(b, jchar(c), mn, mx);
+	}
+	struct wk_gx *str = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "\""), body, wk_gx_str(b, "\"") }, 3);
+	if (!str)
+		return wk_schema_oom(c);
+	wk_gram_set_body(b, rule, str);
+	return wk_gx_ref(b, rule);
+}
+
+/* ---- canonical JSON text of a value (enum, const, property names) ---------------------- */
+
+struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v)
+{
+	char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+	if (!t)
+		return wk_schema_oom(c);
+	struct wk_gx *x = wk_gx_str(c->b, t);
+	free(t);
+	return x;
+}
+
+static struct wk_gx *key_literal(struct sc *c, const char *k)
+{
+	json_t *s = json_string(k);
+	if (!s)
+		return wk_schema_oom(c);
+	struct wk_gx *x = wk_schema_literal(c, s);
+	json_decref(s);
+	return x;
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+
+/* String content (and the closing quote) for names not in keys[lo..hi) that
+ * share the first `depth` code points; keys are sorted code point arrays. */
+struct keyset {
+	uint32_t **cps;
+	size_t *lens;
+	size_t n;
+};
+
+static struct wk_gx *key_trie(struct sc *c, const struct keyset *ks, size_t lo, size_t hi, size_t depth)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *alt = wk_gx_nothing(b);
+	int terminal = 0;
+	uint32_t kids[2 * 256];
+	size_t nk = 0;
+	size_t i = lo;
+	while (i < hi) {
+		if (ks->lens[i] == depth) {
+			terminal = 1;
+			i++;
+			continue;
+		}
+		uint32_t ch = ks->cps[i][depth];
+		size_t j = i;
+		while (j < hi && ks->lens[j] > depth && ks->cps[j][depth] == ch)
+			j++;
+		if (nk < 256) {
+			kids[2 * nk] = kids[2 * nk + 1] = ch;
+			nk++;
+		} else {
+			return wk_schema_fail(c, CM_ELIMIT, "%s", "too many property names sharing a prefix");
+		}
+		uint32_t one[2] = { ch, ch };
+		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, json_class(NULL, b, one, 1, 0), key_trie(c, ks, i, j, depth + 1)));
+		i = j;
+	}
+	if (!terminal)
+		alt = wk_gx_alt2(b, alt, wk_gx_str(b, "\""));
+	struct wk_gx *free_rest = wk_gx_seq2(b, wk_gx_rep(b, jchar(c), 0, WK_GRAM_INF), wk_gx_str(b, "\""));
+	return wk_gx_alt2(b, alt, wk_gx_seq2(b, json_class(NULL, b, kids, nk, 1), free_rest));
+}
+
+/* A property name (with quotes) that is none of names[0..n). */
+static struct wk_gx *other_key(struct sc *c, const char *const *names, size_t n)
+{
+	if (n == 0)
+		return any_string(c);
+	struct keyset ks = { .n = n };
+	ks.cps = cm_calloc(n, sizeof(*ks.cps));
+	ks.lens = cm_calloc(n, sizeof(*ks.lens));
+	struct wk_gx *x = NULL;
+	if (!ks.cps || !ks.lens)
+		goto out;
+	/* code points of each name, then sort the names (selection by first
+	 * differing code point: simple insertion sort, n is small) */
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(names[i]), m = 0;
+		ks.cps[i] = cm_calloc(len + 1, sizeof(uint32_t));
+		if (!ks.cps[i])
+			goto out;
+		for (size_t p = 0; p < len;) {
+			uint32_t cp;
+			int k = cm_utf8_decode((const uint8_t *)names[i] + p, len - p, &cp);
+			if (k <= 0)
+				k = 1;
+			ks.cps[i][m++] = cp;
+			p += (size_t)k;
+		}
+		ks.lens[i] = m;
+	}
+	for (size_t i = 1; i < n; i++) {
+		for (size_t j = i; j > 0; j--) {
+			size_t la = ks.lens[j - 1], lb = ks.lens[j], l = la < lb ? la : lb, q = 0;
+			while (q < l && ks.cps[j - 1][q] == ks.cps[j][q])
+				q++;
+			int gt = q < l ? ks.cps[j - 1][q] > ks.cps[j][q] : la > lb;
+			if (!gt)
+				break;
+			uint32_t *tc = ks.cps[j];
+			ks.cps[j] = ks.cps[j - 1];
+			ks.cps[j - 1] = tc;
+			size_t tl = ks.lens[j];
+			ks.lens[j] = ks.lens[j - 1];
+			ks.lens[j - 1] = tl;
+		}
+	}
+	x = wk_gx_seq2(c->b, wk_gx_str(c->b, "\""), key_trie(c, &ks, 0, n, 0));
+out:
+	if (ks.cps)
+		for (size_t i = 0; i < n; i++)
+			cm_free(ks.cps[i]);
+	cm_free(ks.cps);
+	cm_free(ks.lens);
+	return x ? x : wk_schema_oom(c);
+}
+
+struct prop {
+	const char *name;
+	const json_t *schema;
+	int required;
+};
+
+struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
+{
+	struct wk_gram_b *b = c->b;
+	const json_t *props = json_object_get(s, "properties");
+	const json_t *req = json_object_get(s, "required");
+	const json_t *addl = json_object_get(s, "additionalProperties");
+	if (props && !json_is_object(props))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'properties': expected an object");
+	if (req && !json_is_array(req))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'required': expected an array");
+	size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
+	struct prop *p = cm_calloc(np + nr + 1, sizeof(*p));
+	const char **names = cm_calloc(np + nr + 1, sizeof(char *));
+	uint32_t *rules = NULL;
+	struct wk_gx *out = NULL;
+	size_t n = 0;
+	if (!p || !names)
+		goto oom;
+	const char *key;
+	json_t *val;
+	if (props)
+		json_object_foreach((json_t *)props, key, val) {
+			p[n].name = key;
+			p[n].schema = val;
+			n++;
+		}
+	for (size_t i = 0; i < nr; i++) {
+		const json_t *r = json_array_get(req, i);
+		if (!json_is_string(r)) {
+			wk_schema_fail(c, CM_EINVAL, "%s", "'required': expected an array of strings");
+			goto out;
+		}
+		size_t j = 0;
+		while (j < n && strcmp(p[j].name, json_string_value(r)))
+			j++;
+		if (j == n) { /* required but not listed: its value follows additionalProperties */
+			p[n].name = json_string_value(r);
+			p[n].schema = addl ? addl : json_true();
+			n++;
+		}
+		p[j].required = 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		names[i] = p[i].name;
+	int extras = !json_is_false(addl);
+	/* R(i, any) = rules[2 i + any] */
+	rules = cm_calloc(2 * (n + 1), sizeof(uint32_t));
+	if (!rules)
+		goto oom;
+	for (size_t i = 0; i < 2 * (n + 1); i++)
+		if ((rules[i] = wk_gram_rule(b, "", 0)) == UINT32_MAX)
+			goto oom;
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *xkv = NULL;
+	if (extras) {
+		struct wk_gx *xv = addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties") : wk_schema_any_value(c);
+		xkv = wk_gx_seq(b, (struct wk_gx *[]){ other_key(c, names, n), ws(c), wk_gx_str(b, ":"), ws(c), xv }, 5);
+	}
+	for (size_t i = n + 1; i-- > 0;) {
+		for (int any = 0; any < 2; any++) {
+			struct wk_gx *body;
+			if (i == n) {
+				if (!extras)
+					body = wk_gx_empty(b);
+				else if (any)
+					body = wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF);
+				else
+					body = wk_gx_opt(b, wk_gx_seq2(b, xkv, wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF)));
+			} else {
+				char seg[300];
+				snprintf(seg, sizeof(seg), "properties/%.250s", p[i].name);
+				struct wk_gx *v = wk_schema_node(c, p[i].schema, seg);
+				if (!v)
+					goto out;
+				struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ key_literal(c, p[i].name), ws(c), wk_gx_str(b, ":"), ws(c), v }, 5);
+				struct wk_gx *with = wk_gx_seq(b, (struct wk_gx *[]){ any ? sep : wk_gx_empty(b), kv, wk_gx_ref(b, rules[2 * (i + 1) + 1]) }, 3);
+				body = p[i].required ? with : wk_gx_alt2(b, with, wk_gx_ref(b, rules[2 * (i + 1) + (size_t)any]));
+			}
+			if (!body)
+				goto oom;
+			wk_gram_set_body(b, rules[2 * i + (size_t)any], body);
+		}
+	}
+	out = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "{"), ws(c), wk_gx_ref(b, rules[0]), ws(c), wk_gx_str(b, "}") }, 5);
+	if (!out)
+		goto oom;
+	goto out;
+oom:
+	out = wk_schema_oom(c);
+out:
+	cm_free(p);
+	cm_free(names);
+	cm_free(rules);
+	return c->st == CM_OK ? out : NULL;
+}
+
+/* ---- arrays -------------------------------------------------------------------------------- */
+
+struct wk_gx *wk_schema_array(struct sc *c, const json_t *s)
+{
+	struct wk_gram_b *b = c->b;
+	uint32_t mn, mx;
+	if (get_count(c, s, "minItems", &mn, 0) || get_count(c, s, "maxItems", &mx, WK_GRAM_INF))
+		return NULL;
+	const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
+	const json_t *rest = NULL;
+	if (json_is_array(items)) {
+		prefix = items;
+		rest = json_object_get(s, "additionalItems");
+	} else {
+		rest = items;
+	}
+	if (prefix && !json_is_array(prefix))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'prefixItems': expected an array");
+	size_t k = prefix ? json_array_size(prefix) : 0;
+	if (mx != WK_GRAM_INF && mn > mx)
+		return wk_gx_nothing(b);
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *r = NULL;
+	int rest_ok = !json_is_false(rest);
+	if (rest_ok)
+		r = rest && !json_is_true(rest) ? wk_schema_node(c, rest, json_is_array(items) ? "additionalItems" : "items") : wk_schema_any_value(c);
+	if (rest_ok && !r)
+		return NULL;
+	if (k == 0 && rest_ok)
+		return array_of(c, r, mn, mx);
+	/* the tail after j items, built from the end */
+	struct wk_gx *tail;
+	uint32_t rmin = mn > k ? mn - (uint32_t)k : 0;
+	uint32_t rmax = mx == WK_GRAM_INF ? WK_GRAM_INF : (mx > k ? mx - (uint32_t)k : 0);
+	if (!rest_ok || rmax == 0)
+		tail = rmin ? wk_gx_nothing(b) : wk_gx_empty(b);
+	else if (k == 0)
+		tail = wk_gx_empty(b); /* handled above */
+	else
+		tail = wk_gx_rep(b, wk_gx_seq2(b, sep, r), rmin, rmax);
+	for (size_t j = k; j-- > 0;) {
+		if (mx != WK_GRAM_INF && j >= mx) {
+			tail = wk_gx_empty(b);
+			continue;
+		}
+		char seg[48];
+		snprintf(seg, sizeof(seg), "prefixItems/%zu", j);
+		struct wk_gx *e = wk_schema_node(c, json_array_get(prefix, j), seg);
+		if (!e)
+			return NULL;
+		struct wk_gx *step = wk_gx_seq(b, (struct wk_gx *[]){ j ? sep : wk_gx_empty(b), e, tail }, 3);
+		tail = j < mn ? step : wk_gx_opt(b, step);
+	}
+	return wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "["), ws(c), tail, ws(c), wk_gx_str(b, "]") }, 5);
+}
+
