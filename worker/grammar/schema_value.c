@@ -458,9 +458,9 @@ static const char *format_regex(const char *f)
 	static const struct {
 		const char *name, *re;
 	} F[] = {
-		{ "date", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$" },
+		{ "date", "^([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)$" },
 		{ "time", "^([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
-		{ "date-time", "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
+		{ "date-time", "^([0-9]{4}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$" },
 		{ "uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$" },
 		{ "email", "^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$" },
 		{ "uri", "^[A-Za-z][A-Za-z0-9+.-]*:[^\\x00-\\x20\"<>\\\\^`{|}]*$" },
@@ -502,6 +502,14 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		re = json_string_value(pat);
 	}
 	if (fmt && json_is_string(fmt)) {
+		/* formats of the JSON Schema vocabulary that validators check and
+		 * we do not enforce are refused; other names are annotations */
+		static const char *const REFUSED[] = { "regex", "iri", "iri-reference", "uri-reference",
+						      "idn-email", "idn-hostname", "ipv6", "json-pointer",
+						      "relative-json-pointer", "uri-template", "duration" };
+		for (size_t i = 0; i < sizeof(REFUSED) / sizeof(REFUSED[0]); i++)
+			if (!strcmp(json_string_value(fmt), REFUSED[i]))
+				return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported format '%s'", REFUSED[i]);
 		const char *fr = format_regex(json_string_value(fmt));
 		if (fr && re)
 			return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: 'format' together with 'pattern'");
