@@ -152,7 +152,7 @@ static long feed(struct run *r, struct wk_gm *m, struct wk_mask *k, const int32_
 static void one_file(struct run *r, const char *path)
 {
 	json_error_t je;
-	json_t *doc = json_load_file(path, JSON_DECODE_ANY, &je);
+	json_t *doc = json_load_file(path, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 	struct group *g = group_of(r, path);
 	struct wk_gram_b *b = NULL;
 	struct wk_gram *gram = NULL;

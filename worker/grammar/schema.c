@@ -134,6 +134,23 @@ static int is_annotation(const char *k)
 	return 0;
 }
 
+/* Keywords that constrain instances (the rest are annotations). */
+static int is_assertion(const char *k)
+{
+	static const char *const A[] = { "type", "enum", "const", "properties", "required",
+					 "additionalProperties", "items", "prefixItems", "additionalItems",
+					 "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
+					 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf",
+					 "oneOf", "allOf", "$ref" };
+	for (size_t i = 0; i < sizeof(A) / sizeof(A[0]); i++)
+		if (!strcmp(A[i], k))
+			return 1;
+	for (size_t i = 0; i < sizeof(UNSUPPORTED) / sizeof(UNSUPPORTED[0]); i++)
+		if (!strcmp(UNSUPPORTED[i], k))
+			return 1;
+	return 0;
+}
+
 /* Type bits: null 1, boolean 2, object 4, array 8, string 16, integer 32, number 64 (non-integer). */
 #define T_ALL 127u
 
@@ -298,8 +315,8 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 		json_t *m = all_of2(c, old, v);
 		return !m || json_object_set(acc, k, m) ? (wk_schema_oom(c), -1) : 0;
 	}
-	if (is_annotation(k) && strcmp(k, "format"))
-		return 0;
+	if ((is_annotation(k) && strcmp(k, "format")) || !is_assertion(k))
+		return 0; /* annotations and unknown keywords: the first one stays */
 	wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported: allOf branches that disagree on '%s'", k);
 	return -1;
 }
