@@ -434,6 +434,79 @@ static int has_assertions(const json_t *s, const char *skip1, const char *skip2)
 	return 0;
 }
 
+/* s with a leading local $ref followed (no siblings considered), or s. */
+static const json_t *deref(struct sc *c, const json_t *s)
+{
+	for (int i = 0; i < 8 && json_is_object(s); i++) {
+		const json_t *r = json_object_get(s, "$ref");
+		if (!json_is_string(r))
+			break;
+		enum cm_status save = c->st;
+		const json_t *t = resolve_ref(c, json_string_value(r));
+		c->st = save;
+		if (!t)
+			break;
+		s = t;
+	}
+	return s;
+}
+
+/* The values a schema allows when it lists them (enum / const), or NULL. */
+static json_t *value_set(const json_t *s)
+{
+	const json_t *co = json_object_get(s, "const"), *en = json_object_get(s, "enum");
+	if (co)
+		return json_pack("[O]", co);
+	if (json_is_array(en))
+		return json_incref((json_t *)en);
+	return NULL;
+}
+
+/* 1 when no JSON value matches both a and b (a sound, partial test). */
+static int disjoint(struct sc *c, const json_t *a, const json_t *b, int depth)
+{
+	a = deref(c, a);
+	b = deref(c, b);
+	if (depth > 4 || !json_is_object(a) || !json_is_object(b))
+		return json_is_false(a) || json_is_false(b);
+	unsigned ta = schema_types(c, a, 0), tb = schema_types(c, b, 0);
+	if (!(ta & tb))
+		return 1;
+	json_t *va = value_set(a), *vb = value_set(b);
+	int none_common = -1;
+	if (va && vb) {
+		none_common = 1;
+		for (size_t i = 0; i < json_array_size(va) && none_common; i++)
+			for (size_t j = 0; j < json_array_size(vb); j++)
+				if (json_equal(json_array_get(va, i), json_array_get(vb, j))) {
+					none_common = 0;
+					break;
+				}
+	}
+	json_decref(va);
+	json_decref(vb);
+	if (none_common == 1)
+		return 1;
+	/* objects only: a property both require, with disjoint schemas */
+	if ((ta & tb) == 4) {
+		const json_t *ra = json_object_get(a, "required"), *rb = json_object_get(b, "required");
+		const json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
+		for (size_t i = 0; i < json_array_size(ra); i++) {
+			const json_t *k = json_array_get(ra, i);
+			int in_b = 0;
+			for (size_t j = 0; j < json_array_size(rb); j++)
+				in_b |= json_equal((json_t *)k, json_array_get(rb, j));
+			if (!in_b || !json_is_string(k))
+				continue;
+			const json_t *sa = pa ? json_object_get(pa, json_string_value(k)) : NULL;
+			const json_t *sb = pb ? json_object_get(pb, json_string_value(k)) : NULL;
+			if (sa && sb && disjoint(c, sa, sb, depth + 1))
+				return 1;
+		}
+	}
+	return 0;
+}
+
 static struct wk_gx *alternatives(struct sc *c, const json_t *s, const char *kw)
 {
 	struct wk_gram_b *b = c->b;
@@ -444,7 +517,7 @@ static struct wk_gx *alternatives(struct sc *c, const json_t *s, const char *kw)
 	if (!strcmp(kw, "oneOf")) {
 		for (size_t i = 0; i < n; i++)
 			for (size_t j = i + 1; j < n; j++)
-				if (schema_types(c, json_array_get(list, i), 0) & schema_types(c, json_array_get(list, j), 0))
+				if (!disjoint(c, json_array_get(list, i), json_array_get(list, j), 0))
 					return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: oneOf whose branches can match the same type");
 	}
 	json_t *sib = NULL;
