@@ -85,7 +85,7 @@ static int check_keywords(struct sc *c, const json_t *s)
 }
 
 /* "#", "#/a/b" (JSON Pointer, ~0 ~1 and %-escapes not decoded beyond ~). */
-static const json_t *resolve_ref(struct sc *c, const char *ref)
+const json_t *wk_schema_resolve(struct sc *c, const char *ref)
 {
 	if (ref[0] != '#')
 		return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported $ref '%.200s': only local references (#...)", ref) ? NULL : NULL;
@@ -207,7 +207,7 @@ static unsigned schema_types(struct sc *c, const json_t *s, int depth)
 	const json_t *ref = json_object_get(s, "$ref");
 	if (json_is_string(ref) && json_string_value(ref)[0] == '#') {
 		int save = c->st;
-		const json_t *tg = resolve_ref(c, json_string_value(ref));
+		const json_t *tg = wk_schema_resolve(c, json_string_value(ref));
 		c->st = save;
 		if (tg)
 			t &= schema_types(c, tg, depth + 1);
@@ -374,7 +374,7 @@ static int merge_into(struct sc *c, json_t *acc, const json_t *s, int depth)
 	if (ref) {
 		if (!json_is_string(ref))
 			return wk_schema_fail(c, CM_EINVAL, "%s", "'$ref': expected a string"), -1;
-		const json_t *t = resolve_ref(c, json_string_value(ref));
+		const json_t *t = wk_schema_resolve(c, json_string_value(ref));
 		if (!t || merge_into(c, acc, t, depth + 1) < 0)
 			return -1;
 	}
@@ -442,7 +442,7 @@ static const json_t *deref(struct sc *c, const json_t *s)
 		if (!json_is_string(r))
 			break;
 		enum cm_status save = c->st;
-		const json_t *t = resolve_ref(c, json_string_value(r));
+		const json_t *t = wk_schema_resolve(c, json_string_value(r));
 		c->st = save;
 		if (!t)
 			break;
@@ -554,6 +554,34 @@ static struct wk_gx *sc_body(struct sc *c, const json_t *s)
 		return wk_gx_nothing(b);
 	if (!json_is_object(s))
 		return wk_schema_fail(c, CM_EINVAL, "%s", "expected a schema (an object or a boolean)");
+	/* listed values (own, or an allOf branch's): exactly those that validate */
+	const json_t *cands = NULL;
+	if (json_object_get(s, "enum") || json_object_get(s, "const")) {
+		cands = s;
+	} else {
+		const json_t *all = json_object_get(s, "allOf");
+		for (size_t i = 0; i < json_array_size(all) && !cands; i++) {
+			const json_t *br = json_array_get(all, i);
+			if (json_is_object(br) && (json_object_get(br, "enum") || json_object_get(br, "const")))
+				cands = br;
+		}
+	}
+	if (cands) {
+		const json_t *co = json_object_get(cands, "const"), *en = json_object_get(cands, "enum");
+		size_t n = co ? 1 : json_array_size(en);
+		struct wk_gx *alt = wk_gx_nothing(b);
+		int unknown = 0;
+		for (size_t i = 0; i < n && !unknown; i++) {
+			const json_t *v = co ? co : json_array_get(en, i);
+			int e = wk_schema_eval(c, s, v);
+			if (e < 0)
+				unknown = 1;
+			else if (e)
+				alt = wk_gx_alt2(b, alt, wk_schema_literal(c, v));
+		}
+		if (!unknown)
+			return alt ? alt : wk_schema_oom(c);
+	}
 	const json_t *ref = json_object_get(s, "$ref");
 	if (json_object_get(s, "allOf") || (ref && has_assertions(s, "$ref", ""))) {
 		json_t *m = own(c, json_object());
@@ -564,7 +592,7 @@ static struct wk_gx *sc_body(struct sc *c, const json_t *s)
 	if (ref) {
 		if (!json_is_string(ref))
 			return wk_schema_fail(c, CM_EINVAL, "%s", "'$ref': expected a string");
-		const json_t *t = resolve_ref(c, json_string_value(ref));
+		const json_t *t = wk_schema_resolve(c, json_string_value(ref));
 		return t ? wk_schema_node(c, t, "$ref") : NULL;
 	}
 	if (check_keywords(c, s))

@@ -35,6 +35,13 @@ struct wk_gx *wk_schema_oom(struct sc *c);
 /* The named rule of schema node s (memoised), as a reference. */
 struct wk_gx *wk_schema_node(struct sc *c, const json_t *s, const char *seg);
 
+/* The node a local "$ref" names (error set when none). */
+const json_t *wk_schema_resolve(struct sc *c, const char *ref);
+
+/* schema_eval.c: 1 when v validates against s, 0 when not, -1 when s uses
+ * something the evaluator does not decide (the caller then refuses). */
+int wk_schema_eval(struct sc *c, const json_t *s, const json_t *v);
+
 /* schema_value.c: the pieces, for the keywords of node s */
 struct wk_gx *wk_schema_any_value(struct sc *c);
 struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v);

@@ -299,6 +299,20 @@ static void test_arrays_enums_combinators(void **state)
 	assert_true(matches(f.m, "{\"a\":5}"));
 	assert_false(matches(f.m, "{\"a\":4}"));
 	fx_free(&f);
+	/* listed values are filtered by evaluating the whole schema */
+	assert_int_equal(schema(&f, "{\"allOf\":[{\"enum\":[1,2,3,4,6]},{\"not\":{\"multipleOf\":2}}]}"), CM_OK);
+	assert_true(matches(f.m, "1"));
+	assert_true(matches(f.m, "3"));
+	assert_false(matches(f.m, "2"));
+	assert_false(matches(f.m, "6"));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"enum\":[\"a\",\"bb\",[1,1]],\"not\":{\"maxLength\":1},\"uniqueItems\":true}"), CM_OK);
+	assert_true(matches(f.m, "\"bb\""));
+	assert_false(matches(f.m, "\"a\""));
+	assert_false(matches(f.m, "[1,1]"));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"enum\":[1],\"not\":{\"enum\":[1.0]}}"), CM_EINVAL);
+	assert_non_null(strstr(f.err, "unsatisfiable"));
 	assert_int_equal(schema(&f, "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":2}]}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "oneOf"));
 	assert_int_equal(schema(&f, "{\"properties\":{\"a\":{\"not\":{\"type\":\"string\"}}}}"), CM_EUNSUPPORTED);
