@@ -5,14 +5,15 @@
  * fine, crashes, leaks and unbounded work are not); when it compiles, the
  * text is fed to the matcher byte by byte and a mask over a small
  * vocabulary is computed at every step and checked against the matcher.
- * The first input byte also picks a pattern-only run (the text is an
- * ECMAScript pattern), which fuzzes regex.c on its own.
+ * A first byte '/' makes the first part an ECMAScript pattern (regex.c),
+ * '=' a grammar in the text format (gbnf.c).
  */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "worker/grammar/gbnf.h"
 #include "worker/grammar/mask.h"
 #include "worker/grammar/regex.h"
 #include "worker/grammar/schema.h"
@@ -66,7 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t root = 0;
 	enum cm_status st;
 	json_t *s = NULL;
-	if (slen && data[0] == '/') { /* "/pattern" */
+	if (slen && data[0] == '=') { /* "=gbnf text" */
+		st = wk_gbnf_parse(b, (const char *)data + 1, slen - 1, &root, err, sizeof(err));
+	} else if (slen && data[0] == '/') { /* "/pattern" */
 		struct wk_gx *x = NULL;
 		root = wk_gram_rule(b, "root", 1);
 		st = wk_regex_compile(b, (const char *)data + 1, slen - 1, raw, NULL, &x, err, sizeof(err));

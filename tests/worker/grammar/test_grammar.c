@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "worker/grammar/gbnf.h"
 #include "worker/grammar/mask.h"
 #include "worker/grammar/regex.h"
 #include "worker/grammar/schema.h"
@@ -342,6 +343,56 @@ static void test_formats(void **state)
 	fx_free(&f);
 }
 
+/* ---- the grammar text format ------------------------------------------------------ */
+
+static enum cm_status gbnf(struct fx *f, const char *text)
+{
+	struct wk_gram_b *b = wk_gram_b_new(NULL);
+	uint32_t root = 0;
+	enum cm_status st = wk_gbnf_parse(b, text, strlen(text), &root, f->err, sizeof(f->err));
+	if (st == CM_OK)
+		st = wk_gram_build(b, root, &f->g, f->err, sizeof(f->err));
+	if (st == CM_OK)
+		assert_non_null(f->m = wk_gm_new(f->g, NULL));
+	wk_gram_b_free(b);
+	return st;
+}
+
+static void test_gbnf(void **state)
+{
+	(void)state;
+	struct fx f = { 0 };
+	assert_int_equal(gbnf(&f, "# a list of pairs\n"
+				  "root   ::= \"{\" ws pair (\",\" ws pair)* \"}\"\n"
+				  "pair   ::= [a-z_]+ \":\" ws ( \"true\" | \"false\" | num )\n"
+				  "num    ::= \"-\"? [0-9]{1,3} (\".\" [0-9]+)?\n"
+				  "ws     ::= [ \\t\\n]*\n"), CM_OK);
+	assert_true(matches(f.m, "{a: true, b_c:-12.5}"));
+	assert_false(matches(f.m, "{a: 1234}"));
+	assert_false(matches(f.m, "{A: true}"));
+	fx_free(&f);
+	/* alternatives on continuation lines, escapes, any character */
+	assert_int_equal(gbnf(&f, "root ::= \"\\u00e9\" . x\n  | \"\\x41\"\nx ::= [^\\]\\n]"), CM_OK);
+	assert_true(matches(f.m, "\xc3\xa9\xe2\x82\xacz"));
+	assert_true(matches(f.m, "A"));
+	assert_false(matches(f.m, "\xc3\xa9" "a]"));
+	fx_free(&f);
+	assert_int_equal(gbnf(&f, "root ::= a\na ::= \"x\" b\n"), CM_EINVAL);
+	assert_non_null(strstr(f.err, "line 2, column 11: rule 'b' is used but not defined"));
+	assert_int_equal(gbnf(&f, "root ::= \"x\"\nfoo := \"y\""), CM_EINVAL);
+	assert_non_null(strstr(f.err, "line 2, column 5: expected a literal"));
+	assert_int_equal(gbnf(&f, "root ::= (\"x\" | \"y\""), CM_EINVAL);
+	assert_non_null(strstr(f.err, "unclosed '('"));
+	assert_int_equal(gbnf(&f, "root ::= \"x\"{3,2}"), CM_EINVAL);
+	assert_non_null(strstr(f.err, "n < m"));
+	assert_int_equal(gbnf(&f, "start ::= \"x\""), CM_EINVAL);
+	assert_non_null(strstr(f.err, "no 'root' rule"));
+	assert_int_equal(gbnf(&f, "root ::= root \"x\" | \"y\""), CM_EINVAL);
+	assert_non_null(strstr(f.err, "left recursion"));
+	assert_int_equal(gbnf(&f, "root ::= \"abc"), CM_EINVAL);
+	assert_non_null(strstr(f.err, "line 1, column 10: unterminated string literal"));
+}
+
 /* ---- masks against the matcher ---------------------------------------------------- */
 
 static const char *const PIECES[] = {
@@ -428,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_objects),
 		cmocka_unit_test(test_arrays_enums_combinators),
 		cmocka_unit_test(test_formats),
+		cmocka_unit_test(test_gbnf),
 		cmocka_unit_test(test_mask_matches_matcher),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
