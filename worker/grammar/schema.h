@@ -10,8 +10,8 @@
  * additionalItems, minItems, maxItems; minLength, maxLength, pattern
  * (regex.h), format (date, time, date-time, uuid, email, uri, ipv4,
  * hostname; other formats are annotations); minimum, maximum,
- * exclusiveMinimum, exclusiveMaximum with integer bounds (numbers: bounds
- * then exclude exponents); anyOf, oneOf (only when its branches cannot both
+ * exclusiveMinimum, exclusiveMaximum (integer and fractional bounds, exact;
+ * bounded numbers are written without exponent); anyOf, oneOf (only when its branches cannot both
  * match: their JSON types are disjoint), allOf (merged into one schema);
  * local $ref ("#", "#/definitions/...", "#/$defs/...", JSON Pointer),
  * recursive.  Keywords that assert something we cannot enforce are refused

@@ -349,8 +349,60 @@ static struct wk_gx *uint_range(struct wk_gram_b *b, uint64_t lo, uint64_t hi, i
 struct bound {
 	int has;
 	int incl;
-	uint64_t v; /* magnitude */
+	uint64_t v;     /* integer part of the magnitude */
+	char frac[24];  /* its fraction digits, no trailing zeros ("" = none) */
 };
+
+/* Digit strings S (after the '.') with 0.S >= 0.D (> when !incl); D != "". */
+static struct wk_gx *frac_ge(struct wk_gram_b *b, const char *D, int incl)
+{
+	struct wk_gx *nz = wk_gx_seq(b, (struct wk_gx *[]){ digits(b, 0), wk_gx_cp(b, '1', '9'), digits(b, 0) }, 3);
+	uint32_t d = (uint32_t)(uint8_t)D[0];
+	struct wk_gx *above = d < '9' ? wk_gx_seq2(b, wk_gx_cp(b, d + 1, '9'), digits(b, 0)) : wk_gx_nothing(b);
+	struct wk_gx *tail = D[1] ? frac_ge(b, D + 1, incl) : (incl ? digits(b, 0) : nz);
+	return wk_gx_alt2(b, above, wk_gx_seq2(b, wk_gx_lit(b, D, 1), tail));
+}
+
+/* Digit strings S with 0.S <= 0.D (< when !incl); D != "". */
+static struct wk_gx *frac_le(struct wk_gram_b *b, const char *D, int incl)
+{
+	uint32_t d = (uint32_t)(uint8_t)D[0];
+	struct wk_gx *below = d > '0' ? wk_gx_seq2(b, wk_gx_cp(b, '0', d - 1), digits(b, 0)) : wk_gx_nothing(b);
+	struct wk_gx *tail = D[1] ? wk_gx_opt(b, frac_le(b, D + 1, incl))
+				  : (incl ? wk_gx_rep(b, wk_gx_str(b, "0"), 0, WK_GRAM_INF) : wk_gx_nothing(b));
+	return wk_gx_alt2(b, below, wk_gx_seq2(b, wk_gx_lit(b, D, 1), tail));
+}
+
+/* Non-empty digit strings S with 0.L <(=) 0.S <(=) 0.H, where 0.L < 0.H
+ * (L may be "", H is not). */
+static struct wk_gx *frac_between(struct wk_gram_b *b, const char *L, int li, const char *H, int hi)
+{
+	struct wk_gx *nz = wk_gx_seq(b, (struct wk_gx *[]){ digits(b, 0), wk_gx_cp(b, '1', '9'), digits(b, 0) }, 3);
+	uint32_t l0 = L[0] ? (uint32_t)(uint8_t)L[0] : '0', h0 = (uint32_t)(uint8_t)H[0];
+	const char *lr = L[0] ? L + 1 : L, *hr = H + 1;
+	if (l0 == h0)
+		return wk_gx_seq2(b, wk_gx_lit(b, H, 1), frac_between(b, lr, li, hr, hi));
+	/* first digit l0: the rest >= lr; between: anything; h0: the rest <= hr */
+	struct wk_gx *ge_rest = lr[0] ? frac_ge(b, lr, li) : (li ? digits(b, 0) : nz);
+	struct wk_gx *le_rest = hr[0] ? wk_gx_opt(b, frac_le(b, hr, hi))
+				      : (hi ? wk_gx_rep(b, wk_gx_str(b, "0"), 0, WK_GRAM_INF) : wk_gx_nothing(b));
+	char lc = (char)l0, hc = (char)h0;
+	struct wk_gx *k[3] = {
+		wk_gx_seq2(b, wk_gx_lit(b, &lc, 1), ge_rest),
+		l0 + 1 <= h0 - 1 ? wk_gx_seq2(b, wk_gx_cp(b, l0 + 1, h0 - 1), digits(b, 0)) : wk_gx_nothing(b),
+		wk_gx_seq2(b, wk_gx_lit(b, &hc, 1), le_rest),
+	};
+	return wk_gx_alt(b, k, 3);
+}
+
+/* lo <=> hi as decimals. */
+static int bound_cmp(const struct bound *x, const struct bound *y)
+{
+	if (x->v != y->v)
+		return x->v < y->v ? -1 : 1;
+	int c = strcmp(x->frac, y->frac);
+	return c < 0 ? -1 : c > 0;
+}
 
 /* Unsigned decimal text with value y: lo <(=) y <(=) hi (lo.has always). */
 static struct wk_gx *nonneg(struct wk_gram_b *b, struct bound lo, struct bound hi, int is_int)
@@ -361,27 +413,81 @@ static struct wk_gx *nonneg(struct wk_gram_b *b, struct bound lo, struct bound h
 	struct wk_gx *fnz = is_int ? wk_gx_nothing(b)
 				   : wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "."), digits(b, 0), wk_gx_cp(b, '1', '9'), digits(b, 0) }, 4);
 	char s[24];
-	if (hi.has && (lo.v > hi.v || (lo.v == hi.v && !(lo.incl && hi.incl))))
-		return wk_gx_nothing(b);
-	if (hi.has && lo.v == hi.v) {
-		snprintf(s, sizeof(s), "%llu", (unsigned long long)lo.v);
-		return wk_gx_seq2(b, wk_gx_str(b, s), fzero);
+	if (hi.has) {
+		int c = bound_cmp(&lo, &hi);
+		if (c > 0 || (c == 0 && !(lo.incl && hi.incl)))
+			return wk_gx_nothing(b);
+		if (c == 0) { /* exactly one value */
+			snprintf(s, sizeof(s), "%llu", (unsigned long long)lo.v);
+			if (!lo.frac[0])
+				return wk_gx_seq2(b, wk_gx_str(b, s), fzero);
+			if (is_int)
+				return wk_gx_nothing(b);
+			return wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, s), wk_gx_str(b, "."), wk_gx_str(b, lo.frac),
+								 wk_gx_rep(b, wk_gx_str(b, "0"), 0, WK_GRAM_INF) }, 4);
+		}
+		if (lo.v == hi.v) { /* one integer part, the fraction between */
+			snprintf(s, sizeof(s), "%llu", (unsigned long long)lo.v);
+			struct wk_gx *none = !lo.frac[0] && lo.incl ? wk_gx_empty(b) : wk_gx_nothing(b);
+			if (is_int)
+				return wk_gx_seq2(b, wk_gx_str(b, s), none);
+			struct wk_gx *fr = wk_gx_seq2(b, wk_gx_str(b, "."), frac_between(b, lo.frac, lo.incl, hi.frac, hi.incl));
+			return wk_gx_seq2(b, wk_gx_str(b, s), wk_gx_alt2(b, none, fr));
+		}
 	}
 	snprintf(s, sizeof(s), "%llu", (unsigned long long)lo.v);
-	struct wk_gx *at_lo = wk_gx_seq2(b, wk_gx_str(b, s), lo.incl ? fany : fnz);
+	struct wk_gx *lo_frac = !lo.frac[0] ? (lo.incl ? fany : fnz)
+					    : wk_gx_seq2(b, wk_gx_str(b, "."), frac_ge(b, lo.frac, lo.incl));
+	struct wk_gx *at_lo = wk_gx_seq2(b, wk_gx_str(b, s), lo_frac);
 	struct wk_gx *mid = wk_gx_nothing(b);
-	if (lo.v < UINT64_MAX && (!hi.has || lo.v + 1 <= hi.v - 1 + (hi.v == 0)))
-		if (!hi.has || (hi.v >= 1 && lo.v + 1 <= hi.v - 1))
-			mid = wk_gx_seq2(b, uint_range(b, lo.v + 1, hi.has ? hi.v - 1 : 0, hi.has), fany);
+	if (lo.v < UINT64_MAX && (!hi.has || (hi.v >= 1 && lo.v + 1 <= hi.v - 1)))
+		mid = wk_gx_seq2(b, uint_range(b, lo.v + 1, hi.has ? hi.v - 1 : 0, hi.has), fany);
 	struct wk_gx *at_hi = wk_gx_nothing(b);
-	if (hi.has && hi.incl) {
+	if (hi.has) {
 		snprintf(s, sizeof(s), "%llu", (unsigned long long)hi.v);
-		at_hi = wk_gx_seq2(b, wk_gx_str(b, s), fzero);
+		if (!hi.frac[0])
+			at_hi = hi.incl ? wk_gx_seq2(b, wk_gx_str(b, s), fzero) : wk_gx_nothing(b);
+		else
+			at_hi = wk_gx_seq2(b, wk_gx_str(b, s),
+					   wk_gx_opt(b, wk_gx_seq2(b, wk_gx_str(b, "."), frac_le(b, hi.frac, hi.incl))));
 	}
 	return wk_gx_alt(b, (struct wk_gx *[]){ at_lo, mid, at_hi }, 3);
 }
 
-/* A bound from the schema: integer-valued within 2^53, or refused. */
+/* |x| as a bound: the shortest fixed-point decimal that reads back as x;
+ * 0 when it needs more than 15 integer or 20 fraction digits (refused). */
+static int mkbound(double x, int incl, struct bound *o)
+{
+	x = fabs(x);
+	memset(o, 0, sizeof(*o));
+	o->has = 1;
+	o->incl = incl;
+	char t[64];
+	if (!isfinite(x) || x >= 1e15)
+		return 0;
+	int p = 0;
+	for (; p <= 20; p++) {
+		snprintf(t, sizeof(t), "%.*f", p, x);
+		if (strtod(t, NULL) == x)
+			break;
+	}
+	if (p > 20)
+		return 0;
+	char *dot = strchr(t, '.');
+	if (dot) {
+		*dot = 0;
+		snprintf(o->frac, sizeof(o->frac), "%s", dot + 1);
+		size_t n = strlen(o->frac);
+		while (n && o->frac[n - 1] == '0')
+			o->frac[--n] = 0;
+	}
+	if (strlen(t) > 15)
+		return 0;
+	o->v = strtoull(t, NULL, 10);
+	return 1;
+}
+
+/* A bound from the schema (a number; draft 4 boolean exclusives read by the caller). */
 static int read_bound(struct sc *c, const json_t *s, const char *key, double *v, int *has)
 {
 	const json_t *x = json_object_get(s, key);
@@ -428,24 +534,26 @@ struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 		if (hmx && mx != floor(mx))
 			mx = floor(mx), hi_incl = 1;
 	}
-	const double lim = 9007199254740992.0;
-	if ((hmn && (mn != floor(mn) || fabs(mn) > lim)) || (hmx && (mx != floor(mx) || fabs(mx) > lim)))
-		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: a number bound that is not an integer (minimum/maximum)");
 	struct wk_gx *pos = wk_gx_nothing(b), *neg = wk_gx_nothing(b);
+	struct bound bmn, bmx;
+	if ((hmn && !mkbound(mn, lo_incl, &bmn)) || (hmx && !mkbound(mx, hi_incl, &bmx)))
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: a number bound written with an exponent or beyond 15 digits");
 	/* x >= 0 */
 	if (!hmx || mx >= 0) {
-		struct bound lo = { 1, 1, 0 }, hi = { hmx, hi_incl, hmx ? (uint64_t)mx : 0 };
+		struct bound lo = { 1, 1, 0, "" }, hi = { 0, 0, 0, "" };
+		if (hmx)
+			hi = bmx;
 		if (hmn && mn >= 0)
-			lo = (struct bound){ 1, lo_incl, (uint64_t)mn };
-		if (hmx && mx == 0 && !hi_incl)
-			hi = (struct bound){ 1, 0, 0 };
+			lo = bmn;
 		pos = nonneg(b, lo, hi, is_int);
 	}
 	/* x < 0, written "-" y with y > 0 */
 	if (!hmn || mn < 0) {
-		struct bound lo = { 1, 0, 0 }, hi = { hmn, lo_incl, hmn ? (uint64_t)(-mn) : 0 };
+		struct bound lo = { 1, 0, 0, "" }, hi = { 0, 0, 0, "" };
+		if (hmn)
+			hi = bmn;
 		if (hmx && mx < 0)
-			lo = (struct bound){ 1, hi_incl, (uint64_t)(-mx) };
+			lo = bmx;
 		neg = wk_gx_seq2(b, wk_gx_str(b, "-"), nonneg(b, lo, hi, is_int));
 	}
 	return wk_gx_alt2(b, pos, neg);

@@ -252,8 +252,34 @@ static void test_number_bounds(void **state)
 	assert_false(matches(f.m, "10.001"));
 	assert_false(matches(f.m, "-0.5"));
 	fx_free(&f);
-	assert_int_equal(schema(&f, "{\"type\":\"number\",\"minimum\":0.5}"), CM_EUNSUPPORTED);
-	assert_non_null(strstr(f.err, "not an integer"));
+	/* fractional bounds: every hundredth in [-3, 3] (written shortest and
+	 * with a trailing zero) against the arithmetic */
+	const int bh[] = { -250, -100, -25, 0, 10, 50, 100, 175, 205 }; /* bounds x 100 */
+	size_t nb = sizeof(bh) / sizeof(bh[0]);
+	for (size_t i = 0; i < nb; i++)
+		for (size_t j = 0; j < nb; j++)
+			for (int ex = 0; ex < 4; ex++) {
+				char text[200];
+				snprintf(text, sizeof(text), "{\"type\":\"number\",\"%s\":%g,\"%s\":%g}",
+					 ex & 1 ? "exclusiveMinimum" : "minimum", bh[i] / 100.0,
+					 ex & 2 ? "exclusiveMaximum" : "maximum", bh[j] / 100.0);
+				enum cm_status st = schema(&f, text);
+				int empty = bh[i] > bh[j] || (bh[i] == bh[j] && ex);
+				if (empty) {
+					assert_int_equal(st, CM_EINVAL);
+					continue;
+				}
+				assert_int_equal(st, CM_OK);
+				for (int v = -300; v <= 300; v++) {
+					char num[32], num0[40];
+					snprintf(num, sizeof(num), "%s%d.%02d", v < 0 ? "-" : "", abs(v) / 100, abs(v) % 100);
+					snprintf(num0, sizeof(num0), "%s0", num);
+					int want = (ex & 1 ? v > bh[i] : v >= bh[i]) && (ex & 2 ? v < bh[j] : v <= bh[j]);
+					if (matches(f.m, num) != want || matches(f.m, num0) != want)
+						fail_msg("%s: %s", text, num);
+				}
+				fx_free(&f);
+			}
 }
 
 static void test_objects(void **state)
