@@ -14,6 +14,7 @@
 
 #include "common/buf.h"
 #include "common/crypto.h"
+#include "common/hash.h"
 
 static const char route_label[] = "sluice-route-v1";
 
@@ -47,17 +48,6 @@ void gw_place_key(const uint8_t *salt, size_t salt_len, const void *prompt,
 
 /* ==== hashing ======================================================= */
 
-/* MurmurHash3's 64-bit finaliser: a bijection with full avalanche. */
-static uint64_t fmix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint64_t name_hash(const char *name)
 {
 	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
@@ -66,7 +56,7 @@ static uint64_t name_hash(const char *name)
 		h ^= *p;
 		h *= 0x100000001b3ull;
 	}
-	return fmix64(h);
+	return cm_fmix64(h);
 }
 
 static uint64_t load_le64(const uint8_t *p)
@@ -82,7 +72,7 @@ static uint64_t pair_hash(const struct gw_place_key *key, const char *name)
 {
 	uint64_t k0 = load_le64(key->b), k1 = load_le64(key->b + 8);
 
-	return fmix64(k0 ^ fmix64(name_hash(name) ^ k1));
+	return cm_fmix64(k0 ^ cm_fmix64(name_hash(name) ^ k1));
 }
 
 /* u in (0, 1): 53 bits of the pair hash, centred in their interval. */

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/arena.h"
+#include "common/hash.h"
 #include "worker/grammar/internal.h"
 
 enum gx_kind { GX_EMPTY, GX_NOTHING, GX_LIT, GX_CLASS, GX_BYTES, GX_REF, GX_SEQ, GX_ALT, GX_REP };
@@ -238,8 +239,9 @@ struct wk_gx *wk_gx_class(struct wk_gram_b *b, const uint32_t *ranges, size_t n,
 	uint32_t *r = gb_alloc(b, (2 * n + 4) * 2 * sizeof(uint32_t));
 	if (!r)
 		return NULL;
-	memcpy(r, ranges, n * 2 * sizeof(uint32_t));
-	size_t m = class_normalise(r, n);
+	if (n)
+		memcpy(r, ranges, n * 2 * sizeof(uint32_t));
+	size_t m = n ? class_normalise(r, n) : 0;
 	if (negated) {
 		uint32_t *c = gb_alloc(b, (m + 2) * 2 * sizeof(uint32_t));
 		if (!c)
@@ -440,14 +442,6 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t size)
 	return 0;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *s = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 1099511628211ull;
-	return h;
-}
-
 static int lw_set(struct lw *L, const uint8_t set[32], uint32_t *idx)
 {
 	struct wk_gram *g = L->g;
@@ -457,7 +451,7 @@ static int lw_set(struct lw *L, const uint8_t set[32], uint32_t *idx)
 		if (!h)
 			return lw_fail(L, CM_ENOMEM, "out of memory");
 		for (uint32_t i = 0; i < g->n_sets; i++) {
-			uint32_t k = (uint32_t)fnv(1469598103934665603ull, g->sets[i], 32) & (cap - 1);
+			uint32_t k = (uint32_t)cm_fnv64(CM_FNV64_SEED, g->sets[i], 32) & (cap - 1);
 			while (h[k])
 				k = (k + 1) & (cap - 1);
 			h[k] = i + 1;
@@ -466,7 +460,7 @@ static int lw_set(struct lw *L, const uint8_t set[32], uint32_t *idx)
 		L->set_hash = h;
 		L->set_hash_cap = cap;
 	}
-	uint32_t k = (uint32_t)fnv(1469598103934665603ull, set, 32) & (L->set_hash_cap - 1);
+	uint32_t k = (uint32_t)cm_fnv64(CM_FNV64_SEED, set, 32) & (L->set_hash_cap - 1);
 	while (L->set_hash[k]) {
 		if (memcmp(g->sets[L->set_hash[k] - 1], set, 32) == 0) {
 			*idx = L->set_hash[k] - 1;
@@ -867,12 +861,12 @@ enum cm_status wk_gram_build(struct wk_gram_b *b, uint32_t root, struct wk_gram 
 	st = wk_gram_check(g, err, err_len);
 	if (st != CM_OK)
 		goto out;
-	uint64_t h = 1469598103934665603ull;
-	h = fnv(h, &g->root, sizeof(g->root));
-	h = fnv(h, g->elems, g->n_elems * sizeof(*g->elems));
-	h = fnv(h, g->sets, g->n_sets * 32u);
-	h = fnv(h, g->alts, g->n_alts * sizeof(*g->alts));
-	h = fnv(h, g->alt_live, g->n_alts);
+	uint64_t h = CM_FNV64_SEED;
+	h = cm_fnv64(h, &g->root, sizeof(g->root));
+	h = cm_fnv64(h, g->elems, g->n_elems * sizeof(*g->elems));
+	h = cm_fnv64(h, g->sets, g->n_sets * 32u);
+	h = cm_fnv64(h, g->alts, g->n_alts * sizeof(*g->alts));
+	h = cm_fnv64(h, g->alt_live, g->n_alts);
 	g->hash = h;
 	*out = g;
 	g = NULL;

@@ -735,7 +735,8 @@ enum cm_status wk_mask_fill(struct wk_mask *k, int32_t state, uint32_t *bits)
 		uint32_t top = m->pool[m->st_off[state] + i];
 		pairs[i] = ((uint64_t)base_of(m, top) << 32) | top;
 	}
-	qsort(pairs, n, sizeof(uint64_t), cmp_pair64);
+	if (n > 1)
+		qsort(pairs, n, sizeof(uint64_t), cmp_pair64);
 	for (uint32_t i = 0; i < n;) {
 		uint32_t base = (uint32_t)(pairs[i] >> 32), g = 0;
 		uint32_t j = i;

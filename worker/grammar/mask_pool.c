@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hash.h"
 #include "worker/grammar/internal.h"
 
 #define FP_MAX_WORDS 8192u /* larger structures are not shared */
@@ -172,11 +173,7 @@ int wk_mask_fp(const struct wk_gm *m, int32_t local, uint32_t horizon, struct wk
 	int dummy = 0;
 	if (fp_pass(m, local, &r, fp, &dummy))
 		return -1;
-	uint64_t h = 1469598103934665603ull;
-	const uint8_t *b = (const uint8_t *)fp->v;
-	for (size_t i = 0; i < fp->n * sizeof(uint32_t); i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	*hash = h;
+	*hash = cm_fnv64(CM_FNV64_SEED, fp->v, fp->n * sizeof(uint32_t));
 	return 0;
 }
 

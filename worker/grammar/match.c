@@ -16,22 +16,13 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hash.h"
 
 void wk_gm_limits_default(struct wk_gm_limits *lim)
 {
 	lim->max_states = 1u << 20;
 	lim->max_nodes = 4u << 20;
 	lim->trans_bytes = 256u << 20;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return x;
 }
 
 static int grow32(uint32_t **p, uint32_t *cap, uint32_t need)
@@ -57,7 +48,7 @@ static int node_rehash(struct wk_gm *m, uint32_t cap)
 	if (!h)
 		return -1;
 	for (uint32_t id = 0; id < m->n_nodes; id++) {
-		uint64_t k = mix64(((uint64_t)m->node_pos[id] << 32) | m->node_parent[id]);
+		uint64_t k = cm_fmix64(((uint64_t)m->node_pos[id] << 32) | m->node_parent[id]);
 		uint32_t i = (uint32_t)k & (cap - 1);
 		while (h[i])
 			i = (i + 1) & (cap - 1);
@@ -74,7 +65,7 @@ uint32_t wk_gm_node(struct wk_gm *m, uint32_t pos, uint32_t parent)
 	if (2 * (m->n_nodes + 1) > m->node_hash_cap &&
 	    node_rehash(m, m->node_hash_cap ? 2 * m->node_hash_cap : 4096))
 		goto fail;
-	uint64_t k = mix64(((uint64_t)pos << 32) | parent);
+	uint64_t k = cm_fmix64(((uint64_t)pos << 32) | parent);
 	uint32_t i = (uint32_t)k & (m->node_hash_cap - 1);
 	for (; m->node_hash[i]; i = (i + 1) & (m->node_hash_cap - 1)) {
 		uint32_t id = m->node_hash[i] - 1;
@@ -105,7 +96,7 @@ static uint64_t state_key(const uint32_t *tops, uint32_t n, uint8_t flags)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ull ^ flags;
 	for (uint32_t i = 0; i < n; i++)
-		h = mix64(h ^ tops[i]) + i;
+		h = cm_fmix64(h ^ tops[i]) + i;
 	return h;
 }
 
@@ -162,7 +153,7 @@ int32_t wk_gm_state(struct wk_gm *m, uint32_t *tops, uint32_t n, uint8_t flags)
 	for (; m->st_hash[i]; i = (i + 1) & (m->st_hash_cap - 1)) {
 		uint32_t id = m->st_hash[i] - 1;
 		if (m->st_n[id] == n && m->st_flags[id] == flags &&
-		    memcmp(m->pool + m->st_off[id], tops, n * sizeof(*tops)) == 0)
+		    (n == 0 || memcmp(m->pool + m->st_off[id], tops, n * sizeof(*tops)) == 0))
 			return (int32_t)id;
 	}
 	if (m->n_states >= m->lim.max_states)
@@ -202,7 +193,8 @@ int32_t wk_gm_state(struct wk_gm *m, uint32_t *tops, uint32_t n, uint8_t flags)
 	m->st_n[id] = n;
 	m->st_flags[id] = flags;
 	m->st_trans[id] = NULL;
-	memcpy(m->pool + m->n_pool, tops, n * sizeof(*tops));
+	if (n)
+		memcpy(m->pool + m->n_pool, tops, n * sizeof(*tops));
 	m->n_pool += n;
 	m->st_hash[i] = id + 1;
 	return (int32_t)id;
@@ -225,7 +217,7 @@ static int seen_rehash(struct wk_gm *m, uint32_t cap)
 	for (uint32_t i = 0; i < m->seen_cap; i++) {
 		if (m->seen_gen[i] != m->gen)
 			continue;
-		uint32_t j = (uint32_t)mix64(m->seen[i]) & (cap - 1);
+		uint32_t j = (uint32_t)cm_fmix64(m->seen[i]) & (cap - 1);
 		while (gen[j] == m->gen)
 			j = (j + 1) & (cap - 1);
 		s[j] = m->seen[i];
@@ -273,7 +265,7 @@ static int ex_seen(struct wk_gm *m, struct ex *x, uint32_t pos, uint32_t parent)
 	if (2 * (x->n_seen + 1) > m->seen_cap && seen_rehash(m, m->seen_cap ? 2 * m->seen_cap : 1024))
 		return -1;
 	uint64_t key = ((uint64_t)pos << 32) | parent;
-	uint32_t i = (uint32_t)mix64(key) & (m->seen_cap - 1);
+	uint32_t i = (uint32_t)cm_fmix64(key) & (m->seen_cap - 1);
 	for (; m->seen_gen[i] == m->gen; i = (i + 1) & (m->seen_cap - 1))
 		if (m->seen[i] == key)
 			return 0;

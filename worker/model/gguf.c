@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/hash.h"
 #include "common/limits.h"
 
 #define WK_GGUF_KEY_MAX 65535u     /* bytes in a key */
@@ -127,13 +128,7 @@ static const char *ggml_type_name(uint32_t t)
 
 static uint64_t hash_str(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ull;
-	}
-	return h;
+	return cm_fnv64(CM_FNV64_SEED, s, strlen(s));
 }
 
 /* Slots: a power of two >= 2n (n <= 65536, so at most 2^18 slots). */
