@@ -472,7 +472,9 @@ static enum cm_status local_walk(struct wk_mask *k, int32_t L)
 		}
 		k->st[d] = ns;
 		k->pop[d] = (m->st_flags[ns] & WK_GM_F_POP) != 0;
-		if (t->skip[i] - i > MASK_BULK_NODES) {
+		/* a big subtree whose first byte already loops back: maybe all do
+		 * (one step decides before the 256 of self_loops) */
+		if (t->skip[i] - i > MASK_BULK_NODES && wk_gm_step_fast(m, ns, t->byte[i + 1]) == ns) {
 			const uint64_t *self = self_loops(k, ns);
 			const uint64_t *sub = t->sub[i];
 			if (self && !(sub[0] & ~self[0]) && !(sub[1] & ~self[1]) && !(sub[2] & ~self[2]) &&

@@ -51,32 +51,53 @@ static int fp_put(struct wk_mask_fpbuf *fp, uint32_t w)
 	return 0;
 }
 
+#define FP_SLOTS (4 * FP_MAX_RULES) /* open addressing: rule + 1 -> canonical number */
+
 struct fp_rules {
 	uint32_t id[FP_MAX_RULES];   /* grammar rule of canonical number i */
 	uint32_t dist[FP_MAX_RULES]; /* fewest bytes before the rule is entered */
 	uint32_t n;
 	uint32_t horizon;            /* the longest token: nothing farther matters */
 	int pass;                    /* 0: distances, 1: text */
+	uint32_t slot_rule[FP_SLOTS], slot_idx[FP_SLOTS];
+	/* pass 0: rules whose distance dropped, to (re)visit */
+	uint32_t queue[FP_MAX_RULES], q_head, q_len;
+	uint8_t queued[FP_MAX_RULES];
 };
+
+static void fp_queue(struct fp_rules *r, uint32_t q)
+{
+	if (r->queued[q])
+		return;
+	r->queued[q] = 1;
+	r->queue[(r->q_head + r->q_len++) % FP_MAX_RULES] = q;
+}
 
 /* The canonical number of `rule` reached after `dist` bytes (pass 0 lowers
  * distances and reports a change in *changed). */
 static int canon(struct fp_rules *r, uint32_t rule, uint32_t dist, uint32_t *out, int *changed)
 {
-	for (uint32_t i = 0; i < r->n; i++)
-		if (r->id[i] == rule) {
+	uint32_t h = (rule * 2654435761u) % FP_SLOTS;
+	for (; r->slot_rule[h]; h = (h + 1) % FP_SLOTS)
+		if (r->slot_rule[h] == rule + 1) {
+			uint32_t i = r->slot_idx[h];
 			if (dist < r->dist[i]) {
 				r->dist[i] = dist;
 				*changed = 1;
+				fp_queue(r, i);
 			}
 			*out = i;
 			return 0;
 		}
 	if (r->n == FP_MAX_RULES || r->pass == 1)
 		return -1;
+	r->slot_rule[h] = rule + 1;
+	r->slot_idx[h] = r->n;
 	r->id[r->n] = rule;
 	r->dist[r->n] = dist;
+	r->queued[r->n] = 0;
 	*changed = 1;
+	fp_queue(r, r->n);
 	*out = r->n++;
 	return 0;
 }
@@ -158,20 +179,35 @@ static int fp_pass(const struct wk_gm *m, int32_t local, struct fp_rules *r, str
 int wk_mask_fp(const struct wk_gm *m, int32_t local, uint32_t horizon, struct wk_mask_fpbuf *fp,
 	       uint64_t *hash)
 {
-	struct fp_rules r;
+	static _Thread_local struct fp_rules r; /* ~40 KiB: not on the stack */
+	const struct wk_gram *g = m->g;
 	r.n = 0;
 	r.horizon = horizon;
+	r.q_head = r.q_len = 0;
+	memset(r.slot_rule, 0, sizeof(r.slot_rule));
 	fp->n = 0;
-	/* distances first (until they settle), then the text */
+	/* distances: the frames first, then every rule whose distance dropped */
 	r.pass = 0;
-	for (int round = 0, changed = 1; changed; round++) {
-		changed = 0;
-		if (round > 64 || fp_pass(m, local, &r, fp, &changed))
-			return -1;
+	int changed = 0;
+	uint32_t n = m->st_n[local];
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t x = m->pool[m->st_off[local] + i]; x != WK_GM_NONE && x != WK_GM_BOTTOM; x = m->node_parent[x])
+			if (fp_rest(g, m->node_pos[x], 0, &r, fp, &changed))
+				return -1;
+	while (r.q_len) {
+		uint32_t q = r.queue[r.q_head];
+		r.q_head = (r.q_head + 1) % FP_MAX_RULES;
+		r.q_len--;
+		r.queued[q] = 0;
+		if (r.dist[q] > r.horizon)
+			continue;
+		uint32_t rule = r.id[q];
+		for (uint32_t a = g->rule_alt0[rule]; a < g->rule_alt0[rule] + g->rule_nalt[rule]; a++)
+			if (g->alt_live[a] && fp_rest(g, g->alts[a], r.dist[q], &r, fp, &changed))
+				return -1;
 	}
 	r.pass = 1;
-	int dummy = 0;
-	if (fp_pass(m, local, &r, fp, &dummy))
+	if (fp_pass(m, local, &r, fp, &changed))
 		return -1;
 	*hash = cm_fnv64(CM_FNV64_SEED, fp->v, fp->n * sizeof(uint32_t));
 	return 0;
