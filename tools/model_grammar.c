@@ -180,6 +180,11 @@ static void one_file(struct run *r, const char *path)
 		st = cm_fail(err, sizeof(err), CM_ENOMEM, "matcher: out of memory");
 	if (st == CM_OK && !(k = wk_mask_new(m, r->trie, 512u << 20, r->pool)))
 		st = cm_fail(err, sizeof(err), CM_ENOMEM, "mask: out of memory");
+	/* compile-time warming of the first walks (SLUICE_GRAMMAR_WARM_MS, default 20) */
+	const char *wm = getenv("SLUICE_GRAMMAR_WARM_MS");
+	long warm_ms = wm ? strtol(wm, NULL, 10) : 20;
+	if (st == CM_OK && warm_ms > 0 && wk_mask_warm(k, (int64_t)warm_ms * 1000000) != CM_OK)
+		st = cm_fail(err, sizeof(err), CM_ELIMIT, "mask: warming ran out of room");
 	double compile_ms = (now_us() - t0) / 1e3;
 	if (st != CM_OK)
 		goto compile_error;

@@ -57,6 +57,9 @@ enum cm_status wk_gram_check(struct wk_gram *g, char *err, size_t err_len) CM_WU
 uint32_t wk_gm_node(struct wk_gm *m, uint32_t pos, uint32_t parent);
 /* State from tops[0..n) (sorted and deduplicated here) and flags. */
 int32_t wk_gm_state(struct wk_gm *m, uint32_t *tops, uint32_t n, uint8_t flags);
+/* The state of rule `rule` entered on frame `parent` (BOTTOM: its local
+ * state as the mask cache keys it). */
+int32_t wk_gm_enter_rule(struct wk_gm *m, uint32_t rule, uint32_t parent);
 /* The state reached by entering position `pos` with parent frame `parent`
  * (no byte consumed): the context a group returns into. */
 int32_t wk_gm_enter(struct wk_gm *m, uint32_t pos, uint32_t parent);

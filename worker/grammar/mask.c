@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "worker/grammar/internal.h"
 #include "worker/text/tokenizer.h"
 
@@ -776,6 +777,31 @@ enum cm_status wk_mask_fill(struct wk_mask *k, int32_t state, uint32_t *bits)
 	if (m->st_flags[state] & WK_GM_F_ACCEPT)
 		for (uint32_t q = 0; q < t->n_eog; q++)
 			set_bit(bits, t->eog_ids[q]);
+	return CM_OK;
+}
+
+enum cm_status wk_mask_warm(struct wk_mask *k, int64_t budget_ns)
+{
+	struct wk_gm *m = k->m;
+	const struct wk_gram *g = m->g;
+	int64_t end = cm_mono_ns() + budget_ns;
+	enum cm_status st = CM_OK;
+	for (uint32_t r = 0; r < g->n_rules && cm_mono_ns() < end; r++) {
+		if (!g->rule_named[r] || g->rule_nullable[r] || !g->rule_nalt[r])
+			continue;
+		int32_t L0 = wk_gm_enter_rule(m, r, WK_GM_BOTTOM);
+		if (L0 == WK_GM_ERROR)
+			return CM_ELIMIT;
+		if (L0 < 0 || !entry_get(k, L0, &st))
+			return L0 < 0 ? CM_OK : st;
+		for (unsigned b = 0; b < 256 && cm_mono_ns() < end; b++) {
+			int32_t L1 = wk_gm_step(m, L0, (uint8_t)b);
+			if (L1 == WK_GM_ERROR)
+				return CM_ELIMIT;
+			if (L1 >= 0 && m->st_n[L1] && !entry_get(k, L1, &st))
+				return st;
+		}
+	}
 	return CM_OK;
 }
 

@@ -332,6 +332,23 @@ int32_t wk_gm_enter(struct wk_gm *m, uint32_t pos, uint32_t parent)
 	return ex_state(m);
 }
 
+int32_t wk_gm_enter_rule(struct wk_gm *m, uint32_t rule, uint32_t parent)
+{
+	const struct wk_gram *g = m->g;
+	struct ex x;
+	ex_begin(m, &x);
+	for (uint32_t a = g->rule_alt0[rule]; a < g->rule_alt0[rule] + g->rule_nalt[rule]; a++)
+		if (g->alt_live[a] && ex_push(m, &x, g->alts[a], parent)) {
+			m->failed = 1;
+			return WK_GM_ERROR;
+		}
+	if (ex_run(m, &x)) {
+		m->failed = 1;
+		return WK_GM_ERROR;
+	}
+	return ex_state(m);
+}
+
 /* ---- public ---------------------------------------------------------------- */
 
 struct wk_gm *wk_gm_new(const struct wk_gram *g, const struct wk_gm_limits *lim)

@@ -690,8 +690,8 @@ static struct wk_gx *key_literal(struct sc *c, const char *k)
 /* ---- objects ------------------------------------------------------------------------------ */
 
 
-/* String content (and the closing quote) for names not in keys[lo..hi) that
- * share the first `depth` code points; keys are sorted code point arrays. */
+/* String content for names not in keys[lo..hi) that share the first
+ * `depth` code points; keys are sorted code point arrays. */
 struct keyset {
 	uint32_t **cps;
 	size_t *lens;
@@ -726,9 +726,12 @@ static struct wk_gx *key_trie(struct sc *c, const struct keyset *ks, size_t lo, 
 		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, json_class(NULL, b, one, 1, 0), key_trie(c, ks, i, j, depth + 1)));
 		i = j;
 	}
+	/* the name may end here unless it is one of the listed ones; the
+	 * closing quote is the caller's, so the "key" rule keeps its frame (a
+	 * call in last position would be a tail call and hide the rule) */
 	if (!terminal)
-		alt = wk_gx_alt2(b, alt, wk_gx_str(b, "\""));
-	struct wk_gx *free_rest = wk_gx_seq2(b, wk_gx_rep(b, jchar(c), 0, WK_GRAM_INF), wk_gx_str(b, "\""));
+		alt = wk_gx_alt2(b, alt, wk_gx_empty(b));
+	struct wk_gx *free_rest = wk_gx_rep(b, jchar(c), 0, WK_GRAM_INF);
 	return wk_gx_alt2(b, alt, wk_gx_seq2(b, json_class(NULL, b, kids, nk, 1), free_rest));
 }
 
@@ -776,7 +779,7 @@ static struct wk_gx *other_key(struct sc *c, const char *const *names, size_t n)
 			ks.lens[j - 1] = tl;
 		}
 	}
-	x = wk_gx_seq2(c->b, wk_gx_str(c->b, "\""), key_trie(c, &ks, 0, n, 0));
+	x = wk_gx_seq(c->b, (struct wk_gx *[]){ wk_gx_str(c->b, "\""), key_trie(c, &ks, 0, n, 0), wk_gx_str(c->b, "\"") }, 3);
 out:
 	if (ks.cps)
 		for (size_t i = 0; i < n; i++)
@@ -848,7 +851,15 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 	struct wk_gx *xkv = NULL;
 	if (extras) {
 		struct wk_gx *xv = addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties") : wk_schema_any_value(c);
-		xkv = wk_gx_seq(b, (struct wk_gx *[]){ other_key(c, names, n), ws(c), wk_gx_str(b, ":"), ws(c), xv }, 5);
+		/* the extra name is a named rule of its own: the mask cache cuts the
+		 * stack there, so its inside is walked once per object, not once
+		 * per position among the listed properties */
+		uint32_t kr = wk_gram_rule(b, "key", 1);
+		struct wk_gx *kb = other_key(c, names, n);
+		if (kr == UINT32_MAX || !kb)
+			goto oom;
+		wk_gram_set_body(b, kr, kb);
+		xkv = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_ref(b, kr), ws(c), wk_gx_str(b, ":"), ws(c), xv }, 5);
 	}
 	for (size_t i = n + 1; i-- > 0;) {
 		for (int any = 0; any < 2; any++) {
