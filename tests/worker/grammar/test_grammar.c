@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "worker/grammar/cache.h"
 #include "worker/grammar/gbnf.h"
 #include "worker/grammar/mask.h"
 #include "worker/grammar/regex.h"
@@ -493,6 +494,54 @@ static void test_mask_matches_matcher(void **state)
 	wk_vtrie_free(t);
 }
 
+/* ---- the cache of compiled constraints ------------------------------------------ */
+
+static void test_cache(void **state)
+{
+	(void)state;
+	const char *pieces[4] = { "{", "}", "\"", "" };
+	size_t lens[4] = { 1, 1, 1, 0 };
+	uint8_t eog[4] = { 0, 0, 0, 1 };
+	struct wk_vtrie *t = NULL;
+	assert_int_equal(wk_vtrie_new_pieces(4, pieces, lens, eog, &t), CM_OK);
+	struct wk_gcache_limits lim;
+	wk_gcache_limits_default(&lim);
+	lim.max_entries = 2;
+	struct wk_gcache *c = wk_gcache_new(t, NULL, &lim);
+	struct wk_gentry *a = NULL, *a2 = NULL, *b = NULL, *d = NULL;
+	int64_t ns = 0;
+	char err[256];
+	const char *sa = "{\"type\":\"object\"}", *sb = "root ::= \"{\" \"}\"";
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_SCHEMA, sa, strlen(sa), &a, &ns, err, sizeof(err)), CM_OK);
+	assert_true(ns > 0);
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_SCHEMA, sa, strlen(sa), &a2, &ns, err, sizeof(err)), CM_OK);
+	assert_ptr_equal(a, a2); /* a hit: the same matcher and masks */
+	assert_int_equal(ns, 0);
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_GBNF, sb, strlen(sb), &b, &ns, err, sizeof(err)), CM_OK);
+	assert_true(matches(wk_gentry_matcher(b), "{}"));
+	/* both in use and the cache full: a third is refused, nothing evicted */
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_JSON_OBJECT, NULL, 0, &d, &ns, err, sizeof(err)), CM_ELIMIT);
+	assert_non_null(strstr(err, "grammar.cache_entries"));
+	assert_int_equal(wk_gcache_size(c), 2);
+	/* errors are reported, not cached */
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_GBNF, "root ::= (", 10, &d, &ns, err, sizeof(err)), CM_ELIMIT);
+	wk_gcache_put(c, b);
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_GBNF, "root ::= (", 10, &d, &ns, err, sizeof(err)), CM_EINVAL);
+	assert_non_null(strstr(err, "line 1"));
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_SCHEMA, "{", 1, &d, &ns, err, sizeof(err)), CM_EINVAL);
+	assert_non_null(strstr(err, "not JSON"));
+	/* b is unused: evicted for the new one; a is held and stays */
+	assert_int_equal(wk_gcache_get(c, WK_GKIND_JSON_OBJECT, NULL, 0, &d, &ns, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_gcache_size(c), 2);
+	assert_true(matches(wk_gentry_matcher(d), "{}"));
+	assert_true(matches(wk_gentry_matcher(a), "{ }"));
+	wk_gcache_put(c, a);
+	wk_gcache_put(c, a2);
+	wk_gcache_put(c, d);
+	wk_gcache_free(c);
+	wk_vtrie_free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -506,6 +555,7 @@ int main(void)
 		cmocka_unit_test(test_arrays_enums_combinators),
 		cmocka_unit_test(test_formats),
 		cmocka_unit_test(test_gbnf),
+		cmocka_unit_test(test_cache),
 		cmocka_unit_test(test_mask_matches_matcher),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
