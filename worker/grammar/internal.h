@@ -46,7 +46,6 @@ struct wk_gm {
 	uint64_t *seen;     /* (pos << 32 | parent) + 1, generation-stamped */
 	uint32_t *seen_gen, seen_cap, gen;
 	uint8_t flags;
-	int failed;
 };
 
 /* grammar_check.c: liveness, nullability, minimum lengths, left recursion
@@ -91,12 +90,14 @@ struct wk_mask_fpbuf {
 /* 0 and *hash set; -1 when too large to share or out of memory. */
 int wk_mask_fp(const struct wk_gm *m, int32_t local, uint32_t horizon, struct wk_mask_fpbuf *fp,
 	       uint64_t *hash);
-/* 0 with a deep copy of the entry in *out (its .local unset); -1 if absent. */
+/* 0 with a deep copy of the entry in *out (its .local unset); -1 if absent.
+ * `words` is the dense mask's length (the vocabulary's, the same for every
+ * entry of a pool). */
 int wk_mask_pool_get(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask_fpbuf *fp,
-		     struct mk_entry *out);
+		     size_t words, struct mk_entry *out);
 /* Stores a deep copy (best effort: nothing on no memory). */
 void wk_mask_pool_put(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask_fpbuf *fp,
-		      const struct mk_entry *e);
+		      size_t words, const struct mk_entry *e);
 
 /* wk_gm_step with the cached transition read inline (the mask walks). */
 static inline int32_t wk_gm_step_fast(struct wk_gm *m, int32_t s, uint8_t byte)

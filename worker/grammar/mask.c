@@ -307,11 +307,6 @@ struct wk_mask {
 	struct wk_mask_fpbuf fp;
 };
 
-static struct wk_gm *m_of(struct wk_mask *k)
-{
-	return k->m;
-}
-
 void wk_mask_get_stats(const struct wk_mask *k, struct wk_mask_stats *out)
 {
 	*out = k->stats;
@@ -526,11 +521,10 @@ static struct mk_entry *entry_get(struct wk_mask *k, int32_t L, enum cm_status *
 			if (k->ents[k->ehash[i] - 1].local == L)
 				return &k->ents[k->ehash[i] - 1];
 	}
-	k->stats.walks++;
 	struct mk_entry e = { .local = L };
 	uint64_t fp = 0;
-	int shared = k->pool && wk_mask_fp(m_of(k), L, k->t->max_depth, &k->fp, &fp) == 0;
-	if (shared && wk_mask_pool_get(k->pool, fp, &k->fp, &e) == 0) {
+	int shared = k->pool && wk_mask_fp(k->m, L, k->t->max_depth, &k->fp, &fp) == 0;
+	if (shared && wk_mask_pool_get(k->pool, fp, &k->fp, k->words, &e) == 0) {
 		k->stats.shared++;
 		e.local = L;
 		*st = CM_ENOMEM;
@@ -594,7 +588,7 @@ static struct mk_entry *entry_get(struct wk_mask *k, int32_t L, enum cm_status *
 	}
 	e.bytes += sizeof(e) + 8;
 	if (shared)
-		wk_mask_pool_put(k->pool, fp, &k->fp, &e);
+		wk_mask_pool_put(k->pool, fp, &k->fp, k->words, &e);
 insert:
 	if (k->used + e.bytes > k->cap_bytes)
 		cache_drop(k);

@@ -277,17 +277,8 @@ fail:
 	return -1;
 }
 
-/* Dense words of an entry, from its byte count (bits are the rest). */
-static size_t entry_words(const struct mk_entry *e)
-{
-	if (!e->bits)
-		return 0;
-	size_t rest = e->bytes - sizeof(*e) - 8 - (size_t)e->n_u * 8;
-	return rest / 4;
-}
-
 int wk_mask_pool_get(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask_fpbuf *fp,
-		     struct mk_entry *out)
+		     size_t words, struct mk_entry *out)
 {
 	if (!p->index_cap)
 		return -1;
@@ -295,13 +286,13 @@ int wk_mask_pool_get(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask
 		const struct pool_item *it = &p->items[p->index[i] - 1];
 		if (it->hash == hash && it->n_text == fp->n &&
 		    memcmp(it->text, fp->v, fp->n * sizeof(uint32_t)) == 0)
-			return entry_copy(out, &it->e, entry_words(&it->e));
+			return entry_copy(out, &it->e, words);
 	}
 	return -1;
 }
 
 void wk_mask_pool_put(struct wk_mask_pool *p, uint64_t hash, const struct wk_mask_fpbuf *fp,
-		      const struct mk_entry *e)
+		      size_t words, const struct mk_entry *e)
 {
 	size_t bytes = e->bytes + fp->n * sizeof(uint32_t) + sizeof(struct pool_item);
 	if (bytes > p->cap_bytes)
@@ -337,7 +328,7 @@ void wk_mask_pool_put(struct wk_mask_pool *p, uint64_t hash, const struct wk_mas
 	it->text = dup(fp->v, fp->n * sizeof(uint32_t));
 	if (!it->text)
 		return;
-	if (entry_copy(&it->e, e, entry_words(e))) {
+	if (entry_copy(&it->e, e, words)) {
 		cm_free(it->text);
 		return;
 	}

@@ -86,7 +86,6 @@ uint32_t wk_gm_node(struct wk_gm *m, uint32_t pos, uint32_t parent)
 	m->node_hash[i] = m->n_nodes + 1;
 	return m->n_nodes++;
 fail:
-	m->failed = 1;
 	return UINT32_MAX;
 }
 
@@ -199,7 +198,6 @@ int32_t wk_gm_state(struct wk_gm *m, uint32_t *tops, uint32_t n, uint8_t flags)
 	m->st_hash[i] = id + 1;
 	return (int32_t)id;
 fail:
-	m->failed = 1;
 	return WK_GM_ERROR;
 }
 
@@ -325,10 +323,8 @@ int32_t wk_gm_enter(struct wk_gm *m, uint32_t pos, uint32_t parent)
 {
 	struct ex x;
 	ex_begin(m, &x);
-	if (ex_push(m, &x, pos, parent) || ex_run(m, &x)) {
-		m->failed = 1;
+	if (ex_push(m, &x, pos, parent) || ex_run(m, &x))
 		return WK_GM_ERROR;
-	}
 	return ex_state(m);
 }
 
@@ -338,14 +334,10 @@ int32_t wk_gm_enter_rule(struct wk_gm *m, uint32_t rule, uint32_t parent)
 	struct ex x;
 	ex_begin(m, &x);
 	for (uint32_t a = g->rule_alt0[rule]; a < g->rule_alt0[rule] + g->rule_nalt[rule]; a++)
-		if (g->alt_live[a] && ex_push(m, &x, g->alts[a], parent)) {
-			m->failed = 1;
+		if (g->alt_live[a] && ex_push(m, &x, g->alts[a], parent))
 			return WK_GM_ERROR;
-		}
-	if (ex_run(m, &x)) {
-		m->failed = 1;
+	if (ex_run(m, &x))
 		return WK_GM_ERROR;
-	}
 	return ex_state(m);
 }
 
@@ -372,15 +364,8 @@ struct wk_gm *wk_gm_new(const struct wk_gram *g, const struct wk_gm_limits *lim)
 	m->n_nodes = 2;
 	if (node_rehash(m, 4096) || seen_rehash(m, 1024))
 		goto fail;
-	/* the start: every live alternative of the root, on the empty stack */
-	struct ex x;
-	ex_begin(m, &x);
-	for (uint32_t a = g->rule_alt0[g->root]; a < g->rule_alt0[g->root] + g->rule_nalt[g->root]; a++)
-		if (g->alt_live[a] && ex_push(m, &x, g->alts[a], WK_GM_NONE))
-			goto fail;
-	if (ex_run(m, &x))
-		goto fail;
-	m->start = ex_state(m);
+	/* the start: the root rule on the empty stack */
+	m->start = wk_gm_enter_rule(m, g->root, WK_GM_NONE);
 	if (m->start < 0)
 		goto fail;
 	return m;
@@ -445,15 +430,11 @@ int32_t wk_gm_step(struct wk_gm *m, int32_t s, uint8_t byte)
 		uint32_t top = m->pool[off + i];
 		uint32_t pos = m->node_pos[top];
 		if (wk_gram_set_has(g->sets[g->elems[pos].arg], byte) &&
-		    ex_push(m, &x, pos + 1, m->node_parent[top])) {
-			m->failed = 1;
+		    ex_push(m, &x, pos + 1, m->node_parent[top]))
 			return WK_GM_ERROR;
-		}
 	}
-	if (ex_run(m, &x)) {
-		m->failed = 1;
+	if (ex_run(m, &x))
 		return WK_GM_ERROR;
-	}
 	int32_t r = ex_state(m);
 	if (r == WK_GM_ERROR)
 		return r;

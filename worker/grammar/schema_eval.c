@@ -146,13 +146,7 @@ static int eval_string(struct sc *c, const json_t *s, const json_t *v)
 			return m;
 	}
 	if ((k = json_object_get(s, "format")) && json_is_string(k)) {
-		const char *f = json_string_value(k);
-		if (!strcmp(f, "regex") || !strcmp(f, "iri") || !strcmp(f, "uri-reference") || !strcmp(f, "ipv6") ||
-		    !strcmp(f, "duration") || !strcmp(f, "idn-email") || !strcmp(f, "json-pointer") ||
-		    !strcmp(f, "relative-json-pointer") || !strcmp(f, "uri-template") || !strcmp(f, "idn-hostname") ||
-		    !strcmp(f, "iri-reference") || !strcmp(f, "date") || !strcmp(f, "time") ||
-		    !strcmp(f, "date-time") || !strcmp(f, "email") || !strcmp(f, "uri") || !strcmp(f, "ipv4") ||
-		    !strcmp(f, "hostname") || !strcmp(f, "uuid"))
+		if (wk_schema_format_asserts(json_string_value(k)))
 			return -1; /* formats are decided by the grammar, not here */
 	}
 	return 1;

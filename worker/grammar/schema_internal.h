@@ -42,6 +42,10 @@ const json_t *wk_schema_resolve(struct sc *c, const char *ref);
  * something the evaluator does not decide (the caller then refuses). */
 int wk_schema_eval(struct sc *c, const json_t *s, const json_t *v);
 
+/* schema_value.c: 1 for the formats validators check (enforced by a
+ * pattern or refused); other format names are annotations */
+int wk_schema_format_asserts(const char *f);
+
 /* schema_value.c: the pieces, for the keywords of node s */
 struct wk_gx *wk_schema_any_value(struct sc *c);
 struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v);

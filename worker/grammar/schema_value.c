@@ -561,6 +561,20 @@ struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 
 /* ---- strings ---------------------------------------------------------------------------- */
 
+int wk_schema_format_asserts(const char *f)
+{
+	/* formats of the JSON Schema vocabulary that validators check; those
+	 * without a pattern below are refused, other names are annotations */
+	static const char *const F[] = { "date", "time", "date-time", "uuid", "email", "uri", "ipv4",
+					 "hostname", "regex", "iri", "iri-reference", "uri-reference",
+					 "idn-email", "idn-hostname", "ipv6", "json-pointer",
+					 "relative-json-pointer", "uri-template", "duration" };
+	for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++)
+		if (!strcmp(F[i], f))
+			return 1;
+	return 0;
+}
+
 static const char *format_regex(const char *f)
 {
 	static const struct {
@@ -610,14 +624,8 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		re = json_string_value(pat);
 	}
 	if (fmt && json_is_string(fmt)) {
-		/* formats of the JSON Schema vocabulary that validators check and
-		 * we do not enforce are refused; other names are annotations */
-		static const char *const REFUSED[] = { "regex", "iri", "iri-reference", "uri-reference",
-						      "idn-email", "idn-hostname", "ipv6", "json-pointer",
-						      "relative-json-pointer", "uri-template", "duration" };
-		for (size_t i = 0; i < sizeof(REFUSED) / sizeof(REFUSED[0]); i++)
-			if (!strcmp(json_string_value(fmt), REFUSED[i]))
-				return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported format '%s'", REFUSED[i]);
+		if (wk_schema_format_asserts(json_string_value(fmt)) && !format_regex(json_string_value(fmt)))
+			return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported format '%s'", json_string_value(fmt));
 		const char *fr = format_regex(json_string_value(fmt));
 		if (fr && re)
 			return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: 'format' together with 'pattern'");
