@@ -50,6 +50,17 @@
 #define CM_LIM_STEP_TOKEN_BUDGET 512
 #define CM_LIM_WORKER_CONNECTIONS 16
 
+/* structured outputs (worker.grammar_*, limits.constraint_bytes) */
+#define CM_LIM_CONSTRAINT_BYTES (512 * 1024)      /* a schema or grammar text */
+#define CM_LIM_GRAMMAR_CACHE_ENTRIES 64           /* compiled constraints per model */
+#define CM_LIM_GRAMMAR_MASK_CACHE_BYTES (32u << 20) /* per compiled constraint */
+#define CM_LIM_GRAMMAR_POOL_BYTES (256u << 20)    /* shared across constraints */
+#define CM_LIM_GRAMMAR_WARM_MS 20
+#define CM_LIM_GRAMMAR_MAX_RULES 100000
+#define CM_LIM_GRAMMAR_MAX_ELEMS 2000000
+#define CM_LIM_GRAMMAR_MAX_STATES (1 << 20)
+#define CM_LIM_GRAMMAR_SCHEMA_DEPTH 64
+
 /* ---- models ---- */
 #define CM_LIM_GGUF_KV_PAIRS_HARD 65536
 #define CM_LIM_GGUF_TENSORS_HARD 65536

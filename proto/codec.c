@@ -29,75 +29,6 @@
 #include "common/utf8.h"
 #include "proto/internal.h"
 
-/* ==== names and tables ================================================ */
-
-const int64_t proto_hist_bounds_ns[PROTO_HIST_BUCKETS] = {
-	INT64_C(1000000),     INT64_C(2000000),     INT64_C(5000000),
-	INT64_C(10000000),    INT64_C(20000000),    INT64_C(50000000),
-	INT64_C(100000000),   INT64_C(200000000),   INT64_C(500000000),
-	INT64_C(1000000000),  INT64_C(2000000000),  INT64_C(5000000000),
-	INT64_C(10000000000), INT64_C(20000000000), INT64_C(30000000000),
-	INT64_MAX,
-};
-
-const char *proto_error_str(enum proto_error e)
-{
-	switch (e) {
-	case PROTO_ERR_NONE:
-		return "no error";
-	case PROTO_ERR_MAGIC:
-		return "bad magic (expected \"SLP1\")";
-	case PROTO_ERR_VERSION:
-		return "unsupported protocol version";
-	case PROTO_ERR_TYPE:
-		return "unknown message type";
-	case PROTO_ERR_FLAGS:
-		return "flag bits not defined for the message type";
-	case PROTO_ERR_TOO_LONG:
-		return "payload length above the maximum frame size";
-	case PROTO_ERR_FIELD_OVERRUN:
-		return "field runs past the end of the payload";
-	case PROTO_ERR_COUNT_OVERRUN:
-		return "list count larger than the bytes left";
-	case PROTO_ERR_COUNT_LIMIT:
-		return "list count above its hard limit";
-	case PROTO_ERR_UTF8:
-		return "string field is not valid UTF-8";
-	case PROTO_ERR_TRAILING:
-		return "bytes left after the last field";
-	case PROTO_ERR_VALUE:
-		return "field value outside its domain";
-	}
-	return "unknown proto error";
-}
-
-const char *proto_type_str(enum proto_type t)
-{
-	switch (t) {
-	case PROTO_HELLO:
-		return "HELLO";
-	case PROTO_PING:
-		return "PING";
-	case PROTO_PONG:
-		return "PONG";
-	case PROTO_DRAIN:
-		return "DRAIN";
-	case PROTO_ERROR:
-		return "ERROR";
-	case PROTO_SUBMIT:
-		return "SUBMIT";
-	case PROTO_CANCEL:
-		return "CANCEL";
-	case PROTO_TOKEN:
-		return "TOKEN";
-	case PROTO_DONE:
-		return "DONE";
-	case PROTO_STATS:
-		return "STATS";
-	}
-	return "unknown";
-}
-
 /* ==== checks shared by encoder and decoder ============================= */
 
 static int type_known(uint32_t t)
@@ -190,7 +121,10 @@ static enum proto_error check_values(const struct proto_msg *m)
 			return PROTO_ERR_COUNT_LIMIT;
 		if (s->klass > PROTO_CLASS_BATCH ||
 		    s->prompt_kind > PROTO_PROMPT_CHAT || s->max_tokens == 0 ||
-		    !sampling_ok(&s->sampling))
+		    !sampling_ok(&s->sampling) ||
+		    s->constraint_kind > PROTO_CONSTRAINT_GRAMMAR ||
+		    (s->constraint_kind == PROTO_CONSTRAINT_NONE && s->constraint.len) ||
+		    s->top_logprobs > PROTO_TOP_LOGPROBS_MAX)
 			return PROTO_ERR_VALUE;
 		break;
 	}
@@ -203,6 +137,9 @@ static enum proto_error check_values(const struct proto_msg *m)
 			return PROTO_ERR_COUNT_LIMIT;
 		if (m->u.tokens.n == 0)
 			return PROTO_ERR_VALUE;
+		for (uint32_t i = 0; m->u.tokens.tok && i < m->u.tokens.n; i++)
+			if (m->u.tokens.tok[i].n_top > PROTO_TOP_LOGPROBS_MAX)
+				return PROTO_ERR_VALUE;
 		break;
 	case PROTO_DONE:
 		if (m->u.done.finish > PROTO_FINISH_CANCELLED)
@@ -210,7 +147,7 @@ static enum proto_error check_values(const struct proto_msg *m)
 		break;
 	case PROTO_ERROR:
 		if (m->u.error.code < PROTO_E_BAD_REQUEST ||
-		    m->u.error.code > PROTO_E_DUPLICATE)
+		    m->u.error.code > PROTO_E_CONSTRAINT)
 			return PROTO_ERR_VALUE;
 		break;
 	case PROTO_STATS:
@@ -523,7 +460,8 @@ static void dec_hello(struct rd *r, struct proto_hello *h)
  * u8 prompt_kind, str text,
  * list<message> messages (u32 n_messages + per message: str role,
  *           str content; min 8 bytes each),
- * str template_name
+ * str template_name,
+ * (version 3) u8 constraint_kind, str constraint, u8 top_logprobs
  */
 static void enc_sampling(struct wr *w, const struct proto_sampling *s)
 {
@@ -576,6 +514,9 @@ static void enc_submit(struct wr *w, const struct proto_submit *s)
 		wr_str(w, s->messages[i].content);
 	}
 	wr_str(w, s->template_name);
+	wr_u8(w, s->constraint_kind);
+	wr_str(w, s->constraint);
+	wr_u8(w, s->top_logprobs);
 }
 
 static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
@@ -626,6 +567,9 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
 		}
 	}
 	rd_str(r, &s->template_name);
+	s->constraint_kind = rd_u8(r);
+	rd_str(r, &s->constraint);
+	s->top_logprobs = rd_u8(r);
 
 	/* every array is allocated: the scratch no longer moves */
 	if (s->n_stop)
@@ -641,8 +585,8 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
  */
 
 /* ==== TOKEN ============================================================
- * list<token> (u32 n + per token: u32 id, f32 logprob, str text;
- *              min 12 bytes each)
+ * list<token> (u32 n + per token: u32 id, f32 logprob, str text,
+ *              u8 n_top + n_top x (u32 id, f32 logprob); min 13 bytes each)
  */
 static void enc_tokens(struct wr *w, const struct proto_tokens *t)
 {
@@ -650,9 +594,18 @@ static void enc_tokens(struct wr *w, const struct proto_tokens *t)
 		w->st = CM_EINVAL;
 	wr_u32(w, t->n);
 	for (uint32_t i = 0; i < t->n && w->st == CM_OK; i++) {
-		wr_u32(w, t->tok[i].id);
-		wr_f32(w, t->tok[i].logprob);
-		wr_str(w, t->tok[i].text);
+		const struct proto_token *k = &t->tok[i];
+
+		if (k->n_top && !k->top && w->st == CM_OK)
+			w->st = CM_EINVAL;
+		wr_u32(w, k->id);
+		wr_f32(w, k->logprob);
+		wr_str(w, k->text);
+		wr_u8(w, k->n_top);
+		for (uint32_t j = 0; j < k->n_top && w->st == CM_OK; j++) {
+			wr_u32(w, k->top[j].id);
+			wr_f32(w, k->top[j].logprob);
+		}
 	}
 }
 
@@ -660,20 +613,46 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 				 struct cm_buf *scratch)
 {
 	struct proto_token *tok;
-	size_t off;
+	size_t off, n_top = 0, top_off = 0, top_cap;
 	enum cm_status st;
 
-	t->n = rd_count(r, 12, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
+	t->n = rd_count(r, 13, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
 	if (r->err != PROTO_ERR_NONE || t->n == 0)
 		return CM_OK;
-	st = scratch_alloc(scratch, t->n * sizeof(*tok), &off);
+	/* the alternatives of every token in one array after the tokens:
+	 * each takes 8 payload bytes, so there are at most left / 8 of them
+	 * (checked per token before any is read) */
+	top_cap = r->left / 8;
+	if (top_cap > (size_t)t->n * PROTO_TOP_LOGPROBS_MAX)
+		top_cap = (size_t)t->n * PROTO_TOP_LOGPROBS_MAX;
+	st = scratch_alloc(scratch, t->n * sizeof(*tok) + top_cap * sizeof(struct proto_top), &off);
 	if (st != CM_OK)
 		return st;
+	top_off = off + t->n * sizeof(*tok);
 	tok = (struct proto_token *)(cm_buf_data(scratch) + off);
-	for (uint32_t i = 0; i < t->n; i++) {
+	for (uint32_t i = 0; i < t->n && r->err == PROTO_ERR_NONE; i++) {
+		struct proto_top *top = (struct proto_top *)(cm_buf_data(scratch) + top_off) + n_top;
+
 		tok[i].id = rd_u32(r);
 		tok[i].logprob = rd_f32(r);
 		rd_str(r, &tok[i].text);
+		tok[i].n_top = rd_u8(r);
+		tok[i].top = NULL;
+		if (tok[i].n_top > PROTO_TOP_LOGPROBS_MAX) {
+			r->err = PROTO_ERR_VALUE;
+			break;
+		}
+		if (n_top + tok[i].n_top > top_cap) {
+			r->err = PROTO_ERR_FIELD_OVERRUN;
+			break;
+		}
+		if (tok[i].n_top)
+			tok[i].top = top;
+		for (uint32_t j = 0; j < tok[i].n_top; j++) {
+			top[j].id = rd_u32(r);
+			top[j].logprob = rd_f32(r);
+		}
+		n_top += tok[i].n_top;
 	}
 	t->tok = tok;
 	return CM_OK;
@@ -682,7 +661,8 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 /* ==== DONE =============================================================
  * u8 finish, u32 prompt_tokens, u32 cached_tokens, u32 gen_tokens,
  * u32 preemptions, i64 load_ns, i64 queue_ns, i64 prefill_ns,
- * i64 decode_ns, i64 ttft_ns, bytes32 logits_digest
+ * i64 decode_ns, i64 ttft_ns, bytes32 logits_digest,
+ * (version 3) i64 constraint_ns
  */
 static void enc_done(struct wr *w, const struct proto_done *d)
 {
@@ -697,6 +677,7 @@ static void enc_done(struct wr *w, const struct proto_done *d)
 	wr_i64(w, d->decode_ns);
 	wr_i64(w, d->ttft_ns);
 	wr_digest(w, d->logits_digest);
+	wr_i64(w, d->constraint_ns);
 }
 
 static void dec_done(struct rd *r, struct proto_done *d)
@@ -712,6 +693,7 @@ static void dec_done(struct rd *r, struct proto_done *d)
 	d->decode_ns = rd_i64(r);
 	d->ttft_ns = rd_i64(r);
 	rd_digest(r, d->logits_digest);
+	d->constraint_ns = rd_i64(r);
 }
 
 /* ==== ERROR ============================================================
@@ -954,21 +936,4 @@ out:
 	if (err)
 		*err = e;
 	return st;
-}
-
-/* ---- chat roles ------------------------------------------------------------ */
-
-const char *const proto_role_names[PROTO_ROLE_COUNT] = {
-	[PROTO_ROLE_SYSTEM] = "system",
-	[PROTO_ROLE_USER] = "user",
-	[PROTO_ROLE_ASSISTANT] = "assistant",
-};
-
-int proto_role_parse(const char *s, size_t len)
-{
-	for (int i = 0; s && i < PROTO_ROLE_COUNT; i++)
-		if (len == strlen(proto_role_names[i]) &&
-		    memcmp(s, proto_role_names[i], len) == 0)
-			return i;
-	return -1;
 }

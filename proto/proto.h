@@ -40,7 +40,7 @@
 #include "common/status.h"
 
 #define PROTO_MAGIC 0x31504C53u
-#define PROTO_VERSION 2
+#define PROTO_VERSION 3
 #define PROTO_HEADER_LEN 24
 #define PROTO_DIGEST_LEN 32
 
@@ -126,7 +126,20 @@ enum proto_class {
 #define PROTO_SUBMIT_F_IGNORE_EOS 0x8u    /* keep generating past EOS (benchmarks) */
 #define PROTO_SUBMIT_F_FIT 0x10u          /* max_tokens is a cap: lowered to what the
 					   * context leaves after the prompt */
-#define PROTO_SUBMIT_FLAGS_ALL 0x1Fu
+#define PROTO_SUBMIT_F_LOGPROBS 0x20u     /* the client reads logprobs: TOKEN's logprob (and
+					   * top) come from the distribution sampled, the
+					   * constraint's mask applied (no shortcut) */
+#define PROTO_SUBMIT_FLAGS_ALL 0x3Fu
+
+/* What the output must match (version 3). */
+enum proto_constraint {
+	PROTO_CONSTRAINT_NONE = 0,
+	PROTO_CONSTRAINT_JSON_OBJECT = 1, /* any JSON object (text empty) */
+	PROTO_CONSTRAINT_JSON_SCHEMA = 2, /* text: a JSON Schema */
+	PROTO_CONSTRAINT_GRAMMAR = 3,     /* text: a grammar (docs/structured-outputs.md) */
+};
+/* Most alternatives TOKEN carries per token (OpenAI's top_logprobs bound). */
+#define PROTO_TOP_LOGPROBS_MAX 20
 
 /*
  * Chat roles: the ones the worker's chat templates render.  The gateway
@@ -178,6 +191,10 @@ struct proto_submit {
 	uint32_t n_messages;
 	const struct proto_message *messages; /* CHAT */
 	struct proto_str template_name;       /* "" = the model's own */
+	/* version 3 */
+	uint8_t constraint_kind;              /* enum proto_constraint */
+	struct proto_str constraint;          /* the schema or grammar text */
+	uint8_t top_logprobs;                 /* 0..PROTO_TOP_LOGPROBS_MAX per TOKEN */
 };
 
 /* ---- CANCEL --------------------------------------------------------- */
@@ -193,10 +210,18 @@ struct proto_cancel {
 };
 
 /* ---- TOKEN ---------------------------------------------------------- */
+struct proto_top {
+	uint32_t id;
+	float logprob;
+};
+
 struct proto_token {
 	uint32_t id;
 	float logprob;          /* natural log of the sampled token's probability */
 	struct proto_str text;  /* UTF-8 bytes released with this token (may be "") */
+	/* version 3: the most likely alternatives, best first */
+	uint8_t n_top;          /* <= PROTO_TOP_LOGPROBS_MAX */
+	const struct proto_top *top;
 };
 
 struct proto_tokens {
@@ -223,6 +248,8 @@ struct proto_done {
 	int64_t decode_ns;
 	int64_t ttft_ns;            /* SUBMIT received -> first TOKEN sent */
 	uint8_t logits_digest[PROTO_DIGEST_LEN]; /* zeros unless F_DIGEST */
+	/* version 3 */
+	int64_t constraint_ns;      /* compiling the constraint (0: none, or cached) */
 };
 
 /* ---- ERROR ---------------------------------------------------------- */
@@ -236,6 +263,8 @@ enum proto_errcode {
 	PROTO_E_INTERNAL = 7,       /* engine failure */
 	PROTO_E_UNKNOWN_REQUEST = 8,/* CANCEL for an id the worker does not know */
 	PROTO_E_DUPLICATE = 9,      /* SUBMIT with a request id already running */
+	PROTO_E_CONSTRAINT = 10,    /* the constraint does not compile (before any
+				     * TOKEN), or it left no allowed token (after) */
 };
 
 struct proto_errmsg {

@@ -120,6 +120,12 @@ static const char *submit_diff(const struct proto_submit *a,
 	}
 	if (!str_eq(a->template_name, b->template_name))
 		return "submit.template_name";
+	if (a->constraint_kind != b->constraint_kind)
+		return "submit.constraint_kind";
+	if (!str_eq(a->constraint, b->constraint))
+		return "submit.constraint";
+	if (a->top_logprobs != b->top_logprobs)
+		return "submit.top_logprobs";
 	return NULL;
 }
 
@@ -135,6 +141,12 @@ static const char *tokens_diff(const struct proto_tokens *a,
 			return "tokens.tok[i].logprob";
 		if (!str_eq(a->tok[i].text, b->tok[i].text))
 			return "tokens.tok[i].text";
+		if (a->tok[i].n_top != b->tok[i].n_top)
+			return "tokens.tok[i].n_top";
+		for (uint32_t j = 0; j < a->tok[i].n_top; j++)
+			if (a->tok[i].top[j].id != b->tok[i].top[j].id ||
+			    !f32_eq(a->tok[i].top[j].logprob, b->tok[i].top[j].logprob))
+				return "tokens.tok[i].top[j]";
 	}
 	return NULL;
 }
@@ -164,6 +176,8 @@ static const char *done_diff(const struct proto_done *a,
 		return "done.ttft_ns";
 	if (memcmp(a->logits_digest, b->logits_digest, PROTO_DIGEST_LEN))
 		return "done.logits_digest";
+	if (a->constraint_ns != b->constraint_ns)
+		return "done.constraint_ns";
 	return NULL;
 }
 

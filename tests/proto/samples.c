@@ -21,6 +21,8 @@ struct proto_str tp_str(const char *s)
 static struct proto_str sample_stop[3];
 static struct proto_message sample_messages[3];
 static struct proto_token sample_tokens[4];
+static const struct proto_top sample_top[3] = {
+	{ 15043, -0.125f }, { 10994, -2.25f }, { 2, -3.0f } };
 
 static void sample_hello(struct proto_hello *h)
 {
@@ -79,14 +81,17 @@ static void sample_submit(struct proto_submit *s)
 	s->n_messages = 3;
 	s->messages = sample_messages;
 	s->template_name = tp_str("chatml");
+	s->constraint_kind = PROTO_CONSTRAINT_JSON_SCHEMA;
+	s->constraint = tp_str("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}");
+	s->top_logprobs = 5;
 }
 
 static void sample_tokens_fill(struct proto_tokens *t)
 {
-	sample_tokens[0] = (struct proto_token){ 15043, -0.125f, tp_str("Hello") };
-	sample_tokens[1] = (struct proto_token){ 29892, -2.5f, tp_str(",") };
-	sample_tokens[2] = (struct proto_token){ 31999, -7.75f, tp_str("") };
-	sample_tokens[3] = (struct proto_token){ 1, 0.0f, tp_str("\xe4\xb8\x96") };
+	sample_tokens[0] = (struct proto_token){ 15043, -0.125f, tp_str("Hello"), 3, sample_top };
+	sample_tokens[1] = (struct proto_token){ 29892, -2.5f, tp_str(","), 0, NULL };
+	sample_tokens[2] = (struct proto_token){ 31999, -7.75f, tp_str(""), 1, sample_top + 2 };
+	sample_tokens[3] = (struct proto_token){ 1, 0.0f, tp_str("\xe4\xb8\x96"), 0, NULL };
 	t->n = 4;
 	t->tok = sample_tokens;
 }
@@ -105,6 +110,7 @@ static void sample_done(struct proto_done *d)
 	d->ttft_ns = 33500000;
 	for (int i = 0; i < PROTO_DIGEST_LEN; i++)
 		d->logits_digest[i] = (uint8_t)(0xFF - i);
+	d->constraint_ns = 2750000;
 }
 
 static void sample_stats(struct proto_stats *s)

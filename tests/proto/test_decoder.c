@@ -147,6 +147,9 @@ struct submit_opts {
 	uint32_t n_stop;        /* count written */
 	uint32_t n_stop_bytes;  /* stop strings actually present */
 	uint8_t prompt_kind;
+	uint8_t constraint_kind;
+	uint32_t constraint_len; /* bytes of "{}..." written */
+	uint8_t top_logprobs;
 };
 
 static const struct submit_opts submit_ok = {
@@ -184,6 +187,11 @@ static void submit_frame(struct cm_buf *f, const struct submit_opts *o)
 	assert_int_equal(cm_buf_append(&p, "hi", 2), CM_OK);
 	assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK); /* no messages */
 	assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK); /* template_name */
+	assert_int_equal(cm_buf_put_u8(&p, o->constraint_kind), CM_OK);
+	assert_int_equal(cm_buf_put_u32(&p, o->constraint_len), CM_OK);
+	for (uint32_t i = 0; i < o->constraint_len; i++)
+		assert_int_equal(cm_buf_put_u8(&p, '{'), CM_OK);
+	assert_int_equal(cm_buf_put_u8(&p, o->top_logprobs), CM_OK);
 	raw_frame(f, PROTO_SUBMIT, 0, 9, &p);
 	cm_buf_deinit(&p);
 }
@@ -199,6 +207,7 @@ static void token_frame(struct cm_buf *f, uint32_t n, uint32_t present)
 		assert_int_equal(cm_buf_put_u32(&p, i), CM_OK);   /* id */
 		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* logprob 0 */
 		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* text "" */
+		assert_int_equal(cm_buf_put_u8(&p, 0), CM_OK);    /* no alternatives */
 	}
 	raw_frame(f, PROTO_TOKEN, 0, 3, &p);
 	cm_buf_deinit(&p);
@@ -596,8 +605,14 @@ static void test_err_value(void **state)
 					    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	static const uint8_t token_zero[] = { 0, 0, 0, 0 };
 	static const uint8_t error_code0[] = { 0, 0, 0, 0, 0, 0 };
-	static const uint8_t error_code10[] = { 10, 0, 0, 0, 0, 0 };
-	uint8_t done[1 + 16 + 40 + 32] = { 0 };
+	static const uint8_t error_code11[] = { 11, 0, 0, 0, 0, 0 };
+	/* one token (id 1, logprob 0, text "") claiming 21 alternatives */
+	static const uint8_t token_top21[] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+					       0, 0, 0, 0, 21 };
+	/* one token claiming 2 alternatives with bytes for one */
+	static const uint8_t token_top_short[] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+						   0, 0, 0, 0, 2, 5, 0, 0, 0, 0, 0, 0, 0 };
+	uint8_t done[1 + 16 + 40 + 32 + 8] = { 0 };
 	uint8_t stats[24 + 24 + 8 + 16 + 1 + 4 + 2 * 16 * 8] = { 0 };
 	struct cm_buf f;
 	struct submit_opts o;
@@ -631,8 +646,14 @@ static void test_err_value(void **state)
 	small_frame(&f, PROTO_ERROR, 0, error_code0, sizeof(error_code0));
 	expect_frame_error(&f, PROTO_ERR_VALUE);
 	cm_buf_deinit(&f);
-	small_frame(&f, PROTO_ERROR, 0, error_code10, sizeof(error_code10));
+	small_frame(&f, PROTO_ERROR, 0, error_code11, sizeof(error_code11));
 	expect_frame_error(&f, PROTO_ERR_VALUE);
+	cm_buf_deinit(&f);
+	small_frame(&f, PROTO_TOKEN, 1, token_top21, sizeof(token_top21));
+	expect_frame_error(&f, PROTO_ERR_VALUE);
+	cm_buf_deinit(&f);
+	small_frame(&f, PROTO_TOKEN, 1, token_top_short, sizeof(token_top_short));
+	expect_frame_error(&f, PROTO_ERR_FIELD_OVERRUN);
 	cm_buf_deinit(&f);
 
 	small_frame(&f, PROTO_PONG, 0, pong_bad, sizeof(pong_bad));
@@ -676,6 +697,21 @@ static void test_err_value(void **state)
 	cm_buf_deinit(&f);
 	o = submit_ok;
 	o.top_p = INFINITY;
+	submit_frame(&f, &o);
+	expect_frame_error(&f, PROTO_ERR_VALUE);
+	cm_buf_deinit(&f);
+	o = submit_ok;
+	o.constraint_kind = 4;
+	submit_frame(&f, &o);
+	expect_frame_error(&f, PROTO_ERR_VALUE);
+	cm_buf_deinit(&f);
+	o = submit_ok; /* text without a kind */
+	o.constraint_len = 2;
+	submit_frame(&f, &o);
+	expect_frame_error(&f, PROTO_ERR_VALUE);
+	cm_buf_deinit(&f);
+	o = submit_ok;
+	o.top_logprobs = PROTO_TOP_LOGPROBS_MAX + 1;
 	submit_frame(&f, &o);
 	expect_frame_error(&f, PROTO_ERR_VALUE);
 	cm_buf_deinit(&f);

@@ -12,6 +12,7 @@
 #include "worker/text/chat.h"
 #include "worker/model/model.h"
 #include "worker/engine/stop.h"
+#include "worker/grammar/mask.h"
 #include "worker/text/tokenizer.h"
 
 struct wk_gen {
@@ -25,6 +26,16 @@ struct wk_gen {
 	int digest;
 	int stopped;
 	uint8_t last_digest[32];
+	struct wk_mask *mask;   /* NULL: unconstrained */
+	int32_t state;
+	int exact;
+	int greedy;
+	uint32_t *bits;         /* [mask words] */
+	uint64_t n_masks;
+	const char *err;        /* a constraint's refusal, static text */
+	uint32_t top_k, n_top;
+	uint32_t top_ids[WK_GEN_TOP_MAX];
+	float top_lps[WK_GEN_TOP_MAX];
 };
 
 enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size_t len,
@@ -91,6 +102,23 @@ enum cm_status wk_gen_new(const struct wk_model *m, const struct wk_gen_params *
 	cm_buf_init(&g->text, 64 * 1024);
 	cm_buf_init(&g->fin, 64 * 1024);
 	wk_detok_init(&g->detok, m->tok, 0);
+	g->mask = p->mask;
+	g->state = p->mask_state;
+	g->exact = p->exact_logprobs;
+	g->greedy = p->sampling.temperature == 0.0f;
+	g->top_k = p->top_logprobs > WK_GEN_TOP_MAX ? WK_GEN_TOP_MAX : p->top_logprobs;
+	if (g->mask) {
+		if (wk_mask_words(g->mask) != ((size_t)m->hp.n_vocab + 31) / 32) {
+			st = cm_fail(err, err_len, CM_EINVAL, "constraint: its vocabulary has %zu "
+				     "tokens, the model %u", wk_mask_words(g->mask) * 32, m->hp.n_vocab);
+			goto out;
+		}
+		g->bits = cm_calloc(wk_mask_words(g->mask), sizeof(uint32_t));
+		if (!g->bits) {
+			st = CM_ENOMEM;
+			goto out;
+		}
+	}
 	st = wk_sampler_new(&p->sampling, m->hp.n_vocab, &g->sampler, err, err_len);
 	if (st != CM_OK)
 		goto out;
@@ -112,6 +140,7 @@ void wk_gen_free(struct wk_gen *g)
 	wk_stop_free(g->stop);
 	cm_buf_deinit(&g->text);
 	cm_buf_deinit(&g->fin);
+	cm_free(g->bits);
 	cm_free(g);
 }
 
@@ -131,17 +160,83 @@ enum cm_status wk_gen_accept_prompt(struct wk_gen *g, const int32_t *toks, uint3
 	return CM_OK;
 }
 
+/* The constrained draw: greedy without logprobs takes its argmax when the
+ * grammar allows it (the masked argmax is then the same token), anything
+ * else samples from the masked distribution. */
+static enum cm_status sample_constrained(struct wk_gen *g, struct wk_sampler_ws *ws,
+					 const float *logits, struct wk_sample *s)
+{
+	uint32_t n_vocab = g->m->hp.n_vocab;
+	size_t words = wk_mask_words(g->mask);
+	uint32_t any = 0;
+	enum cm_status st;
+
+	if (g->greedy && !g->exact && g->top_k == 0 &&
+	    wk_sampler_sample(g->sampler, ws, logits, n_vocab, s) == CM_OK &&
+	    wk_mask_allows(g->mask, g->state, (int32_t)s->token))
+		return CM_OK;
+	st = wk_mask_fill(g->mask, g->state, g->bits);
+	if (st != CM_OK) {
+		g->err = "constraint: the matcher ran out of room (grammar.max_states); "
+			 "the output so far is incomplete";
+		return st;
+	}
+	g->n_masks++;
+	for (size_t i = 0; i < words; i++)
+		any |= g->bits[i];
+	if (!any) {
+		g->err = "constraint: no token can continue the output from here "
+			 "(the grammar has no way forward)";
+		return CM_EINVAL;
+	}
+	return wk_sampler_sample_masked(g->sampler, ws, logits, n_vocab, g->bits, s);
+}
+
 int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *logits,
 		      float *logprob)
 {
 	struct wk_sample s;
 
-	if (wk_sampler_sample(g->sampler, ws, logits, g->m->hp.n_vocab, &s) != CM_OK)
+	g->n_top = 0;
+	if (g->mask) {
+		int32_t next;
+
+		if (sample_constrained(g, ws, logits, &s) != CM_OK)
+			return -1;
+		next = wk_mask_advance(g->mask, g->state, (int32_t)s.token);
+		if (next < 0) {
+			g->err = "constraint: the matcher ran out of room (grammar.max_states); "
+				 "the output so far is incomplete";
+			return -1;
+		}
+		g->state = next;
+	} else if (wk_sampler_sample(g->sampler, ws, logits, g->m->hp.n_vocab, &s) != CM_OK) {
+		return -1;
+	}
+	if (g->top_k && wk_sampler_top(g->sampler, ws, g->top_k, g->top_ids, g->top_lps,
+				       &g->n_top) != CM_OK)
 		return -1;
 	if (wk_sampler_accept(g->sampler, s.token) != CM_OK)
 		return -1;
 	*logprob = s.logprob;
 	return (int32_t)s.token;
+}
+
+const char *wk_gen_error(const struct wk_gen *g)
+{
+	return g->err;
+}
+
+uint32_t wk_gen_top(const struct wk_gen *g, const uint32_t **ids, const float **lps)
+{
+	*ids = g->top_ids;
+	*lps = g->top_lps;
+	return g->n_top;
+}
+
+uint64_t wk_gen_masks(const struct wk_gen *g)
+{
+	return g->n_masks;
 }
 
 int wk_gen_push(struct wk_gen *g, int32_t tok, const float *logits,

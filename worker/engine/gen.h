@@ -42,7 +42,21 @@ struct wk_gen_params {
 	size_t n_stop;
 	int ignore_eos;           /* keep going past end-of-generation tokens */
 	int digest;               /* keep a SHA-256 of the last logits */
+	/*
+	 * Structured output (NULL: none): only tokens the mask allows from
+	 * the current state are sampled (removed before penalties and top-k,
+	 * so the draw does not depend on anything but this sequence), EOS
+	 * only where the grammar accepts.  The mask (and its matcher) must
+	 * outlive the generation; the state is the sequence's own.
+	 */
+	struct wk_mask *mask;
+	int32_t mask_state;       /* where the output starts (wk_gm_start) */
+	int exact_logprobs;       /* logprobs are read: always the full mask
+				   * (greedy otherwise checks its argmax first) */
+	uint32_t top_logprobs;    /* alternatives kept per token, <= WK_GEN_TOP_MAX */
 };
+
+#define WK_GEN_TOP_MAX 20
 
 enum cm_status wk_gen_new(const struct wk_model *m, const struct wk_gen_params *p,
 			  struct wk_gen **out, char *err, size_t err_len) CM_WUR;
@@ -52,9 +66,18 @@ void wk_gen_free(struct wk_gen *g);
 enum cm_status wk_gen_accept_prompt(struct wk_gen *g, const int32_t *toks,
 				    uint32_t n) CM_WUR;
 
-/* Samples the next token; returns it (or -1 on error) and its logprob. */
+/* Samples the next token; returns it (or -1 on error: wk_gen_error says
+ * why when it is the constraint's) and its logprob. */
 int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *logits,
 		      float *logprob);
+/* Why the last wk_gen_sample failed when the constraint refused to go on
+ * (no allowed token, the matcher's limit), else NULL. */
+const char *wk_gen_error(const struct wk_gen *g);
+/* The alternatives of the last sampled token (top_logprobs of them at
+ * most, best first): returns how many. */
+uint32_t wk_gen_top(const struct wk_gen *g, const uint32_t **ids, const float **lps);
+/* Tokens whose mask was computed in full (the rest: greedy argmax allowed). */
+uint64_t wk_gen_masks(const struct wk_gen *g);
 
 /*
  * A token was generated: *text and *len receive the bytes to stream now

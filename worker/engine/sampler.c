@@ -196,74 +196,6 @@ static double rng_double(uint64_t s[4])
 	return (double)(xoshiro_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* ==== parameters ==================================================== */
-
-void wk_sampler_params_default(struct wk_sampler_params *p)
-{
-	memset(p, 0, sizeof(*p));
-	p->temperature = 0.8f;
-	p->top_k = 40;
-	p->top_p = 0.9f;
-	p->min_p = 0.0f;
-	p->repeat_penalty = 1.1f;
-	p->repeat_last_n = 64;
-	p->presence_penalty = 0.0f;
-	p->frequency_penalty = 0.0f;
-	p->has_seed = false;
-}
-
-enum cm_status wk_sampler_params_validate(const struct wk_sampler_params *p,
-					  uint32_t n_vocab, char *err,
-					  size_t err_len)
-{
-	if (n_vocab == 0)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "n_vocab: expected at least 1 token, found 0");
-	if (!isfinite(p->temperature) || p->temperature < 0.0f ||
-	    p->temperature > WK_SAMPLER_TEMPERATURE_MAX)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "temperature: expected a value in [0, %g], found %g",
-			    (double)WK_SAMPLER_TEMPERATURE_MAX,
-			    (double)p->temperature);
-	if (p->top_k > n_vocab)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "top_k: expected 0 (off) to the vocabulary size %u, found %u",
-			    n_vocab, p->top_k);
-	if (!isfinite(p->top_p) || !(p->top_p > 0.0f) || p->top_p > 1.0f)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "top_p: expected a value in (0, 1], found %g",
-			    (double)p->top_p);
-	if (!isfinite(p->min_p) || p->min_p < 0.0f || p->min_p > 1.0f)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "min_p: expected a value in [0, 1], found %g",
-			    (double)p->min_p);
-	if (!isfinite(p->repeat_penalty) || !(p->repeat_penalty > 0.0f) ||
-	    p->repeat_penalty > WK_SAMPLER_REPEAT_PENALTY_MAX)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "repeat_penalty: expected a value in (0, %g], found %g",
-			    (double)WK_SAMPLER_REPEAT_PENALTY_MAX,
-			    (double)p->repeat_penalty);
-	if (p->repeat_last_n > WK_SAMPLER_REPEAT_LAST_N_MAX)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "repeat_last_n: expected 0 to %u tokens, found %u",
-			    WK_SAMPLER_REPEAT_LAST_N_MAX, p->repeat_last_n);
-	if (!isfinite(p->presence_penalty) ||
-	    fabsf(p->presence_penalty) > WK_SAMPLER_PENALTY_ABS_MAX)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "presence_penalty: expected a value in [-%g, %g], found %g",
-			    (double)WK_SAMPLER_PENALTY_ABS_MAX,
-			    (double)WK_SAMPLER_PENALTY_ABS_MAX,
-			    (double)p->presence_penalty);
-	if (!isfinite(p->frequency_penalty) ||
-	    fabsf(p->frequency_penalty) > WK_SAMPLER_PENALTY_ABS_MAX)
-		return cm_fail(err, err_len, CM_EINVAL,
-			    "frequency_penalty: expected a value in [-%g, %g], found %g",
-			    (double)WK_SAMPLER_PENALTY_ABS_MAX,
-			    (double)WK_SAMPLER_PENALTY_ABS_MAX,
-			    (double)p->frequency_penalty);
-	return CM_OK;
-}
-
 /* ==== workspace ===================================================== */
 
 struct wk_sampler_ws *wk_sampler_ws_new(uint32_t n_vocab)
@@ -561,6 +493,20 @@ static void sanitize(const float *l, float *w, uint32_t n)
 		float x = l[i];
 
 		w[i] = isnan(x) ? -INFINITY : x > FLT_MAX ? FLT_MAX : x;
+	}
+}
+
+/* w[i] = -inf for every token whose bit in allow is clear. */
+static void apply_mask(float *w, uint32_t n, const uint32_t *allow)
+{
+	for (uint32_t k = 0; k < (n + 31) / 32; k++) {
+		uint32_t word = allow[k];
+
+		if (word == UINT32_MAX)
+			continue;
+		for (uint32_t b = 0; b < 32 && k * 32 + b < n; b++)
+			if (!(word >> b & 1u))
+				w[k * 32 + b] = -INFINITY;
 	}
 }
 
@@ -928,6 +874,45 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 				 const float *logits, uint32_t n_vocab,
 				 struct wk_sample *out)
 {
+	return wk_sampler_sample_masked(s, ws, logits, n_vocab, NULL, out);
+}
+
+enum cm_status wk_sampler_top(const struct wk_sampler *s, const struct wk_sampler_ws *ws,
+			      uint32_t k, uint32_t *ids, float *lps, uint32_t *n_out)
+{
+	const float *w = ws->w;
+	double temp = s->p.temperature == 0.0f ? 1.0 : s->p.temperature, lz;
+	uint32_t n = 0;
+	float max;
+
+	*n_out = 0;
+	if (s->n_vocab > ws->n_vocab || k == 0)
+		return CM_OK;
+	max = max_of(w, s->n_vocab);
+	if (max == -INFINITY)
+		return CM_EINVAL;
+	/* insertion into the k best so far, by (logit desc, id asc) */
+	for (uint32_t t = 0; t < s->n_vocab; t++) {
+		uint32_t i;
+
+		if (w[t] == -INFINITY || (n == k && !better(w, t, ids[n - 1])))
+			continue;
+		i = n < k ? n++ : n - 1;
+		for (; i > 0 && better(w, t, ids[i - 1]); i--)
+			ids[i] = ids[i - 1];
+		ids[i] = t;
+	}
+	lz = log_partition(w, s->n_vocab, max, temp);
+	for (uint32_t i = 0; i < n; i++)
+		lps[i] = (float)(((double)w[ids[i]] - (double)max) / temp - lz);
+	*n_out = n;
+	return CM_OK;
+}
+
+enum cm_status wk_sampler_sample_masked(struct wk_sampler *s, struct wk_sampler_ws *ws,
+					const float *logits, uint32_t n_vocab,
+					const uint32_t *allow, struct wk_sample *out)
+{
 	const struct wk_sampler_params *p = &s->p;
 	float *w = ws->w, max;
 	struct smp_list L;
@@ -938,6 +923,8 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 
 	/* copy: NaN -> -inf, +inf -> FLT_MAX so that w - max is never NaN */
 	sanitize(logits, w, n_vocab);
+	if (allow)
+		apply_mask(w, n_vocab, allow);
 	if (s->penalties)
 		apply_penalties(s, ws);
 

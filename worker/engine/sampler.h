@@ -140,6 +140,26 @@ enum cm_status wk_sampler_sample(struct wk_sampler *s,
 				 const float *logits, uint32_t n_vocab,
 				 struct wk_sample *out) CM_WUR;
 
+/*
+ * As wk_sampler_sample, with the tokens whose bit is clear in `allow`
+ * (bit i & 31 of word i >> 5; NULL: every token) removed before anything
+ * else (penalties, top-k ...): the draw and its logprob are those of the
+ * masked distribution.  CM_EINVAL as above, also when nothing is allowed.
+ */
+enum cm_status wk_sampler_sample_masked(struct wk_sampler *s, struct wk_sampler_ws *ws,
+					const float *logits, uint32_t n_vocab,
+					const uint32_t *allow, struct wk_sample *out) CM_WUR;
+
+/*
+ * The k (<= ids' room) most likely tokens of the distribution the last
+ * sample drew from (same workspace, nothing sampled in between): best
+ * first by (logit, then lower id), with their logprobs as
+ * wk_sample.logprob defines them; tokens the mask removed are never
+ * among them.  *n_out may be below k when fewer tokens are possible.
+ */
+enum cm_status wk_sampler_top(const struct wk_sampler *s, const struct wk_sampler_ws *ws,
+			      uint32_t k, uint32_t *ids, float *lps, uint32_t *n_out) CM_WUR;
+
 /* The portable exp() used for every probability (exported for tests). */
 double wk_sampler_exp(double x);
 

@@ -44,6 +44,15 @@ struct wk_server_cfg {
 	int64_t max_connections;
 	int64_t stats_interval_ms;
 	int64_t drain_timeout_ms;
+	uint64_t grammar_max_bytes;
+	int64_t grammar_cache_entries;
+	uint64_t grammar_mask_cache_bytes;
+	uint64_t grammar_pool_bytes;
+	int64_t grammar_warm_ms;
+	int64_t grammar_max_rules;
+	int64_t grammar_max_elems;
+	int64_t grammar_max_states;
+	int64_t grammar_schema_depth;
 	int log_level;                 /* index into debug, info, warn, error */
 };
 

@@ -27,6 +27,7 @@
 #include "worker/engine/kv.h"
 #include "worker/engine/sampler.h"
 #include "worker/engine/sched.h"
+#include "worker/grammar/cache.h"
 #include "worker/model/model.h"
 #include "worker/serve/server.h"
 
@@ -43,6 +44,9 @@ struct wk_serve_req {
 	int64_t t_last_token;
 	int32_t last_token;
 	uint8_t klass;
+	struct wk_gentry *gent;           /* the compiled constraint (NULL: none) */
+	int64_t constraint_ns;            /* its compile time (0: cached, none) */
+	uint8_t top_logprobs;             /* alternatives per TOKEN */
 };
 
 struct wk_serve_conn {
@@ -81,6 +85,11 @@ struct wk_server {
 	char backend_name[16];
 	char device[128];
 	struct wk_serve_req *orphans;     /* requests whose connection closed mid-step */
+	/* structured outputs: the vocabulary's trie, the masks shared by
+	 * every constraint, the compiled constraints (docs/structured-outputs.md) */
+	struct wk_vtrie *vtrie;
+	struct wk_mask_pool *mpool;
+	struct wk_gcache *gcache;
 };
 
 /* ---- conn.c ------------------------------------------------------------------ */
@@ -99,6 +108,20 @@ void wk_serve_send_stats(struct wk_server *s, int64_t now);
 int wk_serve_conn_index(const struct wk_server *s, int fd);
 
 /* ---- request.c --------------------------------------------------------------- */
+
+/* The trie, pool and cache of compiled constraints from the config. */
+enum cm_status wk_serve_grammar_setup(struct wk_server *s, char *err, size_t err_len) CM_WUR;
+void wk_serve_grammar_teardown(struct wk_server *s);
+/*
+ * The compiled constraint of a SUBMIT (*out NULL when it has none), from
+ * the cache or compiled now (*compile_ns).  Errors (message in err, for
+ * ERROR constraint): too large, not JSON, unsupported keyword with its
+ * path, grammar syntax with line and column, a limit, the cache full of
+ * constraints in use.
+ */
+enum cm_status wk_serve_constraint_get(struct wk_server *s, uint64_t id,
+				       const struct proto_submit *sb, struct wk_gentry **out,
+				       int64_t *compile_ns, char *err, size_t err_len) CM_WUR;
 
 /* The scheduler's callbacks (sample, emit, done); owner: the wk_server. */
 extern const struct wk_sched_cb wk_serve_sched_cb;

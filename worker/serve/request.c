@@ -51,6 +51,7 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 	int64_t now = cm_mono_ns();
 	struct proto_msg m;
 	struct proto_token t;
+	struct proto_top top[PROTO_TOP_LOGPROBS_MAX];
 
 	if (wk_seq_n_generated(q) == 1)
 		wk_serve_hist_add(s->ttft_hist, now - wk_seq_timing(q)->t_submit);
@@ -64,10 +65,23 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 	memset(&m, 0, sizeof(m));
 	m.type = PROTO_TOKEN;
 	m.request_id = r->id;
+	memset(&t, 0, sizeof(t));
 	t.id = (uint32_t)tok;
 	t.logprob = lp;
 	t.text.ptr = (const char *)text;
 	t.text.len = (uint32_t)len;
+	if (r->top_logprobs) {
+		const uint32_t *ids;
+		const float *lps;
+		uint32_t n = wk_gen_top(r->gen, &ids, &lps);
+
+		for (uint32_t i = 0; i < n && i < PROTO_TOP_LOGPROBS_MAX; i++) {
+			top[i].id = ids[i];
+			top[i].logprob = lps[i];
+		}
+		t.n_top = (uint8_t)(n < PROTO_TOP_LOGPROBS_MAX ? n : PROTO_TOP_LOGPROBS_MAX);
+		t.top = top;
+	}
 	m.u.tokens.n = 1;
 	m.u.tokens.tok = &t;
 	wk_serve_conn_send(r->conn, &m);
@@ -90,6 +104,16 @@ static void req_unlink(struct wk_serve_req *r)
 	r->conn = NULL;
 }
 
+static void req_free(struct wk_server *s, struct wk_serve_req *r)
+{
+	if (!r)
+		return;
+	wk_gen_free(r->gen);
+	if (r->gent)
+		wk_gcache_put(s->gcache, r->gent);
+	cm_free(r);
+}
+
 static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 {
 	struct wk_server *s = owner;
@@ -106,6 +130,8 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 		m.u.pong.tokens = wk_seq_n_generated(q);
 		m.u.pong.gen_ns = tm->t_end - tm->t_submit;
 		wk_serve_conn_send(r->conn, &m);
+	} else if (r->conn && end == WK_END_ERROR && r->gen && wk_gen_error(r->gen)) {
+		wk_serve_send_error(r->conn, r->id, PROTO_E_CONSTRAINT, wk_gen_error(r->gen));
 	} else if (r->conn && end == WK_END_ERROR) {
 		wk_serve_send_error(r->conn, r->id, PROTO_E_INTERNAL, "engine failure during generation");
 	} else if (r->conn) {
@@ -116,7 +142,8 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 			wk_gen_finish(r->gen, &text, &len);
 			if (len > 0) {
 				/* held-back text: a text-only entry (id 0xFFFFFFFF) */
-				struct proto_token t = { UINT32_MAX, 0.0f, { (const char *)text, (uint32_t)len } };
+				struct proto_token t = { UINT32_MAX, 0.0f, { (const char *)text, (uint32_t)len },
+							 0, NULL };
 
 				memset(&m, 0, sizeof(m));
 				m.type = PROTO_TOKEN;
@@ -142,6 +169,7 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 		m.u.done.decode_ns = tm->decode_ns;
 		m.u.done.ttft_ns = tm->t_first_token ? tm->t_first_token - tm->t_submit : 0;
 		memcpy(m.u.done.logits_digest, wk_gen_digest(r->gen), 32);
+		m.u.done.constraint_ns = r->constraint_ns;
 		wk_serve_conn_send(r->conn, &m);
 	}
 	{
@@ -159,11 +187,14 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 		cm_log_i64(&lr, "ttft_ns", tm->t_first_token ? tm->t_first_token - tm->t_submit : -1);
 		cm_log_i64(&lr, "total_ns", tm->t_end - tm->t_submit);
 		cm_log_u64(&lr, "seed", r->gen ? wk_gen_seed(r->gen) : 0);
+		if (r->gent) {
+			cm_log_i64(&lr, "constraint_ns", r->constraint_ns);
+			cm_log_u64(&lr, "constraint_masks", wk_gen_masks(r->gen));
+		}
 		cm_log_end(&lr);
 	}
 	req_unlink(r);
-	wk_gen_free(r->gen);
-	cm_free(r);
+	req_free(s, r);
 }
 
 static struct wk_serve_req *find_req(struct wk_serve_conn *c, uint64_t id)
@@ -399,6 +430,26 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	r = cm_calloc(1, sizeof(*r));
 	if (!r)
 		goto nomem;
+	st = wk_serve_constraint_get(s, m->request_id, sb, &r->gent, &r->constraint_ns, err,
+				     sizeof(err));
+	if (st == CM_ENOMEM)
+		goto nomem;
+	if (st != CM_OK) {
+		code = PROTO_E_CONSTRAINT;
+		goto fail;
+	}
+	if (r->gent) {
+		gp.mask = wk_gentry_mask(r->gent);
+		gp.mask_state = wk_gm_start(wk_gentry_matcher(r->gent));
+		if (gp.mask_state < 0) {
+			snprintf(err, sizeof(err), "constraint: the matcher ran out of room at the start");
+			code = PROTO_E_CONSTRAINT;
+			goto fail;
+		}
+	}
+	gp.exact_logprobs = (m->flags & PROTO_SUBMIT_F_LOGPROBS) != 0;
+	gp.top_logprobs = sb->top_logprobs;
+	r->top_logprobs = sb->top_logprobs;
 	st = wk_gen_new(s->model, &gp, &r->gen, err, sizeof(err));
 	if (st == CM_ENOMEM)
 		goto nomem;
@@ -437,10 +488,7 @@ nomem:
 fail:
 	wk_serve_send_error(c, m->request_id, code, err[0] ? err : "invalid request");
 out:
-	if (r) {
-		wk_gen_free(r->gen);
-		cm_free(r);
-	}
+	req_free(s, r);
 	cm_free(prompt);
 	cm_free(stops);
 	cm_free(stop_lens);

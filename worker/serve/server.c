@@ -230,6 +230,8 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		snprintf(err, err_len, "out of memory setting up the scheduler");
 		return -1;
 	}
+	if (wk_serve_grammar_setup(s, err, err_len) != CM_OK)
+		return -1;
 	s->conns = cm_calloc((size_t)s->cfg->max_connections, sizeof(*s->conns));
 	if (!s->conns || parse_allowed(s, err, err_len) != 0)
 		return -1;
@@ -244,6 +246,7 @@ static void teardown(struct wk_server *s)
 	wk_sched_free(s->sched);
 	wk_kv_free(s->kv);
 	wk_sampler_ws_free(s->ws);
+	wk_serve_grammar_teardown(s);
 	if (s->be)
 		s->be->ops->destroy(s->be);
 	wk_model_free(s->model);
