@@ -6,6 +6,7 @@
  */
 #include "gateway/dispatch_internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -165,7 +166,17 @@ static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 		return;
 	}
 	gw_api_error_from_worker(&e, code, msg, len);
-	gw_job_fail(j, &e, e.status == 503 ? 1 : 0, "worker_error");
+	if (code == PROTO_E_CONSTRAINT && j->api.constraint_param) {
+		/* the worker names what is wrong in the schema or grammar; the
+		 * client is told which of its fields that was */
+		char m[sizeof(e.message)];
+
+		snprintf(m, sizeof(m), "%s", e.message);
+		gw_api_error_set(&e, 400, j->api.constraint_param, NULL, "%s: %s",
+				 j->api.constraint_param, m);
+	}
+	gw_job_fail(j, &e, e.status == 503 ? 1 : 0,
+		    code == PROTO_E_CONSTRAINT ? "constraint_error" : "worker_error");
 }
 
 const struct gw_request_ops gw_job_ops = { job_on_tokens, job_on_done, job_on_error };

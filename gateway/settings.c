@@ -53,6 +53,9 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		   "Bytes of one stop string."),
 	CM_CFG_INT(L, max_output_tokens, CM_LIM_MAX_OUTPUT_TOKENS, 1, 1048576,
 		   "Largest `num_predict`/`max_tokens`, and the default when a request sets none."),
+	CM_CFG_SIZE(L, constraint_bytes, CM_LIM_CONSTRAINT_BYTES, 16, 64 << 20,
+		    "Bytes of a structured-output constraint (a JSON Schema as compact JSON, or a grammar "
+		    "text) in one request; beyond, 400."),
 	CM_CFG_ENUM(L, max_tokens_over_context, 0, gw_over_context,
 		    "An explicit `max_tokens`/`num_predict` over what the model's context leaves "
 		    "after the prompt: `clamp` lowers it to what fits (finish_reason `length`), "
@@ -203,6 +206,7 @@ void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l
 	l->stop_strings = (uint32_t)s->limits.stop_strings;
 	l->stop_string_bytes = (uint32_t)s->limits.stop_string_bytes;
 	l->max_output_tokens = (uint32_t)s->limits.max_output_tokens;
+	l->constraint_bytes = (uint32_t)s->limits.constraint_bytes;
 	l->max_tokens_strict = s->limits.max_tokens_over_context == 1;
 }
 

@@ -255,6 +255,15 @@ static void wr_str(struct wr *w, struct proto_str s)
 	wr_bytes(w, p, s.len);
 }
 
+/* blob: u32 length + raw bytes (a token's piece need not be UTF-8). */
+static void wr_blob(struct wr *w, struct proto_str s)
+{
+	if (w->st == CM_OK && s.len && !s.ptr)
+		w->st = CM_EINVAL;
+	wr_u32(w, s.len);
+	wr_bytes(w, s.ptr, s.len);
+}
+
 /* ==== reader =========================================================== */
 
 /*
@@ -355,6 +364,19 @@ static void rd_str(struct rd *r, struct proto_str *s)
 		return;
 	}
 	if (n) {
+		s->ptr = (const char *)q;
+		s->len = n;
+	}
+}
+
+static void rd_blob(struct rd *r, struct proto_str *s)
+{
+	uint32_t n = rd_u32(r);
+	const uint8_t *q = rd_take(r, n);
+
+	s->ptr = "";
+	s->len = 0;
+	if (q && n) {
 		s->ptr = (const char *)q;
 		s->len = n;
 	}
@@ -586,7 +608,8 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
 
 /* ==== TOKEN ============================================================
  * list<token> (u32 n + per token: u32 id, f32 logprob, str text,
- *              u8 n_top + n_top x (u32 id, f32 logprob); min 13 bytes each)
+ *              blob piece, u8 n_top + n_top x (u32 id, f32 logprob,
+ *              blob piece); min 17 bytes each, 12 per alternative)
  */
 static void enc_tokens(struct wr *w, const struct proto_tokens *t)
 {
@@ -601,10 +624,12 @@ static void enc_tokens(struct wr *w, const struct proto_tokens *t)
 		wr_u32(w, k->id);
 		wr_f32(w, k->logprob);
 		wr_str(w, k->text);
+		wr_blob(w, k->piece);
 		wr_u8(w, k->n_top);
 		for (uint32_t j = 0; j < k->n_top && w->st == CM_OK; j++) {
 			wr_u32(w, k->top[j].id);
 			wr_f32(w, k->top[j].logprob);
+			wr_blob(w, k->top[j].piece);
 		}
 	}
 }
@@ -616,13 +641,13 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 	size_t off, n_top = 0, top_off = 0, top_cap;
 	enum cm_status st;
 
-	t->n = rd_count(r, 13, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
+	t->n = rd_count(r, 17, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
 	if (r->err != PROTO_ERR_NONE || t->n == 0)
 		return CM_OK;
 	/* the alternatives of every token in one array after the tokens:
-	 * each takes 8 payload bytes, so there are at most left / 8 of them
-	 * (checked per token before any is read) */
-	top_cap = r->left / 8;
+	 * each takes 12 payload bytes at least, so there are at most
+	 * left / 12 of them (checked per token before any is read) */
+	top_cap = r->left / 12;
 	if (top_cap > (size_t)t->n * PROTO_TOP_LOGPROBS_MAX)
 		top_cap = (size_t)t->n * PROTO_TOP_LOGPROBS_MAX;
 	st = scratch_alloc(scratch, t->n * sizeof(*tok) + top_cap * sizeof(struct proto_top), &off);
@@ -636,6 +661,7 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 		tok[i].id = rd_u32(r);
 		tok[i].logprob = rd_f32(r);
 		rd_str(r, &tok[i].text);
+		rd_blob(r, &tok[i].piece);
 		tok[i].n_top = rd_u8(r);
 		tok[i].top = NULL;
 		if (tok[i].n_top > PROTO_TOP_LOGPROBS_MAX) {
@@ -651,6 +677,7 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 		for (uint32_t j = 0; j < tok[i].n_top; j++) {
 			top[j].id = rd_u32(r);
 			top[j].logprob = rd_f32(r);
+			rd_blob(r, &top[j].piece);
 		}
 		n_top += tok[i].n_top;
 	}

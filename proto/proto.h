@@ -18,6 +18,7 @@
  *   u8 u16 u32 u64 i64, f32 (IEEE-754 bits as u32),
  *   bytes32  32 raw bytes (digests, salts),
  *   str      u32 length + that many bytes of valid UTF-8 (no NUL added),
+ *   blob     u32 length + that many bytes, any (version 3: token pieces),
  *   list     u32 count + count elements (count checked against the bytes
  *            left before anything is allocated).
  * A payload must be consumed exactly: bytes left over are an error.
@@ -213,14 +214,18 @@ struct proto_cancel {
 struct proto_top {
 	uint32_t id;
 	float logprob;
+	struct proto_str piece; /* the token's bytes (blob: need not be UTF-8) */
 };
 
 struct proto_token {
 	uint32_t id;
 	float logprob;          /* natural log of the sampled token's probability */
 	struct proto_str text;  /* UTF-8 bytes released with this token (may be "") */
-	/* version 3: the most likely alternatives, best first */
-	uint8_t n_top;          /* <= PROTO_TOP_LOGPROBS_MAX */
+	/* version 3 */
+	struct proto_str piece; /* the token's own bytes with F_LOGPROBS, else
+				 * empty (blob: a byte token need not be UTF-8) */
+	uint8_t n_top;          /* the most likely alternatives, best first,
+				 * <= PROTO_TOP_LOGPROBS_MAX */
 	const struct proto_top *top;
 };
 

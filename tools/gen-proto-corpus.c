@@ -29,7 +29,7 @@ static struct proto_str s_(const char *s)
 static struct proto_str stop[2];
 static struct proto_message chat[2];
 static struct proto_token toks[3];
-static const struct proto_top tops[2] = { { 9906, -0.5f }, { 13347, -1.25f } };
+static const struct proto_top tops[2] = { { 9906, -0.5f, { "Hi", 2 } }, { 13347, -1.25f, { "\xe2", 1 } } };
 static struct proto_str many_stop[CM_LIM_PROTO_STOP_STRINGS_HARD];
 
 /* variant 0: typical values; variant 1: minimal (empty strings, zeros). */
@@ -116,9 +116,9 @@ static void build(uint16_t type, int variant, struct proto_msg *m)
 		break;
 	case PROTO_TOKEN:
 		m->request_id = 1;
-		toks[0] = (struct proto_token){ 9906, -0.5f, s_("Hi"), 2, tops };
-		toks[1] = (struct proto_token){ 0, 0.0f, s_(""), 0, NULL };
-		toks[2] = (struct proto_token){ 30, -1.5f, s_("\xe2\x82\xac"), 0, NULL };
+		toks[0] = (struct proto_token){ 9906, -0.5f, s_("Hi"), s_("Hi"), 2, tops };
+		toks[1] = (struct proto_token){ 0, 0.0f, s_(""), s_(""), 0, NULL };
+		toks[2] = (struct proto_token){ 30, -1.5f, s_("\xe2\x82\xac"), s_(""), 0, NULL };
 		m->u.tokens.n = variant ? 1 : 3;
 		m->u.tokens.tok = toks;
 		break;

@@ -16,8 +16,8 @@
  *   - the top level must be an object; known fields must have the right
  *     type and range; unknown fields are ignored (as Ollama and OpenAI do);
  *     fields that ask for something Sluice does not do (images, tools,
- *     custom templates, structured output formats, logprobs, n > 1, batched
- *     prompts) are refused rather than silently ignored;
+ *     custom templates, n > 1, batched prompts) are refused rather than
+ *     silently ignored;
  *   - salt-, tenant- or key-like fields in a body are never read: the
  *     tenant, its cache salt and the key id come from authentication only.
  */
@@ -54,6 +54,7 @@ struct gw_api_limits {
 	uint32_t stop_strings;      /* limits.stop_strings */
 	uint32_t stop_string_bytes; /* limits.stop_string_bytes, each */
 	uint32_t max_output_tokens; /* limits.max_output_tokens: cap and default */
+	uint32_t constraint_bytes;  /* limits.constraint_bytes: a schema or grammar */
 	int max_tokens_strict;      /* limits.max_tokens_over_context = strict: an
 				     * explicit max_tokens over what the context
 				     * leaves is refused, not lowered */
@@ -64,7 +65,8 @@ void gw_api_limits_defaults(struct gw_api_limits *l);
 /*
  * Checks the limits against their bounds (json_depth 2..256, messages
  * 1..CM_LIM_PROTO_MESSAGES_HARD, stop_strings 0..CM_LIM_PROTO_STOP_STRINGS_HARD,
- * stop_string_bytes 1..4096, max_output_tokens 1..1048576); CM_EINVAL with
+ * stop_string_bytes 1..4096, max_output_tokens 1..1048576, constraint_bytes
+ * 16..64 MiB); CM_EINVAL with
  * a message naming the config key.
  */
 enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
@@ -102,6 +104,12 @@ struct gw_api_request {
 	int stream;                 /* Ollama default 1, OpenAI default 0 */
 	int include_usage;          /* OpenAI stream_options.include_usage */
 	int raw;                    /* Ollama generate raw (no template) */
+	/* structured output and logprobs (-> proto_submit, version 3) */
+	uint8_t constraint_kind;    /* enum proto_constraint */
+	struct proto_str constraint; /* compact schema JSON or grammar text */
+	const char *constraint_param; /* the field it came from, for errors */
+	int logprobs;               /* logprobs wanted in the response */
+	uint8_t top_logprobs;       /* alternatives per token, 0..20 */
 };
 
 /*

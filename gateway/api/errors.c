@@ -57,6 +57,7 @@ void gw_api_error_from_worker(struct gw_api_error *err, uint16_t code,
 	case PROTO_E_BAD_REQUEST: text = "invalid request parameters"; break;
 	case PROTO_E_TOO_LONG: text = "the prompt and max tokens exceed the model's context"; break;
 	case PROTO_E_NO_TEMPLATE: text = "the model has no chat template for these messages"; break;
+	case PROTO_E_CONSTRAINT: text = "the output constraint cannot be used"; break;
 	case PROTO_E_OVERLOADED: status = 503; text = "the worker is overloaded; retry later"; break;
 	case PROTO_E_DRAINING: status = 503; text = "the worker is draining; retry later"; break;
 	default: status = 502; text = "the model worker failed to complete the request"; break;

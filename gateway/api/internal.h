@@ -101,6 +101,25 @@ enum cm_status gw_api_content_string(json_t *content, size_t idx,
 				     struct cm_arena *a, struct proto_str *out,
 				     struct gw_api_error *err);
 
+/* ---- constraint.c: output constraints and logprobs ------------------------- */
+
+/* OpenAI response_format: text, json_object, json_schema {name, schema, strict}. */
+enum cm_status gw_api_response_format(const json_t *root, const struct gw_api_limits *lim,
+				      struct cm_arena *a, struct gw_api_request *r,
+				      struct gw_api_error *err) CM_WUR;
+/* Ollama format: "" / "json" / a schema object. */
+enum cm_status gw_api_ollama_format(const json_t *root, const struct gw_api_limits *lim,
+				    struct cm_arena *a, struct gw_api_request *r,
+				    struct gw_api_error *err) CM_WUR;
+/* Sluice's grammar (after the dialect's format: both set is refused). */
+enum cm_status gw_api_grammar(const json_t *root, const struct gw_api_limits *lim,
+			      struct cm_arena *a, struct gw_api_request *r,
+			      struct gw_api_error *err) CM_WUR;
+/* logprobs (bool) + top_logprobs (0..20); legacy_count: /v1/completions'
+ * logprobs, the number of alternatives (0..5). */
+enum cm_status gw_api_logprobs(const json_t *root, int legacy_count, struct gw_api_request *r,
+			       struct gw_api_error *err) CM_WUR;
+
 /* ---- ollama.c, openai.c: one reader per endpoint -------------------------- */
 
 void gw_api_ollama_defaults(struct gw_api_request *r, const struct gw_api_limits *lim);

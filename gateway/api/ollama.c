@@ -110,7 +110,7 @@ static enum cm_status ollama_options(const json_t *root,
 	return st;
 }
 
-/* format: "" / null only (structured output is not supported). */
+/* format ("json" or a schema), grammar, logprobs; tools refused. */
 static enum cm_status ollama_common(const json_t *root,
 				    const struct gw_api_limits *lim,
 				    struct cm_arena *a, struct gw_api_request *r,
@@ -122,8 +122,11 @@ static enum cm_status ollama_common(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_get_bool(root, "stream", "stream", &r->stream, err);
 	if (st == CM_OK)
-		st = gw_api_refuse_if_set(root, "format",
-				   "structured output formats are not supported", err);
+		st = gw_api_ollama_format(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_grammar(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_logprobs(root, 0, r, err);
 	if (st == CM_OK)
 		st = gw_api_refuse_if_set(root, "tools", "tool calling is not supported", err);
 	if (st == CM_OK)

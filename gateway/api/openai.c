@@ -104,7 +104,11 @@ static enum cm_status openai_common(const json_t *root,
 			return st;
 	}
 	/* user: ignored (an end-user id for abuse tracking upstream) */
-	st = gw_api_refuse_if_set(root, "logprobs", "log probabilities are not supported", err);
+	st = gw_api_logprobs(root, r->kind == GW_API_OPENAI_COMPLETIONS, r, err);
+	if (st == CM_OK)
+		st = gw_api_response_format(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_grammar(root, lim, a, r, err);
 	if (st == CM_OK)
 		st = gw_api_refuse_if_set(root, "tools", "tool calling is not supported", err);
 	if (st == CM_OK)
@@ -193,18 +197,6 @@ enum cm_status gw_api_openai_chat(const json_t *root,
 	st = openai_common(root, lim, a, r, err);
 	if (st != CM_OK)
 		return st;
-	{
-		json_t *rf = gw_api_field(root, "response_format");
-
-		/* {"type":"text"} is the default and accepted */
-		if (rf && !gw_api_is_empty(rf)) {
-			json_t *t = json_is_object(rf) ? gw_api_field(rf, "type") : NULL;
-
-			if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-				return gw_api_unsupported(err, "response_format",
-						   "structured output formats are not supported");
-		}
-	}
 	return gw_api_messages(root, lim, &rules, a, r, err);
 }
 

@@ -27,6 +27,7 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->stop_strings = CM_LIM_STOP_STRINGS;
 	l->stop_string_bytes = CM_LIM_STOP_STRING_BYTES;
 	l->max_output_tokens = CM_LIM_MAX_OUTPUT_TOKENS;
+	l->constraint_bytes = CM_LIM_CONSTRAINT_BYTES;
 	l->max_tokens_strict = 0;
 }
 
@@ -46,7 +47,8 @@ enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
 	    !lim_ok("limits.messages", l->messages, 1, CM_LIM_PROTO_MESSAGES_HARD, err, err_len) ||
 	    !lim_ok("limits.stop_strings", l->stop_strings, 0, CM_LIM_PROTO_STOP_STRINGS_HARD, err, err_len) ||
 	    !lim_ok("limits.stop_string_bytes", l->stop_string_bytes, 1, 4096, err, err_len) ||
-	    !lim_ok("limits.max_output_tokens", l->max_output_tokens, 1, 1048576, err, err_len))
+	    !lim_ok("limits.max_output_tokens", l->max_output_tokens, 1, 1048576, err, err_len) ||
+	    !lim_ok("limits.constraint_bytes", l->constraint_bytes, 16, 64u << 20, err, err_len))
 		return CM_EINVAL;
 	return CM_OK;
 }
@@ -556,13 +558,16 @@ void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 	s->n_messages = r->prompt_kind == PROTO_PROMPT_CHAT ? r->n_messages : 0;
 	s->messages = s->n_messages ? r->messages : NULL;
 	s->template_name = (struct proto_str){ "", 0 };
+	s->constraint_kind = r->constraint_kind;
+	s->constraint = r->constraint_kind ? r->constraint : (struct proto_str){ "", 0 };
+	s->top_logprobs = r->top_logprobs;
 	*flags = r->submit_flags;
 }
 
 size_t gw_api_submit_bytes(const struct gw_api_request *r)
 {
 	/* fixed fields, sampling, tenant, key, salt, template name: < 1 KiB */
-	size_t n = 1024 + r->model.len + r->text.len;
+	size_t n = 1024 + r->model.len + r->text.len + r->constraint.len;
 
 	for (uint32_t i = 0; i < r->n_stop; i++)
 		n += 4 + r->stop[i].len;

@@ -10,6 +10,10 @@
  *  - more concurrent long requests than the KV cache holds: all complete
  *    with their solo output (preemption);
  *  - CANCEL mid-stream and a dropped connection free their blocks;
+ *  - constrained requests (JSON Schema, JSON object, grammar) mixed into
+ *    that batch change nothing of anyone's tokens; their text parses and
+ *    keeps the schema, greedy and sampled; bad schemas and grammars get
+ *    ERROR constraint naming what is wrong;
  *  - bad input (too long, bad parameters, unknown template, malformed
  *    frame, disallowed uid) gets its error and the worker keeps serving.
  */
@@ -25,6 +29,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "tests/integration/harness.h"
 #include "tests/integration/pclient.h"
@@ -113,6 +118,11 @@ static struct proto_stats wait_stats_used(struct pc_conn *c, uint32_t want_used)
 
 static char prompts[40][600];
 
+#define SCHEMA_PERSON "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"," \
+	"\"maxLength\":12},\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":99}}," \
+	"\"required\":[\"name\",\"age\"],\"additionalProperties\":false}"
+#define GRAMMAR_WORDS "root ::= word (\" \" word)*\nword ::= [a-z]{1,8}\n"
+
 static void make_prompts(void)
 {
 	static const char *words[] = { "river", "stone", "lamp", "north", "quiet", "table",
@@ -139,6 +149,19 @@ static void test_concurrent_equals_solo(void **state)
 	for (uint32_t i = 0; i < N; i++) {
 		pc_submit_init(&msgs[i], &sbs[i], 1000 + i, prompts[i], 8 + i % 9, 1);
 		msgs[i].flags |= PROTO_SUBMIT_F_DIGEST | PROTO_SUBMIT_F_IGNORE_EOS;
+		/* every third is constrained, every fourth samples (seeded):
+		 * the mask is the sequence's own, so neighbours change nothing */
+		if (i % 3 == 1) {
+			msgs[i].u.submit.constraint_kind = i % 2 ? PROTO_CONSTRAINT_JSON_SCHEMA
+								 : PROTO_CONSTRAINT_GRAMMAR;
+			msgs[i].u.submit.constraint.ptr = i % 2 ? SCHEMA_PERSON : GRAMMAR_WORDS;
+			msgs[i].u.submit.constraint.len =
+				(uint32_t)strlen(msgs[i].u.submit.constraint.ptr);
+		}
+		if (i % 4 == 2) {
+			msgs[i].u.submit.sampling.temperature = 0.9f;
+			msgs[i].u.submit.sampling.seed = 7 + i;
+		}
 	}
 	for (uint32_t i = 0; i < N; i++) {
 		run_requests(c, &msgs[i], 1, &solo[i]);
@@ -285,6 +308,132 @@ static void test_bad_requests(void **state)
 	run_requests(c, &m, 1, &o);
 	assert_int_equal(o.err, 0);
 	assert_int_equal(o.done.gen_tokens, 3);
+	pc_close(c);
+}
+
+/* The constrained text of one request: it parses, and keeps the schema. */
+static void assert_person(const struct outcome *o)
+{
+	json_error_t je;
+	json_t *j, *name, *age;
+
+	assert_int_equal(o->err, 0);
+	assert_int_equal(o->done.finish, PROTO_FINISH_STOP);
+	j = json_loadb(o->text, o->text_len, 0, &je);
+	if (!j)
+		fail_msg("not JSON (%s): %.*s", je.text, (int)o->text_len, o->text);
+	assert_true(json_is_object(j));
+	assert_int_equal(json_object_size(j), 2);
+	name = json_object_get(j, "name");
+	age = json_object_get(j, "age");
+	assert_true(json_is_string(name));
+	assert_true(json_string_length(name) <= 12 * 4);
+	assert_true(json_is_integer(age));
+	assert_true(json_integer_value(age) >= 0 && json_integer_value(age) <= 99);
+	json_decref(j);
+}
+
+static void submit_constraint(struct proto_msg *m, struct proto_submit *sb, uint64_t id,
+			      uint8_t kind, const char *text, uint32_t max_tokens)
+{
+	pc_submit_init(m, sb, id, prompts[3], max_tokens, 1);
+	m->u.submit.constraint_kind = kind;
+	m->u.submit.constraint.ptr = text;
+	m->u.submit.constraint.len = (uint32_t)strlen(text);
+}
+
+static void test_constrained_output(void **state)
+{
+	static const char *bad[][2] = {
+		{ "{\"type\":", "not JSON" },
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"string\"}}}}",
+		  "/properties/a" },
+		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}", "unsatisfiable" },
+		{ "[1,2]", "schema" },
+	};
+	struct proto_msg m;
+	struct proto_submit sb;
+	struct outcome o;
+	struct pc_conn *c = connect_worker();
+	int stopped = 0;
+
+	(void)state;
+	/* greedy and sampled: text that parses and keeps the schema */
+	submit_constraint(&m, &sb, 7000, PROTO_CONSTRAINT_JSON_SCHEMA, SCHEMA_PERSON, 400);
+	run_requests(c, &m, 1, &o);
+	assert_person(&o);
+	assert_true(o.done.constraint_ns >= 0);
+	for (uint32_t seed = 0; seed < 4; seed++) {
+		submit_constraint(&m, &sb, 7001 + seed, PROTO_CONSTRAINT_JSON_SCHEMA, SCHEMA_PERSON,
+				  400);
+		m.u.submit.sampling.temperature = 1.0f;
+		m.u.submit.sampling.seed = seed;
+		run_requests(c, &m, 1, &o);
+		assert_person(&o);
+	}
+	/* any JSON object: when it ends it parses */
+	for (uint32_t seed = 0; seed < 4; seed++) {
+		json_t *j;
+
+		submit_constraint(&m, &sb, 7010 + seed, PROTO_CONSTRAINT_JSON_OBJECT, "", 300);
+		m.u.submit.sampling.temperature = 0.7f;
+		m.u.submit.sampling.seed = seed;
+		run_requests(c, &m, 1, &o);
+		assert_int_equal(o.err, 0);
+		if (o.done.finish != PROTO_FINISH_STOP)
+			continue;
+		stopped++;
+		j = json_loadb(o.text, o.text_len, 0, NULL);
+		if (!j || !json_is_object(j))
+			fail_msg("not a JSON object: %.*s", (int)o.text_len, o.text);
+		json_decref(j);
+	}
+	assert_true(stopped > 0);
+	/* a grammar: lower-case words of 1 to 8 letters, one space apart */
+	submit_constraint(&m, &sb, 7020, PROTO_CONSTRAINT_GRAMMAR, GRAMMAR_WORDS, 40);
+	m.u.submit.sampling.temperature = 1.0f;
+	run_requests(c, &m, 1, &o);
+	assert_int_equal(o.err, 0);
+	assert_true(o.text_len > 0);
+	for (size_t i = 0, run = 0; i < o.text_len; i++) {
+		if (o.text[i] == ' ') {
+			assert_true(run > 0);
+			run = 0;
+			continue;
+		}
+		assert_true(o.text[i] >= 'a' && o.text[i] <= 'z');
+		assert_true(++run <= 8);
+	}
+	/* refusals: ERROR constraint before any token, saying what is wrong */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct pc_event ev;
+
+		submit_constraint(&m, &sb, 7030 + i, PROTO_CONSTRAINT_JSON_SCHEMA, bad[i][0], 10);
+		assert_int_equal(pc_send(c, &m), 0);
+		do
+			assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		while (ev.type == PROTO_STATS);
+		assert_int_equal(ev.type, PROTO_ERROR);
+		assert_int_equal(ev.err_code, PROTO_E_CONSTRAINT);
+		if (!strstr(ev.err_msg, bad[i][1]))
+			fail_msg("schema %zu: expected '%s' in \"%s\"", i, bad[i][1], ev.err_msg);
+	}
+	{
+		struct pc_event ev;
+
+		submit_constraint(&m, &sb, 7040, PROTO_CONSTRAINT_GRAMMAR, "root ::= \"a\" |\nfoo ::= [", 10);
+		assert_int_equal(pc_send(c, &m), 0);
+		do
+			assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		while (ev.type == PROTO_STATS);
+		assert_int_equal(ev.err_code, PROTO_E_CONSTRAINT);
+		assert_non_null(strstr(ev.err_msg, "line 2"));
+	}
+	/* and the worker serves on */
+	submit_constraint(&m, &sb, 7050, PROTO_CONSTRAINT_JSON_SCHEMA, SCHEMA_PERSON, 400);
+	run_requests(c, &m, 1, &o);
+	assert_person(&o);
+	wait_stats_used(c, 0);
 	pc_close(c);
 }
 
@@ -535,6 +684,7 @@ int main(void)
 		cmocka_unit_test(test_prefix_cache_isolated_by_tenant),
 		cmocka_unit_test(test_cancel_and_drop_free_blocks),
 		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_constrained_output),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
 		cmocka_unit_test(test_sigterm_drains),

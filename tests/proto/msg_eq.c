@@ -141,11 +141,14 @@ static const char *tokens_diff(const struct proto_tokens *a,
 			return "tokens.tok[i].logprob";
 		if (!str_eq(a->tok[i].text, b->tok[i].text))
 			return "tokens.tok[i].text";
+		if (!str_eq(a->tok[i].piece, b->tok[i].piece))
+			return "tokens.tok[i].piece";
 		if (a->tok[i].n_top != b->tok[i].n_top)
 			return "tokens.tok[i].n_top";
 		for (uint32_t j = 0; j < a->tok[i].n_top; j++)
 			if (a->tok[i].top[j].id != b->tok[i].top[j].id ||
-			    !f32_eq(a->tok[i].top[j].logprob, b->tok[i].top[j].logprob))
+			    !f32_eq(a->tok[i].top[j].logprob, b->tok[i].top[j].logprob) ||
+			    !str_eq(a->tok[i].top[j].piece, b->tok[i].top[j].piece))
 				return "tokens.tok[i].top[j]";
 	}
 	return NULL;

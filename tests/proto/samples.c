@@ -22,7 +22,7 @@ static struct proto_str sample_stop[3];
 static struct proto_message sample_messages[3];
 static struct proto_token sample_tokens[4];
 static const struct proto_top sample_top[3] = {
-	{ 15043, -0.125f }, { 10994, -2.25f }, { 2, -3.0f } };
+	{ 15043, -0.125f, { "Hello", 5 } }, { 10994, -2.25f, { "\xe4\xb8", 2 } }, { 2, -3.0f, { NULL, 0 } } };
 
 static void sample_hello(struct proto_hello *h)
 {
@@ -88,10 +88,10 @@ static void sample_submit(struct proto_submit *s)
 
 static void sample_tokens_fill(struct proto_tokens *t)
 {
-	sample_tokens[0] = (struct proto_token){ 15043, -0.125f, tp_str("Hello"), 3, sample_top };
-	sample_tokens[1] = (struct proto_token){ 29892, -2.5f, tp_str(","), 0, NULL };
-	sample_tokens[2] = (struct proto_token){ 31999, -7.75f, tp_str(""), 1, sample_top + 2 };
-	sample_tokens[3] = (struct proto_token){ 1, 0.0f, tp_str("\xe4\xb8\x96"), 0, NULL };
+	sample_tokens[0] = (struct proto_token){ 15043, -0.125f, tp_str("Hello"), tp_str("Hello"), 3, sample_top };
+	sample_tokens[1] = (struct proto_token){ 29892, -2.5f, tp_str(","), { "\xff,", 2 }, 0, NULL };
+	sample_tokens[2] = (struct proto_token){ 31999, -7.75f, tp_str(""), tp_str(""), 1, sample_top + 2 };
+	sample_tokens[3] = (struct proto_token){ 1, 0.0f, tp_str("\xe4\xb8\x96"), { NULL, 0 }, 0, NULL };
 	t->n = 4;
 	t->tok = sample_tokens;
 }

@@ -153,7 +153,7 @@ static void test_empty_strings(void **state)
 	struct proto_str empty = { NULL, 0 };
 	struct proto_str stop[2] = { { NULL, 0 }, { "", 0 } };
 	struct proto_message msgs[1] = { { { NULL, 0 }, { NULL, 0 } } };
-	struct proto_token tok[1] = { { 7, -1.0f, { NULL, 0 }, 0, NULL } };
+	struct proto_token tok[1] = { { 7, -1.0f, { NULL, 0 }, { NULL, 0 }, 0, NULL } };
 
 	(void)state;
 	cm_buf_init(&frame, BIG);
@@ -386,8 +386,8 @@ static void test_encode_refuses_invalid_utf8(void **state)
 		expect_einval(&m, "submit.messages[0].content");
 
 		tp_sample(PROTO_TOKEN, &m);
-		tok[0] = (struct proto_token){ 1, 0, tp_str("fine"), 0, NULL };
-		tok[1] = (struct proto_token){ 2, 0, tp_str(bad[i]), 0, NULL };
+		tok[0] = (struct proto_token){ 1, 0, tp_str("fine"), { NULL, 0 }, 0, NULL };
+		tok[1] = (struct proto_token){ 2, 0, tp_str(bad[i]), { NULL, 0 }, 0, NULL };
 		m.u.tokens.n = 2;
 		m.u.tokens.tok = tok;
 		expect_einval(&m, "tokens.tok[1].text");
@@ -445,7 +445,7 @@ static void test_encode_refuses_bad_values(void **state)
 	expect_einval(&m, "TOKEN with no token");
 	{
 		struct proto_top top[PROTO_TOP_LOGPROBS_MAX + 1];
-		struct proto_token tk = { 1, 0.0f, { NULL, 0 }, PROTO_TOP_LOGPROBS_MAX + 1, top };
+		struct proto_token tk = { 1, 0.0f, { NULL, 0 }, { NULL, 0 }, PROTO_TOP_LOGPROBS_MAX + 1, top };
 
 		memset(top, 0, sizeof(top));
 		tp_sample(PROTO_TOKEN, &m);

@@ -20,7 +20,7 @@
 #include "tests/proto/msg_eq.h"
 #include "tests/proto/samples.h"
 
-#define MAXF 65536u /* decoder max_frame in these tests */
+#define MAXF 131072u /* decoder max_frame in these tests */
 
 /* ==== helpers ========================================================= */
 
@@ -207,6 +207,7 @@ static void token_frame(struct cm_buf *f, uint32_t n, uint32_t present)
 		assert_int_equal(cm_buf_put_u32(&p, i), CM_OK);   /* id */
 		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* logprob 0 */
 		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* text "" */
+		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* piece "" */
 		assert_int_equal(cm_buf_put_u8(&p, 0), CM_OK);    /* no alternatives */
 	}
 	raw_frame(f, PROTO_TOKEN, 0, 3, &p);
@@ -608,10 +609,11 @@ static void test_err_value(void **state)
 	static const uint8_t error_code11[] = { 11, 0, 0, 0, 0, 0 };
 	/* one token (id 1, logprob 0, text "") claiming 21 alternatives */
 	static const uint8_t token_top21[] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-					       0, 0, 0, 0, 21 };
+					       0, 0, 0, 0, 0, 0, 0, 0, 21 };
 	/* one token claiming 2 alternatives with bytes for one */
 	static const uint8_t token_top_short[] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-						   0, 0, 0, 0, 2, 5, 0, 0, 0, 0, 0, 0, 0 };
+						   0, 0, 0, 0, 0, 0, 0, 0, 2,
+						   5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	uint8_t done[1 + 16 + 40 + 32 + 8] = { 0 };
 	uint8_t stats[24 + 24 + 8 + 16 + 1 + 4 + 2 * 16 * 8] = { 0 };
 	struct cm_buf f;

@@ -47,6 +47,7 @@ struct wk_serve_req {
 	struct wk_gentry *gent;           /* the compiled constraint (NULL: none) */
 	int64_t constraint_ns;            /* its compile time (0: cached, none) */
 	uint8_t top_logprobs;             /* alternatives per TOKEN */
+	uint8_t logprobs;                 /* F_LOGPROBS: pieces in TOKEN */
 };
 
 struct wk_serve_conn {

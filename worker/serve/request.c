@@ -40,6 +40,16 @@ static int32_t cb_sample(void *owner, struct wk_seq *q, const float *logits,
 	return wk_gen_sample(r->gen, s->ws, logits, logprob);
 }
 
+/* A token's bytes for logprobs: its text in the vocabulary trie (control
+ * tokens, which have none there, are empty). */
+static struct proto_str piece_of(const struct wk_server *s, int32_t tok)
+{
+	size_t len = 0;
+	const uint8_t *p = s->vtrie ? wk_vtrie_piece(s->vtrie, tok, &len) : NULL;
+
+	return (struct proto_str){ p ? (const char *)p : NULL, p ? (uint32_t)len : 0 };
+}
+
 static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 		   const float *logits)
 {
@@ -70,6 +80,8 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 	t.logprob = lp;
 	t.text.ptr = (const char *)text;
 	t.text.len = (uint32_t)len;
+	if (r->logprobs)
+		t.piece = piece_of(s, tok);
 	if (r->top_logprobs) {
 		const uint32_t *ids;
 		const float *lps;
@@ -78,6 +90,7 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 		for (uint32_t i = 0; i < n && i < PROTO_TOP_LOGPROBS_MAX; i++) {
 			top[i].id = ids[i];
 			top[i].logprob = lps[i];
+			top[i].piece = piece_of(s, (int32_t)ids[i]);
 		}
 		t.n_top = (uint8_t)(n < PROTO_TOP_LOGPROBS_MAX ? n : PROTO_TOP_LOGPROBS_MAX);
 		t.top = top;
@@ -143,7 +156,7 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 			if (len > 0) {
 				/* held-back text: a text-only entry (id 0xFFFFFFFF) */
 				struct proto_token t = { UINT32_MAX, 0.0f, { (const char *)text, (uint32_t)len },
-							 0, NULL };
+							 { NULL, 0 }, 0, NULL };
 
 				memset(&m, 0, sizeof(m));
 				m.type = PROTO_TOKEN;
@@ -450,6 +463,7 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	gp.exact_logprobs = (m->flags & PROTO_SUBMIT_F_LOGPROBS) != 0;
 	gp.top_logprobs = sb->top_logprobs;
 	r->top_logprobs = sb->top_logprobs;
+	r->logprobs = (m->flags & PROTO_SUBMIT_F_LOGPROBS) != 0;
 	st = wk_gen_new(s->model, &gp, &r->gen, err, sizeof(err));
 	if (st == CM_ENOMEM)
 		goto nomem;
