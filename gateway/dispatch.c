@@ -36,6 +36,7 @@ static void job_unref(struct gw_job *j)
 		return;
 	cm_buf_deinit(&j->text);
 	cm_buf_deinit(&j->out);
+	gw_api_stream_deinit(&j->stream);
 	cm_wipe(&j->ident, sizeof(j->ident));
 	cm_free(j);
 }

@@ -51,9 +51,11 @@ static void job_on_tokens(void *arg, const struct proto_tokens *t)
 			continue;
 		}
 		if (j->api.stream) {
-			if (gw_api_render_chunk(&j->out, &j->stream, tk->text.ptr, tk->text.len) != CM_OK)
+			if (gw_api_render_chunk(&j->out, &j->stream, tk->text.ptr, tk->text.len,
+						tk) != CM_OK)
 				goto overflow;
-		} else if (cm_buf_append(&j->text, tk->text.ptr, tk->text.len) != CM_OK) {
+		} else if (cm_buf_append(&j->text, tk->text.ptr, tk->text.len) != CM_OK ||
+			   gw_api_stream_add_logprobs(&j->stream, tk) != CM_OK) {
 			goto overflow;
 		}
 	}

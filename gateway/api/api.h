@@ -219,7 +219,17 @@ struct gw_api_stream {
 	int64_t created_s;          /* OpenAI "created" (Unix seconds) */
 	int include_usage;
 	int chunks;                 /* chunks rendered so far */
+	int logprobs;               /* the request asked for logprobs */
+	struct json_t *lp;          /* a non-streamed reply's entries (logprobs.c) */
+	size_t text_off;            /* text bytes streamed so far */
 };
+
+/* Releases what the state collected (the logprobs entries). */
+void gw_api_stream_deinit(struct gw_api_stream *s);
+/* Collects the logprobs of one generated token for a non-streamed reply
+ * (nothing unless the request asked for them). */
+enum cm_status gw_api_stream_add_logprobs(struct gw_api_stream *s,
+					  const struct proto_token *t) CM_WUR;
 
 /* `wall_ns`: cm_wall_ns() at request start.  The id is random (or derived
  * from request_id when randomness fails). */
@@ -229,9 +239,11 @@ void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
 /* Content-Type of the response for this request. */
 const char *gw_api_content_type(const struct gw_api_request *r);
 
-/* One streamed piece of text: an NDJSON line (Ollama) or an SSE event. */
+/* One streamed piece of text: an NDJSON line (Ollama) or an SSE event;
+ * `tk` (NULL: none) the token it came with, for logprobs. */
 enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
-				   const char *text, size_t len) CM_WUR;
+				   const char *text, size_t len,
+				   const struct proto_token *tk) CM_WUR;
 
 /* The end of a stream: Ollama's done line; OpenAI's finish chunk, the usage
  * chunk when include_usage, and `data: [DONE]`. */

@@ -120,6 +120,13 @@ enum cm_status gw_api_grammar(const json_t *root, const struct gw_api_limits *li
 enum cm_status gw_api_logprobs(const json_t *root, int legacy_count, struct gw_api_request *r,
 			       struct gw_api_error *err) CM_WUR;
 
+/* ---- logprobs.c ---------------------------------------------------------- */
+
+/* {"token", "logprob", "bytes", "top_logprobs"} of one token. */
+json_t *gw_api_lp_entry(const struct proto_token *t);
+/* The dialect's logprobs value for `entries` (stolen; NULL -> null). */
+json_t *gw_api_lp_field(const struct gw_api_stream *s, json_t *entries, size_t text_off);
+
 /* ---- ollama.c, openai.c: one reader per endpoint -------------------------- */
 
 void gw_api_ollama_defaults(struct gw_api_request *r, const struct gw_api_limits *lim);

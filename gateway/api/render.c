@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -46,6 +47,7 @@ void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
 	s->model[n] = '\0';
 	s->created_s = wall_ns / CM_NS_PER_S;
 	s->include_usage = r->include_usage;
+	s->logprobs = r->logprobs;
 	if (cm_random_bytes(rnd, sizeof(rnd)) != CM_OK) {
 		memset(rnd, 0, sizeof(rnd));
 		for (int i = 0; i < 8; i++)
@@ -164,10 +166,29 @@ static enum cm_status esc_append(struct cm_buf *out, const char *s, size_t n)
 	return st;
 }
 
+/* The chunk's logprobs value as JSON text (malloc'd), NULL when none. */
+static char *chunk_logprobs(const struct gw_api_stream *s, const struct proto_token *tk)
+{
+	json_t *arr, *v;
+	char *txt;
+
+	if (!s->logprobs || !tk || tk->id == UINT32_MAX)
+		return NULL;
+	arr = json_array();
+	if (!arr)
+		return NULL;
+	json_array_append_new(arr, gw_api_lp_entry(tk));
+	v = gw_api_lp_field(s, arr, s->text_off);
+	txt = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(v);
+	return txt;
+}
+
 enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
-				   const char *text, size_t len)
+				   const char *text, size_t len, const struct proto_token *tk)
 {
 	size_t mark = cm_buf_len(out);
+	char *lp = chunk_logprobs(s, tk);
 	enum cm_status st;
 
 	/* the worker sends validated UTF-8; never emit invalid JSON */
@@ -188,9 +209,11 @@ enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
 		if (st == CM_OK)
 			st = esc_append(out, text, len);
 		if (st == CM_OK)
-			st = cm_buf_append_str(out, s->kind == GW_API_OLLAMA_CHAT
-							    ? "\"},\"done\":false}\n"
-							    : "\",\"done\":false}\n");
+			st = cm_buf_append_str(out, s->kind == GW_API_OLLAMA_CHAT ? "\"}" : "\"");
+		if (st == CM_OK && lp)
+			st = cm_buf_printf(out, ",\"logprobs\":%s", lp);
+		if (st == CM_OK)
+			st = cm_buf_append_str(out, ",\"done\":false}\n");
 	} else {
 		int compl = s->kind == GW_API_OPENAI_COMPLETIONS;
 
@@ -208,16 +231,18 @@ enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
 		if (st == CM_OK)
 			st = esc_append(out, text, len);
 		if (st == CM_OK)
-			st = cm_buf_append_str(out, compl ? "\",\"logprobs\":null,\"finish_reason\":null}]"
-						  : "\"},\"logprobs\":null,\"finish_reason\":null}]");
+			st = cm_buf_printf(out, "%s\"logprobs\":%s,\"finish_reason\":null}]",
+					   compl ? "\"," : "\"},", lp ? lp : "null");
 		if (st == CM_OK)
 			st = cm_buf_append_str(out, s->include_usage ? ",\"usage\":null}\n\n" : "}\n\n");
 	}
+	free(lp);
 	if (st != CM_OK) {
 		cm_buf_truncate(out, mark);
 		return st;
 	}
 	s->chunks++;
+	s->text_off += len;
 	return CM_OK;
 }
 
@@ -284,6 +309,10 @@ enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
 		if (!o)
 			return CM_ENOMEM;
 		gw_api_ollama_text(o, s, text, len);
+		if (s->logprobs) {
+			json_object_set_new(o, "logprobs", s->lp ? s->lp : json_array());
+			s->lp = NULL;
+		}
 		gw_api_ollama_done(o, res);
 		return gw_api_dump_json(out, o);
 	}
@@ -296,6 +325,11 @@ enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
 	}
 	json_array_append_new(choices, gw_api_openai_choice(s, 0, 1, text, len,
 						     gw_api_finish_name(res->finish)));
+	if (s->logprobs) {
+		json_object_set_new(json_array_get(choices, 0), "logprobs",
+				    gw_api_lp_field(s, s->lp, 0));
+		s->lp = NULL;
+	}
 	json_object_set_new(o, "choices", choices);
 	json_object_set_new(o, "usage", gw_api_usage_object(res));
 	json_object_set_new(o, "sluice", gw_api_operator_fields(res));

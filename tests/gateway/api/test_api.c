@@ -129,8 +129,35 @@ static void test_generate_refusals(void **state)
 	    "template: custom prompt templates are not supported", "template");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"images\":[\"aGk=\"]}", 400,
 	    "images: image inputs are not supported", "images");
-	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"format\":\"json\"}", 400,
-	    "format: structured output formats are not supported", "format");
+	/* format: "json" is any JSON object, an object is a schema (kept as
+	 * compact JSON in its key order), anything else is refused */
+	api_ok(G, "{\"model\":\"m\",\"prompt\":\"p\",\"format\":\"json\"}", &r);
+	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_OBJECT);
+	api_ok(G, "{\"model\":\"m\",\"prompt\":\"p\",\"format\":{\"type\": \"object\", "
+	       "\"properties\": {\"z\": {}, \"a\": {}}}}", &r);
+	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_SCHEMA);
+	assert_true(api_streq(r.constraint, "{\"type\":\"object\",\"properties\":{\"z\":{},\"a\":{}}}"));
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"format\":\"yaml\"}", 400,
+	    "format: expected \"json\" or a JSON Schema object, found a string", "format");
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"format\":[1]}", 400,
+	    "format: expected \"json\" or a JSON Schema object, found an array", "format");
+	/* grammar: a string, not together with format */
+	api_ok(G, "{\"model\":\"m\",\"prompt\":\"p\",\"grammar\":\"root ::= \\\"a\\\"\"}", &r);
+	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_GRAMMAR);
+	assert_true(api_streq(r.constraint, "root ::= \"a\""));
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"grammar\":7}", 400,
+	    "grammar: expected a grammar text (a string), found 7", "grammar");
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"format\":\"json\",\"grammar\":\"root ::= [a]\"}", 400,
+	    "grammar: expected either grammar or format, found both", "grammar");
+	/* logprobs (Ollama): a boolean and 0..20 alternatives */
+	api_ok(G, "{\"model\":\"m\",\"prompt\":\"p\",\"logprobs\":true,\"top_logprobs\":20}", &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 20);
+	assert_true(r.submit_flags & PROTO_SUBMIT_F_LOGPROBS);
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"logprobs\":true,\"top_logprobs\":21}", 400,
+	    "top_logprobs: expected", "top_logprobs");
+	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"top_logprobs\":2}", 400,
+	    "top_logprobs: only allowed when logprobs is true", "top_logprobs");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"context\":[1,2,3]}", 400, "context:", "context");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"suffix\":\"x\"}", 400, "suffix:", "suffix");
 	api_bad(G, "{\"model\":\"m\",\"prompt\":\"p\",\"stream\":\"yes\"}", 400,
@@ -348,12 +375,33 @@ static void test_openai_chat(void **state)
 	    "messages[0].content: expected a string or an array of text parts, found nothing", "messages[0].content");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400,
 	    "messages[0].role: expected one of system, developer, user, assistant, found another string", "messages[0].role");
-	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", 400,
-	    "logprobs: log probabilities are not supported", "logprobs");
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
+	       "\"top_logprobs\":3}", &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 3);
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", 400,
+	    "logprobs: expected a boolean, found 1", "logprobs");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
 	    "tools: tool calling is not supported", "tools");
-	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
-	    "response_format: structured output formats are not supported", "response_format");
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", &r);
+	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_OBJECT);
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+	       "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\",\"strict\":true,\"schema\":{\"type\":\"integer\"}}}}", &r);
+	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_SCHEMA);
+	assert_true(api_streq(r.constraint, "{\"type\":\"integer\"}"));
+	assert_string_equal(r.constraint_param, "response_format.json_schema.schema");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"xml\"}}", 400,
+	    "response_format.type: expected one of \"text\", \"json_object\", \"json_schema\", found a string", "response_format.type");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":\"json\"}", 400,
+	    "response_format: expected an object", "response_format");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_schema\"}}", 400,
+	    "response_format.json_schema: expected an object", "response_format.json_schema");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+	    "{\"type\":\"json_schema\",\"json_schema\":{\"schema\":[]}}}", 400,
+	    "response_format.json_schema.schema: expected a JSON Schema (an object), found an array", "response_format.json_schema.schema");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+	    "{\"type\":\"json_schema\",\"json_schema\":{\"strict\":\"yes\",\"schema\":{}}}}", 400,
+	    "response_format.json_schema.strict: expected a boolean", "response_format.json_schema.strict");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"1\":5}}", 400,
 	    "logit_bias", "logit_bias");
 	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":\"\"}", &r);
@@ -393,7 +441,13 @@ static void test_openai_completions(void **state)
 	api_bad(P, "{\"model\":\"m\"}", 400, "prompt: expected a non-empty string, found nothing", "prompt");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":2}", 400, "best_of: expected 1", "best_of");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", 400, "echo:", "echo");
-	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", 400, "logprobs:", "logprobs");
+	/* legacy logprobs: the number of alternatives, 0..5 */
+	api_ok(P, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 3);
+	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":6}", 400, "logprobs: expected", "logprobs");
+	api_ok(P, "{\"model\":\"m\",\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", &r);
+	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_OBJECT);
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":3}", 400, "n: expected 1", "n");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"max_completion_tokens\":3,\"max_tokens\":99999}", 400, "max_tokens", "max_tokens");
 }

@@ -73,7 +73,7 @@ static void test_render_ollama(void **state)
 	api_ok(GW_API_OLLAMA_GENERATE, "{\"model\":\"m\",\"prompt\":\"p\"}", &r);
 	assert_string_equal(gw_api_content_type(&r), GW_API_CT_NDJSON);
 	gw_api_stream_init(&s, &r, 1, 1700000000LL * 1000000000LL);
-	assert_int_equal(gw_api_render_chunk(&b, &s, "He said \"hi\"\n", 13), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "He said \"hi\"\n", 13, NULL), CM_OK);
 	nl = memchr(cm_buf_data(&b), '\n', cm_buf_len(&b));
 	assert_ptr_equal(nl, cm_buf_data(&b) + cm_buf_len(&b) - 1); /* one line */
 	j = api_load(&b);
@@ -98,7 +98,7 @@ static void test_render_ollama(void **state)
 	api_ok(GW_API_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
 	gw_api_stream_init(&s, &r, 2, 0);
 	cm_buf_reset(&b);
-	assert_int_equal(gw_api_render_chunk(&b, &s, "tok", 3), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "tok", 3, NULL), CM_OK);
 	j = api_load(&b);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "message"), "content")), "tok");
 	assert_null(json_object_get(j, "response"));
@@ -158,8 +158,8 @@ static void test_render_openai(void **state)
 			       "\"stream\":true,\"stream_options\":{\"include_usage\":true}}", &r);
 	gw_api_stream_init(&s, &r, 9, 1700000000LL * 1000000000LL);
 	assert_int_equal(strncmp(s.id, "chatcmpl-", 9), 0);
-	assert_int_equal(gw_api_render_chunk(&b, &s, "Hel", 3), CM_OK);
-	assert_int_equal(gw_api_render_chunk(&b, &s, "lo", 2), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "Hel", 3, NULL), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "lo", 2, NULL), CM_OK);
 	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
 	n = sse_split(&b, ev, 8);
 	assert_int_equal(n, 5);
@@ -199,7 +199,7 @@ static void test_render_openai(void **state)
 	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true}", &r);
 	gw_api_stream_init(&s, &r, 9, 0);
 	cm_buf_reset(&b);
-	assert_int_equal(gw_api_render_chunk(&b, &s, "a", 1), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "a", 1, NULL), CM_OK);
 	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
 	n = sse_split(&b, ev, 8);
 	assert_int_equal(n, 3);
@@ -227,7 +227,7 @@ static void test_render_openai(void **state)
 	assert_int_equal(strncmp(s.id, "cmpl-", 5), 0);
 	cm_buf_reset(&b);
 	res.finish = PROTO_FINISH_STOP;
-	assert_int_equal(gw_api_render_chunk(&b, &s, "t", 1), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s, "t", 1, NULL), CM_OK);
 	assert_int_equal(gw_api_render_final(&b, &s, &res), CM_OK);
 	n = sse_split(&b, ev, 8);
 	assert_int_equal(n, 3);
@@ -376,7 +376,7 @@ static void test_render_chunk_escaping(void **state)
 			size_t n;
 
 			cm_buf_reset(&b);
-			assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1), CM_OK);
+			assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1, NULL), CM_OK);
 			p = (const char *)cm_buf_data(&b);
 			n = cm_buf_len(&b);
 			if (k >= 2) {
@@ -413,7 +413,7 @@ static void test_render_chunk_escaping(void **state)
 		}
 		/* invalid UTF-8 from a broken worker never produces invalid JSON */
 		cm_buf_reset(&b);
-		assert_int_equal(gw_api_render_chunk(&b, &st, "\xff\xfe", 2), CM_OK);
+		assert_int_equal(gw_api_render_chunk(&b, &st, "\xff\xfe", 2, NULL), CM_OK);
 		if (k < 2) {
 			j = json_loadb((const char *)cm_buf_data(&b), cm_buf_len(&b) - 1, 0, NULL);
 			assert_non_null(j);
@@ -424,7 +424,7 @@ static void test_render_chunk_escaping(void **state)
 	cm_buf_deinit(&b);
 	cm_buf_init(&b, 40);
 	assert_int_equal(cm_buf_append_str(&b, "keep"), CM_OK);
-	assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1), CM_ELIMIT);
+	assert_int_equal(gw_api_render_chunk(&b, &st, nasty, sizeof(nasty) - 1, NULL), CM_ELIMIT);
 	assert_int_equal(cm_buf_len(&b), 4);
 	cm_buf_deinit(&b);
 }
