@@ -22,7 +22,11 @@ const oa = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
 const ol = new Ollama({ host: url, headers: { Authorization: `Bearer ${key}` } });
 let failed = 0;
 
+// SLUICE_ONLY: run only the scenarios whose name contains it (the
+// random-weight run of tests/integration/test_structured.c: "structured").
+const only = process.env.SLUICE_ONLY;
 async function scenario(name, fn) {
+  if (only && !name.includes(only)) return;
   try {
     await fn();
     console.log(`ok ${name}`);
@@ -49,7 +53,7 @@ await scenario('openai: models.list names the model', async () => {
   assert.ok(ids.includes(model), `ids ${ids}`);
 });
 // what the lists say comes from the model file the worker serves
-const file = statSync(process.env.SLUICE_MODEL_FILE);
+const file = process.env.SLUICE_MODEL_FILE ? statSync(process.env.SLUICE_MODEL_FILE) : null;
 await scenario('openai: models.retrieve, created is the model file\'s time', async () => {
   const m = await oa.models.retrieve(model);
   assert.equal(m.id, model);
@@ -259,6 +263,91 @@ await scenario('ollama: 401 is a ResponseError', async () => {
   } catch (e) {
     assert.equal(e.status_code, 401, `${e}`);
   }
+});
+
+// ---- structured outputs and logprobs -------------------------------------
+const person = {
+  type: 'object',
+  properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 0, maximum: 99 } },
+  required: ['name', 'age'], additionalProperties: false,
+};
+// JSON bounds no exponent: a random model may write 5E999, which JSON.parse
+// reads as Infinity (valid JSON, not a finite number)
+function checkPerson(text) {
+  const v = JSON.parse(text);
+  assert.deepEqual(Object.keys(v).sort(), ['age', 'name']);
+  assert.equal(typeof v.name, 'string');
+  assert.ok([...v.name].length <= 12, `name ${v.name}`);
+  assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 99, `age ${v.age}`);
+}
+const personFormat = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } };
+await scenario('structured: openai json_schema strict, greedy and seeded', async () => {
+  for (const [temperature, seed] of [[0, 1], [0.9, 2], [0.9, 3]]) {
+    const r = await oa.chat.completions.create({ model, temperature, seed, max_tokens: 400,
+      messages: [{ role: 'user', content: 'Once upon a time' }], response_format: personFormat });
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    checkPerson(r.choices[0].message.content);
+  }
+});
+await scenario('structured: openai json_object', async () => {
+  const r = await oa.chat.completions.create({ model, temperature: 0.8, seed: 5, max_tokens: 400,
+    messages: [{ role: 'user', content: 'Once upon a time' }], response_format: { type: 'json_object' } });
+  if (r.choices[0].finish_reason === 'stop')
+    assert.equal(typeof JSON.parse(r.choices[0].message.content), 'object');
+  else
+    assert.ok(r.choices[0].message.content.trimStart().startsWith('{'));
+});
+await scenario('structured: openai streamed json_schema', async () => {
+  const s = await oa.chat.completions.create({ model, temperature: 0.9, seed: 8, max_tokens: 400, stream: true,
+    messages: [{ role: 'user', content: 'Tell me' }], response_format: personFormat });
+  let text = '', finish = null;
+  for await (const c of s) {
+    text += c.choices[0]?.delta?.content ?? '';
+    finish = c.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(finish, 'stop');
+  checkPerson(text);
+});
+await scenario('structured: openai unsupported keyword is a BadRequestError naming the field', async () => {
+  const e = await rejects(oa.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { not: { type: 'string' } } } } }),
+  OpenAI.BadRequestError, 400);
+  assert.equal(e.param, 'response_format.json_schema.schema');
+  assert.match(e.message, /not/);
+});
+await scenario('structured: openai logprobs and top_logprobs', async () => {
+  const r = await oa.chat.completions.create({ model, temperature: 0, max_tokens: 8, logprobs: true, top_logprobs: 3,
+    messages: [{ role: 'user', content: 'Once upon a time' }] });
+  const c = r.choices[0].logprobs.content;
+  assert.equal(c.length, r.usage.completion_tokens);
+  for (const e of c) {
+    assert.ok(e.logprob <= 0 && e.top_logprobs.length >= 1 && e.top_logprobs.length <= 3);
+    assert.deepEqual(e.top_logprobs[0].bytes, e.bytes); // greedy: the best one
+  }
+});
+await scenario('structured: ollama format json and a schema', async () => {
+  const g = await ol.generate({ model, prompt: 'Once upon a time', format: 'json',
+    options: { temperature: 0, num_predict: 400 } });
+  if (g.done_reason === 'stop') assert.equal(typeof JSON.parse(g.response), 'object');
+  const c = await ol.chat({ model, format: person, messages: [{ role: 'user', content: 'Who?' }],
+    options: { temperature: 0.8, seed: 11, num_predict: 400 } });
+  assert.equal(c.done_reason, 'stop');
+  checkPerson(c.message.content);
+});
+await scenario('structured: ollama contradictory schema is a 400 ResponseError', async () => {
+  try {
+    await ol.generate({ model, prompt: 'x', format: { type: 'integer', minimum: 5, maximum: 1 } });
+    assert.fail('accepted');
+  } catch (e) {
+    assert.equal(e.status_code, 400);
+    assert.match(e.error ?? e.message, /unsatisfiable/);
+  }
+});
+await scenario('structured: ollama logprobs', async () => {
+  const r = await ol.generate({ model, prompt: 'Once', logprobs: true, top_logprobs: 2,
+    options: { temperature: 0, num_predict: 5 } });
+  assert.equal(r.logprobs.length, r.eval_count);
+  for (const e of r.logprobs) assert.ok(e.top_logprobs.length >= 1 && e.top_logprobs.length <= 2);
 });
 
 console.log(failed ? `${failed} scenario(s) failed` : 'all scenarios passed');

@@ -364,6 +364,45 @@ static void test_logprobs(void **state)
 	json_decref(j);
 }
 
+/*
+ * The official npm clients' structured scenarios (tests/clients/compat.mjs,
+ * SLUICE_ONLY=structured) against the random-weight model; test_stories.c
+ * runs all of them on the shipped one.  Their own folder under the build
+ * directory: the two tests may run at once.
+ */
+static void test_official_clients(void **state)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR"), *build = getenv("SLUICE_BUILD_DIR");
+	char cmd[4096], dir[1024];
+	char *out;
+	int st;
+
+	(void)state;
+	if (!src || !build || system("command -v node >/dev/null && command -v npm >/dev/null") != 0)
+		skip();
+	snprintf(dir, sizeof(dir), "%s/clients-structured", build);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s' && cp '%s/tests/clients/package.json' '%s/tests/clients/package-lock.json' "
+		 "'%s/tests/clients/compat.mjs' '%s'/ && "
+		 "cd '%s' && npm ci --no-audit --no-fund --loglevel=error 2>&1", dir, src, src, src, dir, dir);
+	out = h_run_capture(cmd, &st);
+	if (st != 0)
+		fprintf(stderr, "npm install failed:\n%s\n", out ? out : "");
+	free(out);
+	assert_int_equal(st, 0);
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && SLUICE_ONLY=structured SLUICE_URL=https://127.0.0.1:%d SLUICE_KEY=%s "
+		 "SLUICE_MODEL=%s NODE_EXTRA_CA_CERTS=%s timeout 180 node compat.mjs 2>&1",
+		 dir, gwt_port, gwt_key_a, model_name, gwt_cert);
+	out = h_run_capture(cmd, &st);
+	assert_non_null(out);
+	fprintf(stderr, "%s", out);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "ok structured: openai json_schema strict"));
+	assert_non_null(strstr(out, "all scenarios passed"));
+	free(out);
+}
+
 static int stories_setup(void **state)
 {
 	const char *src = getenv("SLUICE_SOURCE_DIR");
@@ -395,9 +434,18 @@ int main(void)
 		cmocka_unit_test(test_bad_constraints),
 		cmocka_unit_test(test_logprobs),
 	};
+	const struct CMUnitTest random_tests[] = {
+		cmocka_unit_test(test_openai_json_schema),
+		cmocka_unit_test(test_openai_stream_schema),
+		cmocka_unit_test(test_ollama_format),
+		cmocka_unit_test(test_grammar_field),
+		cmocka_unit_test(test_bad_constraints),
+		cmocka_unit_test(test_logprobs),
+		cmocka_unit_test(test_official_clients),
+	};
 	int rc = cmocka_run_group_tests_name("structured/stories260k", tests, stories_setup,
 					     gwt_teardown);
 
-	return rc | cmocka_run_group_tests_name("structured/random", tests, random_setup,
+	return rc | cmocka_run_group_tests_name("structured/random", random_tests, random_setup,
 						 gwt_teardown);
 }
