@@ -224,6 +224,9 @@ void gw_job_end(struct gw_job *j, int status, const char *outcome)
 				   status, j->have_done ? j->done.prompt_tokens : 0,
 				   j->have_done ? j->done.gen_tokens : j->tokens);
 		gw_metrics_observe(d->dep.metrics, GW_HIST_E2E, cm_mono_ns() - j->start_ns);
+		if (j->have_done)
+			gw_metrics_constraint(d->dep.metrics, j->have_ident ? j->ident.tenant : "",
+					      j->done.constraint_ns);
 	}
 	gw_lease_end(&j->lease, j->have_done ? (int64_t)j->done.prompt_tokens + j->done.gen_tokens
 					     : (int64_t)j->tokens);

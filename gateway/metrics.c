@@ -36,6 +36,7 @@ struct gw_m_tenant {
 	char name[GW_QUEUE_TENANT_NAME_MAX];
 	struct gw_m_status st[GW_M_STATUSES];
 	uint64_t prompt_tokens, gen_tokens;
+	int64_t constraint_ns;
 };
 
 struct gw_metrics {
@@ -100,6 +101,14 @@ void gw_metrics_request(struct gw_metrics *m, const char *tenant, int status,
 			return;
 		}
 	}
+}
+
+void gw_metrics_constraint(struct gw_metrics *m, const char *tenant, int64_t ns)
+{
+	struct gw_m_tenant *t = ns > 0 ? tenant_get(m, tenant) : NULL;
+
+	if (t && ns < INT64_MAX - t->constraint_ns)
+		t->constraint_ns += ns;
 }
 
 void gw_metrics_observe(struct gw_metrics *m, enum gw_metrics_hist h, int64_t ns)
@@ -301,6 +310,14 @@ static void mx_render_tenants(const struct gw_metrics *m, struct mx_out *o)
 		label_escape(esc, sizeof(esc), m->tenants[i].name);
 		mx_put(o, "sluice_gateway_completion_tokens_total{tenant=\"%s\"} %llu\n", esc,
 		       (unsigned long long)m->tenants[i].gen_tokens);
+	}
+	mx_head(o, "sluice_gateway_constraint_compile_seconds_total",
+		"Worker time compiling structured-output constraints (cache misses), by tenant.",
+		"counter");
+	for (size_t i = 0; i < m->n_tenants; i++) {
+		label_escape(esc, sizeof(esc), m->tenants[i].name);
+		mx_put(o, "sluice_gateway_constraint_compile_seconds_total{tenant=\"%s\"} %.6f\n", esc,
+		       (double)m->tenants[i].constraint_ns / 1e9);
 	}
 }
 

@@ -47,6 +47,8 @@ void gw_metrics_set_sources(struct gw_metrics *m, struct gw_workers *ws,
 void gw_metrics_request(struct gw_metrics *m, const char *tenant, int status,
 			uint64_t prompt_tokens, uint64_t gen_tokens);
 void gw_metrics_observe(struct gw_metrics *m, enum gw_metrics_hist h, int64_t ns);
+/* Worker time spent compiling a request's constraint (DONE constraint_ns). */
+void gw_metrics_constraint(struct gw_metrics *m, const char *tenant, int64_t ns);
 /* Rejections before a tenant is known (401, 404 ...): tenant "". */
 
 /* Appends the Prometheus text exposition to `out`. */

@@ -62,12 +62,21 @@ void gw_reqlog_write(const struct gw_reqlog *l)
 		cm_log_u64(&r, "max_tokens", l->api->max_tokens);
 		cm_log_u64(&r, "n_stop", l->api->n_stop);
 		cm_log_bool(&r, "stream", l->api->stream);
+		if (l->api->constraint_kind)
+			cm_log_str(&r, "constraint",
+				   l->api->constraint_kind == PROTO_CONSTRAINT_JSON_OBJECT ? "json_object"
+				   : l->api->constraint_kind == PROTO_CONSTRAINT_JSON_SCHEMA ? "json_schema"
+											       : "grammar");
+		if (l->api->logprobs)
+			cm_log_u64(&r, "top_logprobs", l->api->top_logprobs);
 	}
 	cm_log_u64(&r, "tokens_streamed", l->tokens);
 	if (l->done) {
 		cm_log_u64(&r, "prompt_tokens", l->done->prompt_tokens);
 		cm_log_u64(&r, "cached_tokens", l->done->cached_tokens);
 		cm_log_u64(&r, "gen_tokens", l->done->gen_tokens);
+		if (l->done->constraint_ns > 0)
+			cm_log_i64(&r, "constraint_ns", l->done->constraint_ns);
 		cm_log_u64(&r, "preemptions", l->done->preemptions);
 		cm_log_u64(&r, "finish", l->done->finish);
 		cm_log_i64(&r, "worker_queue_ns", l->done->queue_ns);
