@@ -1,7 +1,8 @@
 /*
  * gen_corpus_worker_conn.c - writes the seed corpus of fuzz_worker_conn
  * (corpus/worker_conn/): byte streams of well-formed gateway sessions
- * (SUBMIT text and chat, CANCEL, PING, DRAIN, a bad SUBMIT), framed the way
+ * (SUBMIT text and chat, with grammar and schema constraints and logprobs,
+ * CANCEL, PING, DRAIN, a bad SUBMIT), framed the way
  * the fuzzer reads them (a piece-length byte before each piece).
  *
  * Not part of the build; run by hand:
@@ -69,7 +70,18 @@ static void submit(uint64_t id, const char *text, uint32_t max_tokens, int chat,
 		s->prompt_kind = PROTO_PROMPT_CHAT;
 		s->n_messages = 2;
 		s->messages = msgs;
+		/* structured output with logprobs (version 3) */
+		s->constraint_kind = PROTO_CONSTRAINT_JSON_SCHEMA;
+		s->constraint.ptr = "{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[1,\"x\"]}}}";
+		s->constraint.len = (uint32_t)strlen(s->constraint.ptr);
+		s->top_logprobs = 2;
+		m.flags |= PROTO_SUBMIT_F_LOGPROBS;
 	} else {
+		if (id % 2) {
+			s->constraint_kind = PROTO_CONSTRAINT_GRAMMAR;
+			s->constraint.ptr = "root ::= [a-z]+ (\" \" [a-z]+)*";
+			s->constraint.len = (uint32_t)strlen(s->constraint.ptr);
+		}
 		s->prompt_kind = PROTO_PROMPT_TEXT;
 		s->text.ptr = text;
 		s->text.len = (uint32_t)strlen(text);
