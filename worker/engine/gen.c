@@ -177,7 +177,7 @@ static enum cm_status sample_constrained(struct wk_gen *g, struct wk_sampler_ws 
 		return CM_OK;
 	st = wk_mask_fill(g->mask, g->state, g->bits);
 	if (st != CM_OK) {
-		g->err = "constraint: the matcher ran out of room (grammar.max_states); "
+		g->err = "constraint: the matcher ran out of room (worker.grammar_max_states); "
 			 "the output so far is incomplete";
 		return st;
 	}
@@ -205,7 +205,7 @@ int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *l
 			return -1;
 		next = wk_mask_advance(g->mask, g->state, (int32_t)s.token);
 		if (next < 0) {
-			g->err = "constraint: the matcher ran out of room (grammar.max_states); "
+			g->err = "constraint: the matcher ran out of room (worker.grammar_max_states); "
 				 "the output so far is incomplete";
 			return -1;
 		}

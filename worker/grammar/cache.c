@@ -1,7 +1,7 @@
 /*
  * cache.c - the LRU of compiled constraints (cache.h): a doubly linked
  * list in recency order, a linear-probe-free lookup by hash over the list
- * (entries are few: grammar.cache_entries), reference counts.
+ * (entries are few: worker.grammar_cache_entries), reference counts.
  *
  * Owns: the entries and everything they compiled.  Scheduler thread.
  */
@@ -140,7 +140,7 @@ static enum cm_status compile(struct wk_gcache *c, struct wk_gentry *e, char *er
 	    !(e->k = wk_mask_new(e->m, c->trie, c->lim.mask_cache_bytes, c->pool)))
 		return cm_fail(err, err_len, CM_ENOMEM, "out of memory");
 	if (c->lim.warm_ns > 0 && wk_mask_warm(e->k, c->lim.warm_ns) != CM_OK)
-		return cm_fail(err, err_len, CM_ELIMIT, "grammar: more states than grammar.max_states while compiling");
+		return cm_fail(err, err_len, CM_ELIMIT, "grammar: more states than worker.grammar_max_states while compiling");
 	return CM_OK;
 }
 
@@ -167,7 +167,7 @@ enum cm_status wk_gcache_get(struct wk_gcache *c, enum wk_gkind kind, const char
 			v = v->prev;
 		if (!v)
 			return cm_fail(err, err_len, CM_ELIMIT,
-				       "grammar: %u distinct constraints already in use (grammar.cache_entries)",
+				       "grammar: %u distinct constraints already in use (worker.grammar_cache_entries)",
 				       c->lim.max_entries);
 		unlink_entry(c, v);
 		entry_free(v);

@@ -30,9 +30,9 @@ enum wk_gkind {
 };
 
 struct wk_gcache_limits {
-	uint32_t max_entries;      /* distinct constraints kept (grammar.cache_entries) */
-	size_t mask_cache_bytes;   /* per entry (grammar.mask_cache_bytes) */
-	int64_t warm_ns;           /* compile-time warming budget (grammar.warm_ms) */
+	uint32_t max_entries;      /* distinct constraints kept (worker.grammar_cache_entries) */
+	size_t mask_cache_bytes;   /* per entry (worker.grammar_mask_cache_bytes) */
+	int64_t warm_ns;           /* compile-time warming budget (worker.grammar_warm_ms) */
 	struct wk_schema_opts schema;
 	struct wk_gram_limits gram;
 	struct wk_gm_limits matcher;

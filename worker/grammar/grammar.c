@@ -480,7 +480,7 @@ static int lw_emit(struct lw *L, uint32_t op, uint32_t arg, uint32_t rule)
 {
 	struct wk_gram *g = L->g;
 	if (g->n_elems >= L->b->lim.max_elems)
-		return lw_fail(L, CM_ELIMIT, "grammar too large: more elements than grammar.max_elems");
+		return lw_fail(L, CM_ELIMIT, "grammar too large: more elements than worker.grammar_max_elems");
 	if (g->n_elems + 1 > L->cap_elems) {
 		uint32_t c1 = L->cap_elems, c2 = L->cap_elems;
 		if (grow((void **)&g->elems, &c1, g->n_elems + 1, sizeof(*g->elems)) ||
@@ -555,7 +555,7 @@ static int lw_anon(struct lw *L, struct wk_gx *body, uint32_t *rule)
 	if (r == UINT32_MAX)
 		return lw_fail(L, L->b->n_rules >= L->b->lim.max_rules ? CM_ELIMIT : CM_ENOMEM,
 			       L->b->n_rules >= L->b->lim.max_rules
-				       ? "grammar too large: more rules than grammar.max_rules"
+				       ? "grammar too large: more rules than worker.grammar_max_rules"
 				       : "out of memory");
 	L->b->rules[r].body = body;
 	*rule = r;
@@ -714,7 +714,7 @@ static int lw_rep(struct lw *L, struct wk_gx *x, uint32_t rule)
 		/* L ::= k L | e */
 		uint32_t lr = wk_gram_rule(b, "", 0);
 		if (lr == UINT32_MAX)
-			return lw_fail(L, CM_ELIMIT, "grammar too large: more rules than grammar.max_rules");
+			return lw_fail(L, CM_ELIMIT, "grammar too large: more rules than worker.grammar_max_rules");
 		struct wk_gx *body = wk_gx_alt2(b, wk_gx_seq2(b, k, wk_gx_ref(b, lr)), wk_gx_empty(b));
 		if (!body)
 			return lw_fail(L, CM_ENOMEM, "out of memory");
@@ -821,7 +821,7 @@ enum cm_status wk_gram_build(struct wk_gram_b *b, uint32_t root, struct wk_gram 
 	if (b->broken)
 		return cm_fail(err, err_len, b->n_rules >= b->lim.max_rules ? CM_ELIMIT : CM_ENOMEM,
 			       b->n_rules >= b->lim.max_rules
-				       ? "grammar too large: more rules than grammar.max_rules"
+				       ? "grammar too large: more rules than worker.grammar_max_rules"
 				       : "out of memory (or grammar larger than its memory limit)");
 	struct wk_gram *g = cm_calloc(1, sizeof(*g));
 	if (!g)

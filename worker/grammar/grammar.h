@@ -35,8 +35,8 @@
 
 /* Limits of one grammar, checked while building and lowering. */
 struct wk_gram_limits {
-	uint32_t max_rules;   /* rules after lowering (grammar.max_rules) */
-	uint32_t max_elems;   /* elements after lowering (grammar.max_elems) */
+	uint32_t max_rules;   /* rules after lowering (worker.grammar_max_rules) */
+	uint32_t max_elems;   /* elements after lowering (worker.grammar_max_elems) */
 	size_t arena_bytes;   /* expression memory while building */
 };
 void wk_gram_limits_default(struct wk_gram_limits *lim);

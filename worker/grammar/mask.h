@@ -15,7 +15,7 @@
  * tokens that return into the context after k bytes; those remainders are
  * kept sorted, so at run time only they are walked, from the real context,
  * sharing prefixes.  Results are cached per local state in a bounded cache
- * (grammar.mask_cache_bytes) that is dropped whole when full.
+ * (worker.grammar_mask_cache_bytes) that is dropped whole when full.
  * wk_mask_allows() checks one token without any mask: the sampler draws
  * first and only computes the mask when the draw is refused.
  *
@@ -52,7 +52,7 @@ int wk_vtrie_is_eog(const struct wk_vtrie *t, int32_t id);
  * The cache shared by every grammar of one model (one thread): entries of
  * local states keyed by their structure, so the string interior, numbers
  * and other common pieces are walked once per model, not once per grammar.
- * Bounded by `cap_bytes` (grammar.mask_pool_bytes), dropped whole when full.
+ * Bounded by `cap_bytes` (worker.grammar_pool_bytes), dropped whole when full.
  */
 struct wk_mask_pool;
 struct wk_mask_pool *wk_mask_pool_new(size_t cap_bytes);

@@ -28,11 +28,11 @@
 #include "worker/grammar/grammar.h"
 
 #define WK_GM_DEAD (-1)  /* no stack survives the byte */
-#define WK_GM_ERROR (-2) /* a limit (grammar.max_states) or memory ran out */
+#define WK_GM_ERROR (-2) /* a limit (worker.grammar_max_states) or memory ran out */
 
 struct wk_gm_limits {
-	uint32_t max_nodes;      /* stack frames (grammar.max_states x 4) */
-	uint32_t max_states;     /* interned states (grammar.max_states) */
+	uint32_t max_nodes;      /* stack frames (worker.grammar_max_states x 4) */
+	uint32_t max_states;     /* interned states (worker.grammar_max_states) */
 	size_t trans_bytes;      /* transition cache before it is dropped */
 };
 void wk_gm_limits_default(struct wk_gm_limits *lim);

@@ -652,7 +652,7 @@ static uint32_t sc_node_rule(struct sc *c, const json_t *s, const char *seg)
 		if (c->memo[i].node == s)
 			return c->memo[i].rule;
 	if (c->depth >= c->o.max_depth) {
-		wk_schema_fail(c, CM_ELIMIT, "%s", "schema nested deeper than grammar.schema_depth");
+		wk_schema_fail(c, CM_ELIMIT, "%s", "schema nested deeper than worker.grammar_schema_depth");
 		return UINT32_MAX;
 	}
 	if (c->n_memo == c->cap_memo) {

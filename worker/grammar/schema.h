@@ -31,7 +31,7 @@
 
 struct wk_schema_opts {
 	int compact;          /* 1: no whitespace between tokens */
-	uint32_t max_depth;   /* schema nesting (grammar.schema_depth) */
+	uint32_t max_depth;   /* schema nesting (worker.grammar_schema_depth) */
 };
 void wk_schema_opts_default(struct wk_schema_opts *o);
 

@@ -521,7 +521,7 @@ static void test_cache(void **state)
 	assert_true(matches(wk_gentry_matcher(b), "{}"));
 	/* both in use and the cache full: a third is refused, nothing evicted */
 	assert_int_equal(wk_gcache_get(c, WK_GKIND_JSON_OBJECT, NULL, 0, &d, &ns, err, sizeof(err)), CM_ELIMIT);
-	assert_non_null(strstr(err, "grammar.cache_entries"));
+	assert_non_null(strstr(err, "worker.grammar_cache_entries"));
 	assert_int_equal(wk_gcache_size(c), 2);
 	/* errors are reported, not cached */
 	assert_int_equal(wk_gcache_get(c, WK_GKIND_GBNF, "root ::= (", 10, &d, &ns, err, sizeof(err)), CM_ELIMIT);
