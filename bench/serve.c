@@ -4,7 +4,8 @@
  *
  *   bench-serve --model PATH [--threads 2] [--streams 1,4,16,64] [--gen 64]
  *               [--prompt-words 24] [--rounds 1] [--worker BIN]
- *               [--kv-bytes 512MiB] [--step-tokens 512]
+ *               [--kv-bytes 512MiB] [--step-tokens 512] [--temperature 0]
+ *               [--constraint json_object | json_schema:FILE | grammar:FILE]
  *   bench-serve --socket PATH [...]          (a worker already running)
  *
  * Without --socket it writes a config into a temp directory, starts the
@@ -24,6 +25,10 @@
  * /proc) and the wall-clock generated tokens/s scaled to a 100% share:
  * on a shared machine that estimate moves far less with the neighbours'
  * load than the raw figures (memory-bandwidth contention still shows).
+ * --constraint makes every request structured (docs/structured-outputs.md):
+ * run it beside an unconstrained run to see what the masks cost; with
+ * --temperature above 0 every token computes its full mask (greedy checks
+ * its argmax first).  Requests are seeded (pc_submit_init).
  * The header names model, quantisation, threads
  * and hardware.  Single client thread; the worker does all the compute.
  */
@@ -51,6 +56,10 @@ struct opts {
 	int streams[MAX_LEVELS], n_levels;
 	const char *kv_bytes;
 	int step_tokens;
+	float temperature;
+	const char *constraint_arg;
+	uint8_t constraint_kind;
+	char *constraint;         /* the file's text */
 };
 
 struct stream {
@@ -123,6 +132,42 @@ static int parse_streams(const char *s, struct opts *o)
 	return o->n_levels ? 0 : -1;
 }
 
+/* json_object, json_schema:FILE or grammar:FILE. */
+static int parse_constraint(const char *v, struct opts *o)
+{
+	const char *file = NULL;
+	FILE *f;
+	long n;
+
+	o->constraint_arg = v;
+	if (!strcmp(v, "json_object")) {
+		o->constraint_kind = PROTO_CONSTRAINT_JSON_OBJECT;
+		return 0;
+	}
+	if (!strncmp(v, "json_schema:", 12)) {
+		o->constraint_kind = PROTO_CONSTRAINT_JSON_SCHEMA;
+		file = v + 12;
+	} else if (!strncmp(v, "grammar:", 8)) {
+		o->constraint_kind = PROTO_CONSTRAINT_GRAMMAR;
+		file = v + 8;
+	} else {
+		fprintf(stderr, "--constraint: expected json_object, json_schema:FILE or grammar:FILE, "
+			"found '%s'\n", v);
+		return -1;
+	}
+	f = fopen(file, "rb");
+	if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (1 << 20) ||
+	    fseek(f, 0, SEEK_SET) != 0 || !(o->constraint = calloc(1, (size_t)n + 1)) ||
+	    fread(o->constraint, 1, (size_t)n, f) != (size_t)n) {
+		fprintf(stderr, "--constraint: cannot read '%s'\n", file);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -156,6 +201,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->kv_bytes = v;
 		else if (!strcmp(a, "--step-tokens"))
 			o->step_tokens = atoi(v);
+		else if (!strcmp(a, "--temperature"))
+			o->temperature = (float)atof(v);
+		else if (!strcmp(a, "--constraint")) {
+			if (parse_constraint(v, o))
+				return -1;
+		}
 		else if (!strcmp(a, "--streams")) {
 			if (parse_streams(v, o))
 				return -1;
@@ -297,6 +348,13 @@ static int submit(struct pc_conn *c, struct stream *s, int stream_i, uint64_t id
 	make_prompt(s, stream_i, s->round, o->prompt_words);
 	pc_submit_init(&m, &sb, id, s->prompt, (uint32_t)o->gen, (uint8_t)(stream_i + 1));
 	m.flags |= PROTO_SUBMIT_F_IGNORE_EOS;
+	m.u.submit.sampling.temperature = o->temperature;
+	m.u.submit.sampling.seed = id;
+	m.u.submit.constraint_kind = o->constraint_kind;
+	if (o->constraint) {
+		m.u.submit.constraint.ptr = o->constraint;
+		m.u.submit.constraint.len = (uint32_t)strlen(o->constraint);
+	}
 	s->id = id;
 	s->got_first = 0;
 	s->t_submit = cm_mono_ns();
@@ -461,9 +519,10 @@ static void print_header(const struct opts *o, const char *sock, struct pc_conn 
 		printf("file: %s\n", o->model);
 	printf("threads: %d  hardware: %s, %ld online CPUs, %s %s  load %.2f\n", o->threads,
 	       cpu, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.machine, load[0]);
-	printf("per request: ~%d prompt words, %d generated tokens (ignore EOS, greedy), "
-	       "%d round(s) per stream\n",
-	       o->prompt_words, o->gen, o->rounds);
+	printf("per request: ~%d prompt words, %d generated tokens (ignore EOS, temperature %g), "
+	       "%d round(s) per stream, constraint %s\n",
+	       o->prompt_words, o->gen, (double)o->temperature, o->rounds,
+	       o->constraint_arg ? o->constraint_arg : "none");
 	printf("%7s %9s %9s %8s %10s %10s %8s %8s %9s %9s %7s %10s\n", "streams", "prompt",
 	       "gen", "wall_s", "gen_tok/s", "decode", "itl_p50", "itl_p95", "ttft_p50",
 	       "ttft_p95", "cpu", "gen_tok/s");

@@ -92,16 +92,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const char *text = r.prompt_kind == PROTO_PROMPT_TEXT ? r.text.ptr : r.messages[0].content.ptr;
 		size_t tlen = r.prompt_kind == PROTO_PROMPT_TEXT ? r.text.len : r.messages[0].content.len;
 
+		/* a token whose bytes are the client's (any bytes: a piece need
+		 * not be UTF-8), with alternatives, for the logprobs renderers */
+		struct proto_top top[2] = { { 1, -0.5f, { text, (uint32_t)(tlen > 3 ? 3 : tlen) } },
+					    { 2, -1.5f, { text, (uint32_t)tlen } } };
+		struct proto_token tk = { 1, -0.5f, { text, (uint32_t)tlen },
+					  { text, (uint32_t)(tlen > 1 ? tlen - 1 : tlen) },
+					  r.top_logprobs < 2 ? r.top_logprobs : 2, top };
+
 		gw_api_to_submit(&r, &s, &flags);
 		if (flags & ~PROTO_SUBMIT_FLAGS_ALL)
 			abort();
+		if (s.constraint_kind > PROTO_CONSTRAINT_GRAMMAR || s.top_logprobs > PROTO_TOP_LOGPROBS_MAX)
+			abort();
 		gw_api_stream_init(&gs, &r, 1, 0);
+		if (gw_api_stream_add_logprobs(&gs, &tk) != CM_OK)
+			abort();
 		if (gw_api_render_full(&b, &gs, text, tlen, &res) != CM_OK)
 			abort();
 		check_json(&b);
 		cm_buf_reset(&b);
-		if (gw_api_render_chunk(&b, &gs, text, tlen) != CM_OK)
+		if (gw_api_render_chunk(&b, &gs, text, tlen, &tk) != CM_OK)
 			abort();
+		gw_api_stream_deinit(&gs);
 		{
 			/* one NDJSON line or one SSE event holding valid JSON */
 			const char *p = (const char *)cm_buf_data(&b);
