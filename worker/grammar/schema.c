@@ -41,7 +41,7 @@ struct wk_gx *wk_schema_oom(struct sc *c)
 static const char *const UNSUPPORTED[] = {
 	"not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
 	"contains", "minContains", "maxContains", "uniqueItems", "multipleOf", "propertyNames",
-	"patternProperties", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+	"unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
 	"$recursiveRef", "minProperties", "maxProperties",
 };
 
@@ -50,7 +50,7 @@ static int harmless(const json_t *s, const char *k, const json_t *v)
 {
 	if (!strcmp(k, "uniqueItems"))
 		return json_is_false(v);
-	if (!strcmp(k, "patternProperties") || !strcmp(k, "dependencies") || !strcmp(k, "dependentRequired") ||
+	if (!strcmp(k, "dependencies") || !strcmp(k, "dependentRequired") ||
 	    !strcmp(k, "dependentSchemas"))
 		return json_is_object(v) && json_object_size(v) == 0;
 	if (!strcmp(k, "minProperties")) {
@@ -141,7 +141,7 @@ static int is_assertion(const char *k)
 					 "additionalProperties", "items", "prefixItems", "additionalItems",
 					 "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
 					 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf",
-					 "oneOf", "allOf", "$ref" };
+					 "oneOf", "allOf", "$ref", "patternProperties" };
 	for (size_t i = 0; i < sizeof(A) / sizeof(A[0]); i++)
 		if (!strcmp(A[i], k))
 			return 1;
@@ -179,7 +179,7 @@ static unsigned value_types(const json_t *v)
 }
 
 /* The JSON types a schema can match (an over-approximation). */
-static unsigned schema_types(struct sc *c, const json_t *s, int depth)
+unsigned wk_schema_types(struct sc *c, const json_t *s, int depth)
 {
 	if (json_is_false(s))
 		return 0;
@@ -210,7 +210,7 @@ static unsigned schema_types(struct sc *c, const json_t *s, int depth)
 		const json_t *tg = wk_schema_resolve(c, json_string_value(ref));
 		c->st = save;
 		if (tg)
-			t &= schema_types(c, tg, depth + 1);
+			t &= wk_schema_types(c, tg, depth + 1);
 	}
 	const json_t *any = json_object_get(s, "anyOf");
 	if (!any)
@@ -218,7 +218,7 @@ static unsigned schema_types(struct sc *c, const json_t *s, int depth)
 	if (json_is_array(any)) {
 		unsigned u = 0;
 		for (size_t i = 0; i < json_array_size(any); i++)
-			u |= schema_types(c, json_array_get(any, i), depth + 1);
+			u |= wk_schema_types(c, json_array_get(any, i), depth + 1);
 		t &= u;
 	}
 	return t;
@@ -226,7 +226,7 @@ static unsigned schema_types(struct sc *c, const json_t *s, int depth)
 
 /* ---- allOf: merging schemas -------------------------------------------------------------------- */
 
-static json_t *own(struct sc *c, json_t *v)
+json_t *wk_schema_own(struct sc *c, json_t *v)
 {
 	if (v && json_array_append_new(c->owned, v) == 0)
 		return v;
@@ -241,7 +241,7 @@ static json_t *all_of2(struct sc *c, const json_t *a, const json_t *b)
 		return (json_t *)a;
 	if (json_is_false(a) || json_is_false(b))
 		return json_false();
-	return own(c, json_pack("{s:[OO]}", "allOf", a, b));
+	return wk_schema_own(c, json_pack("{s:[OO]}", "allOf", a, b));
 }
 
 static int merge_into(struct sc *c, json_t *acc, const json_t *s, int depth);
@@ -256,15 +256,15 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 		return 0;
 	if (!strcmp(k, "type")) {
 		unsigned a = 0, b = 0;
-		json_t *tmp = own(c, json_pack("{sO}", "type", old)), *tmp2 = own(c, json_pack("{sO}", "type", v));
+		json_t *tmp = wk_schema_own(c, json_pack("{sO}", "type", old)), *tmp2 = wk_schema_own(c, json_pack("{sO}", "type", v));
 		if (!tmp || !tmp2)
 			return wk_schema_oom(c), -1;
-		a = schema_types(c, tmp, 0);
-		b = schema_types(c, tmp2, 0);
+		a = wk_schema_types(c, tmp, 0);
+		b = wk_schema_types(c, tmp2, 0);
 		unsigned t = a & b;
 		json_t *arr = json_array();
 		static const char *const N[] = { "null", "boolean", "object", "array", "string", "integer", "number" };
-		if (!own(c, arr))
+		if (!wk_schema_own(c, arr))
 			return wk_schema_oom(c), -1;
 		if (t & 64)
 			json_array_append_new(arr, json_string("number"));
@@ -276,7 +276,7 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 		return json_object_set(acc, k, arr) ? (wk_schema_oom(c), -1) : 0;
 	}
 	if (!strcmp(k, "required")) {
-		json_t *u = own(c, json_deep_copy(old));
+		json_t *u = wk_schema_own(c, json_deep_copy(old));
 		if (!u || !json_is_array(v))
 			return wk_schema_oom(c), -1;
 		for (size_t i = 0; i < json_array_size(v); i++) {
@@ -300,7 +300,7 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 		}
 	}
 	if (!strcmp(k, "enum") && json_is_array(old) && json_is_array(v)) {
-		json_t *e = own(c, json_array());
+		json_t *e = wk_schema_own(c, json_array());
 		if (!e)
 			return wk_schema_oom(c), -1;
 		for (size_t i = 0; i < json_array_size(old); i++)
@@ -328,7 +328,7 @@ static int merge_props(struct sc *c, json_t *acc, const json_t *s)
 	const json_t *aa = json_object_get(acc, "additionalProperties"), *ab = json_object_get(s, "additionalProperties");
 	if (!pb && !ab)
 		return 0;
-	json_t *props = own(c, json_object());
+	json_t *props = wk_schema_own(c, json_object());
 	if (!props)
 		return wk_schema_oom(c), -1;
 	const char *k;
@@ -399,7 +399,7 @@ static int merge_into(struct sc *c, json_t *acc, const json_t *s, int depth)
 			const json_t *A = json_object_get(acc, k);
 			if (!json_is_array(v) || json_array_size(A) * json_array_size(v) > 256)
 				return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported: allOf of two large '%s' lists", k), -1;
-			json_t *x = own(c, json_array());
+			json_t *x = wk_schema_own(c, json_array());
 			if (!x)
 				return wk_schema_oom(c), -1;
 			for (size_t i = 0; i < json_array_size(A); i++)
@@ -434,79 +434,6 @@ static int has_assertions(const json_t *s, const char *skip1, const char *skip2)
 	return 0;
 }
 
-/* s with a leading local $ref followed (no siblings considered), or s. */
-static const json_t *deref(struct sc *c, const json_t *s)
-{
-	for (int i = 0; i < 8 && json_is_object(s); i++) {
-		const json_t *r = json_object_get(s, "$ref");
-		if (!json_is_string(r))
-			break;
-		enum cm_status save = c->st;
-		const json_t *t = wk_schema_resolve(c, json_string_value(r));
-		c->st = save;
-		if (!t)
-			break;
-		s = t;
-	}
-	return s;
-}
-
-/* The values a schema allows when it lists them (enum / const), or NULL. */
-static json_t *value_set(const json_t *s)
-{
-	const json_t *co = json_object_get(s, "const"), *en = json_object_get(s, "enum");
-	if (co)
-		return json_pack("[O]", co);
-	if (json_is_array(en))
-		return json_incref((json_t *)en);
-	return NULL;
-}
-
-/* 1 when no JSON value matches both a and b (a sound, partial test). */
-static int disjoint(struct sc *c, const json_t *a, const json_t *b, int depth)
-{
-	a = deref(c, a);
-	b = deref(c, b);
-	if (depth > 4 || !json_is_object(a) || !json_is_object(b))
-		return json_is_false(a) || json_is_false(b);
-	unsigned ta = schema_types(c, a, 0), tb = schema_types(c, b, 0);
-	if (!(ta & tb))
-		return 1;
-	json_t *va = value_set(a), *vb = value_set(b);
-	int none_common = -1;
-	if (va && vb) {
-		none_common = 1;
-		for (size_t i = 0; i < json_array_size(va) && none_common; i++)
-			for (size_t j = 0; j < json_array_size(vb); j++)
-				if (json_equal(json_array_get(va, i), json_array_get(vb, j))) {
-					none_common = 0;
-					break;
-				}
-	}
-	json_decref(va);
-	json_decref(vb);
-	if (none_common == 1)
-		return 1;
-	/* objects only: a property both require, with disjoint schemas */
-	if ((ta & tb) == 4) {
-		const json_t *ra = json_object_get(a, "required"), *rb = json_object_get(b, "required");
-		const json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
-		for (size_t i = 0; i < json_array_size(ra); i++) {
-			const json_t *k = json_array_get(ra, i);
-			int in_b = 0;
-			for (size_t j = 0; j < json_array_size(rb); j++)
-				in_b |= json_equal((json_t *)k, json_array_get(rb, j));
-			if (!in_b || !json_is_string(k))
-				continue;
-			const json_t *sa = pa ? json_object_get(pa, json_string_value(k)) : NULL;
-			const json_t *sb = pb ? json_object_get(pb, json_string_value(k)) : NULL;
-			if (sa && sb && disjoint(c, sa, sb, depth + 1))
-				return 1;
-		}
-	}
-	return 0;
-}
-
 static struct wk_gx *alternatives(struct sc *c, const json_t *s, const char *kw)
 {
 	struct wk_gram_b *b = c->b;
@@ -514,27 +441,50 @@ static struct wk_gx *alternatives(struct sc *c, const json_t *s, const char *kw)
 	if (!json_is_array(list))
 		return wk_schema_fail(c, CM_EINVAL, "'%s': expected an array", kw);
 	size_t n = json_array_size(list);
-	if (!strcmp(kw, "oneOf")) {
-		for (size_t i = 0; i < n; i++)
-			for (size_t j = i + 1; j < n; j++)
-				if (!disjoint(c, json_array_get(list, i), json_array_get(list, j), 0))
-					return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: oneOf whose branches can match the same type");
-	}
+	int one = !strcmp(kw, "oneOf");
 	json_t *sib = NULL;
 	if (has_assertions(s, kw, "")) {
-		sib = own(c, json_deep_copy(s));
+		sib = wk_schema_own(c, json_deep_copy(s));
 		if (!sib || json_object_del(sib, kw))
+			return wk_schema_oom(c);
+	}
+	/* each branch with its siblings; for oneOf also merged alone (its
+	 * references and allOf resolved) to judge exclusivity, but compiled
+	 * as written unless it had to be narrowed (a recursive reference
+	 * stays a reference) */
+	json_t *br_all = wk_schema_own(c, json_array()), *res = wk_schema_own(c, json_array());
+	if (!br_all || !res)
+		return wk_schema_oom(c);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *br = json_array_get(list, i), *r = br;
+		if (sib || one) {
+			json_t *m = wk_schema_own(c, json_object());
+			if (!m || (sib && merge_into(c, m, sib, 0) < 0) || merge_into(c, m, br, 0) < 0)
+				return c->st == CM_OK ? wk_schema_oom(c) : NULL;
+			r = m;
+			if (sib)
+				br = m;
+		}
+		if (json_array_append(br_all, (json_t *)br) || json_array_append(res, (json_t *)r))
+			return wk_schema_oom(c);
+	}
+	for (size_t i = 0; one && i < n; i++) {
+		const json_t *bi = json_array_get(res, i), *cur = bi;
+		for (size_t j = 0; j < n && cur; j++) {
+			const json_t *bj = json_array_get(res, j);
+			if (j != i && !wk_schema_disjoint(c, bi, bj, 0))
+				cur = wk_schema_exclude(c, cur, bi, bj);
+		}
+		if (!cur)
+			return c->st != CM_OK ? NULL
+					      : wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+							       "unsupported: oneOf whose branches can match the same value");
+		if (cur != bi && json_array_set(br_all, i, (json_t *)cur))
 			return wk_schema_oom(c);
 	}
 	struct wk_gx *alt = wk_gx_nothing(b);
 	for (size_t i = 0; i < n; i++) {
-		const json_t *br = json_array_get(list, i);
-		if (sib) {
-			json_t *m = own(c, json_object());
-			if (!m || merge_into(c, m, sib, 0) < 0 || merge_into(c, m, br, 0) < 0)
-				return c->st == CM_OK ? wk_schema_oom(c) : NULL;
-			br = m;
-		}
+		const json_t *br = json_array_get(br_all, i);
 		char seg[48];
 		snprintf(seg, sizeof(seg), "%.8s/%zu", kw, i);
 		struct wk_gx *x = wk_schema_node(c, br, seg);
@@ -584,7 +534,7 @@ static struct wk_gx *sc_body(struct sc *c, const json_t *s)
 	}
 	const json_t *ref = json_object_get(s, "$ref");
 	if (json_object_get(s, "allOf") || (ref && has_assertions(s, "$ref", ""))) {
-		json_t *m = own(c, json_object());
+		json_t *m = wk_schema_own(c, json_object());
 		if (!m || merge_into(c, m, s, 0) < 0)
 			return c->st == CM_OK ? wk_schema_oom(c) : NULL;
 		return sc_body(c, m);
@@ -606,10 +556,10 @@ static struct wk_gx *sc_body(struct sc *c, const json_t *s)
 	if (ty) {
 		if (!json_is_string(ty) && !json_is_array(ty))
 			return wk_schema_fail(c, CM_EINVAL, "%s", "'type': expected a string or an array of strings");
-		json_t *tmp = own(c, json_pack("{sO}", "type", ty));
+		json_t *tmp = wk_schema_own(c, json_pack("{sO}", "type", ty));
 		if (!tmp)
 			return wk_schema_oom(c);
-		types = schema_types(c, tmp, 0);
+		types = wk_schema_types(c, tmp, 0);
 	}
 	const json_t *en = json_object_get(s, "enum"), *co = json_object_get(s, "const");
 	if (en || co) {

@@ -62,7 +62,7 @@ static struct wk_gx *raw_class(void *ctx, struct wk_gram_b *b, const uint32_t *r
 }
 
 /* 1 when the ECMAScript pattern finds a match in s, 0 when not, -1 unknown. */
-static int pattern_matches(const char *re, const char *s, size_t len)
+int wk_schema_pattern_matches(const char *re, const char *s, size_t len)
 {
 	struct wk_gram_b *b = wk_gram_b_new(NULL);
 	struct wk_gram *g = NULL;
@@ -141,7 +141,7 @@ static int eval_string(struct sc *c, const json_t *s, const json_t *v)
 	if ((k = json_object_get(s, "maxLength")) && json_is_number(k) && (double)n > json_number_value(k))
 		return 0;
 	if ((k = json_object_get(s, "pattern")) && json_is_string(k)) {
-		int m = pattern_matches(json_string_value(k), str, len);
+		int m = wk_schema_pattern_matches(json_string_value(k), str, len);
 		if (m <= 0)
 			return m;
 	}
@@ -226,7 +226,7 @@ static int eval_object(struct sc *c, const json_t *s, const json_t *v, int depth
 			const char *pk;
 			json_t *psch;
 			json_object_foreach((json_t *)pp, pk, psch) {
-				int m = pattern_matches(pk, key, strlen(key));
+				int m = wk_schema_pattern_matches(pk, key, strlen(key));
 				if (m < 0)
 					return -1;
 				if (m) {

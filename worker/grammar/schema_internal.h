@@ -1,7 +1,8 @@
 /*
  * schema_internal.h - what schema.c (keywords, references, allOf, the node
  * dispatch) and schema_value.c (the JSON value pieces: strings, numbers,
- * objects, arrays) share, and nothing else includes.
+ * objects, arrays), schema_oneof.c (oneOf's exclusivity) and schema_eval.c
+ * share, and nothing else includes.
  */
 #ifndef SLUICE_WORKER_GRAMMAR_SCHEMA_INTERNAL_H
 #define SLUICE_WORKER_GRAMMAR_SCHEMA_INTERNAL_H
@@ -37,10 +38,24 @@ struct wk_gx *wk_schema_node(struct sc *c, const json_t *s, const char *seg);
 
 /* The node a local "$ref" names (error set when none). */
 const json_t *wk_schema_resolve(struct sc *c, const char *ref);
+/* The JSON types s can match (bits: null 1, boolean 2, object 4, array 8,
+ * string 16, integer 32, non-integer number 64; an over-approximation). */
+unsigned wk_schema_types(struct sc *c, const json_t *s, int depth);
+/* v, kept alive until the compile ends (NULL when v is NULL or no memory). */
+json_t *wk_schema_own(struct sc *c, json_t *v);
+
+/* schema_oneof.c: 1 when no value matches both a and b (sound, partial) */
+int wk_schema_disjoint(struct sc *c, const json_t *a, const json_t *b, int depth);
+/* cur (a, narrowed so far) narrowed so that it matches nothing b matches,
+ * or NULL when that cannot be expressed */
+const json_t *wk_schema_exclude(struct sc *c, const json_t *cur, const json_t *a, const json_t *b);
 
 /* schema_eval.c: 1 when v validates against s, 0 when not, -1 when s uses
  * something the evaluator does not decide (the caller then refuses). */
 int wk_schema_eval(struct sc *c, const json_t *s, const json_t *v);
+/* 1 when the ECMAScript pattern finds a match in s[0..len), 0 when not,
+ * -1 when the pattern is not supported. */
+int wk_schema_pattern_matches(const char *re, const char *s, size_t len);
 
 /* schema_value.c: 1 for the formats validators check (enforced by a
  * pattern or refused); other format names are annotations */

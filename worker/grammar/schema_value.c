@@ -803,12 +803,75 @@ struct prop {
 	int required;
 };
 
+/* A pattern every name matches ("", ".*", "^.*$" ...). */
+static int universal_pattern(const char *re)
+{
+	static const char *const U[] = { "", ".*", "^.*", ".*$", "^.*$", "^(.*)$", "(.*)" };
+	for (size_t i = 0; i < sizeof(U) / sizeof(U[0]); i++)
+		if (!strcmp(U[i], re))
+			return 1;
+	return 0;
+}
+
+/*
+ * patternProperties (one pattern): *pk its pattern and *ps its schema, or
+ * NULL when absent.  Names that match it are written with that schema;
+ * a listed property whose name matches keeps both schemas (allOf).  The
+ * names written beyond the listed ones are the pattern's: what
+ * additionalProperties would allow for other names is not written (all
+ * of it valid, some of the valid documents never written), except that
+ * for a pattern every name matches nothing else exists.
+ */
+static int pattern_props(struct sc *c, const json_t *s, const char **pk, const json_t **ps)
+{
+	const json_t *pp = json_object_get(s, "patternProperties");
+	*pk = NULL;
+	*ps = NULL;
+	if (!pp || (json_is_object(pp) && json_object_size(pp) == 0))
+		return 0;
+	if (!json_is_object(pp))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'patternProperties': expected an object"), -1;
+	if (json_object_size(pp) > 1)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+				      "unsupported: patternProperties with more than one pattern"), -1;
+	void *it = json_object_iter((json_t *)pp);
+	*pk = json_object_iter_key(it);
+	*ps = json_object_iter_value(it);
+	return 0;
+}
+
+/* The schema of listed (or required) name `name`: its own, and the
+ * pattern's when the name matches it; NULL after an error. */
+static const json_t *name_schema(struct sc *c, const char *name, const json_t *own_schema,
+				 const char *pk, const json_t *ps, int *matches)
+{
+	*matches = 0;
+	if (!pk)
+		return own_schema;
+	int m = universal_pattern(pk) ? 1 : wk_schema_pattern_matches(pk, name, strlen(name));
+	if (m < 0)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+				      "unsupported: a patternProperties pattern the evaluator cannot run"), NULL;
+	*matches = m;
+	if (!m)
+		return own_schema;
+	if (!own_schema)
+		return ps;
+	json_t *both = wk_schema_own(c, json_pack("{s:[OO]}", "allOf", own_schema, ps));
+	return both ? both : (wk_schema_oom(c), NULL);
+}
+
 struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 {
 	struct wk_gram_b *b = c->b;
 	const json_t *props = json_object_get(s, "properties");
 	const json_t *req = json_object_get(s, "required");
 	const json_t *addl = json_object_get(s, "additionalProperties");
+	const char *pk;
+	const json_t *ps;
+	int named_match = 0, m;
+	if (pattern_props(c, s, &pk, &ps))
+		return NULL;
 	if (props && !json_is_object(props))
 		return wk_schema_fail(c, CM_EINVAL, "%s", "'properties': expected an object");
 	if (req && !json_is_array(req))
@@ -826,7 +889,9 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 	if (props)
 		json_object_foreach((json_t *)props, key, val) {
 			p[n].name = key;
-			p[n].schema = val;
+			if (!(p[n].schema = name_schema(c, key, val, pk, ps, &m)))
+				goto out;
+			named_match |= m;
 			n++;
 		}
 	for (size_t i = 0; i < nr; i++) {
@@ -838,16 +903,28 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 		size_t j = 0;
 		while (j < n && strcmp(p[j].name, json_string_value(r)))
 			j++;
-		if (j == n) { /* required but not listed: its value follows additionalProperties */
+		if (j == n) { /* required but not listed: the pattern's schema when
+			       * its name matches, else additionalProperties' */
 			p[n].name = json_string_value(r);
-			p[n].schema = addl ? addl : json_true();
+			if (!(p[n].schema = name_schema(c, p[n].name, NULL, pk, ps, &m)))
+				goto out;
+			if (!m)
+				p[n].schema = addl ? addl : json_true();
+			named_match |= m;
 			n++;
 		}
 		p[j].required = 1;
 	}
 	for (size_t i = 0; i < n; i++)
 		names[i] = p[i].name;
-	int extras = !json_is_false(addl);
+	int extras = pk || !json_is_false(addl);
+	if (pk && named_match && !universal_pattern(pk)) {
+		/* the pattern's names beyond the listed ones would need the
+		 * pattern minus those names */
+		wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+			       "unsupported: a patternProperties pattern that matches a listed name");
+		goto out;
+	}
 	/* R(i, any) = rules[2 i + any] */
 	rules = cm_calloc(2 * (n + 1), sizeof(uint32_t));
 	if (!rules)
@@ -858,12 +935,22 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
 	struct wk_gx *xkv = NULL;
 	if (extras) {
-		struct wk_gx *xv = addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties") : wk_schema_any_value(c);
+		struct wk_gx *xv = pk ? wk_schema_node(c, ps, "patternProperties")
+			: addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties")
+						      : wk_schema_any_value(c);
 		/* the extra name is a named rule of its own: the mask cache cuts the
 		 * stack there, so its inside is walked once per object, not once
 		 * per position among the listed properties */
 		uint32_t kr = wk_gram_rule(b, "key", 1);
-		struct wk_gx *kb = other_key(c, names, n);
+		struct wk_gx *kb = NULL;
+		if (pk && !universal_pattern(pk)) {
+			json_t *ks = wk_schema_own(c, json_pack("{ssss}", "type", "string", "pattern", pk));
+			kb = ks ? wk_schema_string(c, ks) : wk_schema_oom(c);
+		} else {
+			kb = other_key(c, names, n);
+		}
+		if (!xv)
+			goto out;
 		if (kr == UINT32_MAX || !kb)
 			goto oom;
 		wk_gram_set_body(b, kr, kb);
