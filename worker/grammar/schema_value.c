@@ -906,11 +906,13 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 		if (j == n) { /* required but not listed: the pattern's schema when
 			       * its name matches, else additionalProperties' */
 			p[n].name = json_string_value(r);
-			if (!(p[n].schema = name_schema(c, p[n].name, NULL, pk, ps, &m)))
+			p[n].schema = pk ? name_schema(c, p[n].name, NULL, pk, ps, &m) : NULL;
+			if (c->st != CM_OK)
 				goto out;
-			if (!m)
+			if (!pk || !m)
 				p[n].schema = addl ? addl : json_true();
-			named_match |= m;
+			else
+				named_match = 1;
 			n++;
 		}
 		p[j].required = 1;
