@@ -17,23 +17,6 @@
 #include "common/hash.h"
 #include "worker/grammar/internal.h"
 
-enum gx_kind { GX_EMPTY, GX_NOTHING, GX_LIT, GX_CLASS, GX_BYTES, GX_REF, GX_SEQ, GX_ALT, GX_REP };
-
-struct wk_gx {
-	uint8_t kind;
-	uint32_t n;        /* LIT bytes, CLASS pairs, SEQ/ALT kids */
-	uint32_t min, max; /* REP */
-	uint32_t anon;     /* lowering: the rule made for this node, +1 */
-	union {
-		uint8_t *lit;
-		uint32_t *ranges; /* normalised: sorted, disjoint, no surrogates */
-		uint8_t *set;
-		uint32_t rule;
-		struct wk_gx **kids;
-		struct wk_gx *kid;
-	} u;
-};
-
 struct gb_rule {
 	char *name;
 	int named;

@@ -10,12 +10,32 @@
  * the base, and flags WK_GM_F_POP where they would.  Its behaviour does not
  * depend on what lies below the base, so the tokens it accepts can be
  * cached per local state and shared by every context it appears in.
+ *
+ * Expressions: the builder's nodes (grammar.c builds them, length.c reads
+ * them to intersect a pattern with a length range).
  */
 #ifndef SLUICE_WORKER_GRAMMAR_INTERNAL_H
 #define SLUICE_WORKER_GRAMMAR_INTERNAL_H
 
 #include "worker/grammar/mask.h"
 #include "worker/grammar/match.h"
+
+enum gx_kind { GX_EMPTY, GX_NOTHING, GX_LIT, GX_CLASS, GX_BYTES, GX_REF, GX_SEQ, GX_ALT, GX_REP };
+
+struct wk_gx { /* see grammar.h: built by the wk_gx_* functions */
+	uint8_t kind;
+	uint32_t n;        /* LIT bytes, CLASS pairs, SEQ/ALT kids */
+	uint32_t min, max; /* REP */
+	uint32_t anon;     /* lowering: the rule made for this node, +1 */
+	union {
+		uint8_t *lit;
+		uint32_t *ranges; /* normalised: sorted, disjoint, no surrogates */
+		uint8_t *set;
+		uint32_t rule;
+		struct wk_gx **kids;
+		struct wk_gx *kid;
+	} u;
+};
 
 #define WK_GM_NONE 0u
 #define WK_GM_BOTTOM 1u

@@ -16,6 +16,7 @@
 #include "common/utf8.h"
 #include "worker/grammar/regex.h"
 #include "worker/grammar/schema_internal.h"
+#include "worker/grammar/length.h"
 
 /* ---- characters as JSON string content -------------------------------------- */
 
@@ -70,6 +71,13 @@ static int in_ranges(const uint32_t *r, size_t n, uint32_t c)
 }
 
 /* wk_regex_class_fn: code points written as JSON string content. */
+static struct wk_gx *plain_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
+				 int negated)
+{
+	(void)ctx;
+	return wk_gx_class(b, ranges, n, negated);
+}
+
 static struct wk_gx *json_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
 				int negated)
 {
@@ -656,9 +664,18 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 	}
 	cm_free(key);
 	struct wk_gx *body;
-	if (re) {
-		if (mn != 0 || mx != WK_GRAM_INF)
-			return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: 'pattern' or 'format' together with minLength/maxLength");
+	if (re && (mn != 0 || mx != WK_GRAM_INF)) {
+		/* the pattern's strings of mn..mx code points: its automaton in
+		 * product with a counter (length.c), atoms JSON-escaped */
+		char e[256];
+		struct wk_gx *raw = NULL;
+		enum cm_status st = wk_regex_compile(b, re, strlen(re), plain_class, NULL, &raw, e, sizeof(e));
+		if (st == CM_OK)
+			st = wk_gx_length(b, raw, mn, mx, json_class, NULL, &body, e, sizeof(e));
+		if (st != CM_OK)
+			return wk_schema_fail(c, st == CM_EINVAL || st == CM_ELIMIT ? CM_EUNSUPPORTED : st,
+					      "%s", e);
+	} else if (re) {
 		char e[256];
 		enum cm_status st = wk_regex_compile(b, re, strlen(re), json_class, NULL, &body, e, sizeof(e));
 		if (st != CM_OK)

@@ -1,0 +1,26 @@
+/*
+ * length.h - a pattern's expression intersected with a length range in
+ * code points (minLength / maxLength with pattern or format), exactly:
+ * see length.c.
+ */
+#ifndef SLUICE_WORKER_GRAMMAR_LENGTH_H
+#define SLUICE_WORKER_GRAMMAR_LENGTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/grammar/grammar.h"
+#include "worker/grammar/regex.h"
+
+/*
+ * x: wk_regex_compile's output with a class function that returns plain
+ * classes (wk_gx_class).  *out: the strings of L(x) of lo..hi code points
+ * (hi WK_GRAM_INF: no upper bound), each atom written through `atom`.
+ * CM_ELIMIT (too many positions or states, message in err), CM_ENOMEM.
+ */
+enum cm_status wk_gx_length(struct wk_gram_b *b, const struct wk_gx *x, uint32_t lo, uint32_t hi,
+			    wk_regex_class_fn atom, void *ctx, struct wk_gx **out, char *err,
+			    size_t err_len) CM_WUR;
+
+#endif
