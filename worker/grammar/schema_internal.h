@@ -61,7 +61,16 @@ int wk_schema_pattern_matches(const char *re, const char *s, size_t len);
  * pattern or refused); other format names are annotations */
 int wk_schema_format_asserts(const char *f);
 
-/* schema_value.c: the pieces, for the keywords of node s */
+/* schema_value.c: shared pieces (whitespace, one string character, any
+ * string, a property name's literal, a class as JSON string content) */
+struct wk_gx *wk_schema_ws(struct sc *c);
+struct wk_gx *wk_schema_jchar(struct sc *c);
+struct wk_gx *wk_schema_any_string(struct sc *c);
+struct wk_gx *wk_schema_key_literal(struct sc *c, const char *k);
+struct wk_gx *wk_schema_json_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
+				   int negated);
+
+/* schema_value.c, schema_object.c: the pieces, for the keywords of node s */
 struct wk_gx *wk_schema_any_value(struct sc *c);
 struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v);
 struct wk_gx *wk_schema_string(struct sc *c, const json_t *s);

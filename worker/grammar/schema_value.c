@@ -78,7 +78,7 @@ static struct wk_gx *plain_class(void *ctx, struct wk_gram_b *b, const uint32_t 
 	return wk_gx_class(b, ranges, n, negated);
 }
 
-static struct wk_gx *json_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
+struct wk_gx *wk_schema_json_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
 				int negated)
 {
 	(void)ctx;
@@ -164,7 +164,7 @@ static struct wk_gx *mk_ws(struct sc *c)
 						  wk_gx_rep(b, wk_gx_class(b, sp, 2, 0), 0, 20))));
 }
 
-static struct wk_gx *ws(struct sc *c)
+struct wk_gx *wk_schema_ws(struct sc *c)
 {
 	uint32_t r = sc_rule(c, &c->r_ws, "ws", mk_ws);
 	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
@@ -183,7 +183,7 @@ static struct wk_gx *mk_jchar(struct sc *c)
 	return wk_gx_alt2(b, wk_gx_class(b, r, 3, 1), wk_gx_seq2(b, wk_gx_str(b, "\\"), esc));
 }
 
-static struct wk_gx *jchar(struct sc *c)
+struct wk_gx *wk_schema_jchar(struct sc *c)
 {
 	uint32_t r = sc_rule(c, &c->r_jchar, "char", mk_jchar);
 	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
@@ -192,11 +192,11 @@ static struct wk_gx *jchar(struct sc *c)
 static struct wk_gx *mk_str(struct sc *c)
 {
 	struct wk_gram_b *b = c->b;
-	struct wk_gx *k[3] = { wk_gx_str(b, "\""), wk_gx_rep(b, jchar(c), 0, WK_GRAM_INF), wk_gx_str(b, "\"") };
+	struct wk_gx *k[3] = { wk_gx_str(b, "\""), wk_gx_rep(b, wk_schema_jchar(c), 0, WK_GRAM_INF), wk_gx_str(b, "\"") };
 	return wk_gx_seq(b, k, 3);
 }
 
-static struct wk_gx *any_string(struct sc *c)
+struct wk_gx *wk_schema_any_string(struct sc *c)
 {
 	uint32_t r = sc_rule(c, &c->r_str, "string", mk_str);
 	return r == UINT32_MAX ? NULL : wk_gx_ref(c->b, r);
@@ -246,7 +246,7 @@ struct wk_gx *wk_schema_any_value(struct sc *c)
 static struct wk_gx *array_of(struct sc *c, struct wk_gx *item, uint32_t min, uint32_t max)
 {
 	struct wk_gram_b *b = c->b;
-	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_ws(c), wk_gx_str(b, ","), wk_schema_ws(c) }, 3);
 	struct wk_gx *body;
 	if (max == 0) {
 		body = wk_gx_empty(b);
@@ -256,7 +256,7 @@ static struct wk_gx *array_of(struct sc *c, struct wk_gx *item, uint32_t min, ui
 		if (min == 0)
 			body = wk_gx_opt(b, body);
 	}
-	struct wk_gx *k[5] = { wk_gx_str(b, "["), ws(c), body, ws(c), wk_gx_str(b, "]") };
+	struct wk_gx *k[5] = { wk_gx_str(b, "["), wk_schema_ws(c), body, wk_schema_ws(c), wk_gx_str(b, "]") };
 	return wk_gx_seq(b, k, 5);
 }
 
@@ -264,10 +264,10 @@ static struct wk_gx *array_of(struct sc *c, struct wk_gx *item, uint32_t min, ui
 static struct wk_gx *object_of(struct sc *c, struct wk_gx *key, struct wk_gx *value)
 {
 	struct wk_gram_b *b = c->b;
-	struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ key, ws(c), wk_gx_str(b, ":"), ws(c), value }, 5);
-	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ key, wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), value }, 5);
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_ws(c), wk_gx_str(b, ","), wk_schema_ws(c) }, 3);
 	struct wk_gx *body = wk_gx_opt(b, wk_gx_seq2(b, kv, wk_gx_rep(b, wk_gx_seq2(b, sep, kv), 0, WK_GRAM_INF)));
-	struct wk_gx *k[5] = { wk_gx_str(b, "{"), ws(c), body, ws(c), wk_gx_str(b, "}") };
+	struct wk_gx *k[5] = { wk_gx_str(b, "{"), wk_schema_ws(c), body, wk_schema_ws(c), wk_gx_str(b, "}") };
 	return wk_gx_seq(b, k, 5);
 }
 
@@ -279,7 +279,7 @@ static struct wk_gx *mk_any(struct sc *c)
 	if (ri == UINT32_MAX)
 		return NULL;
 	struct wk_gx *v = wk_gx_ref(b, self);
-	struct wk_gx *k[7] = { object_of(c, any_string(c), v), array_of(c, v, 0, WK_GRAM_INF), any_string(c),
+	struct wk_gx *k[7] = { object_of(c, wk_schema_any_string(c), v), array_of(c, v, 0, WK_GRAM_INF), wk_schema_any_string(c),
 			       wk_gx_ref(b, ri), wk_gx_str(b, "true"), wk_gx_str(b, "false"), wk_gx_str(b, "null") };
 	return wk_gx_alt(b, k, 7);
 }
@@ -641,7 +641,7 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 			re = fr;
 	}
 	if (!re && mn == 0 && mx == WK_GRAM_INF)
-		return any_string(c);
+		return wk_schema_any_string(c);
 	/* one named rule per distinct constraint: equal constraints share it
 	 * (and so share their cached masks) */
 	char sig[96];
@@ -671,17 +671,17 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		struct wk_gx *raw = NULL;
 		enum cm_status st = wk_regex_compile(b, re, strlen(re), plain_class, NULL, &raw, e, sizeof(e));
 		if (st == CM_OK)
-			st = wk_gx_length(b, raw, mn, mx, json_class, NULL, &body, e, sizeof(e));
+			st = wk_gx_length(b, raw, mn, mx, wk_schema_json_class, NULL, &body, e, sizeof(e));
 		if (st != CM_OK)
 			return wk_schema_fail(c, st == CM_EINVAL || st == CM_ELIMIT ? CM_EUNSUPPORTED : st,
 					      "%s", e);
 	} else if (re) {
 		char e[256];
-		enum cm_status st = wk_regex_compile(b, re, strlen(re), json_class, NULL, &body, e, sizeof(e));
+		enum cm_status st = wk_regex_compile(b, re, strlen(re), wk_schema_json_class, NULL, &body, e, sizeof(e));
 		if (st != CM_OK)
 			return wk_schema_fail(c, st == CM_EINVAL ? CM_EUNSUPPORTED : st, "%s", e);
 	} else {
-		body = wk_gx_rep(b, jchar(c), mn, mx);
+		body = wk_gx_rep(b, wk_schema_jchar(c), mn, mx);
 	}
 	struct wk_gx *str = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "\""), body, wk_gx_str(b, "\"") }, 3);
 	if (!str)
@@ -702,7 +702,7 @@ struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v)
 	return x;
 }
 
-static struct wk_gx *key_literal(struct sc *c, const char *k)
+struct wk_gx *wk_schema_key_literal(struct sc *c, const char *k)
 {
 	json_t *s = json_string(k);
 	if (!s)
@@ -710,307 +710,6 @@ static struct wk_gx *key_literal(struct sc *c, const char *k)
 	struct wk_gx *x = wk_schema_literal(c, s);
 	json_decref(s);
 	return x;
-}
-
-/* ---- objects ------------------------------------------------------------------------------ */
-
-
-/* String content for names not in keys[lo..hi) that share the first
- * `depth` code points; keys are sorted code point arrays. */
-struct keyset {
-	uint32_t **cps;
-	size_t *lens;
-	size_t n;
-};
-
-static struct wk_gx *key_trie(struct sc *c, const struct keyset *ks, size_t lo, size_t hi, size_t depth)
-{
-	struct wk_gram_b *b = c->b;
-	struct wk_gx *alt = wk_gx_nothing(b);
-	int terminal = 0;
-	uint32_t kids[2 * 256];
-	size_t nk = 0;
-	size_t i = lo;
-	while (i < hi) {
-		if (ks->lens[i] == depth) {
-			terminal = 1;
-			i++;
-			continue;
-		}
-		uint32_t ch = ks->cps[i][depth];
-		size_t j = i;
-		while (j < hi && ks->lens[j] > depth && ks->cps[j][depth] == ch)
-			j++;
-		if (nk < 256) {
-			kids[2 * nk] = kids[2 * nk + 1] = ch;
-			nk++;
-		} else {
-			return wk_schema_fail(c, CM_ELIMIT, "%s", "too many property names sharing a prefix");
-		}
-		uint32_t one[2] = { ch, ch };
-		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, json_class(NULL, b, one, 1, 0), key_trie(c, ks, i, j, depth + 1)));
-		i = j;
-	}
-	/* the name may end here unless it is one of the listed ones; the
-	 * closing quote is the caller's, so the "key" rule keeps its frame (a
-	 * call in last position would be a tail call and hide the rule) */
-	if (!terminal)
-		alt = wk_gx_alt2(b, alt, wk_gx_empty(b));
-	struct wk_gx *free_rest = wk_gx_rep(b, jchar(c), 0, WK_GRAM_INF);
-	return wk_gx_alt2(b, alt, wk_gx_seq2(b, json_class(NULL, b, kids, nk, 1), free_rest));
-}
-
-/* A property name (with quotes) that is none of names[0..n). */
-static struct wk_gx *other_key(struct sc *c, const char *const *names, size_t n)
-{
-	if (n == 0)
-		return any_string(c);
-	struct keyset ks = { .n = n };
-	ks.cps = cm_calloc(n, sizeof(*ks.cps));
-	ks.lens = cm_calloc(n, sizeof(*ks.lens));
-	struct wk_gx *x = NULL;
-	if (!ks.cps || !ks.lens)
-		goto out;
-	/* code points of each name, then sort the names (selection by first
-	 * differing code point: simple insertion sort, n is small) */
-	for (size_t i = 0; i < n; i++) {
-		size_t len = strlen(names[i]), m = 0;
-		ks.cps[i] = cm_calloc(len + 1, sizeof(uint32_t));
-		if (!ks.cps[i])
-			goto out;
-		for (size_t p = 0; p < len;) {
-			uint32_t cp;
-			int k = cm_utf8_decode((const uint8_t *)names[i] + p, len - p, &cp);
-			if (k <= 0)
-				k = 1;
-			ks.cps[i][m++] = cp;
-			p += (size_t)k;
-		}
-		ks.lens[i] = m;
-	}
-	for (size_t i = 1; i < n; i++) {
-		for (size_t j = i; j > 0; j--) {
-			size_t la = ks.lens[j - 1], lb = ks.lens[j], l = la < lb ? la : lb, q = 0;
-			while (q < l && ks.cps[j - 1][q] == ks.cps[j][q])
-				q++;
-			int gt = q < l ? ks.cps[j - 1][q] > ks.cps[j][q] : la > lb;
-			if (!gt)
-				break;
-			uint32_t *tc = ks.cps[j];
-			ks.cps[j] = ks.cps[j - 1];
-			ks.cps[j - 1] = tc;
-			size_t tl = ks.lens[j];
-			ks.lens[j] = ks.lens[j - 1];
-			ks.lens[j - 1] = tl;
-		}
-	}
-	x = wk_gx_seq(c->b, (struct wk_gx *[]){ wk_gx_str(c->b, "\""), key_trie(c, &ks, 0, n, 0), wk_gx_str(c->b, "\"") }, 3);
-out:
-	if (ks.cps)
-		for (size_t i = 0; i < n; i++)
-			cm_free(ks.cps[i]);
-	cm_free(ks.cps);
-	cm_free(ks.lens);
-	return x ? x : wk_schema_oom(c);
-}
-
-struct prop {
-	const char *name;
-	const json_t *schema;
-	int required;
-};
-
-/* A pattern every name matches ("", ".*", "^.*$" ...). */
-static int universal_pattern(const char *re)
-{
-	static const char *const U[] = { "", ".*", "^.*", ".*$", "^.*$", "^(.*)$", "(.*)" };
-	for (size_t i = 0; i < sizeof(U) / sizeof(U[0]); i++)
-		if (!strcmp(U[i], re))
-			return 1;
-	return 0;
-}
-
-/*
- * patternProperties (one pattern): *pk its pattern and *ps its schema, or
- * NULL when absent.  Names that match it are written with that schema;
- * a listed property whose name matches keeps both schemas (allOf).  The
- * names written beyond the listed ones are the pattern's: what
- * additionalProperties would allow for other names is not written (all
- * of it valid, some of the valid documents never written), except that
- * for a pattern every name matches nothing else exists.
- */
-static int pattern_props(struct sc *c, const json_t *s, const char **pk, const json_t **ps)
-{
-	const json_t *pp = json_object_get(s, "patternProperties");
-	*pk = NULL;
-	*ps = NULL;
-	if (!pp || (json_is_object(pp) && json_object_size(pp) == 0))
-		return 0;
-	if (!json_is_object(pp))
-		return wk_schema_fail(c, CM_EINVAL, "%s", "'patternProperties': expected an object"), -1;
-	if (json_object_size(pp) > 1)
-		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
-				      "unsupported: patternProperties with more than one pattern"), -1;
-	void *it = json_object_iter((json_t *)pp);
-	*pk = json_object_iter_key(it);
-	*ps = json_object_iter_value(it);
-	return 0;
-}
-
-/* The schema of listed (or required) name `name`: its own, and the
- * pattern's when the name matches it; NULL after an error. */
-static const json_t *name_schema(struct sc *c, const char *name, const json_t *own_schema,
-				 const char *pk, const json_t *ps, int *matches)
-{
-	*matches = 0;
-	if (!pk)
-		return own_schema;
-	int m = universal_pattern(pk) ? 1 : wk_schema_pattern_matches(pk, name, strlen(name));
-	if (m < 0)
-		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
-				      "unsupported: a patternProperties pattern the evaluator cannot run"), NULL;
-	*matches = m;
-	if (!m)
-		return own_schema;
-	if (!own_schema)
-		return ps;
-	json_t *both = wk_schema_own(c, json_pack("{s:[OO]}", "allOf", own_schema, ps));
-	return both ? both : (wk_schema_oom(c), NULL);
-}
-
-struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
-{
-	struct wk_gram_b *b = c->b;
-	const json_t *props = json_object_get(s, "properties");
-	const json_t *req = json_object_get(s, "required");
-	const json_t *addl = json_object_get(s, "additionalProperties");
-	const char *pk;
-	const json_t *ps;
-	int named_match = 0, m;
-	if (pattern_props(c, s, &pk, &ps))
-		return NULL;
-	if (props && !json_is_object(props))
-		return wk_schema_fail(c, CM_EINVAL, "%s", "'properties': expected an object");
-	if (req && !json_is_array(req))
-		return wk_schema_fail(c, CM_EINVAL, "%s", "'required': expected an array");
-	size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
-	struct prop *p = cm_calloc(np + nr + 1, sizeof(*p));
-	const char **names = cm_calloc(np + nr + 1, sizeof(char *));
-	uint32_t *rules = NULL;
-	struct wk_gx *out = NULL;
-	size_t n = 0;
-	if (!p || !names)
-		goto oom;
-	const char *key;
-	json_t *val;
-	if (props)
-		json_object_foreach((json_t *)props, key, val) {
-			p[n].name = key;
-			if (!(p[n].schema = name_schema(c, key, val, pk, ps, &m)))
-				goto out;
-			named_match |= m;
-			n++;
-		}
-	for (size_t i = 0; i < nr; i++) {
-		const json_t *r = json_array_get(req, i);
-		if (!json_is_string(r)) {
-			wk_schema_fail(c, CM_EINVAL, "%s", "'required': expected an array of strings");
-			goto out;
-		}
-		size_t j = 0;
-		while (j < n && strcmp(p[j].name, json_string_value(r)))
-			j++;
-		if (j == n) { /* required but not listed: the pattern's schema when
-			       * its name matches, else additionalProperties' */
-			p[n].name = json_string_value(r);
-			p[n].schema = pk ? name_schema(c, p[n].name, NULL, pk, ps, &m) : NULL;
-			if (c->st != CM_OK)
-				goto out;
-			if (!pk || !m)
-				p[n].schema = addl ? addl : json_true();
-			else
-				named_match = 1;
-			n++;
-		}
-		p[j].required = 1;
-	}
-	for (size_t i = 0; i < n; i++)
-		names[i] = p[i].name;
-	int extras = pk || !json_is_false(addl);
-	if (pk && named_match && !universal_pattern(pk)) {
-		/* the pattern's names beyond the listed ones would need the
-		 * pattern minus those names */
-		wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
-			       "unsupported: a patternProperties pattern that matches a listed name");
-		goto out;
-	}
-	/* R(i, any) = rules[2 i + any] */
-	rules = cm_calloc(2 * (n + 1), sizeof(uint32_t));
-	if (!rules)
-		goto oom;
-	for (size_t i = 0; i < 2 * (n + 1); i++)
-		if ((rules[i] = wk_gram_rule(b, "", 0)) == UINT32_MAX)
-			goto oom;
-	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
-	struct wk_gx *xkv = NULL;
-	if (extras) {
-		struct wk_gx *xv = pk ? wk_schema_node(c, ps, "patternProperties")
-			: addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties")
-						      : wk_schema_any_value(c);
-		/* the extra name is a named rule of its own: the mask cache cuts the
-		 * stack there, so its inside is walked once per object, not once
-		 * per position among the listed properties */
-		uint32_t kr = wk_gram_rule(b, "key", 1);
-		struct wk_gx *kb = NULL;
-		if (pk && !universal_pattern(pk)) {
-			json_t *ks = wk_schema_own(c, json_pack("{ssss}", "type", "string", "pattern", pk));
-			kb = ks ? wk_schema_string(c, ks) : wk_schema_oom(c);
-		} else {
-			kb = other_key(c, names, n);
-		}
-		if (!xv)
-			goto out;
-		if (kr == UINT32_MAX || !kb)
-			goto oom;
-		wk_gram_set_body(b, kr, kb);
-		xkv = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_ref(b, kr), ws(c), wk_gx_str(b, ":"), ws(c), xv }, 5);
-	}
-	for (size_t i = n + 1; i-- > 0;) {
-		for (int any = 0; any < 2; any++) {
-			struct wk_gx *body;
-			if (i == n) {
-				if (!extras)
-					body = wk_gx_empty(b);
-				else if (any)
-					body = wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF);
-				else
-					body = wk_gx_opt(b, wk_gx_seq2(b, xkv, wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF)));
-			} else {
-				char seg[300];
-				snprintf(seg, sizeof(seg), "properties/%.250s", p[i].name);
-				struct wk_gx *v = wk_schema_node(c, p[i].schema, seg);
-				if (!v)
-					goto out;
-				struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ key_literal(c, p[i].name), ws(c), wk_gx_str(b, ":"), ws(c), v }, 5);
-				struct wk_gx *with = wk_gx_seq(b, (struct wk_gx *[]){ any ? sep : wk_gx_empty(b), kv, wk_gx_ref(b, rules[2 * (i + 1) + 1]) }, 3);
-				body = p[i].required ? with : wk_gx_alt2(b, with, wk_gx_ref(b, rules[2 * (i + 1) + (size_t)any]));
-			}
-			if (!body)
-				goto oom;
-			wk_gram_set_body(b, rules[2 * i + (size_t)any], body);
-		}
-	}
-	out = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "{"), ws(c), wk_gx_ref(b, rules[0]), ws(c), wk_gx_str(b, "}") }, 5);
-	if (!out)
-		goto oom;
-	goto out;
-oom:
-	out = wk_schema_oom(c);
-out:
-	cm_free(p);
-	cm_free(names);
-	cm_free(rules);
-	return c->st == CM_OK ? out : NULL;
 }
 
 /* ---- arrays -------------------------------------------------------------------------------- */
@@ -1034,7 +733,7 @@ struct wk_gx *wk_schema_array(struct sc *c, const json_t *s)
 	size_t k = prefix ? json_array_size(prefix) : 0;
 	if (mx != WK_GRAM_INF && mn > mx)
 		return wk_gx_nothing(b);
-	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ ws(c), wk_gx_str(b, ","), ws(c) }, 3);
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_ws(c), wk_gx_str(b, ","), wk_schema_ws(c) }, 3);
 	struct wk_gx *r = NULL;
 	int rest_ok = !json_is_false(rest);
 	if (rest_ok)
@@ -1066,6 +765,6 @@ struct wk_gx *wk_schema_array(struct sc *c, const json_t *s)
 		struct wk_gx *step = wk_gx_seq(b, (struct wk_gx *[]){ j ? sep : wk_gx_empty(b), e, tail }, 3);
 		tail = j < mn ? step : wk_gx_opt(b, step);
 	}
-	return wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "["), ws(c), tail, ws(c), wk_gx_str(b, "]") }, 5);
+	return wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "["), wk_schema_ws(c), tail, wk_schema_ws(c), wk_gx_str(b, "]") }, 5);
 }
 

@@ -1,0 +1,313 @@
+/*
+ * schema_object.c - JSON objects of a schema: properties in the schema's
+ * order (required or optional), additionalProperties (extra names that
+ * differ from the listed ones), patternProperties with one pattern.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/utf8.h"
+#include "worker/grammar/schema_internal.h"
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+
+/* String content for names not in keys[lo..hi) that share the first
+ * `depth` code points; keys are sorted code point arrays. */
+struct keyset {
+	uint32_t **cps;
+	size_t *lens;
+	size_t n;
+};
+
+static struct wk_gx *key_trie(struct sc *c, const struct keyset *ks, size_t lo, size_t hi, size_t depth)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *alt = wk_gx_nothing(b);
+	int terminal = 0;
+	uint32_t kids[2 * 256];
+	size_t nk = 0;
+	size_t i = lo;
+	while (i < hi) {
+		if (ks->lens[i] == depth) {
+			terminal = 1;
+			i++;
+			continue;
+		}
+		uint32_t ch = ks->cps[i][depth];
+		size_t j = i;
+		while (j < hi && ks->lens[j] > depth && ks->cps[j][depth] == ch)
+			j++;
+		if (nk < 256) {
+			kids[2 * nk] = kids[2 * nk + 1] = ch;
+			nk++;
+		} else {
+			return wk_schema_fail(c, CM_ELIMIT, "%s", "too many property names sharing a prefix");
+		}
+		uint32_t one[2] = { ch, ch };
+		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_schema_json_class(NULL, b, one, 1, 0), key_trie(c, ks, i, j, depth + 1)));
+		i = j;
+	}
+	/* the name may end here unless it is one of the listed ones; the
+	 * closing quote is the caller's, so the "key" rule keeps its frame (a
+	 * call in last position would be a tail call and hide the rule) */
+	if (!terminal)
+		alt = wk_gx_alt2(b, alt, wk_gx_empty(b));
+	struct wk_gx *free_rest = wk_gx_rep(b, wk_schema_jchar(c), 0, WK_GRAM_INF);
+	return wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_schema_json_class(NULL, b, kids, nk, 1), free_rest));
+}
+
+/* A property name (with quotes) that is none of names[0..n). */
+static struct wk_gx *other_key(struct sc *c, const char *const *names, size_t n)
+{
+	if (n == 0)
+		return wk_schema_any_string(c);
+	struct keyset ks = { .n = n };
+	ks.cps = cm_calloc(n, sizeof(*ks.cps));
+	ks.lens = cm_calloc(n, sizeof(*ks.lens));
+	struct wk_gx *x = NULL;
+	if (!ks.cps || !ks.lens)
+		goto out;
+	/* code points of each name, then sort the names (selection by first
+	 * differing code point: simple insertion sort, n is small) */
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(names[i]), m = 0;
+		ks.cps[i] = cm_calloc(len + 1, sizeof(uint32_t));
+		if (!ks.cps[i])
+			goto out;
+		for (size_t p = 0; p < len;) {
+			uint32_t cp;
+			int k = cm_utf8_decode((const uint8_t *)names[i] + p, len - p, &cp);
+			if (k <= 0)
+				k = 1;
+			ks.cps[i][m++] = cp;
+			p += (size_t)k;
+		}
+		ks.lens[i] = m;
+	}
+	for (size_t i = 1; i < n; i++) {
+		for (size_t j = i; j > 0; j--) {
+			size_t la = ks.lens[j - 1], lb = ks.lens[j], l = la < lb ? la : lb, q = 0;
+			while (q < l && ks.cps[j - 1][q] == ks.cps[j][q])
+				q++;
+			int gt = q < l ? ks.cps[j - 1][q] > ks.cps[j][q] : la > lb;
+			if (!gt)
+				break;
+			uint32_t *tc = ks.cps[j];
+			ks.cps[j] = ks.cps[j - 1];
+			ks.cps[j - 1] = tc;
+			size_t tl = ks.lens[j];
+			ks.lens[j] = ks.lens[j - 1];
+			ks.lens[j - 1] = tl;
+		}
+	}
+	x = wk_gx_seq(c->b, (struct wk_gx *[]){ wk_gx_str(c->b, "\""), key_trie(c, &ks, 0, n, 0), wk_gx_str(c->b, "\"") }, 3);
+out:
+	if (ks.cps)
+		for (size_t i = 0; i < n; i++)
+			cm_free(ks.cps[i]);
+	cm_free(ks.cps);
+	cm_free(ks.lens);
+	return x ? x : wk_schema_oom(c);
+}
+
+struct prop {
+	const char *name;
+	const json_t *schema;
+	int required;
+};
+
+/* A pattern every name matches ("", ".*", "^.*$" ...). */
+static int universal_pattern(const char *re)
+{
+	static const char *const U[] = { "", ".*", "^.*", ".*$", "^.*$", "^(.*)$", "(.*)" };
+	for (size_t i = 0; i < sizeof(U) / sizeof(U[0]); i++)
+		if (!strcmp(U[i], re))
+			return 1;
+	return 0;
+}
+
+/*
+ * patternProperties (one pattern): *pk its pattern and *ps its schema, or
+ * NULL when absent.  Names that match it are written with that schema;
+ * a listed property whose name matches keeps both schemas (allOf).  The
+ * names written beyond the listed ones are the pattern's: what
+ * additionalProperties would allow for other names is not written (all
+ * of it valid, some of the valid documents never written), except that
+ * for a pattern every name matches nothing else exists.
+ */
+static int pattern_props(struct sc *c, const json_t *s, const char **pk, const json_t **ps)
+{
+	const json_t *pp = json_object_get(s, "patternProperties");
+	*pk = NULL;
+	*ps = NULL;
+	if (!pp || (json_is_object(pp) && json_object_size(pp) == 0))
+		return 0;
+	if (!json_is_object(pp))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'patternProperties': expected an object"), -1;
+	if (json_object_size(pp) > 1)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+				      "unsupported: patternProperties with more than one pattern"), -1;
+	void *it = json_object_iter((json_t *)pp);
+	*pk = json_object_iter_key(it);
+	*ps = json_object_iter_value(it);
+	return 0;
+}
+
+/* The schema of listed (or required) name `name`: its own, and the
+ * pattern's when the name matches it; NULL after an error. */
+static const json_t *name_schema(struct sc *c, const char *name, const json_t *own_schema,
+				 const char *pk, const json_t *ps, int *matches)
+{
+	*matches = 0;
+	if (!pk)
+		return own_schema;
+	int m = universal_pattern(pk) ? 1 : wk_schema_pattern_matches(pk, name, strlen(name));
+	if (m < 0)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+				      "unsupported: a patternProperties pattern the evaluator cannot run"), NULL;
+	*matches = m;
+	if (!m)
+		return own_schema;
+	if (!own_schema)
+		return ps;
+	json_t *both = wk_schema_own(c, json_pack("{s:[OO]}", "allOf", own_schema, ps));
+	return both ? both : (wk_schema_oom(c), NULL);
+}
+
+struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
+{
+	struct wk_gram_b *b = c->b;
+	const json_t *props = json_object_get(s, "properties");
+	const json_t *req = json_object_get(s, "required");
+	const json_t *addl = json_object_get(s, "additionalProperties");
+	const char *pk;
+	const json_t *ps;
+	int named_match = 0, m;
+	if (pattern_props(c, s, &pk, &ps))
+		return NULL;
+	if (props && !json_is_object(props))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'properties': expected an object");
+	if (req && !json_is_array(req))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'required': expected an array");
+	size_t np = props ? json_object_size(props) : 0, nr = req ? json_array_size(req) : 0;
+	struct prop *p = cm_calloc(np + nr + 1, sizeof(*p));
+	const char **names = cm_calloc(np + nr + 1, sizeof(char *));
+	uint32_t *rules = NULL;
+	struct wk_gx *out = NULL;
+	size_t n = 0;
+	if (!p || !names)
+		goto oom;
+	const char *key;
+	json_t *val;
+	if (props)
+		json_object_foreach((json_t *)props, key, val) {
+			p[n].name = key;
+			if (!(p[n].schema = name_schema(c, key, val, pk, ps, &m)))
+				goto out;
+			named_match |= m;
+			n++;
+		}
+	for (size_t i = 0; i < nr; i++) {
+		const json_t *r = json_array_get(req, i);
+		if (!json_is_string(r)) {
+			wk_schema_fail(c, CM_EINVAL, "%s", "'required': expected an array of strings");
+			goto out;
+		}
+		size_t j = 0;
+		while (j < n && strcmp(p[j].name, json_string_value(r)))
+			j++;
+		if (j == n) { /* required but not listed: the pattern's schema when
+			       * its name matches, else additionalProperties' */
+			p[n].name = json_string_value(r);
+			p[n].schema = pk ? name_schema(c, p[n].name, NULL, pk, ps, &m) : NULL;
+			if (c->st != CM_OK)
+				goto out;
+			if (!pk || !m)
+				p[n].schema = addl ? addl : json_true();
+			else
+				named_match = 1;
+			n++;
+		}
+		p[j].required = 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		names[i] = p[i].name;
+	int extras = pk || !json_is_false(addl);
+	if (pk && named_match && !universal_pattern(pk)) {
+		/* the pattern's names beyond the listed ones would need the
+		 * pattern minus those names */
+		wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+			       "unsupported: a patternProperties pattern that matches a listed name");
+		goto out;
+	}
+	/* R(i, any) = rules[2 i + any] */
+	rules = cm_calloc(2 * (n + 1), sizeof(uint32_t));
+	if (!rules)
+		goto oom;
+	for (size_t i = 0; i < 2 * (n + 1); i++)
+		if ((rules[i] = wk_gram_rule(b, "", 0)) == UINT32_MAX)
+			goto oom;
+	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_ws(c), wk_gx_str(b, ","), wk_schema_ws(c) }, 3);
+	struct wk_gx *xkv = NULL;
+	if (extras) {
+		struct wk_gx *xv = pk ? wk_schema_node(c, ps, "patternProperties")
+			: addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties")
+						      : wk_schema_any_value(c);
+		/* the extra name is a named rule of its own: the mask cache cuts the
+		 * stack there, so its inside is walked once per object, not once
+		 * per position among the listed properties */
+		uint32_t kr = wk_gram_rule(b, "key", 1);
+		struct wk_gx *kb = NULL;
+		if (pk && !universal_pattern(pk)) {
+			json_t *ks = wk_schema_own(c, json_pack("{ssss}", "type", "string", "pattern", pk));
+			kb = ks ? wk_schema_string(c, ks) : wk_schema_oom(c);
+		} else {
+			kb = other_key(c, names, n);
+		}
+		if (!xv)
+			goto out;
+		if (kr == UINT32_MAX || !kb)
+			goto oom;
+		wk_gram_set_body(b, kr, kb);
+		xkv = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_ref(b, kr), wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), xv }, 5);
+	}
+	for (size_t i = n + 1; i-- > 0;) {
+		for (int any = 0; any < 2; any++) {
+			struct wk_gx *body;
+			if (i == n) {
+				if (!extras)
+					body = wk_gx_empty(b);
+				else if (any)
+					body = wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF);
+				else
+					body = wk_gx_opt(b, wk_gx_seq2(b, xkv, wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF)));
+			} else {
+				char seg[300];
+				snprintf(seg, sizeof(seg), "properties/%.250s", p[i].name);
+				struct wk_gx *v = wk_schema_node(c, p[i].schema, seg);
+				if (!v)
+					goto out;
+				struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_key_literal(c, p[i].name), wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), v }, 5);
+				struct wk_gx *with = wk_gx_seq(b, (struct wk_gx *[]){ any ? sep : wk_gx_empty(b), kv, wk_gx_ref(b, rules[2 * (i + 1) + 1]) }, 3);
+				body = p[i].required ? with : wk_gx_alt2(b, with, wk_gx_ref(b, rules[2 * (i + 1) + (size_t)any]));
+			}
+			if (!body)
+				goto oom;
+			wk_gram_set_body(b, rules[2 * i + (size_t)any], body);
+		}
+	}
+	out = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "{"), wk_schema_ws(c), wk_gx_ref(b, rules[0]), wk_schema_ws(c), wk_gx_str(b, "}") }, 5);
+	if (!out)
+		goto oom;
+	goto out;
+oom:
+	out = wk_schema_oom(c);
+out:
+	cm_free(p);
+	cm_free(names);
+	cm_free(rules);
+	return c->st == CM_OK ? out : NULL;
+}
+
