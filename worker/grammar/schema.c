@@ -42,7 +42,7 @@ static const char *const UNSUPPORTED[] = {
 	"not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
 	"contains", "minContains", "maxContains", "uniqueItems", "multipleOf", "propertyNames",
 	"unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
-	"$recursiveRef", "minProperties", "maxProperties",
+	"$recursiveRef",
 };
 
 /* 1 when keyword k of s can be ignored although listed as unsupported. */
@@ -53,15 +53,6 @@ static int harmless(const json_t *s, const char *k, const json_t *v)
 	if (!strcmp(k, "dependencies") || !strcmp(k, "dependentRequired") ||
 	    !strcmp(k, "dependentSchemas"))
 		return json_is_object(v) && json_object_size(v) == 0;
-	if (!strcmp(k, "minProperties")) {
-		const json_t *req = json_object_get(s, "required");
-		return json_is_number(v) && json_number_value(v) <= (double)(req ? json_array_size(req) : 0);
-	}
-	if (!strcmp(k, "maxProperties")) {
-		const json_t *pr = json_object_get(s, "properties");
-		return json_is_number(v) && json_is_false(json_object_get(s, "additionalProperties")) &&
-		       json_number_value(v) >= (double)(pr ? json_object_size(pr) : 0);
-	}
 	if (!strcmp(k, "multipleOf")) {
 		const json_t *t = json_object_get(s, "type");
 		return json_is_number(v) && json_number_value(v) == 1 && json_is_string(t) &&
@@ -141,7 +132,8 @@ static int is_assertion(const char *k)
 					 "additionalProperties", "items", "prefixItems", "additionalItems",
 					 "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
 					 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf",
-					 "oneOf", "allOf", "$ref", "patternProperties" };
+					 "oneOf", "allOf", "$ref", "patternProperties", "minProperties",
+					 "maxProperties" };
 	for (size_t i = 0; i < sizeof(A) / sizeof(A[0]); i++)
 		if (!strcmp(A[i], k))
 			return 1;

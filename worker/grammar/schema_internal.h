@@ -64,6 +64,8 @@ int wk_schema_format_asserts(const char *f);
 /* schema_value.c: shared pieces (whitespace, one string character, any
  * string, a property name's literal, a class as JSON string content) */
 struct wk_gx *wk_schema_ws(struct sc *c);
+/* A non-negative integer keyword (dflt when absent); -1 with the error set. */
+int wk_schema_count(struct sc *c, const json_t *s, const char *key, uint32_t *v, uint32_t dflt);
 struct wk_gx *wk_schema_jchar(struct sc *c);
 struct wk_gx *wk_schema_any_string(struct sc *c);
 struct wk_gx *wk_schema_key_literal(struct sc *c, const char *k);

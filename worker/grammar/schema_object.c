@@ -242,11 +242,38 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 			       "unsupported: a patternProperties pattern that matches a listed name");
 		goto out;
 	}
-	/* R(i, any) = rules[2 i + any] */
-	rules = cm_calloc(2 * (n + 1), sizeof(uint32_t));
+	/*
+	 * R(i, k) = rules[i W + k]: the properties from the i-th on, k
+	 * written so far (k >= 1: a separator comes first).  k counts up to
+	 * maxProperties, or saturates at max(minProperties, 1).  Extra names
+	 * may repeat one another, so only listed properties (distinct by
+	 * construction) count toward minProperties, and extras once (one
+	 * or more extras are one name at least); all count toward
+	 * maxProperties.
+	 */
+	uint32_t minp, maxp;
+	if (wk_schema_count(c, s, "minProperties", &minp, 0) ||
+	    wk_schema_count(c, s, "maxProperties", &maxp, WK_GRAM_INF))
+		goto out;
+	if (minp > n + (extras ? 1u : 0u)) {
+		if (extras)
+			wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+				       "unsupported: minProperties above the number of listed properties");
+		else
+			wk_schema_fail(c, CM_EINVAL, "%s",
+				       "unsatisfiable: minProperties above the properties allowed");
+		goto out;
+	}
+	uint32_t top = maxp != WK_GRAM_INF ? maxp : (minp > 1 ? minp : 1), W = top + 1;
+	if ((uint64_t)(n + 1) * W > 100000) {
+		wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
+			       "unsupported: maxProperties/minProperties too large for this object");
+		goto out;
+	}
+	rules = cm_calloc((n + 1) * W, sizeof(uint32_t));
 	if (!rules)
 		goto oom;
-	for (size_t i = 0; i < 2 * (n + 1); i++)
+	for (size_t i = 0; i < (n + 1) * W; i++)
 		if ((rules[i] = wk_gram_rule(b, "", 0)) == UINT32_MAX)
 			goto oom;
 	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_ws(c), wk_gx_str(b, ","), wk_schema_ws(c) }, 3);
@@ -274,28 +301,44 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 		xkv = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_ref(b, kr), wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), xv }, 5);
 	}
 	for (size_t i = n + 1; i-- > 0;) {
-		for (int any = 0; any < 2; any++) {
+		struct wk_gx *v = NULL, *kv = NULL;
+		if (i < n) {
+			char seg[300];
+			snprintf(seg, sizeof(seg), "properties/%.250s", p[i].name);
+			v = wk_schema_node(c, p[i].schema, seg);
+			if (!v)
+				goto out;
+			kv = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_key_literal(c, p[i].name), wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), v }, 5);
+		}
+		for (uint32_t k = 0; k < W; k++) {
 			struct wk_gx *body;
 			if (i == n) {
-				if (!extras)
+				uint32_t room = maxp == WK_GRAM_INF ? WK_GRAM_INF : maxp - k;
+				if (k < minp && (!extras || minp - k > 1 || room == 0))
+					body = wk_gx_nothing(b);
+				else if (k < minp) /* one extra at least */
+					body = k ? wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 1, room)
+						 : wk_gx_seq2(b, xkv, wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0,
+										 room == WK_GRAM_INF ? room : room - 1));
+				else if (!extras || room == 0)
 					body = wk_gx_empty(b);
-				else if (any)
-					body = wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF);
+				else if (k)
+					body = wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, room);
 				else
-					body = wk_gx_opt(b, wk_gx_seq2(b, xkv, wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0, WK_GRAM_INF)));
+					body = wk_gx_opt(b, wk_gx_seq2(b, xkv, wk_gx_rep(b, wk_gx_seq2(b, sep, xkv), 0,
+											 room == WK_GRAM_INF ? room : room - 1)));
 			} else {
-				char seg[300];
-				snprintf(seg, sizeof(seg), "properties/%.250s", p[i].name);
-				struct wk_gx *v = wk_schema_node(c, p[i].schema, seg);
-				if (!v)
-					goto out;
-				struct wk_gx *kv = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_key_literal(c, p[i].name), wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), v }, 5);
-				struct wk_gx *with = wk_gx_seq(b, (struct wk_gx *[]){ any ? sep : wk_gx_empty(b), kv, wk_gx_ref(b, rules[2 * (i + 1) + 1]) }, 3);
-				body = p[i].required ? with : wk_gx_alt2(b, with, wk_gx_ref(b, rules[2 * (i + 1) + (size_t)any]));
+				struct wk_gx *with = wk_gx_nothing(b);
+				if (maxp == WK_GRAM_INF || k < maxp) {
+					uint32_t nk = k + 1 > top ? top : k + 1;
+					with = wk_gx_seq(b, (struct wk_gx *[]){ k ? sep : wk_gx_empty(b), kv,
+										wk_gx_ref(b, rules[(i + 1) * W + nk]) }, 3);
+				}
+				body = p[i].required ? with : wk_gx_alt2(b, with, wk_gx_ref(b, rules[(i + 1) * W + k]));
 			}
 			if (!body)
 				goto oom;
-			wk_gram_set_body(b, rules[2 * i + (size_t)any], body);
+			wk_gram_set_body(b, rules[i * W + k], body);
 		}
 	}
 	out = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "{"), wk_schema_ws(c), wk_gx_ref(b, rules[0]), wk_schema_ws(c), wk_gx_str(b, "}") }, 5);

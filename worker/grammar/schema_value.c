@@ -603,7 +603,7 @@ static const char *format_regex(const char *f)
 	return NULL;
 }
 
-static int get_count(struct sc *c, const json_t *s, const char *key, uint32_t *v, uint32_t dflt)
+int wk_schema_count(struct sc *c, const json_t *s, const char *key, uint32_t *v, uint32_t dflt)
 {
 	const json_t *x = json_object_get(s, key);
 	*v = dflt;
@@ -622,7 +622,7 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 {
 	struct wk_gram_b *b = c->b;
 	uint32_t mn, mx;
-	if (get_count(c, s, "minLength", &mn, 0) || get_count(c, s, "maxLength", &mx, WK_GRAM_INF))
+	if (wk_schema_count(c, s, "minLength", &mn, 0) || wk_schema_count(c, s, "maxLength", &mx, WK_GRAM_INF))
 		return NULL;
 	const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
 	const char *re = NULL;
@@ -718,7 +718,7 @@ struct wk_gx *wk_schema_array(struct sc *c, const json_t *s)
 {
 	struct wk_gram_b *b = c->b;
 	uint32_t mn, mx;
-	if (get_count(c, s, "minItems", &mn, 0) || get_count(c, s, "maxItems", &mx, WK_GRAM_INF))
+	if (wk_schema_count(c, s, "minItems", &mn, 0) || wk_schema_count(c, s, "maxItems", &mx, WK_GRAM_INF))
 		return NULL;
 	const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
 	const json_t *rest = NULL;
