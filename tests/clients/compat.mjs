@@ -310,7 +310,7 @@ await scenario('structured: openai streamed json_schema', async () => {
 });
 await scenario('structured: openai unsupported keyword is a BadRequestError naming the field', async () => {
   const e = await rejects(oa.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }],
-    response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { not: { type: 'string' } } } } }),
+    response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { not: { maxLength: 3 } } } } }),
   OpenAI.BadRequestError, 400);
   assert.equal(e.param, 'response_format.json_schema.schema');
   assert.match(e.message, /not/);

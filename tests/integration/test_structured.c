@@ -239,7 +239,7 @@ static void test_bad_constraints(void **state)
 	snprintf(body, sizeof(body),
 		 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
 		 "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":"
-		 "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"string\"}}}}}}}",
+		 "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"maxLength\":3}}}}}}}",
 		 model_name);
 	j = post("/v1/chat/completions", body, 400);
 	e = json_object_get(j, "error");

@@ -346,7 +346,7 @@ static void test_constrained_output(void **state)
 {
 	static const char *bad[][2] = {
 		{ "{\"type\":", "not JSON" },
-		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"type\":\"string\"}}}}",
+		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{\"maxLength\":3}}}}",
 		  "/properties/a" },
 		{ "{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}", "unsatisfiable" },
 		{ "[1,2]", "schema" },

@@ -496,6 +496,12 @@ static struct wk_gx *sc_body(struct sc *c, const json_t *s)
 		return wk_gx_nothing(b);
 	if (!json_is_object(s))
 		return wk_schema_fail(c, CM_EINVAL, "%s", "expected a schema (an object or a boolean)");
+	/* not and dependencies in terms of the keywords below */
+	const json_t *rw = wk_schema_rewrite(c, s);
+	if (!rw)
+		return NULL;
+	if (rw != s)
+		return sc_body(c, rw);
 	/* listed values (own, or an allOf branch's): exactly those that validate */
 	const json_t *cands = NULL;
 	if (json_object_get(s, "enum") || json_object_get(s, "const")) {

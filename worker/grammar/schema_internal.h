@@ -44,6 +44,10 @@ unsigned wk_schema_types(struct sc *c, const json_t *s, int depth);
 /* v, kept alive until the compile ends (NULL when v is NULL or no memory). */
 json_t *wk_schema_own(struct sc *c, json_t *v);
 
+/* schema_rewrite.c: s with not (of what it can complement) and
+ * dependencies rewritten into allOf/anyOf, or s itself; NULL on error */
+const json_t *wk_schema_rewrite(struct sc *c, const json_t *s);
+
 /* schema_oneof.c: 1 when no value matches both a and b (sound, partial) */
 int wk_schema_disjoint(struct sc *c, const json_t *a, const json_t *b, int depth);
 /* cur (a, narrowed so far) narrowed so that it matches nothing b matches,

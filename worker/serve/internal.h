@@ -108,6 +108,12 @@ void wk_serve_conn_read(struct wk_server *s, struct wk_serve_conn *c);
 void wk_serve_send_stats(struct wk_server *s, int64_t now);
 int wk_serve_conn_index(const struct wk_server *s, int fd);
 
+/* ---- server.c ---------------------------------------------------------------- */
+
+/* 1 when the worker drains: SIGTERM seen (checked now: a frame read in
+ * the same read() as the signal's arrival is refused too). */
+int wk_serve_term_seen(struct wk_server *s);
+
 /* ---- request.c --------------------------------------------------------------- */
 
 /* The trie, pool and cache of compiled constraints from the config. */

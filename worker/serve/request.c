@@ -376,7 +376,7 @@ static uint16_t submit_refusal(struct wk_server *s, struct wk_serve_conn *c,
 	const struct proto_submit *sb = &m->u.submit;
 	struct wk_sched_stats ss;
 
-	if (s->draining || c->draining) {
+	if (wk_serve_term_seen(s) || c->draining) {
 		snprintf(err, err_len, "worker is draining");
 		return PROTO_E_DRAINING;
 	}

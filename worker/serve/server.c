@@ -268,6 +268,12 @@ static void term_check(struct wk_server *s, int64_t now)
 	}
 }
 
+int wk_serve_term_seen(struct wk_server *s)
+{
+	term_check(s, cm_mono_ns());
+	return s->draining;
+}
+
 int wk_server_run(const struct wk_server_cfg *cfg)
 {
 	struct wk_server srv;

@@ -343,8 +343,61 @@ static void test_arrays_enums_combinators(void **state)
 	assert_non_null(strstr(f.err, "unsatisfiable"));
 	assert_int_equal(schema(&f, "{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"string\",\"maxLength\":2}]}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "oneOf"));
-	assert_int_equal(schema(&f, "{\"properties\":{\"a\":{\"not\":{\"type\":\"string\"}}}}"), CM_EUNSUPPORTED);
+	assert_int_equal(schema(&f, "{\"properties\":{\"a\":{\"not\":{\"maxLength\":3}}}}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "'not' at /properties/a"));
+	/* not of a type, of required: their complements, exactly */
+	assert_int_equal(schema(&f, "{\"not\":{\"type\":[\"string\",\"object\",\"array\",\"null\"]}}"), CM_OK);
+	assert_true(matches(f.m, "true"));
+	assert_true(matches(f.m, "12"));
+	assert_false(matches(f.m, "\"x\""));
+	assert_false(matches(f.m, "{}"));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{}},"
+				    "\"not\":{\"required\":[\"a\",\"b\"]}}"), CM_OK);
+	assert_true(matches(f.m, "{\"a\":1}"));
+	assert_true(matches(f.m, "{}"));
+	assert_false(matches(f.m, "{\"a\":1,\"b\":2}"));
+	fx_free(&f);
+	/* dependencies: a needs b (list), c needs d to be a string (schema) */
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{},\"c\":{},\"d\":{}},"
+				    "\"additionalProperties\":false,"
+				    "\"dependencies\":{\"a\":[\"b\"],\"c\":{\"properties\":{\"d\":{\"type\":\"string\"}}}}}"), CM_OK);
+	assert_true(matches(f.m, "{\"a\":1,\"b\":2}"));
+	assert_true(matches(f.m, "{\"b\":2}"));
+	assert_false(matches(f.m, "{\"a\":1}"));
+	assert_true(matches(f.m, "{\"c\":1,\"d\":\"x\"}"));
+	assert_true(matches(f.m, "{\"d\":5}"));
+	assert_false(matches(f.m, "{\"c\":1,\"d\":5}"));
+	fx_free(&f);
+	/* oneOf whose branches overlap: narrowed until exclusive */
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"integer\"},"
+				    "\"y\":{\"type\":\"integer\"}},\"oneOf\":[{\"required\":[\"x\"]},{\"required\":[\"y\"]}]}"), CM_OK);
+	assert_true(matches(f.m, "{\"x\":1}"));
+	assert_true(matches(f.m, "{\"y\":1}"));
+	assert_false(matches(f.m, "{\"x\":1,\"y\":2}"));
+	assert_false(matches(f.m, "{}"));
+	fx_free(&f);
+	/* patternProperties: names matching the pattern take its schema */
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"patternProperties\":{\"^n[0-9]+$\":{\"type\":\"integer\"}},"
+				    "\"additionalProperties\":false}"), CM_OK);
+	assert_true(matches(f.m, "{\"n1\":1,\"n22\":2}"));
+	assert_false(matches(f.m, "{\"n1\":\"x\"}"));
+	assert_false(matches(f.m, "{\"m1\":1}"));
+	fx_free(&f);
+	/* min/maxProperties counted; pattern with lengths intersected */
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{},\"c\":{}},"
+				    "\"additionalProperties\":false,\"minProperties\":2,\"maxProperties\":2}"), CM_OK);
+	assert_true(matches(f.m, "{\"a\":1,\"c\":3}"));
+	assert_false(matches(f.m, "{\"a\":1}"));
+	assert_false(matches(f.m, "{\"a\":1,\"b\":2,\"c\":3}"));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"type\":\"string\",\"pattern\":\"^[a-c]+-[0-9]*$\",\"minLength\":3,\"maxLength\":4}"), CM_OK);
+	assert_true(matches(f.m, "\"ab-\""));
+	assert_true(matches(f.m, "\"a-12\""));
+	assert_false(matches(f.m, "\"a-\""));
+	assert_false(matches(f.m, "\"a-123\""));
+	assert_false(matches(f.m, "\"abcd\""));
+	fx_free(&f);
 	assert_int_equal(schema(&f, "{\"type\":\"string\",\"minLength\":4,\"maxLength\":3}"), CM_EINVAL);
 	assert_non_null(strstr(f.err, "unsatisfiable"));
 	assert_int_equal(schema(&f, "{\"$ref\":\"#/definitions/nope\"}"), CM_EINVAL);
