@@ -307,6 +307,25 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 		json_t *m = all_of2(c, old, v);
 		return !m || json_object_set(acc, k, m) ? (wk_schema_oom(c), -1) : 0;
 	}
+	if (!strcmp(k, "not")) {
+		/* not a and not b: not (a or b) */
+		json_t *m = wk_schema_own(c, json_pack("{s[OO]}", "anyOf", old, v));
+		return !m || json_object_set(acc, k, m) ? (wk_schema_oom(c), -1) : 0;
+	}
+	if (!strcmp(k, "patternProperties") && json_is_object(old) && json_is_object(v)) {
+		/* every pattern of both; one named in both: both schemas */
+		json_t *u = wk_schema_own(c, json_deep_copy(old));
+		const char *pk;
+		json_t *ps;
+		if (!u)
+			return wk_schema_oom(c), -1;
+		json_object_foreach((json_t *)v, pk, ps) {
+			json_t *o = json_object_get(u, pk), *m = o ? all_of2(c, o, ps) : ps;
+			if (!m || json_object_set(u, pk, m))
+				return wk_schema_oom(c), -1;
+		}
+		return json_object_set(acc, k, u) ? (wk_schema_oom(c), -1) : 0;
+	}
 	if ((is_annotation(k) && strcmp(k, "format")) || !is_assertion(k))
 		return 0; /* annotations and unknown keywords: the first one stays */
 	wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported: allOf branches that disagree on '%s'", k);
