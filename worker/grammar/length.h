@@ -23,4 +23,8 @@ enum cm_status wk_gx_length(struct wk_gram_b *b, const struct wk_gx *x, uint32_t
 			    wk_regex_class_fn atom, void *ctx, struct wk_gx **out, char *err,
 			    size_t err_len) CM_WUR;
 
+/* 1 when no string is in both L(x) and L(y) (patterns as for
+ * wk_gx_length), 0 when one is, -1 when too large to tell. */
+int wk_gx_disjoint(const struct wk_gx *x, const struct wk_gx *y);
+
 #endif

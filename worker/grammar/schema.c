@@ -429,6 +429,16 @@ static int merge_into(struct sc *c, json_t *acc, const json_t *s, int depth)
 	return 0;
 }
 
+const json_t *wk_schema_flatten(struct sc *c, const json_t *s)
+{
+	if (!json_is_object(s) || (!json_object_get(s, "allOf") && !json_object_get(s, "$ref")))
+		return s;
+	json_t *m = wk_schema_own(c, json_object());
+	if (!m || merge_into(c, m, s, 0) < 0)
+		return m ? NULL : (wk_schema_oom(c), NULL);
+	return m;
+}
+
 /* ---- one schema node ----------------------------------------------------------------------------- */
 
 static struct wk_gx *sc_body(struct sc *c, const json_t *s);

@@ -41,6 +41,9 @@ const json_t *wk_schema_resolve(struct sc *c, const char *ref);
 /* The JSON types s can match (bits: null 1, boolean 2, object 4, array 8,
  * string 16, integer 32, non-integer number 64; an over-approximation). */
 unsigned wk_schema_types(struct sc *c, const json_t *s, int depth);
+/* s with its allOf and $ref merged into one schema (s itself when it has
+ * neither; NULL after an error). */
+const json_t *wk_schema_flatten(struct sc *c, const json_t *s);
 /* v, kept alive until the compile ends (NULL when v is NULL or no memory). */
 json_t *wk_schema_own(struct sc *c, json_t *v);
 

@@ -11,6 +11,8 @@
  * approximated the other way.
  */
 #include "worker/grammar/schema_internal.h"
+#include "worker/grammar/length.h"
+#include "worker/grammar/regex.h"
 
 #include <string.h>
 
@@ -31,15 +33,85 @@ static const json_t *deref(struct sc *c, const json_t *s)
 	return s;
 }
 
-/* The values a schema allows when it lists them (enum / const), or NULL. */
-static json_t *value_set(const json_t *s)
+/* The values a schema allows when it lists them (enum / const, or
+ * alternatives that all list theirs), or NULL. */
+static json_t *value_set(struct sc *c, const json_t *s, int depth)
 {
+	s = deref(c, s);
+	if (!json_is_object(s) || depth > 8)
+		return NULL;
 	const json_t *co = json_object_get(s, "const"), *en = json_object_get(s, "enum");
 	if (co)
 		return json_pack("[O]", co);
 	if (json_is_array(en))
 		return json_incref((json_t *)en);
-	return NULL;
+	const json_t *alts = json_object_get(s, "anyOf");
+	if (!alts)
+		alts = json_object_get(s, "oneOf");
+	if (!json_is_array(alts) || json_array_size(alts) == 0)
+		return NULL;
+	json_t *u = json_array();
+	for (size_t i = 0; u && i < json_array_size(alts); i++) {
+		json_t *v = value_set(c, json_array_get(alts, i), depth + 1);
+		if (!v) {
+			json_decref(u);
+			return NULL;
+		}
+		json_array_extend(u, v);
+		json_decref(v);
+	}
+	return u;
+}
+
+/* 1 when no listed value of vs validates against s. */
+static int none_valid(struct sc *c, const json_t *vs, const json_t *s)
+{
+	for (size_t i = 0; i < json_array_size(vs); i++) {
+		enum cm_status save = c->st;
+		int e = wk_schema_eval(c, s, json_array_get(vs, i));
+		c->st = save;
+		if (e != 0)
+			return 0;
+	}
+	return 1;
+}
+
+static struct wk_gx *plain_class(void *ctx, struct wk_gram_b *b, const uint32_t *r, size_t n, int neg)
+{
+	(void)ctx;
+	return wk_gx_class(b, r, n, neg);
+}
+
+/* Strings: two patterns no string matches both. */
+static int patterns_disjoint(const json_t *a, const json_t *b)
+{
+	const json_t *pa = json_object_get(a, "pattern"), *pb = json_object_get(b, "pattern");
+	if (!json_is_string(pa) || !json_is_string(pb))
+		return 0;
+	struct wk_gram_b *g = wk_gram_b_new(NULL);
+	struct wk_gx *x = NULL, *y = NULL;
+	char err[128];
+	int rc = 0;
+	if (g && wk_regex_compile(g, json_string_value(pa), json_string_length(pa), plain_class, NULL,
+				  &x, err, sizeof(err)) == CM_OK &&
+	    wk_regex_compile(g, json_string_value(pb), json_string_length(pb), plain_class, NULL, &y,
+			     err, sizeof(err)) == CM_OK)
+		rc = wk_gx_disjoint(x, y) == 1;
+	wk_gram_b_free(g);
+	return rc;
+}
+
+/* Arrays: items no value matches both, and one of them has an item. */
+static int arrays_disjoint(struct sc *c, const json_t *a, const json_t *b, int depth)
+{
+	const json_t *ia = json_object_get(a, "items"), *ib = json_object_get(b, "items");
+	const json_t *ma = json_object_get(a, "minItems"), *mb = json_object_get(b, "minItems");
+	if (!ia || !ib || json_is_array(ia) || json_is_array(ib))
+		return 0;
+	if (!(json_is_number(ma) && json_number_value(ma) >= 1) &&
+	    !(json_is_number(mb) && json_number_value(mb) >= 1))
+		return 0;
+	return wk_schema_disjoint(c, ia, ib, depth + 1);
 }
 
 static int in_list(const json_t *list, const char *name)
@@ -89,14 +161,27 @@ static int objects_disjoint(struct sc *c, const json_t *a, const json_t *b, int 
 
 int wk_schema_disjoint(struct sc *c, const json_t *a, const json_t *b, int depth)
 {
+	enum cm_status save = c->st;
 	a = deref(c, a);
 	b = deref(c, b);
 	if (depth > 4 || !json_is_object(a) || !json_is_object(b))
 		return json_is_false(a) || json_is_false(b);
+	/* allOf and references with siblings: judged merged */
+	const json_t *fa = wk_schema_flatten(c, a), *fb = wk_schema_flatten(c, b);
+	c->st = save;
+	if (!fa || !fb)
+		return 0;
+	a = fa;
+	b = fb;
 	unsigned ta = wk_schema_types(c, a, 0), tb = wk_schema_types(c, b, 0);
 	if (!(ta & tb))
 		return 1;
-	json_t *va = value_set(a), *vb = value_set(b);
+	json_t *va = value_set(c, a, 0), *vb = value_set(c, b, 0);
+	if ((va && !vb && none_valid(c, va, b)) || (vb && !va && none_valid(c, vb, a))) {
+		json_decref(va);
+		json_decref(vb);
+		return 1;
+	}
 	int none_common = -1;
 	if (va && vb) {
 		none_common = 1;
@@ -111,6 +196,10 @@ int wk_schema_disjoint(struct sc *c, const json_t *a, const json_t *b, int depth
 	json_decref(vb);
 	if (none_common == 1)
 		return 1;
+	if ((ta & tb) == 8)
+		return arrays_disjoint(c, a, b, depth);
+	if ((ta & tb) == 16)
+		return patterns_disjoint(a, b);
 	return (ta & tb) == 4 && objects_disjoint(c, a, b, depth);
 }
 
