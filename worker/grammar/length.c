@@ -275,134 +275,330 @@ static int inst(struct gl *g, const struct wk_gx *x, struct frag *f, int depth)
 	}
 }
 
-/* ---- the product with the counter ---------------------------------------- */
+/* ---- the product of the patterns with the counter ------------------------ */
+
+#define PROD_MAX 4
 
 struct prod {
 	struct wk_gram_b *b;
-	struct gl *g;
+	struct gl g[PROD_MAX];
+	struct frag f[PROD_MAX];
+	size_t k;
 	uint32_t lo, hi;          /* hi WK_GRAM_INF: counts saturate at lo */
-	uint32_t width;           /* counts kept per position */
-	uint32_t *rule;           /* [(n + 1) * width]: rule + 1, 0 unmade */
-	uint32_t *queue;
-	uint32_t nq, n_states;
+	/* states: tuples (position of each pattern, count), hashed */
+	uint32_t *tup;            /* [n_states * (k + 1)] */
+	uint32_t *rule;           /* [n_states] */
+	uint32_t *slot, cap;      /* open addressing: state + 1 */
+	uint32_t n_states;
 	wk_regex_class_fn atom;
 	void *ctx;
 };
 
-/* the rule of (position p, count k); position g->n is the start */
-static uint32_t state_rule(struct prod *P, uint32_t p, uint32_t k)
+static uint32_t tup_hash(const uint32_t *t, size_t n)
 {
-	uint32_t i = p * P->width + k;
-	if (!P->rule[i]) {
-		if (P->n_states >= LEN_MAX_STATES)
-			return UINT32_MAX;
-		uint32_t r = wk_gram_rule(P->b, "", 0);
-		if (r == UINT32_MAX)
-			return UINT32_MAX;
-		P->rule[i] = r + 1;
-		P->queue[P->nq++] = i;
-		P->n_states++;
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ t[i]) * 16777619u;
+	return h;
+}
+
+/* The rule of state t (made and queued on first sight), UINT32_MAX past a limit. */
+static uint32_t state_rule(struct prod *P, const uint32_t *t)
+{
+	size_t w = P->k + 1;
+	uint32_t h = tup_hash(t, w) & (P->cap - 1);
+	for (;; h = (h + 1) & (P->cap - 1)) {
+		uint32_t s = P->slot[h];
+		if (!s)
+			break;
+		if (!memcmp(P->tup + (size_t)(s - 1) * w, t, w * sizeof(uint32_t)))
+			return P->rule[s - 1];
 	}
-	return P->rule[i] - 1;
+	if (P->n_states >= LEN_MAX_STATES)
+		return UINT32_MAX;
+	uint32_t r = wk_gram_rule(P->b, "", 0);
+	if (r == UINT32_MAX)
+		return UINT32_MAX;
+	memcpy(P->tup + (size_t)P->n_states * w, t, w * sizeof(uint32_t));
+	P->rule[P->n_states] = r;
+	P->slot[h] = ++P->n_states;
+	return r;
 }
 
-static struct wk_gx *atom_of(struct prod *P, uint32_t q)
+static void pos_ranges(const struct pos *p, uint32_t one[2], const uint32_t **r, uint32_t *n)
 {
-	const struct pos *p = &P->g->p[q];
-	uint32_t r[2] = { p->lo, p->hi };
-	return p->cls ? P->atom(P->ctx, P->b, p->cls->u.ranges, p->cls->n, 0)
-		      : P->atom(P->ctx, P->b, r, 1, 0);
-}
-
-static int emit(struct prod *P, uint32_t i, const struct frag *top)
-{
-	uint32_t p = i / P->width, k = i % P->width, start = P->g->n;
-	const struct ilist *next = p == start ? &top->first : &P->g->p[p].follow;
-	int accepting = 0;
-	struct wk_gx *body = wk_gx_nothing(P->b);
-	if (p == start) {
-		accepting = top->nullable && P->lo == 0;
+	if (p->cls) {
+		*r = p->cls->u.ranges;
+		*n = p->cls->n;
 	} else {
-		for (uint32_t j = 0; j < top->last.n && !accepting; j++)
-			accepting = top->last.v[j] == p;
-		accepting = accepting && k >= P->lo;
+		one[0] = p->lo;
+		one[1] = p->hi;
+		*r = one;
+		*n = 1;
 	}
-	if (P->hi == WK_GRAM_INF || k < P->hi) {
-		uint32_t nk = P->hi == WK_GRAM_INF && k + 1 > P->lo ? P->lo : k + 1;
-		for (uint32_t j = 0; j < next->n; j++) {
-			uint32_t r = state_rule(P, next->v[j], nk);
-			if (r == UINT32_MAX)
-				return -1;
-			body = wk_gx_alt2(P->b, body, wk_gx_seq2(P->b, atom_of(P, next->v[j]),
-								 wk_gx_ref(P->b, r)));
+}
+
+/* out = a & b (range lists), returns pairs; out has room for na + nb */
+static uint32_t meet(const uint32_t *a, uint32_t na, const uint32_t *b, uint32_t nb, uint32_t *out)
+{
+	uint32_t i = 0, j = 0, m = 0;
+	while (i < na && j < nb) {
+		uint32_t lo = a[2 * i] > b[2 * j] ? a[2 * i] : b[2 * j];
+		uint32_t hi = a[2 * i + 1] < b[2 * j + 1] ? a[2 * i + 1] : b[2 * j + 1];
+		if (lo <= hi) {
+			out[2 * m] = lo;
+			out[2 * m + 1] = hi;
+			m++;
 		}
+		if (a[2 * i + 1] < b[2 * j + 1])
+			i++;
+		else
+			j++;
 	}
+	return m;
+}
+
+static const struct ilist *next_of(const struct prod *P, size_t i, uint32_t p)
+{
+	return p == P->g[i].n ? &P->f[i].first : &P->g[i].p[p].follow;
+}
+
+static int final_of(const struct prod *P, size_t i, uint32_t p)
+{
+	if (p == P->g[i].n)
+		return P->f[i].nullable;
+	for (uint32_t j = 0; j < P->f[i].last.n; j++)
+		if (P->f[i].last.v[j] == p)
+			return 1;
+	return 0;
+}
+
+/*
+ * The transitions of state `from` whose first i patterns moved to to[0..i)
+ * on the code points r[0..nr): extends with each next position of pattern
+ * i whose atom meets them, and at i == k adds "atom, then the state".
+ */
+static int moves(struct prod *P, const uint32_t *from, uint32_t *to, size_t i, const uint32_t *r,
+		 uint32_t nr, struct wk_gx **body)
+{
+	if (i == P->k) {
+		uint32_t c = from[P->k];
+		to[P->k] = P->hi == WK_GRAM_INF && c + 1 > P->lo ? P->lo : c + 1;
+		uint32_t rule = state_rule(P, to);
+		if (rule == UINT32_MAX)
+			return -1;
+		*body = wk_gx_alt2(P->b, *body, wk_gx_seq2(P->b, P->atom(P->ctx, P->b, r, nr, 0),
+							    wk_gx_ref(P->b, rule)));
+		return *body ? 0 : -1;
+	}
+	const struct ilist *nx = next_of(P, i, from[i]);
+	for (uint32_t j = 0; j < nx->n; j++) {
+		uint32_t one[2], nq, *m;
+		const uint32_t *q;
+		pos_ranges(&P->g[i].p[nx->v[j]], one, &q, &nq);
+		if (i == 0) {
+			m = cm_malloc(2 * (size_t)nq * sizeof(uint32_t));
+			if (!m)
+				return -1;
+			memcpy(m, q, 2 * (size_t)nq * sizeof(uint32_t));
+		} else {
+			m = cm_malloc(2 * ((size_t)nr + nq) * sizeof(uint32_t));
+			if (!m)
+				return -1;
+			nq = meet(r, nr, q, nq, m);
+		}
+		int rc = 0;
+		if (nq) {
+			to[i] = nx->v[j];
+			rc = moves(P, from, to, i + 1, m, nq, body);
+		}
+		cm_free(m);
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+static int emit(struct prod *P, uint32_t si)
+{
+	size_t w = P->k + 1;
+	uint32_t from[PROD_MAX + 1], to[PROD_MAX + 1];
+	memcpy(from, P->tup + (size_t)si * w, w * sizeof(uint32_t));
+	int accepting = from[P->k] >= P->lo;
+	for (size_t i = 0; i < P->k && accepting; i++)
+		accepting = final_of(P, i, from[i]);
+	struct wk_gx *body = wk_gx_nothing(P->b);
+	if ((P->hi == WK_GRAM_INF || from[P->k] < P->hi) && moves(P, from, to, 0, NULL, 0, &body))
+		return -1;
 	if (accepting)
 		body = wk_gx_alt2(P->b, body, wk_gx_empty(P->b));
 	if (!body)
 		return -1;
-	wk_gram_set_body(P->b, P->rule[i] - 1, body);
+	wk_gram_set_body(P->b, P->rule[si], body);
 	return 0;
 }
 
-enum cm_status wk_gx_length(struct wk_gram_b *b, const struct wk_gx *x, uint32_t lo, uint32_t hi,
-			    wk_regex_class_fn atom, void *ctx, struct wk_gx **out, char *err,
-			    size_t err_len)
+static void prod_free(struct prod *P)
 {
-	struct gl g = { 0 };
-	struct frag top = { 0 };
-	struct prod P = { .b = b, .g = &g, .lo = lo, .hi = hi, .atom = atom, .ctx = ctx };
+	for (size_t i = 0; i < P->k; i++) {
+		frag_free(&P->f[i]);
+		for (uint32_t j = 0; j < P->g[i].n; j++)
+			il_free(&P->g[i].p[j].follow);
+		cm_free(P->g[i].p);
+	}
+	cm_free(P->tup);
+	cm_free(P->rule);
+	cm_free(P->slot);
+}
+
+enum cm_status wk_gx_product(struct wk_gram_b *b, const struct wk_gx *const *xs, size_t k,
+			     uint32_t lo, uint32_t hi, wk_regex_class_fn atom, void *ctx,
+			     struct wk_gx **out, char *err, size_t err_len)
+{
+	struct prod P;
 	enum cm_status st = CM_OK;
 
+	memset(&P, 0, sizeof(P));
 	*out = NULL;
+	if (k == 0 || k > PROD_MAX)
+		return cm_fail(err, err_len, CM_EUNSUPPORTED, "patterns: 1 to %d at once", PROD_MAX);
 	if (hi != WK_GRAM_INF && hi < lo) {
 		*out = wk_gx_nothing(b);
 		return CM_OK;
 	}
-	if (inst(&g, x, &top, 0) || g.bad) {
-		st = cm_fail(err, err_len, g.why && strstr(g.why, "memory") ? CM_ENOMEM : CM_ELIMIT,
-			     "%s", g.why ? g.why : "pattern with minLength/maxLength: out of memory");
-		goto out;
+	P.b = b;
+	P.k = k;
+	P.lo = lo;
+	P.hi = hi;
+	P.atom = atom;
+	P.ctx = ctx;
+	for (size_t i = 0; i < k; i++) {
+		if (inst(&P.g[i], xs[i], &P.f[i], 0) || P.g[i].bad) {
+			const char *why = P.g[i].why;
+			st = cm_fail(err, err_len, why && strstr(why, "memory") ? CM_ENOMEM : CM_ELIMIT,
+				     "%s", why ? why : "pattern: out of memory");
+			P.k = i + 1;
+			goto out;
+		}
+		if (P.f[i].none) {
+			*out = wk_gx_nothing(b);
+			goto out;
+		}
 	}
-	if (top.none) {
-		*out = wk_gx_nothing(b);
-		goto out;
-	}
-	P.width = hi == WK_GRAM_INF ? lo + 1 : hi + 1;
-	if ((uint64_t)(g.n + 1) * P.width > 16u * LEN_MAX_STATES) {
-		st = cm_fail(err, err_len, CM_ELIMIT,
-			     "pattern with minLength/maxLength: %u positions x %u lengths is too many",
-			     g.n, P.width);
-		goto out;
-	}
-	P.rule = cm_calloc((size_t)(g.n + 1) * P.width, sizeof(uint32_t));
-	P.queue = cm_calloc(LEN_MAX_STATES + 1, sizeof(uint32_t));
-	if (!P.rule || !P.queue) {
+	P.cap = 2 * LEN_MAX_STATES;
+	P.tup = cm_calloc((size_t)LEN_MAX_STATES * (k + 1), sizeof(uint32_t));
+	P.rule = cm_calloc(LEN_MAX_STATES, sizeof(uint32_t));
+	P.slot = cm_calloc(P.cap, sizeof(uint32_t));
+	if (!P.tup || !P.rule || !P.slot) {
 		st = cm_fail(err, err_len, CM_ENOMEM, "%s", "out of memory");
 		goto out;
 	}
-	uint32_t root = state_rule(&P, g.n, 0);
-	for (uint32_t qi = 0; root != UINT32_MAX && qi < P.nq; qi++)
-		if (emit(&P, P.queue[qi], &top)) {
+	uint32_t start[PROD_MAX + 1];
+	for (size_t i = 0; i < k; i++)
+		start[i] = P.g[i].n;
+	start[k] = 0;
+	uint32_t root = state_rule(&P, start);
+	for (uint32_t si = 0; root != UINT32_MAX && si < P.n_states; si++)
+		if (emit(&P, si))
 			root = UINT32_MAX;
-			break;
-		}
 	if (root == UINT32_MAX) {
-		st = cm_fail(err, err_len, CM_ELIMIT,
-			     "pattern with minLength/maxLength: more than %u states", LEN_MAX_STATES);
+		st = cm_fail(err, err_len, CM_ELIMIT, "patterns%s: more than %u states",
+			     lo || hi != WK_GRAM_INF ? " with minLength/maxLength" : "", LEN_MAX_STATES);
 		goto out;
 	}
 	*out = wk_gx_ref(b, root);
 	if (!*out)
 		st = cm_fail(err, err_len, CM_ENOMEM, "%s", "out of memory");
 out:
-	frag_free(&top);
-	for (uint32_t i = 0; i < g.n; i++)
-		il_free(&g.p[i].follow);
-	cm_free(g.p);
-	cm_free(P.rule);
-	cm_free(P.queue);
+	prod_free(&P);
 	return st;
+}
+
+enum cm_status wk_gx_length(struct wk_gram_b *b, const struct wk_gx *x, uint32_t lo, uint32_t hi,
+			    wk_regex_class_fn atom, void *ctx, struct wk_gx **out, char *err,
+			    size_t err_len)
+{
+	return wk_gx_product(b, &x, 1, lo, hi, atom, ctx, out, err, err_len);
+}
+
+/* ---- every name but the listed ones, as a pattern ------------------------- */
+
+struct names {
+	uint32_t **cps;
+	size_t *lens;
+};
+
+static struct wk_gx *names_trie(struct wk_gram_b *b, const struct names *ns, size_t lo, size_t hi,
+				size_t depth, struct wk_gx *any)
+{
+	struct wk_gx *alt = wk_gx_nothing(b);
+	uint32_t used[2 * 256];
+	size_t nu = 0, i = lo;
+	int terminal = 0;
+	while (i < hi) {
+		if (ns->lens[i] == depth) {
+			terminal = 1;
+			i++;
+			continue;
+		}
+		uint32_t ch = ns->cps[i][depth];
+		size_t j = i;
+		while (j < hi && ns->lens[j] > depth && ns->cps[j][depth] == ch)
+			j++;
+		if (nu == 256)
+			return NULL;
+		used[2 * nu] = used[2 * nu + 1] = ch;
+		nu++;
+		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_gx_cp(b, ch, ch),
+						     names_trie(b, ns, i, j, depth + 1, any)));
+		i = j;
+	}
+	if (!terminal)
+		alt = wk_gx_alt2(b, alt, wk_gx_empty(b));
+	/* a code point no listed name continues with: then anything */
+	return wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_gx_class(b, used, nu, 1), any));
+}
+
+struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n)
+{
+	struct names ns = { cm_calloc(n + 1, sizeof(uint32_t *)), cm_calloc(n + 1, sizeof(size_t)) };
+	struct wk_gx *x = NULL;
+	if (!ns.cps || !ns.lens)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(names[i]), m = 0;
+		if (!(ns.cps[i] = cm_calloc(len + 1, sizeof(uint32_t))))
+			goto out;
+		for (size_t q = 0; q < len;) {
+			uint32_t cp;
+			int k = cm_utf8_decode((const uint8_t *)names[i] + q, len - q, &cp);
+			ns.cps[i][m++] = cp;
+			q += (size_t)(k > 0 ? k : 1);
+		}
+		ns.lens[i] = m;
+	}
+	/* sorted by code points (insertion: few names) */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0; j--) {
+			size_t la = ns.lens[j - 1], lb = ns.lens[j], l = la < lb ? la : lb, q = 0;
+			while (q < l && ns.cps[j - 1][q] == ns.cps[j][q])
+				q++;
+			if (!(q < l ? ns.cps[j - 1][q] > ns.cps[j][q] : la > lb))
+				break;
+			uint32_t *tc = ns.cps[j];
+			size_t tl = ns.lens[j];
+			ns.cps[j] = ns.cps[j - 1];
+			ns.lens[j] = ns.lens[j - 1];
+			ns.cps[j - 1] = tc;
+			ns.lens[j - 1] = tl;
+		}
+	x = names_trie(b, &ns, 0, n, 0, wk_gx_rep(b, wk_gx_class(b, NULL, 0, 1), 0, WK_GRAM_INF));
+out:
+	for (size_t i = 0; ns.cps && i < n; i++)
+		cm_free(ns.cps[i]);
+	cm_free(ns.cps);
+	cm_free(ns.lens);
+	return x;
 }
 
 /* ---- do two patterns share a string? -------------------------------------- */

@@ -23,6 +23,18 @@ enum cm_status wk_gx_length(struct wk_gram_b *b, const struct wk_gx *x, uint32_t
 			    wk_regex_class_fn atom, void *ctx, struct wk_gx **out, char *err,
 			    size_t err_len) CM_WUR;
 
+/*
+ * The strings in every L(xs[i]) (k <= 4 patterns) of lo..hi code points,
+ * each atom the intersection of the patterns' atoms written through
+ * `atom`.  Errors as wk_gx_length.
+ */
+enum cm_status wk_gx_product(struct wk_gram_b *b, const struct wk_gx *const *xs, size_t k,
+			     uint32_t lo, uint32_t hi, wk_regex_class_fn atom, void *ctx,
+			     struct wk_gx **out, char *err, size_t err_len) CM_WUR;
+
+/* A pattern of every string but names[0..n) (plain classes), or NULL. */
+struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n);
+
 /* 1 when no string is in both L(x) and L(y) (patterns as for
  * wk_gx_length), 0 when one is, -1 when too large to tell. */
 int wk_gx_disjoint(const struct wk_gx *x, const struct wk_gx *y);

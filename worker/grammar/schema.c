@@ -133,7 +133,7 @@ static int is_assertion(const char *k)
 					 "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
 					 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf",
 					 "oneOf", "allOf", "$ref", "patternProperties", "minProperties",
-					 "maxProperties" };
+					 "maxProperties", "$sluice_patterns" };
 	for (size_t i = 0; i < sizeof(A) / sizeof(A[0]); i++)
 		if (!strcmp(A[i], k))
 			return 1;
@@ -306,6 +306,19 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 	if (!strcmp(k, "items") && json_is_object(old) && json_is_object(v)) {
 		json_t *m = all_of2(c, old, v);
 		return !m || json_object_set(acc, k, m) ? (wk_schema_oom(c), -1) : 0;
+	}
+	if ((!strcmp(k, "pattern") && json_is_string(v)) ||
+	    (!strcmp(k, "$sluice_patterns") && json_is_array(v))) {
+		/* both patterns must match: the string compiler intersects them */
+		json_t *more = json_object_get(acc, "$sluice_patterns");
+		json_t *u = wk_schema_own(c, more ? json_deep_copy(more) : json_array());
+		if (!u)
+			return wk_schema_oom(c), -1;
+		if (json_is_string(v))
+			json_array_append(u, (json_t *)v);
+		else
+			json_array_extend(u, (json_t *)v);
+		return json_object_set(acc, "$sluice_patterns", u) ? (wk_schema_oom(c), -1) : 0;
 	}
 	if (!strcmp(k, "not")) {
 		/* not a and not b: not (a or b) */

@@ -145,6 +145,13 @@ static int eval_string(struct sc *c, const json_t *s, const json_t *v)
 		if (m <= 0)
 			return m;
 	}
+	k = json_object_get(s, "$sluice_patterns"); /* merged from allOf */
+	for (size_t i = 0; i < json_array_size(k); i++) {
+		const json_t *p = json_array_get(k, i);
+		int m = json_is_string(p) ? wk_schema_pattern_matches(json_string_value(p), str, len) : -1;
+		if (m <= 0)
+			return m;
+	}
 	if ((k = json_object_get(s, "format")) && json_is_string(k)) {
 		if (wk_schema_format_asserts(json_string_value(k)))
 			return -1; /* formats are decided by the grammar, not here */

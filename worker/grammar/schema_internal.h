@@ -83,6 +83,7 @@ struct wk_gx *wk_schema_json_class(void *ctx, struct wk_gram_b *b, const uint32_
 struct wk_gx *wk_schema_any_value(struct sc *c);
 struct wk_gx *wk_schema_literal(struct sc *c, const json_t *v);
 struct wk_gx *wk_schema_string(struct sc *c, const json_t *s);
+struct wk_gx *wk_schema_pattern_key(struct sc *c, const char *re, const char *const *names, size_t n);
 struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int);
 struct wk_gx *wk_schema_object(struct sc *c, const json_t *s);
 struct wk_gx *wk_schema_array(struct sc *c, const json_t *s);

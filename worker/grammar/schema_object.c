@@ -235,13 +235,7 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 	for (size_t i = 0; i < n; i++)
 		names[i] = p[i].name;
 	int extras = pk || !json_is_false(addl);
-	if (pk && named_match && !universal_pattern(pk)) {
-		/* the pattern's names beyond the listed ones would need the
-		 * pattern minus those names */
-		wk_schema_fail(c, CM_EUNSUPPORTED, "%s",
-			       "unsupported: a patternProperties pattern that matches a listed name");
-		goto out;
-	}
+
 	/*
 	 * R(i, k) = rules[i W + k]: the properties from the i-th on, k
 	 * written so far (k >= 1: a separator comes first).  k counts up to
@@ -287,13 +281,16 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 		 * per position among the listed properties */
 		uint32_t kr = wk_gram_rule(b, "key", 1);
 		struct wk_gx *kb = NULL;
-		if (pk && !universal_pattern(pk)) {
+		if (pk && !universal_pattern(pk) && named_match) {
+			/* the pattern's names that are not listed ones */
+			kb = wk_schema_pattern_key(c, pk, names, n);
+		} else if (pk && !universal_pattern(pk)) {
 			json_t *ks = wk_schema_own(c, json_pack("{ssss}", "type", "string", "pattern", pk));
 			kb = ks ? wk_schema_string(c, ks) : wk_schema_oom(c);
 		} else {
 			kb = other_key(c, names, n);
 		}
-		if (!xv)
+		if (!xv || c->st != CM_OK)
 			goto out;
 		if (kr == UINT32_MAX || !kb)
 			goto oom;

@@ -618,40 +618,59 @@ int wk_schema_count(struct sc *c, const json_t *s, const char *key, uint32_t *v,
 	return 0;
 }
 
+/* The patterns a string must match: pattern, format's, and those an allOf
+ * merge added ("$sluice_patterns"); n set, -1 after an error. */
+static int string_patterns(struct sc *c, const json_t *s, const char **re, size_t *n)
+{
+	const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+	const json_t *more = json_object_get(s, "$sluice_patterns");
+	*n = 0;
+	if (pat) {
+		if (!json_is_string(pat))
+			return wk_schema_fail(c, CM_EINVAL, "%s", "'pattern': expected a string"), -1;
+		re[(*n)++] = json_string_value(pat);
+	}
+	for (size_t i = 0; i < json_array_size(more) && *n < 3; i++)
+		if (json_is_string(json_array_get(more, i)))
+			re[(*n)++] = json_string_value(json_array_get(more, i));
+	if (json_array_size(more) > 2)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: more than three patterns at once"), -1;
+	if (fmt && json_is_string(fmt)) {
+		const char *fr = format_regex(json_string_value(fmt));
+		if (wk_schema_format_asserts(json_string_value(fmt)) && !fr)
+			return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported format '%s'", json_string_value(fmt)), -1;
+		if (fr)
+			re[(*n)++] = fr;
+	}
+	return 0;
+}
+
 struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 {
 	struct wk_gram_b *b = c->b;
 	uint32_t mn, mx;
-	if (wk_schema_count(c, s, "minLength", &mn, 0) || wk_schema_count(c, s, "maxLength", &mx, WK_GRAM_INF))
+	const char *re[4];
+	size_t nre = 0;
+	if (wk_schema_count(c, s, "minLength", &mn, 0) || wk_schema_count(c, s, "maxLength", &mx, WK_GRAM_INF) ||
+	    string_patterns(c, s, re, &nre))
 		return NULL;
-	const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
-	const char *re = NULL;
-	if (pat) {
-		if (!json_is_string(pat))
-			return wk_schema_fail(c, CM_EINVAL, "%s", "'pattern': expected a string");
-		re = json_string_value(pat);
-	}
-	if (fmt && json_is_string(fmt)) {
-		if (wk_schema_format_asserts(json_string_value(fmt)) && !format_regex(json_string_value(fmt)))
-			return wk_schema_fail(c, CM_EUNSUPPORTED, "unsupported format '%s'", json_string_value(fmt));
-		const char *fr = format_regex(json_string_value(fmt));
-		if (fr && re)
-			return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: 'format' together with 'pattern'");
-		if (fr)
-			re = fr;
-	}
-	if (!re && mn == 0 && mx == WK_GRAM_INF)
+	if (!nre && mn == 0 && mx == WK_GRAM_INF)
 		return wk_schema_any_string(c);
 	/* one named rule per distinct constraint: equal constraints share it
 	 * (and so share their cached masks) */
 	char sig[96];
+	size_t klen = 0;
 	snprintf(sig, sizeof(sig), "%u,%u,", mn, mx);
-	char *key = cm_malloc(strlen(sig) + (re ? strlen(re) : 0) + 1);
+	for (size_t i = 0; i < nre; i++)
+		klen += strlen(re[i]) + 1;
+	char *key = cm_malloc(strlen(sig) + klen + 1);
 	if (!key)
 		return wk_schema_oom(c);
 	strcpy(key, sig);
-	if (re)
-		strcat(key, re);
+	for (size_t i = 0; i < nre; i++) {
+		strcat(key, re[i]);
+		strcat(key, "\x01");
+	}
 	json_t *hit = json_object_get(c->strings, key);
 	if (hit) {
 		cm_free(key);
@@ -664,20 +683,24 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 	}
 	cm_free(key);
 	struct wk_gx *body;
-	if (re && (mn != 0 || mx != WK_GRAM_INF)) {
-		/* the pattern's strings of mn..mx code points: its automaton in
-		 * product with a counter (length.c), atoms JSON-escaped */
+	if (nre > 1 || (nre && (mn != 0 || mx != WK_GRAM_INF))) {
+		/* the strings every pattern matches, of mn..mx code points: the
+		 * patterns' automata in product with a counter (length.c),
+		 * atoms JSON-escaped */
 		char e[256];
-		struct wk_gx *raw = NULL;
-		enum cm_status st = wk_regex_compile(b, re, strlen(re), plain_class, NULL, &raw, e, sizeof(e));
+		struct wk_gx *raw[4];
+		enum cm_status st = CM_OK;
+		for (size_t i = 0; i < nre && st == CM_OK; i++)
+			st = wk_regex_compile(b, re[i], strlen(re[i]), plain_class, NULL, &raw[i], e, sizeof(e));
 		if (st == CM_OK)
-			st = wk_gx_length(b, raw, mn, mx, wk_schema_json_class, NULL, &body, e, sizeof(e));
+			st = wk_gx_product(b, (const struct wk_gx *const *)raw, nre, mn, mx,
+					   wk_schema_json_class, NULL, &body, e, sizeof(e));
 		if (st != CM_OK)
 			return wk_schema_fail(c, st == CM_EINVAL || st == CM_ELIMIT ? CM_EUNSUPPORTED : st,
 					      "%s", e);
-	} else if (re) {
+	} else if (nre) {
 		char e[256];
-		enum cm_status st = wk_regex_compile(b, re, strlen(re), wk_schema_json_class, NULL, &body, e, sizeof(e));
+		enum cm_status st = wk_regex_compile(b, re[0], strlen(re[0]), wk_schema_json_class, NULL, &body, e, sizeof(e));
 		if (st != CM_OK)
 			return wk_schema_fail(c, st == CM_EINVAL ? CM_EUNSUPPORTED : st, "%s", e);
 	} else {
@@ -688,6 +711,24 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		return wk_schema_oom(c);
 	wk_gram_set_body(b, rule, str);
 	return wk_gx_ref(b, rule);
+}
+
+/* A property name: a JSON string of the pattern's strings that are none
+ * of names[0..n) (patternProperties beside listed names). */
+struct wk_gx *wk_schema_pattern_key(struct sc *c, const char *re, const char *const *names, size_t n)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *raw[2], *body = NULL;
+	char e[256];
+	enum cm_status st = wk_regex_compile(b, re, strlen(re), plain_class, NULL, &raw[0], e, sizeof(e));
+	if (st == CM_OK && !(raw[1] = wk_gx_other_names(b, names, n)))
+		return wk_schema_oom(c);
+	if (st == CM_OK)
+		st = wk_gx_product(b, (const struct wk_gx *const *)raw, 2, 0, WK_GRAM_INF,
+				   wk_schema_json_class, NULL, &body, e, sizeof(e));
+	if (st != CM_OK)
+		return wk_schema_fail(c, st == CM_EINVAL || st == CM_ELIMIT ? CM_EUNSUPPORTED : st, "%s", e);
+	return wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "\""), body, wk_gx_str(b, "\"") }, 3);
 }
 
 /* ---- canonical JSON text of a value (enum, const, property names) ---------------------- */
