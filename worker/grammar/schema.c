@@ -50,6 +50,8 @@ static int harmless(const json_t *s, const char *k, const json_t *v)
 {
 	if (!strcmp(k, "uniqueItems"))
 		return json_is_false(v);
+	if (!strcmp(k, "then") || !strcmp(k, "else"))
+		return !json_object_get(s, "if"); /* without if they say nothing */
 	if (!strcmp(k, "dependencies") || !strcmp(k, "dependentRequired") ||
 	    !strcmp(k, "dependentSchemas"))
 		return json_is_object(v) && json_object_size(v) == 0;
@@ -133,7 +135,7 @@ static int is_assertion(const char *k)
 					 "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
 					 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf",
 					 "oneOf", "allOf", "$ref", "patternProperties", "minProperties",
-					 "maxProperties", "$sluice_patterns" };
+					 "maxProperties", "$sluice_patterns", "$sluice_not_strings" };
 	for (size_t i = 0; i < sizeof(A) / sizeof(A[0]); i++)
 		if (!strcmp(A[i], k))
 			return 1;
@@ -319,6 +321,12 @@ static int merge_key(struct sc *c, json_t *acc, const char *k, const json_t *v)
 		else
 			json_array_extend(u, (json_t *)v);
 		return json_object_set(acc, "$sluice_patterns", u) ? (wk_schema_oom(c), -1) : 0;
+	}
+	if (!strcmp(k, "$sluice_not_strings") && json_is_array(old) && json_is_array(v)) {
+		json_t *u = wk_schema_own(c, json_deep_copy(old));
+		if (!u || json_array_extend(u, (json_t *)v))
+			return wk_schema_oom(c), -1;
+		return json_object_set(acc, k, u) ? (wk_schema_oom(c), -1) : 0;
 	}
 	if (!strcmp(k, "not")) {
 		/* not a and not b: not (a or b) */

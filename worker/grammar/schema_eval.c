@@ -145,6 +145,10 @@ static int eval_string(struct sc *c, const json_t *s, const json_t *v)
 		if (m <= 0)
 			return m;
 	}
+	k = json_object_get(s, "$sluice_not_strings"); /* a not of listed strings */
+	for (size_t i = 0; i < json_array_size(k); i++)
+		if (json_equal(json_array_get(k, i), (json_t *)v))
+			return 0;
 	k = json_object_get(s, "$sluice_patterns"); /* merged from allOf */
 	for (size_t i = 0; i < json_array_size(k); i++) {
 		const json_t *p = json_array_get(k, i);

@@ -6,6 +6,7 @@
  *   dependencies / dependentSchemas   d: S       ->  anyOf [{d absent}, {required: [d]} and S]
  *   not T  (T of: booleans, {}, type, required, type + required, anyOf
  *           of those)                            ->  its complement
+ *   if I then T else E (I one of those)          ->  anyOf [I and T, not I and E]
  *
  * where "d absent" is {properties: {d: false}} (vacuous for values that
  * are not objects, as dependencies are).  A `not` of anything else is
@@ -113,6 +114,50 @@ static json_t *negate(const json_t *t, int depth)
 		json_array_append_new(any, nonobj);
 		return json_pack("{so}", "anyOf", any);
 	}
+	/* listed strings: any other value (strings through a pattern of
+	 * every other string, "$sluice_not_strings") */
+	const json_t *en = json_object_get(t, "enum"), *co = json_object_get(t, "const");
+	static const char *const K_EN[] = { "enum", "type" }, *const K_CO[] = { "const", "type" };
+	if ((json_is_array(en) && only_keys(t, K_EN, 2)) || (co && only_keys(t, K_CO, 2))) {
+		json_t *vals = co ? json_pack("[O]", co) : json_incref((json_t *)en);
+		int strings = vals != NULL;
+		for (size_t i = 0; strings && i < json_array_size(vals); i++)
+			strings = json_is_string(json_array_get(vals, i));
+		if (ty && !(json_is_string(ty) && !strcmp(json_string_value(ty), "string")))
+			strings = 0;
+		json_t *obj = strings ? json_string("string") : NULL;
+		json_t *other = obj ? type_complement(obj) : NULL;
+		json_t *r = other ? json_pack("{s[o{sssO}]}", "anyOf", other, "type", "string",
+					      "$sluice_not_strings", vals) : NULL;
+		if (!r)
+			json_decref(other);
+		json_decref(obj);
+		json_decref(vals);
+		if (r)
+			return r;
+	}
+	/* properties: one of them present with a value its schema refuses */
+	const json_t *props = json_object_get(t, "properties");
+	static const char *const K_PR[] = { "properties", "type" };
+	if (json_is_object(props) && json_object_size(props) && only_keys(t, K_PR, 2) &&
+	    (!ty || (json_is_string(ty) && !strcmp(json_string_value(ty), "object")))) {
+		json_t *alts = json_array();
+		const char *pk;
+		json_t *pv;
+		json_object_foreach((json_t *)props, pk, pv) {
+			json_t *n = negate(pv, depth + 1);
+			if (!n || !alts) {
+				json_decref(n);
+				json_decref(alts);
+				return NULL;
+			}
+			json_array_append_new(alts, json_pack("{sss[s]s{so}}", "type", "object", "required", pk,
+							      "properties", pk, n));
+		}
+		if (ty) /* {type: object, properties}: values that are not objects fail it too */
+			json_array_append_new(alts, type_complement(ty));
+		return json_pack("{so}", "anyOf", alts);
+	}
 	const json_t *any = json_object_get(t, "anyOf");
 	if (json_is_array(any) && only_keys(t, K_ANY, 1)) {
 		json_t *all = json_array();
@@ -180,6 +225,27 @@ const json_t *wk_schema_rewrite(struct sc *c, const json_t *s)
 		if (!rest && !(rest = json_deep_copy(s)))
 			goto keep;
 		json_object_del(rest, DEP[i]);
+	}
+	/* if I then T else E: (I and T) or (not I and E) */
+	const json_t *cond = json_object_get(s, "if");
+	if (cond) {
+		const json_t *th = json_object_get(s, "then"), *el = json_object_get(s, "else");
+		json_t *ni = negate(cond, 0);
+		json_t *x = ni ? json_pack("{s[{s[OO]}{s[oO]}]}", "anyOf", "allOf", cond, th ? th : json_true(),
+					   "allOf", ni, el ? el : json_true())
+			       : NULL;
+		if (ni && !x)
+			json_decref(ni);
+		if (x) {
+			if ((!all && !(all = json_array())) || (!rest && !(rest = json_deep_copy(s)))) {
+				json_decref(x);
+				goto keep;
+			}
+			json_array_append_new(all, x);
+			json_object_del(rest, "if");
+			json_object_del(rest, "then");
+			json_object_del(rest, "else");
+		}
 	}
 	const json_t *no = json_object_get(s, "not");
 	if (no) {

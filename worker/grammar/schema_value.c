@@ -654,7 +654,18 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 	if (wk_schema_count(c, s, "minLength", &mn, 0) || wk_schema_count(c, s, "maxLength", &mx, WK_GRAM_INF) ||
 	    string_patterns(c, s, re, &nre))
 		return NULL;
-	if (!nre && mn == 0 && mx == WK_GRAM_INF)
+	/* strings it may not be (a not of listed strings: schema_rewrite.c) */
+	const json_t *nots = json_object_get(s, "$sluice_not_strings");
+	size_t n_nots = json_array_size(nots);
+	const char *not_names[64];
+	if (n_nots > 64)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported: more than 64 excluded strings");
+	for (size_t i = 0; i < n_nots; i++) {
+		if (!json_is_string(json_array_get(nots, i)))
+			return wk_schema_fail(c, CM_EINVAL, "%s", "'$sluice_not_strings': expected strings");
+		not_names[i] = json_string_value(json_array_get(nots, i));
+	}
+	if (!nre && !n_nots && mn == 0 && mx == WK_GRAM_INF)
 		return wk_schema_any_string(c);
 	/* one named rule per distinct constraint: equal constraints share it
 	 * (and so share their cached masks) */
@@ -671,29 +682,36 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		strcat(key, re[i]);
 		strcat(key, "\x01");
 	}
-	json_t *hit = json_object_get(c->strings, key);
+	if (n_nots) {
+		/* excluded strings: not shared (rare), the rule is this node's */
+		key[0] = '\0';
+	}
+	json_t *hit = key[0] ? json_object_get(c->strings, key) : NULL;
 	if (hit) {
 		cm_free(key);
 		return wk_gx_ref(b, (uint32_t)json_integer_value(hit));
 	}
 	uint32_t rule = wk_gram_rule(b, "string", 1);
-	if (rule == UINT32_MAX || json_object_set_new(c->strings, key, json_integer(rule))) {
+	if (rule == UINT32_MAX || (key[0] && json_object_set_new(c->strings, key, json_integer(rule)))) {
 		cm_free(key);
 		return wk_schema_oom(c);
 	}
 	cm_free(key);
 	struct wk_gx *body;
-	if (nre > 1 || (nre && (mn != 0 || mx != WK_GRAM_INF))) {
+	if (n_nots || nre > 1 || (nre && (mn != 0 || mx != WK_GRAM_INF))) {
 		/* the strings every pattern matches, of mn..mx code points: the
 		 * patterns' automata in product with a counter (length.c),
 		 * atoms JSON-escaped */
 		char e[256];
 		struct wk_gx *raw[4];
+		size_t nraw = nre;
 		enum cm_status st = CM_OK;
 		for (size_t i = 0; i < nre && st == CM_OK; i++)
 			st = wk_regex_compile(b, re[i], strlen(re[i]), plain_class, NULL, &raw[i], e, sizeof(e));
+		if (st == CM_OK && n_nots && !(raw[nraw++] = wk_gx_other_names(b, not_names, n_nots)))
+			return wk_schema_oom(c);
 		if (st == CM_OK)
-			st = wk_gx_product(b, (const struct wk_gx *const *)raw, nre, mn, mx,
+			st = wk_gx_product(b, (const struct wk_gx *const *)raw, nraw, mn, mx,
 					   wk_schema_json_class, NULL, &body, e, sizeof(e));
 		if (st != CM_OK)
 			return wk_schema_fail(c, st == CM_EINVAL || st == CM_ELIMIT ? CM_EUNSUPPORTED : st,
