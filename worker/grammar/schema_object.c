@@ -176,6 +176,39 @@ static const json_t *name_schema(struct sc *c, const char *name, const json_t *o
 	return both ? both : (wk_schema_oom(c), NULL);
 }
 
+/* "name": value for the names beyond the listed ones: the pattern's
+ * (patternProperties, minus the listed names when it matches one) or
+ * any other name (additionalProperties); NULL after an error. */
+static struct wk_gx *extra_pair(struct sc *c, const json_t *addl, const char *pk, const json_t *ps,
+				const char *const *names, size_t n, int named_match)
+{
+	struct wk_gram_b *b = c->b;
+	struct wk_gx *xv = pk ? wk_schema_node(c, ps, "patternProperties")
+		: addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties")
+					      : wk_schema_any_value(c);
+	/* the extra name is a named rule of its own: the mask cache cuts the
+	 * stack there, so its inside is walked once per object, not once
+	 * per position among the listed properties */
+	uint32_t kr = wk_gram_rule(b, "key", 1);
+	struct wk_gx *kb = NULL;
+	if (pk && !universal_pattern(pk) && named_match) {
+		kb = wk_schema_pattern_key(c, pk, names, n);
+	} else if (pk && !universal_pattern(pk)) {
+		json_t *ks = wk_schema_own(c, json_pack("{ssss}", "type", "string", "pattern", pk));
+		kb = ks ? wk_schema_string(c, ks) : wk_schema_oom(c);
+	} else {
+		kb = other_key(c, names, n);
+	}
+	if (!xv || c->st != CM_OK)
+		return NULL;
+	if (kr == UINT32_MAX || !kb)
+		return wk_schema_oom(c);
+	wk_gram_set_body(b, kr, kb);
+	struct wk_gx *x = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_ref(b, kr), wk_schema_ws(c), wk_gx_str(b, ":"),
+							  wk_schema_ws(c), xv }, 5);
+	return x ? x : wk_schema_oom(c);
+}
+
 struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 {
 	struct wk_gram_b *b = c->b;
@@ -272,31 +305,8 @@ struct wk_gx *wk_schema_object(struct sc *c, const json_t *s)
 			goto oom;
 	struct wk_gx *sep = wk_gx_seq(b, (struct wk_gx *[]){ wk_schema_ws(c), wk_gx_str(b, ","), wk_schema_ws(c) }, 3);
 	struct wk_gx *xkv = NULL;
-	if (extras) {
-		struct wk_gx *xv = pk ? wk_schema_node(c, ps, "patternProperties")
-			: addl && !json_is_true(addl) ? wk_schema_node(c, addl, "additionalProperties")
-						      : wk_schema_any_value(c);
-		/* the extra name is a named rule of its own: the mask cache cuts the
-		 * stack there, so its inside is walked once per object, not once
-		 * per position among the listed properties */
-		uint32_t kr = wk_gram_rule(b, "key", 1);
-		struct wk_gx *kb = NULL;
-		if (pk && !universal_pattern(pk) && named_match) {
-			/* the pattern's names that are not listed ones */
-			kb = wk_schema_pattern_key(c, pk, names, n);
-		} else if (pk && !universal_pattern(pk)) {
-			json_t *ks = wk_schema_own(c, json_pack("{ssss}", "type", "string", "pattern", pk));
-			kb = ks ? wk_schema_string(c, ks) : wk_schema_oom(c);
-		} else {
-			kb = other_key(c, names, n);
-		}
-		if (!xv || c->st != CM_OK)
-			goto out;
-		if (kr == UINT32_MAX || !kb)
-			goto oom;
-		wk_gram_set_body(b, kr, kb);
-		xkv = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_ref(b, kr), wk_schema_ws(c), wk_gx_str(b, ":"), wk_schema_ws(c), xv }, 5);
-	}
+	if (extras && !(xkv = extra_pair(c, addl, pk, ps, names, n, named_match)))
+		goto out;
 	for (size_t i = n + 1; i-- > 0;) {
 		struct wk_gx *v = NULL, *kv = NULL;
 		if (i < n) {
