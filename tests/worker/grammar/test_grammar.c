@@ -406,6 +406,70 @@ static void test_arrays_enums_combinators(void **state)
 	assert_non_null(strstr(f.err, "unsatisfiable"));
 }
 
+/* The keywords rewritten or intersected: every case exact (the invalid
+ * side rejected, the valid side accepted). */
+static void test_rewrites_and_products(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	/* pattern and format together: both */
+	assert_int_equal(schema(&f, "{\"type\":\"string\",\"format\":\"email\",\"pattern\":\"^[a-c@.]+$\"}"), CM_OK);
+	assert_true(matches(f.m, "\"a@b.c\""));
+	assert_false(matches(f.m, "\"a@b.d\""));
+	assert_false(matches(f.m, "\"abc\""));
+	fx_free(&f);
+	/* two patterns from allOf */
+	assert_int_equal(schema(&f, "{\"allOf\":[{\"type\":\"string\",\"pattern\":\"^[0-9]+$\"},{\"pattern\":\"7\"}]}"), CM_OK);
+	assert_true(matches(f.m, "\"170\""));
+	assert_false(matches(f.m, "\"123\""));
+	assert_false(matches(f.m, "\"7a\""));
+	fx_free(&f);
+	/* not of listed strings: every other value */
+	assert_int_equal(schema(&f, "{\"not\":{\"enum\":[\"a\",\"bc\"]}}"), CM_OK);
+	assert_true(matches(f.m, "\"b\""));
+	assert_true(matches(f.m, "\"abc\""));
+	assert_true(matches(f.m, "5"));
+	assert_false(matches(f.m, "\"a\""));
+	assert_false(matches(f.m, "\"bc\""));
+	fx_free(&f);
+	/* if / then / else on a listed value */
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"},"
+				    "\"n\":{\"type\":\"integer\"}},\"additionalProperties\":false,"
+				    "\"if\":{\"properties\":{\"k\":{\"const\":\"int\"}}},\"then\":{\"required\":[\"n\"]},"
+				    "\"else\":{\"properties\":{\"n\":false}}}"), CM_OK);
+	assert_true(matches(f.m, "{\"k\":\"int\",\"n\":1}"));
+	assert_false(matches(f.m, "{\"k\":\"int\"}"));
+	assert_true(matches(f.m, "{\"k\":\"str\"}"));
+	assert_false(matches(f.m, "{\"k\":\"str\",\"n\":1}"));
+	fx_free(&f);
+	/* patternProperties beside a listed name it matches: that name takes
+	 * both schemas and is not written twice */
+	assert_int_equal(schema(&f, "{\"type\":\"object\",\"properties\":{\"a1\":{\"minimum\":10}},"
+				    "\"patternProperties\":{\"^a\":{\"type\":\"integer\"}},\"additionalProperties\":false}"), CM_OK);
+	assert_true(matches(f.m, "{\"a1\":10,\"ab\":3}"));
+	assert_false(matches(f.m, "{\"a1\":3}"));
+	assert_false(matches(f.m, "{\"a1\":10,\"a1\":11}"));
+	assert_false(matches(f.m, "{\"b\":1}"));
+	fx_free(&f);
+	/* oneOf of disjoint patterns and of arrays of disjoint items */
+	assert_int_equal(schema(&f, "{\"type\":\"string\",\"oneOf\":[{\"pattern\":\"^[^:]+$\"},{\"pattern\":\"^[^:]+:[0-9]+$\"}]}"), CM_OK);
+	assert_true(matches(f.m, "\"ab\""));
+	assert_true(matches(f.m, "\"ab:12\""));
+	assert_false(matches(f.m, "\"ab:\""));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"oneOf\":[{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"string\"}},"
+				    "{\"type\":\"array\",\"minItems\":1,\"items\":{\"type\":\"integer\"}}]}"), CM_OK);
+	assert_true(matches(f.m, "[\"a\"]"));
+	assert_true(matches(f.m, "[1,2]"));
+	assert_false(matches(f.m, "[1,\"a\"]"));
+	assert_false(matches(f.m, "[]"));
+	fx_free(&f);
+	/* an overlap that cannot be narrowed is refused, never approximated */
+	assert_int_equal(schema(&f, "{\"oneOf\":[{\"type\":\"string\",\"pattern\":\"a\"},{\"type\":\"string\"}]}"), CM_EUNSUPPORTED);
+	assert_non_null(strstr(f.err, "oneOf"));
+}
+
 static void test_formats(void **state)
 {
 	(void)state;
@@ -606,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_number_bounds),
 		cmocka_unit_test(test_objects),
 		cmocka_unit_test(test_arrays_enums_combinators),
+		cmocka_unit_test(test_rewrites_and_products),
 		cmocka_unit_test(test_formats),
 		cmocka_unit_test(test_gbnf),
 		cmocka_unit_test(test_cache),
