@@ -6,17 +6,23 @@
  * Supported: boolean schemas; type (one or a list); enum and const;
  * properties (emitted in the schema's order), required, additionalProperties
  * (false, true or a schema; extra properties come after the listed ones and
- * their names differ from the listed names); items, prefixItems,
+ * their names differ from the listed names), patternProperties (one
+ * pattern), minProperties, maxProperties; items, prefixItems,
  * additionalItems, minItems, maxItems; minLength, maxLength, pattern
- * (regex.h), format (date, time, date-time, uuid, email, uri, ipv4,
- * hostname; other formats are annotations); minimum, maximum,
- * exclusiveMinimum, exclusiveMaximum (integer and fractional bounds, exact;
- * bounded numbers are written without exponent); anyOf, oneOf (only when its branches cannot both
- * match: their JSON types are disjoint), allOf (merged into one schema);
- * local $ref ("#", "#/definitions/...", "#/$defs/...", JSON Pointer),
- * recursive.  Keywords that assert something we cannot enforce are refused
- * with CM_EUNSUPPORTED naming the keyword and its path ("not at
- * /properties/a"), never ignored; unknown keywords are annotations.
+ * (regex.h; with lengths and with other patterns through length.h), format
+ * (date, time, date-time, uuid, email, uri, ipv4, hostname; other formats
+ * are annotations); minimum, maximum, exclusiveMinimum, exclusiveMaximum
+ * (integer and fractional bounds, exact; bounded numbers are written
+ * without exponent); anyOf, oneOf (exclusive branches; overlapping ones
+ * narrowed until exclusive, schema_oneof.c), allOf (merged into one
+ * schema); not, dependencies and if/then/else where they rewrite exactly
+ * (schema_rewrite.c); local  ("#", "#/definitions/...",
+ * "#//...", JSON Pointer), recursive.  Keywords that assert something
+ * we cannot enforce are refused with CM_EUNSUPPORTED naming the keyword
+ * and its path ("not at /properties/a"), never ignored; unknown keywords
+ * are annotations.  Narrowing (oneOf, patternProperties beside
+ * additionalProperties) only removes documents: everything written is
+ * valid.
  * Unsatisfiable schemas are CM_EINVAL "unsatisfiable".
  */
 #ifndef SLUICE_WORKER_GRAMMAR_SCHEMA_H
