@@ -211,7 +211,21 @@ static int inst_rep(struct gl *g, const struct wk_gx *x, struct frag *f, int dep
 	return g->bad ? -1 : 0;
 }
 
+static int inst_node(struct gl *g, const struct wk_gx *x, struct frag *f, int depth);
+
+/* x instantiated into f; on failure f holds nothing (freed) */
 static int inst(struct gl *g, const struct wk_gx *x, struct frag *f, int depth)
+{
+	int rc = inst_node(g, x, f, depth);
+	if (rc || g->bad) {
+		frag_free(f);
+		f->none = 1;
+		return -1;
+	}
+	return 0;
+}
+
+static int inst_node(struct gl *g, const struct wk_gx *x, struct frag *f, int depth)
 {
 	memset(f, 0, sizeof(*f));
 	if (depth > 200) {
