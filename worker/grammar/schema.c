@@ -40,7 +40,7 @@ struct wk_gx *wk_schema_oom(struct sc *c)
 /* Keywords that assert something and are not enforced: refused. */
 static const char *const UNSUPPORTED[] = {
 	"not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
-	"contains", "minContains", "maxContains", "uniqueItems", "multipleOf", "propertyNames",
+	"contains", "minContains", "maxContains", "uniqueItems", "propertyNames",
 	"unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
 	"$recursiveRef",
 };
@@ -55,11 +55,6 @@ static int harmless(const json_t *s, const char *k, const json_t *v)
 	if (!strcmp(k, "dependencies") || !strcmp(k, "dependentRequired") ||
 	    !strcmp(k, "dependentSchemas"))
 		return json_is_object(v) && json_object_size(v) == 0;
-	if (!strcmp(k, "multipleOf")) {
-		const json_t *t = json_object_get(s, "type");
-		return json_is_number(v) && json_number_value(v) == 1 && json_is_string(t) &&
-		       !strcmp(json_string_value(t), "integer");
-	}
 	return 0;
 }
 
@@ -135,7 +130,7 @@ static int is_assertion(const char *k)
 					 "minItems", "maxItems", "minLength", "maxLength", "pattern", "format",
 					 "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "anyOf",
 					 "oneOf", "allOf", "$ref", "patternProperties", "minProperties",
-					 "maxProperties", "$sluice_patterns", "$sluice_not_strings" };
+					 "maxProperties", "$sluice_patterns", "$sluice_not_strings", "multipleOf" };
 	for (size_t i = 0; i < sizeof(A) / sizeof(A[0]); i++)
 		if (!strcmp(A[i], k))
 			return 1;

@@ -513,7 +513,55 @@ static int read_bound(struct sc *c, const json_t *s, const char *key, double *v,
 	return 0;
 }
 
+/* d when m is 10^-d (1, 0.1, 0.01 ... 1e-15), else -1. */
+static int decimal_step(double m)
+{
+	double p = 1;
+	for (int d = 0; d <= 15; d++, p *= 10)
+		if (fabs(m * p - 1) < 1e-9)
+			return d;
+	return -1;
+}
+
+static struct wk_gx *number_body(struct sc *c, const json_t *s, int is_int, int shared);
+
+/*
+ * multipleOf: for integers, any 10^-d (and so 1) says nothing; for numbers,
+ * 10^-d means at most d fraction digits that are not zeros (decimal, as
+ * validators read "10.99" with multipleOf 0.01), written without exponent:
+ * the number's grammar in product with that pattern.  Other steps are
+ * refused.
+ */
 struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
+{
+	const json_t *mo = json_object_get(s, "multipleOf");
+	if (!mo)
+		return number_body(c, s, is_int, 1);
+	if (!json_is_number(mo) || !(json_number_value(mo) > 0))
+		return wk_schema_fail(c, CM_EINVAL, "%s", "'multipleOf': expected a number above 0");
+	double m = json_number_value(mo);
+	int d = decimal_step(m);
+	if (is_int && (d >= 0 || m == 1))
+		return number_body(c, s, is_int, 1);
+	if (d < 0)
+		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported keyword 'multipleOf'");
+	struct wk_gx *body = number_body(c, s, is_int, 0), *rx = NULL, *out = NULL;
+	if (!body)
+		return NULL;
+	char re[64], e[256];
+	snprintf(re, sizeof(re), "^-?(0|[1-9][0-9]*)(\\.[0-9]{0,%d}0*)?$", d);
+	enum cm_status st = wk_regex_compile(c->b, re, strlen(re), plain_class, NULL, &rx, e, sizeof(e));
+	if (st == CM_OK)
+		st = wk_gx_product(c->b, (const struct wk_gx *const[]){ body, rx }, 2, 0, WK_GRAM_INF,
+				   plain_class, NULL, &out, e, sizeof(e));
+	if (st != CM_OK)
+		return wk_schema_fail(c, st == CM_ELIMIT ? CM_EUNSUPPORTED : st, "%s", e);
+	return out;
+}
+
+/* The number or integer of s's bounds; `shared`: the unbounded ones as
+ * the compile's shared rule (else their own expression). */
+static struct wk_gx *number_body(struct sc *c, const json_t *s, int is_int, int shared)
 {
 	struct wk_gram_b *b = c->b;
 	double mn = 0, mx = 0, xmn = 0, xmx = 0;
@@ -531,6 +579,8 @@ struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 		mn = xmn, hmn = 1, lo_incl = 0;
 	if (hxmx && (!hmx || xmx <= mx))
 		mx = xmx, hmx = 1, hi_incl = 0;
+	if (!hmn && !hmx && !shared)
+		return is_int ? mk_int(c) : mk_num(c);
 	if (!hmn && !hmx) {
 		uint32_t r = is_int ? sc_rule(c, &c->r_int, "integer", mk_int) : sc_rule(c, &c->r_num, "number", mk_num);
 		return r == UINT32_MAX ? NULL : wk_gx_ref(b, r);

@@ -465,6 +465,17 @@ static void test_rewrites_and_products(void **state)
 	assert_false(matches(f.m, "[1,\"a\"]"));
 	assert_false(matches(f.m, "[]"));
 	fx_free(&f);
+	/* multipleOf 0.01: at most two fraction digits that are not zeros */
+	assert_int_equal(schema(&f, "{\"type\":\"number\",\"minimum\":0,\"multipleOf\":0.01}"), CM_OK);
+	assert_true(matches(f.m, "10.99"));
+	assert_true(matches(f.m, "10.990"));
+	assert_true(matches(f.m, "3"));
+	assert_false(matches(f.m, "10.001"));
+	assert_false(matches(f.m, "-0.01"));
+	assert_false(matches(f.m, "1e2"));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"type\":\"number\",\"multipleOf\":0.3}"), CM_EUNSUPPORTED);
+	assert_non_null(strstr(f.err, "multipleOf"));
 	/* an overlap that cannot be narrowed is refused, never approximated */
 	assert_int_equal(schema(&f, "{\"oneOf\":[{\"type\":\"string\",\"pattern\":\"a\"},{\"type\":\"string\"}]}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "oneOf"));
