@@ -299,8 +299,9 @@ struct prod {
 	struct frag f[PROD_MAX];
 	size_t k;
 	uint32_t lo, hi;          /* hi WK_GRAM_INF: counts saturate at lo */
-	/* states: tuples (position of each pattern, count), hashed */
-	uint32_t *tup;            /* [n_states * (k + 1)] */
+	uint32_t mod;             /* > 0: the decimal digits read, modulo mod, must end 0 */
+	/* states: tuples (position of each pattern, count, remainder), hashed */
+	uint32_t *tup;            /* [n_states * (k + 2)] */
 	uint32_t *rule;           /* [n_states] */
 	uint32_t *slot, cap;      /* open addressing: state + 1 */
 	uint32_t n_states;
@@ -319,7 +320,7 @@ static uint32_t tup_hash(const uint32_t *t, size_t n)
 /* The rule of state t (made and queued on first sight), UINT32_MAX past a limit. */
 static uint32_t state_rule(struct prod *P, const uint32_t *t)
 {
-	size_t w = P->k + 1;
+	size_t w = P->k + 2;
 	uint32_t h = tup_hash(t, w) & (P->cap - 1);
 	for (;; h = (h + 1) & (P->cap - 1)) {
 		uint32_t s = P->slot[h];
@@ -398,6 +399,35 @@ static int moves(struct prod *P, const uint32_t *from, uint32_t *to, size_t i, c
 	if (i == P->k) {
 		uint32_t c = from[P->k];
 		to[P->k] = P->hi == WK_GRAM_INF && c + 1 > P->lo ? P->lo : c + 1;
+		to[P->k + 1] = from[P->k + 1];
+		if (P->mod) {
+			/* each digit moves the remainder its own way; the rest
+			 * (a sign) leaves it */
+			static const uint32_t digit[2] = { '0', '9' };
+			uint32_t dr[2 * 10 + 2], other[2 * 64 + 4], nd = meet(r, nr, digit, 1, dr), no = 0;
+			for (uint32_t q = 0; q < nr && no < 64; q++) {
+				uint32_t a = r[2 * q], z = r[2 * q + 1];
+				if (a < '0')
+					other[2 * no] = a, other[2 * no + 1] = z < '0' ? z : '0' - 1, no++;
+				if (z > '9')
+					other[2 * no] = a > '9' ? a : '9' + 1, other[2 * no + 1] = z, no++;
+			}
+			for (uint32_t q = 0; q < nd; q++)
+				for (uint32_t dg = dr[2 * q]; dg <= dr[2 * q + 1]; dg++) {
+					uint32_t one[2] = { dg, dg };
+					to[P->k + 1] = (uint32_t)(((uint64_t)from[P->k + 1] * 10 + (dg - '0')) % P->mod);
+					uint32_t rule = state_rule(P, to);
+					if (rule == UINT32_MAX)
+						return -1;
+					*body = wk_gx_alt2(P->b, *body, wk_gx_seq2(P->b, P->atom(P->ctx, P->b, one, 1, 0),
+										    wk_gx_ref(P->b, rule)));
+				}
+			if (!no)
+				return *body ? 0 : -1;
+			r = other;
+			nr = no;
+			to[P->k + 1] = from[P->k + 1];
+		}
 		uint32_t rule = state_rule(P, to);
 		if (rule == UINT32_MAX)
 			return -1;
@@ -435,10 +465,10 @@ static int moves(struct prod *P, const uint32_t *from, uint32_t *to, size_t i, c
 
 static int emit(struct prod *P, uint32_t si)
 {
-	size_t w = P->k + 1;
-	uint32_t from[PROD_MAX + 1], to[PROD_MAX + 1];
+	size_t w = P->k + 2;
+	uint32_t from[PROD_MAX + 2], to[PROD_MAX + 2];
 	memcpy(from, P->tup + (size_t)si * w, w * sizeof(uint32_t));
-	int accepting = from[P->k] >= P->lo;
+	int accepting = from[P->k] >= P->lo && from[P->k + 1] == 0;
 	for (size_t i = 0; i < P->k && accepting; i++)
 		accepting = final_of(P, i, from[i]);
 	struct wk_gx *body = wk_gx_nothing(P->b);
@@ -469,6 +499,13 @@ enum cm_status wk_gx_product(struct wk_gram_b *b, const struct wk_gx *const *xs,
 			     uint32_t lo, uint32_t hi, wk_regex_class_fn atom, void *ctx,
 			     struct wk_gx **out, char *err, size_t err_len)
 {
+	return wk_gx_product_mod(b, xs, k, lo, hi, 0, atom, ctx, out, err, err_len);
+}
+
+enum cm_status wk_gx_product_mod(struct wk_gram_b *b, const struct wk_gx *const *xs, size_t k,
+				 uint32_t lo, uint32_t hi, uint32_t mod, wk_regex_class_fn atom,
+				 void *ctx, struct wk_gx **out, char *err, size_t err_len)
+{
 	struct prod P;
 	enum cm_status st = CM_OK;
 
@@ -484,6 +521,7 @@ enum cm_status wk_gx_product(struct wk_gram_b *b, const struct wk_gx *const *xs,
 	P.k = k;
 	P.lo = lo;
 	P.hi = hi;
+	P.mod = mod;
 	P.atom = atom;
 	P.ctx = ctx;
 	for (size_t i = 0; i < k; i++) {
@@ -500,17 +538,18 @@ enum cm_status wk_gx_product(struct wk_gram_b *b, const struct wk_gx *const *xs,
 		}
 	}
 	P.cap = 2 * LEN_MAX_STATES;
-	P.tup = cm_calloc((size_t)LEN_MAX_STATES * (k + 1), sizeof(uint32_t));
+	P.tup = cm_calloc((size_t)LEN_MAX_STATES * (k + 2), sizeof(uint32_t));
 	P.rule = cm_calloc(LEN_MAX_STATES, sizeof(uint32_t));
 	P.slot = cm_calloc(P.cap, sizeof(uint32_t));
 	if (!P.tup || !P.rule || !P.slot) {
 		st = cm_fail(err, err_len, CM_ENOMEM, "%s", "out of memory");
 		goto out;
 	}
-	uint32_t start[PROD_MAX + 1];
+	uint32_t start[PROD_MAX + 2];
 	for (size_t i = 0; i < k; i++)
 		start[i] = P.g[i].n;
 	start[k] = 0;
+	start[k + 1] = 0;
 	uint32_t root = state_rule(&P, start);
 	for (uint32_t si = 0; root != UINT32_MAX && si < P.n_states; si++)
 		if (emit(&P, si))

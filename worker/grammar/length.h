@@ -32,6 +32,13 @@ enum cm_status wk_gx_product(struct wk_gram_b *b, const struct wk_gx *const *xs,
 			     uint32_t lo, uint32_t hi, wk_regex_class_fn atom, void *ctx,
 			     struct wk_gx **out, char *err, size_t err_len) CM_WUR;
 
+/* As wk_gx_product, and with mod > 0 the decimal digits the strings
+ * contain, read as one number, are a multiple of mod (integers'
+ * multipleOf; other characters such as a sign leave it alone). */
+enum cm_status wk_gx_product_mod(struct wk_gram_b *b, const struct wk_gx *const *xs, size_t k,
+				 uint32_t lo, uint32_t hi, uint32_t mod, wk_regex_class_fn atom,
+				 void *ctx, struct wk_gx **out, char *err, size_t err_len) CM_WUR;
+
 /* A pattern of every string but names[0..n) (plain classes), or NULL. */
 struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n);
 

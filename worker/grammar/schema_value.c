@@ -529,8 +529,9 @@ static struct wk_gx *number_body(struct sc *c, const json_t *s, int is_int, int 
  * multipleOf: for integers, any 10^-d (and so 1) says nothing; for numbers,
  * 10^-d means at most d fraction digits that are not zeros (decimal, as
  * validators read "10.99" with multipleOf 0.01), written without exponent:
- * the number's grammar in product with that pattern.  Other steps are
- * refused.
+ * the number's grammar in product with that pattern; an integer step k
+ * (up to 1000): integers whose digits, read modulo k, end at 0 (numbers
+ * are then written as integers).  Other steps are refused.
  */
 struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 {
@@ -543,6 +544,22 @@ struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 	int d = decimal_step(m);
 	if (is_int && (d >= 0 || m == 1))
 		return number_body(c, s, is_int, 1);
+	if (d < 0 && m == floor(m) && m <= 1000) {
+		/* an integer step k: integers (numbers written as integers)
+		 * whose digits read modulo k end at 0 */
+		struct wk_gx *body = number_body(c, s, is_int, 0), *rx = NULL, *out = NULL;
+		char e[256];
+		static const char int_re[] = "^-?(0|[1-9][0-9]*)$";
+		if (!body)
+			return NULL;
+		enum cm_status st = wk_regex_compile(c->b, int_re, strlen(int_re), plain_class, NULL, &rx, e, sizeof(e));
+		if (st == CM_OK)
+			st = wk_gx_product_mod(c->b, (const struct wk_gx *const[]){ body, rx }, 2, 0, WK_GRAM_INF,
+					       (uint32_t)m, plain_class, NULL, &out, e, sizeof(e));
+		if (st != CM_OK)
+			return wk_schema_fail(c, st == CM_ELIMIT ? CM_EUNSUPPORTED : st, "%s", e);
+		return out;
+	}
 	if (d < 0)
 		return wk_schema_fail(c, CM_EUNSUPPORTED, "%s", "unsupported keyword 'multipleOf'");
 	struct wk_gx *body = number_body(c, s, is_int, 0), *rx = NULL, *out = NULL;

@@ -474,6 +474,24 @@ static void test_rewrites_and_products(void **state)
 	assert_false(matches(f.m, "-0.01"));
 	assert_false(matches(f.m, "1e2"));
 	fx_free(&f);
+	/* an integer step: the digits read modulo it end at 0 */
+	assert_int_equal(schema(&f, "{\"type\":\"integer\",\"multipleOf\":7}"), CM_OK);
+	assert_true(matches(f.m, "0"));
+	assert_true(matches(f.m, "14"));
+	assert_true(matches(f.m, "-21"));
+	assert_true(matches(f.m, "700"));
+	assert_false(matches(f.m, "15"));
+	assert_false(matches(f.m, "-1"));
+	fx_free(&f);
+	assert_int_equal(schema(&f, "{\"type\":\"number\",\"minimum\":10,\"maximum\":40,\"multipleOf\":12}"), CM_OK);
+	for (int v = -50; v <= 100; v++) {
+		char t[16];
+		snprintf(t, sizeof(t), "%d", v);
+		if (matches(f.m, t) != (v >= 10 && v <= 40 && v % 12 == 0))
+			fail_msg("multipleOf 12 in [10, 40]: %d", v);
+	}
+	assert_false(matches(f.m, "24.5"));
+	fx_free(&f);
 	assert_int_equal(schema(&f, "{\"type\":\"number\",\"multipleOf\":0.3}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "multipleOf"));
 	/* an overlap that cannot be narrowed is refused, never approximated */
