@@ -424,6 +424,82 @@ static struct wk_gx *rx_alt(struct rx *r, int top)
 	}
 }
 
+/* The index after the group or class opening at i (its closing bracket
+ * + 1), n when unbalanced; escapes and classes are skipped. */
+static size_t group_end(const uint32_t *cp, size_t n, size_t i)
+{
+	int depth = 0;
+	for (; i < n; i++) {
+		if (cp[i] == '\\') {
+			i++;
+			continue;
+		}
+		if (cp[i] == '[') {
+			for (i++; i < n && cp[i] != ']'; i++)
+				if (cp[i] == '\\')
+					i++;
+			continue;
+		}
+		if (cp[i] == '(')
+			depth++;
+		else if (cp[i] == ')' && --depth == 0)
+			return i + 1;
+	}
+	return n;
+}
+
+/*
+ * Top-level alternatives written as one group each, "(^a$)|(?:^b)", are
+ * the same pattern without the groups: "^a$|^b".  Unwrapped (recursively)
+ * so that anchors at the start and end of an alternative are seen as the
+ * anchors they are.  Lookarounds are left alone.  Returns the new length.
+ */
+static size_t unwrap_alts(const uint32_t *cp, size_t n, uint32_t *out, int depth)
+{
+	size_t o = 0, s = 0;
+	while (s <= n) {
+		size_t e = s;
+		while (e < n && cp[e] != '|') {
+			if (cp[e] == '(' || cp[e] == '[') {
+				size_t g = cp[e] == '(' ? group_end(cp, n, e) : e;
+				if (cp[e] == '[') {
+					for (g = e + 1; g < n && cp[g] != ']'; g++)
+						if (cp[g] == '\\')
+							g++;
+					g++;
+				}
+				e = g;
+				continue;
+			}
+			e += cp[e] == '\\' ? 2 : 1;
+		}
+		if (e > n)
+			e = n;
+		size_t skip = 0;
+		if (depth < 8 && e - s >= 2 && cp[s] == '(' && group_end(cp, n, s) == e) {
+			if (e - s >= 3 && cp[s + 1] == '?' && cp[s + 2] == ':')
+				skip = 3;
+			else if (e - s >= 3 && cp[s + 1] == '?' && cp[s + 2] == '<' &&
+				 !(e - s >= 4 && (cp[s + 3] == '=' || cp[s + 3] == '!'))) {
+				size_t k = s + 3;
+				while (k < e && cp[k] != '>')
+					k++;
+				skip = k < e ? k + 1 - s : 0;
+			} else if (cp[s + 1] != '?')
+				skip = 1;
+		}
+		if (o)
+			out[o++] = '|';
+		if (skip)
+			o += unwrap_alts(cp + s + skip, e - 1 - (s + skip), out + o, depth + 1);
+		else
+			for (size_t i = s; i < e; i++)
+				out[o++] = cp[i];
+		s = e + 1;
+	}
+	return o;
+}
+
 enum cm_status wk_regex_compile(struct wk_gram_b *b, const char *re, size_t len,
 				wk_regex_class_fn cls, void *ctx, struct wk_gx **out, char *err,
 				size_t err_len)
@@ -445,6 +521,16 @@ enum cm_status wk_regex_compile(struct wk_gram_b *b, const char *re, size_t len,
 		cp[n++] = c;
 		i += (size_t)k;
 	}
+	/* unwrapping removes characters only (and adds no more '|' than it
+	 * removes groups' parentheses): it fits in place of a copy */
+	uint32_t *uw = cm_malloc((2 * n + 1) * sizeof(uint32_t));
+	if (!uw) {
+		cm_free(cp);
+		return cm_fail(err, err_len, CM_ENOMEM, "out of memory");
+	}
+	n = unwrap_alts(cp, n, uw, 0);
+	cm_free(cp);
+	cp = uw;
 	struct rx r = { .b = b, .cp = cp, .n = n, .cls = cls, .ctx = ctx, .err = err,
 			.err_len = err_len, .st = CM_OK };
 	struct wk_gx *x = rx_alt(&r, 1);

@@ -474,6 +474,23 @@ static void test_rewrites_and_products(void **state)
 	assert_false(matches(f.m, "-0.01"));
 	assert_false(matches(f.m, "1e2"));
 	fx_free(&f);
+	/* alternatives written as groups keep their anchors */
+	assert_int_equal(schema(&f, "{\"type\":\"string\",\"pattern\":\"(^a$)|(?:^b)|(c$)\"}"), CM_OK);
+	assert_true(matches(f.m, "\"a\""));
+	assert_true(matches(f.m, "\"bxx\""));
+	assert_true(matches(f.m, "\"xxc\""));
+	assert_false(matches(f.m, "\"xa\""));
+	assert_false(matches(f.m, "\"xb\""));
+	assert_false(matches(f.m, "\"cx\""));
+	fx_free(&f);
+	/* ipv6: hexadecimal groups */
+	assert_int_equal(schema(&f, "{\"type\":\"string\",\"format\":\"ipv6\"}"), CM_OK);
+	assert_true(matches(f.m, "\"::1\""));
+	assert_true(matches(f.m, "\"fe80::1:2\""));
+	assert_true(matches(f.m, "\"1:2:3:4:5:6:7:8\""));
+	assert_false(matches(f.m, "\"1:2:3:4:5:6:7:8:9\""));
+	assert_false(matches(f.m, "\"1::2::3\""));
+	fx_free(&f);
 	/* an integer step: the digits read modulo it end at 0 */
 	assert_int_equal(schema(&f, "{\"type\":\"integer\",\"multipleOf\":7}"), CM_OK);
 	assert_true(matches(f.m, "0"));
