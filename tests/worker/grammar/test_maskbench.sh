@@ -3,7 +3,8 @@
 # schema (../shared/testdata/maskbench) with the deepseek-llm vocabulary:
 # no invalid instance may be accepted (a correctness bug, not a coverage
 # gap), the mask must agree with the matcher token by token, and at least
-# 80% of the schemas must pass.  Skips (77) when ../shared is absent.
+# 93% of the schemas must pass (the full run passes 95%).  Skips (77) when
+# ../shared is absent.
 # The full run with timings is bench/maskbench.sh.
 set -euo pipefail
 src=${SLUICE_SOURCE_DIR:?}
@@ -25,5 +26,5 @@ import json, sys
 s = json.loads(sys.argv[1])
 assert s["invalid_accepted"] == 0, f"{s['invalid_accepted']} invalid instances accepted"
 assert s["inconsistent"] == 0, f"mask and matcher disagree {s['inconsistent']} times"
-assert s["passing"] >= 0.80 * s["schemas"], f"only {s['passing']} of {s['schemas']} schemas pass"
+assert s["passing"] >= 0.93 * s["schemas"], f"only {s['passing']} of {s['schemas']} schemas pass"
 PY
