@@ -197,6 +197,35 @@ int gwt_start_redis(void)
 	return h_redis_start(&gwt_redis, gwt_redis_sock, gwt_dir, DEADLINE_MS);
 }
 
+char *gwt_run_clients(const char *folder, const char *env, const char *model, int *status)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR"), *build = getenv("SLUICE_BUILD_DIR");
+	char cmd[4096], dir[1024];
+	char *out;
+	int st;
+
+	if (!src || !build || system("command -v node >/dev/null && command -v npm >/dev/null") != 0)
+		skip();
+	snprintf(dir, sizeof(dir), "%s/%s", build, folder);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s' && cp '%s/tests/clients/package.json' '%s/tests/clients/package-lock.json' "
+		 "'%s/tests/clients/compat.mjs' '%s'/ && "
+		 "cd '%s' && npm ci --no-audit --no-fund --loglevel=error 2>&1", dir, src, src, src, dir, dir);
+	out = h_run_capture(cmd, &st);
+	if (st != 0)
+		fprintf(stderr, "npm install failed:\n%s\n", out ? out : "");
+	free(out);
+	assert_int_equal(st, 0);
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && %s SLUICE_URL=https://127.0.0.1:%d SLUICE_KEY=%s SLUICE_MODEL=%s "
+		 "NODE_EXTRA_CA_CERTS=%s timeout 180 node compat.mjs 2>&1",
+		 dir, env, gwt_port, gwt_key_a, model, gwt_cert);
+	out = h_run_capture(cmd, status);
+	assert_non_null(out);
+	fprintf(stderr, "%s", out);
+	return out;
+}
+
 int gwt_setup(void **state)
 {
 	char cmd[2048], path[700];

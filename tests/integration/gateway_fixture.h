@@ -45,6 +45,14 @@ int gwt_wait_port_line(void);
 int gwt_wait_ready(void);
 void gwt_assert_served(void);
 int gwt_start_redis(void);
+/*
+ * The official npm clients (tests/clients/) installed with `npm ci` from
+ * the committed lock file into <build>/<folder>, then `node compat.mjs`
+ * run there with `env` (extra VAR=value words) against this stack as key
+ * A: its output (malloc'd; the caller asserts on it).  Skips the test when
+ * node or npm is absent.
+ */
+char *gwt_run_clients(const char *folder, const char *env, const char *model, int *status);
 int gwt_setup(void **state);
 int gwt_teardown(void **state);
 

@@ -372,31 +372,11 @@ static void test_logprobs(void **state)
  */
 static void test_official_clients(void **state)
 {
-	const char *src = getenv("SLUICE_SOURCE_DIR"), *build = getenv("SLUICE_BUILD_DIR");
-	char cmd[4096], dir[1024];
-	char *out;
 	int st;
+	char *out;
 
 	(void)state;
-	if (!src || !build || system("command -v node >/dev/null && command -v npm >/dev/null") != 0)
-		skip();
-	snprintf(dir, sizeof(dir), "%s/clients-structured", build);
-	snprintf(cmd, sizeof(cmd),
-		 "mkdir -p '%s' && cp '%s/tests/clients/package.json' '%s/tests/clients/package-lock.json' "
-		 "'%s/tests/clients/compat.mjs' '%s'/ && "
-		 "cd '%s' && npm ci --no-audit --no-fund --loglevel=error 2>&1", dir, src, src, src, dir, dir);
-	out = h_run_capture(cmd, &st);
-	if (st != 0)
-		fprintf(stderr, "npm install failed:\n%s\n", out ? out : "");
-	free(out);
-	assert_int_equal(st, 0);
-	snprintf(cmd, sizeof(cmd),
-		 "cd '%s' && SLUICE_ONLY=structured SLUICE_URL=https://127.0.0.1:%d SLUICE_KEY=%s "
-		 "SLUICE_MODEL=%s NODE_EXTRA_CA_CERTS=%s timeout 180 node compat.mjs 2>&1",
-		 dir, gwt_port, gwt_key_a, model_name, gwt_cert);
-	out = h_run_capture(cmd, &st);
-	assert_non_null(out);
-	fprintf(stderr, "%s", out);
+	out = gwt_run_clients("clients-structured", "SLUICE_ONLY=structured", model_name, &st);
 	assert_int_equal(st, 0);
 	assert_non_null(strstr(out, "ok structured: openai json_schema strict"));
 	assert_non_null(strstr(out, "all scenarios passed"));
