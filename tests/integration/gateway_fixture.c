@@ -277,8 +277,12 @@ int gwt_setup(void **state)
 		"   \"messages\": 8, \"stop_strings\": 4},"
 		" \"timeouts\": {\"header_ms\": 1500, \"body_ms\": 1500},"
 		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"%s\"}],"
-		" \"max_inflight_per_worker\": 1, \"ping_interval_ms\": 500,"
-		" \"stats_timeout_ms\": 3000,"
+		/* the tests pause the worker (SIGSTOP) while they queue requests:
+		 * with 64 curl processes starting on a loaded 2-core machine that
+		 * can take seconds, and a worker that misses three PINGs or its
+		 * STATS is not ready (new requests then fail instead of queueing) */
+		" \"max_inflight_per_worker\": 1, \"ping_interval_ms\": 2000,"
+		" \"stats_timeout_ms\": 20000,"
 		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
 		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
 		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_model_name, gwt_redis_sock);
