@@ -400,11 +400,12 @@ static int moves(struct prod *P, const uint32_t *from, uint32_t *to, size_t i, c
 		uint32_t c = from[P->k];
 		to[P->k] = P->hi == WK_GRAM_INF && c + 1 > P->lo ? P->lo : c + 1;
 		to[P->k + 1] = from[P->k + 1];
+		uint32_t other[2 * 64 + 4]; /* r may point here below: same scope */
 		if (P->mod) {
 			/* each digit moves the remainder its own way; the rest
 			 * (a sign) leaves it */
 			static const uint32_t digit[2] = { '0', '9' };
-			uint32_t dr[2 * 10 + 2], other[2 * 64 + 4], nd = meet(r, nr, digit, 1, dr), no = 0;
+			uint32_t dr[2 * 10 + 2], nd = meet(r, nr, digit, 1, dr), no = 0;
 			for (uint32_t q = 0; q < nr && no < 64; q++) {
 				uint32_t a = r[2 * q], z = r[2 * q + 1];
 				if (a < '0')
