@@ -367,11 +367,16 @@ static struct wk_gx *rx_seq(struct rx *r, int top, int *anchor_start, int *ancho
 		struct wk_gx *a = rx_atom(r, top, anchor_end);
 		if (!a)
 			return NULL;
-		for (;;) {
+		/* one quantifier per atom, as ECMAScript has it ("a**", "a{2}+"
+		 * and "e???" are syntax errors there): stacked ones would also
+		 * nest repetitions whose ambiguity costs the matcher
+		 * exponential work (fuzz_schema: 10 s for one mask) */
+		for (int nq = 0;; nq++) {
 			uint32_t min = 1, max = 1;
 			if (r->i >= r->n)
 				break;
 			uint32_t q = r->cp[r->i];
+			size_t at = r->i;
 			if (q == '*')
 				min = 0, max = WK_GRAM_INF, r->i++;
 			else if (q == '+')
@@ -382,6 +387,10 @@ static struct wk_gx *rx_seq(struct rx *r, int top, int *anchor_start, int *ancho
 				;
 			else
 				break;
+			if (nq) {
+				r->i = at;
+				return rx_fail(r, "nothing to repeat: a quantifier after a quantifier");
+			}
 			if ((min > REGEX_MAX_REPEAT) || (max != WK_GRAM_INF && max > REGEX_MAX_REPEAT))
 				return rx_fail(r, "repetition count too large");
 			if (max < min)

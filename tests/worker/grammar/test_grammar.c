@@ -511,6 +511,14 @@ static void test_rewrites_and_products(void **state)
 	fx_free(&f);
 	assert_int_equal(schema(&f, "{\"type\":\"number\",\"multipleOf\":0.3}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "multipleOf"));
+	/* one quantifier per atom (ECMAScript's rule; stacked ones cost the
+	 * matcher exponential work): "e??" is lazy, "e???" an error */
+	assert_int_equal(schema(&f, "{\"type\":\"string\",\"pattern\":\"^e??x$\"}"), CM_OK);
+	assert_true(matches(f.m, "\"x\""));
+	fx_free(&f);
+	assert_int_not_equal(schema(&f, "{\"type\":\"string\",\"pattern\":\"^e???x$\"}"), CM_OK);
+	assert_non_null(strstr(f.err, "quantifier after a quantifier"));
+	assert_int_not_equal(schema(&f, "{\"type\":\"string\",\"pattern\":\"a+{2}\"}"), CM_OK);
 	/* an overlap that cannot be narrowed is refused, never approximated */
 	assert_int_equal(schema(&f, "{\"oneOf\":[{\"type\":\"string\",\"pattern\":\"a\"},{\"type\":\"string\"}]}"), CM_EUNSUPPORTED);
 	assert_non_null(strstr(f.err, "oneOf"));
