@@ -160,6 +160,9 @@ enum cm_status wk_gen_accept_prompt(struct wk_gen *g, const int32_t *toks, uint3
 	return CM_OK;
 }
 
+#define ERR_ROOM "constraint: the matcher ran out of room (worker.grammar_max_states); " \
+		 "the output so far is incomplete"
+
 /* The constrained draw: greedy without logprobs takes its argmax when the
  * grammar allows it (the masked argmax is then the same token), anything
  * else samples from the masked distribution. */
@@ -177,8 +180,7 @@ static enum cm_status sample_constrained(struct wk_gen *g, struct wk_sampler_ws 
 		return CM_OK;
 	st = wk_mask_fill(g->mask, g->state, g->bits);
 	if (st != CM_OK) {
-		g->err = "constraint: the matcher ran out of room (worker.grammar_max_states); "
-			 "the output so far is incomplete";
+		g->err = ERR_ROOM;
 		return st;
 	}
 	g->n_masks++;
@@ -205,8 +207,7 @@ int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *l
 			return -1;
 		next = wk_mask_advance(g->mask, g->state, (int32_t)s.token);
 		if (next < 0) {
-			g->err = "constraint: the matcher ran out of room (worker.grammar_max_states); "
-				 "the output so far is incomplete";
+			g->err = ERR_ROOM;
 			return -1;
 		}
 		g->state = next;

@@ -882,7 +882,7 @@ enum cm_status wk_sampler_top(const struct wk_sampler *s, const struct wk_sample
 {
 	const float *w = ws->w;
 	double temp = s->p.temperature == 0.0f ? 1.0 : s->p.temperature, lz;
-	uint32_t n = 0;
+	uint32_t n;
 	float max;
 
 	*n_out = 0;
@@ -891,17 +891,14 @@ enum cm_status wk_sampler_top(const struct wk_sampler *s, const struct wk_sample
 	max = max_of(w, s->n_vocab);
 	if (max == -INFINITY)
 		return CM_EINVAL;
-	/* insertion into the k best so far, by (logit desc, id asc) */
-	for (uint32_t t = 0; t < s->n_vocab; t++) {
-		uint32_t i;
-
-		if (w[t] == -INFINITY || (n == k && !better(w, t, ids[n - 1])))
-			continue;
-		i = n < k ? n++ : n - 1;
-		for (; i > 0 && better(w, t, ids[i - 1]); i--)
-			ids[i] = ids[i - 1];
-		ids[i] = t;
-	}
+	/* the k best by (logit desc, id asc), as top-k selects them; the
+	 * tokens a mask removed (-inf, last when sorted) are not among them */
+	n = k < s->n_vocab ? k : s->n_vocab;
+	if (n > SEL_HEAP_MAX)
+		n = SEL_HEAP_MAX;
+	select_heap(w, NULL, s->n_vocab, n, ids);
+	while (n > 0 && w[ids[n - 1]] == -INFINITY)
+		n--;
 	lz = log_partition(w, s->n_vocab, max, temp);
 	for (uint32_t i = 0; i < n; i++)
 		lps[i] = (float)(((double)w[ids[i]] - (double)max) / temp - lz);

@@ -130,6 +130,45 @@ static void test_greedy(void **state)
 	wk_sampler_ws_free(ws);
 }
 
+/* The mask removes tokens before anything else; the alternatives are the
+ * k best of what is left, best first, ties to the lower id, never a
+ * removed token, with the draw's logprobs. */
+static void test_mask_and_alternatives(void **state)
+{
+	struct wk_sampler_params p = plain();
+	struct wk_sampler *s;
+	struct wk_sampler_ws *ws = wk_sampler_ws_new(5);
+	const float l[5] = { 1.0f, 3.0f, 2.0f, 3.0f, -1.0f };
+	const uint32_t allow = (1u << 0) | (1u << 2) | (1u << 3); /* 1 and 4 removed */
+	uint32_t ids[4];
+	float lps[4];
+	uint32_t n;
+	struct wk_sample o;
+	double z = exp(1.0 - 3.0) + exp(2.0 - 3.0) + exp(0.0);
+
+	(void)state;
+	p.temperature = 0.0f;
+	s = mk(&p, 5);
+	assert_int_equal(wk_sampler_sample_masked(s, ws, l, 5, &allow, &o), CM_OK);
+	assert_int_equal(o.token, 3);
+	assert_float_equal(o.logprob, -log(z), 1e-6);
+	assert_int_equal(wk_sampler_top(s, ws, 4, ids, lps, &n), CM_OK);
+	assert_int_equal(n, 3); /* only three allowed */
+	assert_int_equal(ids[0], 3);
+	assert_int_equal(ids[1], 2);
+	assert_int_equal(ids[2], 0);
+	assert_float_equal(lps[0], -log(z), 1e-6);
+	assert_float_equal(lps[2], (1.0 - 3.0) - log(z), 1e-6);
+	/* without a mask: the tie 1 vs 3 goes to the lower id */
+	assert_int_equal(wk_sampler_sample(s, ws, l, 5, &o), CM_OK);
+	assert_int_equal(wk_sampler_top(s, ws, 2, ids, lps, &n), CM_OK);
+	assert_int_equal(n, 2);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(ids[1], 3);
+	wk_sampler_free(s);
+	wk_sampler_ws_free(ws);
+}
+
 static void test_top_k(void **state)
 {
 	struct wk_sampler_params p = plain();
@@ -685,6 +724,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exp),
 		cmocka_unit_test(test_greedy),
+		cmocka_unit_test(test_mask_and_alternatives),
 		cmocka_unit_test(test_top_k),
 		cmocka_unit_test(test_top_p),
 		cmocka_unit_test(test_min_p),
