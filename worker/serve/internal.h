@@ -46,7 +46,6 @@ struct wk_serve_req {
 	uint8_t klass;
 	struct wk_gentry *gent;           /* the compiled constraint (NULL: none) */
 	int64_t constraint_ns;            /* its compile time (0: cached, none) */
-	uint8_t top_logprobs;             /* alternatives per TOKEN */
 	uint8_t logprobs;                 /* F_LOGPROBS: pieces in TOKEN */
 };
 

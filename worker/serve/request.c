@@ -82,7 +82,8 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 	t.text.len = (uint32_t)len;
 	if (r->logprobs)
 		t.piece = piece_of(s, tok);
-	if (r->top_logprobs) {
+	{
+		/* the alternatives the generation kept (none unless asked) */
 		const uint32_t *ids;
 		const float *lps;
 		uint32_t n = wk_gen_top(r->gen, &ids, &lps);
@@ -93,7 +94,7 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 			top[i].piece = piece_of(s, (int32_t)ids[i]);
 		}
 		t.n_top = (uint8_t)(n < PROTO_TOP_LOGPROBS_MAX ? n : PROTO_TOP_LOGPROBS_MAX);
-		t.top = top;
+		t.top = t.n_top ? top : NULL;
 	}
 	m.u.tokens.n = 1;
 	m.u.tokens.tok = &t;
@@ -462,7 +463,6 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 	}
 	gp.exact_logprobs = (m->flags & PROTO_SUBMIT_F_LOGPROBS) != 0;
 	gp.top_logprobs = sb->top_logprobs;
-	r->top_logprobs = sb->top_logprobs;
 	r->logprobs = (m->flags & PROTO_SUBMIT_F_LOGPROBS) != 0;
 	st = wk_gen_new(s->model, &gp, &r->gen, err, sizeof(err));
 	if (st == CM_ENOMEM)
