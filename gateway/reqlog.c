@@ -63,10 +63,7 @@ void gw_reqlog_write(const struct gw_reqlog *l)
 		cm_log_u64(&r, "n_stop", l->api->n_stop);
 		cm_log_bool(&r, "stream", l->api->stream);
 		if (l->api->constraint_kind)
-			cm_log_str(&r, "constraint",
-				   l->api->constraint_kind == PROTO_CONSTRAINT_JSON_OBJECT ? "json_object"
-				   : l->api->constraint_kind == PROTO_CONSTRAINT_JSON_SCHEMA ? "json_schema"
-											       : "grammar");
+			cm_log_str(&r, "constraint", proto_constraint_str(l->api->constraint_kind));
 		if (l->api->logprobs)
 			cm_log_u64(&r, "top_logprobs", l->api->top_logprobs);
 	}

@@ -73,6 +73,19 @@ const char *proto_type_str(enum proto_type t)
 	return "unknown";
 }
 
+const char *proto_constraint_str(uint8_t kind)
+{
+	switch (kind) {
+	case PROTO_CONSTRAINT_JSON_OBJECT:
+		return "json_object";
+	case PROTO_CONSTRAINT_JSON_SCHEMA:
+		return "json_schema";
+	case PROTO_CONSTRAINT_GRAMMAR:
+		return "grammar";
+	}
+	return "none";
+}
+
 /* ---- chat roles ---- */
 
 const char *const proto_role_names[PROTO_ROLE_COUNT] = {

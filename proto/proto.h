@@ -80,6 +80,8 @@ enum proto_error {
 
 const char *proto_error_str(enum proto_error e);
 const char *proto_type_str(enum proto_type t);
+/* "json_object", "json_schema", "grammar" ("none" for 0): logs and metrics. */
+const char *proto_constraint_str(uint8_t kind);
 
 /* A borrowed byte string (UTF-8 validated for str fields). */
 struct proto_str {

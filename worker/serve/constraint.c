@@ -10,7 +10,6 @@
  */
 #include "worker/serve/internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -91,15 +90,10 @@ enum cm_status wk_serve_constraint_get(struct wk_server *s, uint64_t id,
 	st = wk_gcache_get(s->gcache, gkind_of(sb->constraint_kind),
 			   sb->constraint.ptr ? sb->constraint.ptr : "", sb->constraint.len, out,
 			   compile_ns, err, err_len);
-	if (st == CM_ELIMIT && !err[0])
-		snprintf(err, err_len, "constraint: every one of the %lld compiled constraints is in "
-			 "use (worker.grammar_cache_entries); retry later",
-			 (long long)s->cfg->grammar_cache_entries);
 	/* no text of the schema in the log: its kind, size and cost only */
 	cm_log_begin(&lr, st == CM_OK ? CM_LOG_DEBUG : CM_LOG_INFO, "constraint");
 	cm_log_u64(&lr, "request_id", id);
-	cm_log_str(&lr, "kind", sb->constraint_kind == PROTO_CONSTRAINT_JSON_OBJECT ? "json_object"
-		   : sb->constraint_kind == PROTO_CONSTRAINT_JSON_SCHEMA ? "json_schema" : "grammar");
+	cm_log_str(&lr, "kind", proto_constraint_str(sb->constraint_kind));
 	cm_log_u64(&lr, "bytes", sb->constraint.len);
 	cm_log_bool(&lr, "cached", st == CM_OK && *compile_ns == 0);
 	cm_log_i64(&lr, "compile_ns", *compile_ns);
