@@ -657,91 +657,23 @@ out:
 
 /* ---- do two patterns share a string? -------------------------------------- */
 
-static int atoms_meet(const struct pos *a, const struct pos *b)
+int wk_gx_disjoint(struct wk_gram_b *b, const struct wk_gx *x, const struct wk_gx *y)
 {
-	uint32_t ra[2] = { a->lo, a->hi }, rb[2] = { b->lo, b->hi };
-	const uint32_t *x = a->cls ? a->cls->u.ranges : ra, *y = b->cls ? b->cls->u.ranges : rb;
-	uint32_t nx = a->cls ? a->cls->n : 1, ny = b->cls ? b->cls->n : 1, i = 0, j = 0;
-	while (i < nx && j < ny) {
-		if (x[2 * i + 1] < y[2 * j])
-			i++;
-		else if (y[2 * j + 1] < x[2 * i])
-			j++;
-		else
-			return 1;
-	}
-	return 0;
-}
+	struct wk_gx *both = NULL;
+	struct wk_gram *g = NULL;
+	char err[160];
+	uint32_t root;
+	enum cm_status st;
 
-static int is_last(const struct frag *f, uint32_t p)
-{
-	for (uint32_t i = 0; i < f->last.n; i++)
-		if (f->last.v[i] == p)
-			return 1;
-	return 0;
-}
-
-int wk_gx_disjoint(const struct wk_gx *x, const struct wk_gx *y)
-{
-	struct gl g[2];
-	struct frag f[2];
-	uint8_t *seen = NULL;
-	uint32_t *queue = NULL, nq = 0;
-	int rc = -1;
-
-	memset(g, 0, sizeof(g));
-	memset(f, 0, sizeof(f));
-	if (inst(&g[0], x, &f[0], 0) || g[0].bad || inst(&g[1], y, &f[1], 0) || g[1].bad)
-		goto out;
-	if (f[0].none || f[1].none) {
-		rc = 1;
-		goto out;
-	}
-	uint32_t w = g[1].n + 1; /* state (p, q) = p w + q; position n: the start */
-	uint64_t cells = (uint64_t)(g[0].n + 1) * w;
-	if (cells > (64u << 20))
-		goto out;
-	seen = cm_calloc((size_t)(cells + 7) / 8, 1);
-	queue = cm_calloc(LEN_MAX_STATES, sizeof(uint32_t));
-	if (!seen || !queue)
-		goto out;
-	uint32_t s0 = g[0].n * w + g[1].n;
-	seen[s0 / 8] |= (uint8_t)(1u << (s0 % 8));
-	queue[nq++] = s0;
-	rc = 1;
-	for (uint32_t qi = 0; qi < nq; qi++) {
-		uint32_t p = queue[qi] / w, q = queue[qi] % w;
-		int fin0 = p == g[0].n ? f[0].nullable : is_last(&f[0], p);
-		int fin1 = q == g[1].n ? f[1].nullable : is_last(&f[1], q);
-		if (fin0 && fin1) {
-			rc = 0;
-			break;
-		}
-		const struct ilist *n0 = p == g[0].n ? &f[0].first : &g[0].p[p].follow;
-		const struct ilist *n1 = q == g[1].n ? &f[1].first : &g[1].p[q].follow;
-		for (uint32_t i = 0; i < n0->n && rc; i++)
-			for (uint32_t j = 0; j < n1->n; j++) {
-				uint32_t a = n0->v[i], b = n1->v[j], s = a * w + b;
-				if (seen[s / 8] & (1u << (s % 8)) || !atoms_meet(&g[0].p[a], &g[1].p[b]))
-					continue;
-				if (nq == LEN_MAX_STATES) {
-					rc = -1;
-					break;
-				}
-				seen[s / 8] |= (uint8_t)(1u << (s % 8));
-				queue[nq++] = s;
-			}
-		if (rc < 0)
-			break;
-	}
-out:
-	for (int k = 0; k < 2; k++) {
-		frag_free(&f[k]);
-		for (uint32_t i = 0; i < g[k].n; i++)
-			il_free(&g[k].p[i].follow);
-		cm_free(g[k].p);
-	}
-	cm_free(seen);
-	cm_free(queue);
-	return rc;
+	/* their product, as a grammar: empty exactly when no string is in both */
+	st = wk_gx_product(b, (const struct wk_gx *const[]){ x, y }, 2, 0, WK_GRAM_INF,
+			   wk_regex_plain_class, NULL, &both, err, sizeof(err));
+	if (st != CM_OK || (root = wk_gram_rule(b, "both", 1)) == UINT32_MAX)
+		return -1;
+	wk_gram_set_body(b, root, both);
+	st = wk_gram_build(b, root, &g, err, sizeof(err));
+	wk_gram_free(g);
+	if (st == CM_OK)
+		return 0;
+	return st == CM_EINVAL && strstr(err, "unsatisfiable") ? 1 : -1;
 }

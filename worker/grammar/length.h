@@ -43,7 +43,8 @@ enum cm_status wk_gx_product_mod(struct wk_gram_b *b, const struct wk_gx *const 
 struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n);
 
 /* 1 when no string is in both L(x) and L(y) (patterns as for
- * wk_gx_length), 0 when one is, -1 when too large to tell. */
-int wk_gx_disjoint(const struct wk_gx *x, const struct wk_gx *y);
+ * wk_gx_length, built in b, which gains their product's rules), 0 when
+ * one is, -1 when too large to tell. */
+int wk_gx_disjoint(struct wk_gram_b *b, const struct wk_gx *x, const struct wk_gx *y);
 
 #endif

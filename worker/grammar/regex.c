@@ -433,6 +433,13 @@ static struct wk_gx *rx_alt(struct rx *r, int top)
 	}
 }
 
+struct wk_gx *wk_regex_plain_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges,
+				   size_t n, int negated)
+{
+	(void)ctx;
+	return wk_gx_class(b, ranges, n, negated);
+}
+
 /* The index after the group or class opening at i (its closing bracket
  * + 1), n when unbalanced; escapes and classes are skipped. */
 static size_t group_end(const uint32_t *cp, size_t n, size_t i)

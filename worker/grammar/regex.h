@@ -29,6 +29,11 @@
 typedef struct wk_gx *(*wk_regex_class_fn)(void *ctx, struct wk_gram_b *b, const uint32_t *ranges,
 					   size_t n, int negated);
 
+/* A wk_regex_class_fn making plain classes of code points (wk_gx_class):
+ * patterns that are matched, intersected or measured, not written as JSON. */
+struct wk_gx *wk_regex_plain_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges,
+				   size_t n, int negated);
+
 enum cm_status wk_regex_compile(struct wk_gram_b *b, const char *re, size_t len,
 				wk_regex_class_fn cls, void *ctx, struct wk_gx **out, char *err,
 				size_t err_len) CM_WUR;

@@ -55,12 +55,6 @@ static int equal(const json_t *a, const json_t *b)
 	return json_equal((json_t *)a, (json_t *)b);
 }
 
-static struct wk_gx *raw_class(void *ctx, struct wk_gram_b *b, const uint32_t *r, size_t n, int neg)
-{
-	(void)ctx;
-	return wk_gx_class(b, r, n, neg);
-}
-
 /* 1 when the ECMAScript pattern finds a match in s, 0 when not, -1 unknown. */
 int wk_schema_pattern_matches(const char *re, const char *s, size_t len)
 {
@@ -73,7 +67,7 @@ int wk_schema_pattern_matches(const char *re, const char *s, size_t len)
 	if (!b)
 		return -1;
 	uint32_t root = wk_gram_rule(b, "root", 1);
-	if (wk_regex_compile(b, re, strlen(re), raw_class, NULL, &x, err, sizeof(err)) != CM_OK)
+	if (wk_regex_compile(b, re, strlen(re), wk_regex_plain_class, NULL, &x, err, sizeof(err)) != CM_OK)
 		goto out;
 	wk_gram_set_body(b, root, x);
 	enum cm_status st = wk_gram_build(b, root, &g, err, sizeof(err));

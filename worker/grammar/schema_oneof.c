@@ -76,12 +76,6 @@ static int none_valid(struct sc *c, const json_t *vs, const json_t *s)
 	return 1;
 }
 
-static struct wk_gx *plain_class(void *ctx, struct wk_gram_b *b, const uint32_t *r, size_t n, int neg)
-{
-	(void)ctx;
-	return wk_gx_class(b, r, n, neg);
-}
-
 /* Strings: two patterns no string matches both. */
 static int patterns_disjoint(const json_t *a, const json_t *b)
 {
@@ -92,11 +86,11 @@ static int patterns_disjoint(const json_t *a, const json_t *b)
 	struct wk_gx *x = NULL, *y = NULL;
 	char err[128];
 	int rc = 0;
-	if (g && wk_regex_compile(g, json_string_value(pa), json_string_length(pa), plain_class, NULL,
+	if (g && wk_regex_compile(g, json_string_value(pa), json_string_length(pa), wk_regex_plain_class, NULL,
 				  &x, err, sizeof(err)) == CM_OK &&
-	    wk_regex_compile(g, json_string_value(pb), json_string_length(pb), plain_class, NULL, &y,
+	    wk_regex_compile(g, json_string_value(pb), json_string_length(pb), wk_regex_plain_class, NULL, &y,
 			     err, sizeof(err)) == CM_OK)
-		rc = wk_gx_disjoint(x, y) == 1;
+		rc = wk_gx_disjoint(g, x, y) == 1;
 	wk_gram_b_free(g);
 	return rc;
 }

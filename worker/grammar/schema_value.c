@@ -71,13 +71,6 @@ static int in_ranges(const uint32_t *r, size_t n, uint32_t c)
 }
 
 /* wk_regex_class_fn: code points written as JSON string content. */
-static struct wk_gx *plain_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
-				 int negated)
-{
-	(void)ctx;
-	return wk_gx_class(b, ranges, n, negated);
-}
-
 struct wk_gx *wk_schema_json_class(void *ctx, struct wk_gram_b *b, const uint32_t *ranges, size_t n,
 				int negated)
 {
@@ -552,10 +545,10 @@ struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 		static const char int_re[] = "^-?(0|[1-9][0-9]*)$";
 		if (!body)
 			return NULL;
-		enum cm_status st = wk_regex_compile(c->b, int_re, strlen(int_re), plain_class, NULL, &rx, e, sizeof(e));
+		enum cm_status st = wk_regex_compile(c->b, int_re, strlen(int_re), wk_regex_plain_class, NULL, &rx, e, sizeof(e));
 		if (st == CM_OK)
 			st = wk_gx_product_mod(c->b, (const struct wk_gx *const[]){ body, rx }, 2, 0, WK_GRAM_INF,
-					       (uint32_t)m, plain_class, NULL, &out, e, sizeof(e));
+					       (uint32_t)m, wk_regex_plain_class, NULL, &out, e, sizeof(e));
 		if (st != CM_OK)
 			return wk_schema_fail(c, st == CM_ELIMIT ? CM_EUNSUPPORTED : st, "%s", e);
 		return out;
@@ -567,10 +560,10 @@ struct wk_gx *wk_schema_number(struct sc *c, const json_t *s, int is_int)
 		return NULL;
 	char re[64], e[256];
 	snprintf(re, sizeof(re), "^-?(0|[1-9][0-9]*)(\\.[0-9]{0,%d}0*)?$", d);
-	enum cm_status st = wk_regex_compile(c->b, re, strlen(re), plain_class, NULL, &rx, e, sizeof(e));
+	enum cm_status st = wk_regex_compile(c->b, re, strlen(re), wk_regex_plain_class, NULL, &rx, e, sizeof(e));
 	if (st == CM_OK)
 		st = wk_gx_product(c->b, (const struct wk_gx *const[]){ body, rx }, 2, 0, WK_GRAM_INF,
-				   plain_class, NULL, &out, e, sizeof(e));
+				   wk_regex_plain_class, NULL, &out, e, sizeof(e));
 	if (st != CM_OK)
 		return wk_schema_fail(c, st == CM_ELIMIT ? CM_EUNSUPPORTED : st, "%s", e);
 	return out;
@@ -777,7 +770,7 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		size_t nraw = nre;
 		enum cm_status st = CM_OK;
 		for (size_t i = 0; i < nre && st == CM_OK; i++)
-			st = wk_regex_compile(b, re[i], strlen(re[i]), plain_class, NULL, &raw[i], e, sizeof(e));
+			st = wk_regex_compile(b, re[i], strlen(re[i]), wk_regex_plain_class, NULL, &raw[i], e, sizeof(e));
 		if (st == CM_OK && n_nots && !(raw[nraw++] = wk_gx_other_names(b, not_names, n_nots)))
 			return wk_schema_oom(c);
 		if (st == CM_OK)
@@ -808,7 +801,7 @@ struct wk_gx *wk_schema_pattern_key(struct sc *c, const char *re, const char *co
 	struct wk_gram_b *b = c->b;
 	struct wk_gx *raw[2], *body = NULL;
 	char e[256];
-	enum cm_status st = wk_regex_compile(b, re, strlen(re), plain_class, NULL, &raw[0], e, sizeof(e));
+	enum cm_status st = wk_regex_compile(b, re, strlen(re), wk_regex_plain_class, NULL, &raw[0], e, sizeof(e));
 	if (st == CM_OK && !(raw[1] = wk_gx_other_names(b, names, n)))
 		return wk_schema_oom(c);
 	if (st == CM_OK)
