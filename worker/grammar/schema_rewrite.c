@@ -200,65 +200,61 @@ static json_t *dependency(const char *d, const json_t *v)
 	return json_pack("{s[oo]}", "anyOf", absent, present);
 }
 
+/* x (stolen; NULL: nothing to add) joins the rewrites and the keywords it
+ * replaces leave the rest (a copy of s made on first use); -1 without
+ * memory. */
+static int add(json_t **all, json_t **rest, const json_t *s, json_t *x, const char *const *drop,
+	       size_t n_drop)
+{
+	if (!x)
+		return 0;
+	if ((!*all && !(*all = json_array())) || (!*rest && !(*rest = json_deep_copy(s)))) {
+		json_decref(x);
+		return -1;
+	}
+	if (json_array_append_new(*all, x)) /* frees x */
+		return -1;
+	for (size_t i = 0; i < n_drop; i++)
+		json_object_del(*rest, drop[i]);
+	return 0;
+}
+
 const json_t *wk_schema_rewrite(struct sc *c, const json_t *s)
 {
 	static const char *const DEP[] = { "dependencies", "dependentRequired", "dependentSchemas" };
+	static const char *const IF[] = { "if", "then", "else" }, *const NOT[] = { "not" };
 	if (!json_is_object(s))
 		return s;
 	json_t *rest = NULL, *all = NULL;
 	for (size_t i = 0; i < 3; i++) {
 		const json_t *deps = json_object_get(s, DEP[i]);
-		if (!json_is_object(deps) || json_object_size(deps) == 0)
-			continue;
 		const char *d;
 		json_t *v;
+		if (!json_is_object(deps))
+			continue;
 		json_object_foreach((json_t *)deps, d, v) {
 			json_t *x = dependency(d, v);
-			if (!x)
+			if (!x || add(&all, &rest, s, x, DEP + i, 1))
 				goto keep;
-			if (!all && !(all = json_array())) {
-				json_decref(x);
-				goto keep;
-			}
-			json_array_append_new(all, x);
 		}
-		if (!rest && !(rest = json_deep_copy(s)))
-			goto keep;
-		json_object_del(rest, DEP[i]);
 	}
 	/* if I then T else E: (I and T) or (not I and E) */
 	const json_t *cond = json_object_get(s, "if");
-	if (cond) {
+	json_t *ni = cond ? negate(cond, 0) : NULL;
+	if (ni) {
 		const json_t *th = json_object_get(s, "then"), *el = json_object_get(s, "else");
-		json_t *ni = negate(cond, 0);
-		json_t *x = ni ? json_pack("{s[{s[OO]}{s[oO]}]}", "anyOf", "allOf", cond, th ? th : json_true(),
-					   "allOf", ni, el ? el : json_true())
-			       : NULL;
-		if (ni && !x)
+		json_t *x = json_pack("{s[{s[OO]}{s[oO]}]}", "anyOf", "allOf", cond, th ? th : json_true(),
+				      "allOf", ni, el ? el : json_true());
+		if (!x) {
 			json_decref(ni);
-		if (x) {
-			if ((!all && !(all = json_array())) || (!rest && !(rest = json_deep_copy(s)))) {
-				json_decref(x);
-				goto keep;
-			}
-			json_array_append_new(all, x);
-			json_object_del(rest, "if");
-			json_object_del(rest, "then");
-			json_object_del(rest, "else");
+			goto keep;
 		}
+		if (add(&all, &rest, s, x, IF, 3))
+			goto keep;
 	}
 	const json_t *no = json_object_get(s, "not");
-	if (no) {
-		json_t *n = negate(no, 0);
-		if (n) {
-			if ((!all && !(all = json_array())) || (!rest && !(rest = json_deep_copy(s)))) {
-				json_decref(n);
-				goto keep;
-			}
-			json_array_append_new(all, n);
-			json_object_del(rest, "not");
-		}
-	}
+	if (no && add(&all, &rest, s, negate(no, 0), NOT, 1))
+		goto keep;
 	if (!all)
 		return s;
 	if (json_array_insert_new(all, 0, rest)) {
