@@ -580,10 +580,13 @@ enum cm_status wk_gx_length(struct wk_gram_b *b, const struct wk_gx *x, uint32_t
 struct names {
 	uint32_t **cps;
 	size_t *lens;
+	wk_regex_class_fn atom;
+	void *ctx;
+	struct wk_gx *rest;
 };
 
 static struct wk_gx *names_trie(struct wk_gram_b *b, const struct names *ns, size_t lo, size_t hi,
-				size_t depth, struct wk_gx *any)
+				size_t depth)
 {
 	struct wk_gx *alt = wk_gx_nothing(b);
 	uint32_t used[2 * 256];
@@ -595,7 +598,7 @@ static struct wk_gx *names_trie(struct wk_gram_b *b, const struct names *ns, siz
 			i++;
 			continue;
 		}
-		uint32_t ch = ns->cps[i][depth];
+		uint32_t ch = ns->cps[i][depth], one[2] = { ch, ch };
 		size_t j = i;
 		while (j < hi && ns->lens[j] > depth && ns->cps[j][depth] == ch)
 			j++;
@@ -603,21 +606,24 @@ static struct wk_gx *names_trie(struct wk_gram_b *b, const struct names *ns, siz
 			return NULL;
 		used[2 * nu] = used[2 * nu + 1] = ch;
 		nu++;
-		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_gx_cp(b, ch, ch),
-						     names_trie(b, ns, i, j, depth + 1, any)));
+		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, ns->atom(ns->ctx, b, one, 1, 0),
+						     names_trie(b, ns, i, j, depth + 1)));
 		i = j;
 	}
+	/* the name may end here unless it is a listed one */
 	if (!terminal)
 		alt = wk_gx_alt2(b, alt, wk_gx_empty(b));
 	/* a code point no listed name continues with: then anything */
-	return wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_gx_class(b, used, nu, 1), any));
+	return wk_gx_alt2(b, alt, wk_gx_seq2(b, ns->atom(ns->ctx, b, used, nu, 1), ns->rest));
 }
 
-struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n)
+struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n,
+				wk_regex_class_fn atom, void *ctx, struct wk_gx *rest)
 {
-	struct names ns = { cm_calloc(n + 1, sizeof(uint32_t *)), cm_calloc(n + 1, sizeof(size_t)) };
+	struct names ns = { cm_calloc(n + 1, sizeof(uint32_t *)), cm_calloc(n + 1, sizeof(size_t)),
+			    atom, ctx, rest };
 	struct wk_gx *x = NULL;
-	if (!ns.cps || !ns.lens)
+	if (!ns.cps || !ns.lens || !rest)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		size_t len = strlen(names[i]), m = 0;
@@ -646,7 +652,7 @@ struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, s
 			ns.cps[j - 1] = tc;
 			ns.lens[j - 1] = tl;
 		}
-	x = names_trie(b, &ns, 0, n, 0, wk_gx_rep(b, wk_gx_class(b, NULL, 0, 1), 0, WK_GRAM_INF));
+	x = names_trie(b, &ns, 0, n, 0);
 out:
 	for (size_t i = 0; ns.cps && i < n; i++)
 		cm_free(ns.cps[i]);

@@ -39,8 +39,15 @@ enum cm_status wk_gx_product_mod(struct wk_gram_b *b, const struct wk_gx *const 
 				 uint32_t lo, uint32_t hi, uint32_t mod, wk_regex_class_fn atom,
 				 void *ctx, struct wk_gx **out, char *err, size_t err_len) CM_WUR;
 
-/* A pattern of every string but names[0..n) (plain classes), or NULL. */
-struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n);
+/*
+ * Every string but names[0..n): a trie of the names whose every node also
+ * leads, through a code point no name continues with, to `rest` (what may
+ * follow: any string, in the caller's alphabet); code points are written
+ * through `atom`.  NULL without memory or past 256 names branching at
+ * one code point.
+ */
+struct wk_gx *wk_gx_other_names(struct wk_gram_b *b, const char *const *names, size_t n,
+				wk_regex_class_fn atom, void *ctx, struct wk_gx *rest);
 
 /* 1 when no string is in both L(x) and L(y) (patterns as for
  * wk_gx_length, built in b, which gains their product's rules), 0 when

@@ -8,6 +8,7 @@
 
 #include "common/alloc.h"
 #include "common/utf8.h"
+#include "worker/grammar/length.h"
 #include "worker/grammar/schema_internal.h"
 
 /* ---- objects ------------------------------------------------------------------------------ */
@@ -15,100 +16,22 @@
 
 /* String content for names not in keys[lo..hi) that share the first
  * `depth` code points; keys are sorted code point arrays. */
-struct keyset {
-	uint32_t **cps;
-	size_t *lens;
-	size_t n;
-};
-
-static struct wk_gx *key_trie(struct sc *c, const struct keyset *ks, size_t lo, size_t hi, size_t depth)
-{
-	struct wk_gram_b *b = c->b;
-	struct wk_gx *alt = wk_gx_nothing(b);
-	int terminal = 0;
-	uint32_t kids[2 * 256];
-	size_t nk = 0;
-	size_t i = lo;
-	while (i < hi) {
-		if (ks->lens[i] == depth) {
-			terminal = 1;
-			i++;
-			continue;
-		}
-		uint32_t ch = ks->cps[i][depth];
-		size_t j = i;
-		while (j < hi && ks->lens[j] > depth && ks->cps[j][depth] == ch)
-			j++;
-		if (nk < 256) {
-			kids[2 * nk] = kids[2 * nk + 1] = ch;
-			nk++;
-		} else {
-			return wk_schema_fail(c, CM_ELIMIT, "%s", "too many property names sharing a prefix");
-		}
-		uint32_t one[2] = { ch, ch };
-		alt = wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_schema_json_class(NULL, b, one, 1, 0), key_trie(c, ks, i, j, depth + 1)));
-		i = j;
-	}
-	/* the name may end here unless it is one of the listed ones; the
-	 * closing quote is the caller's, so the "key" rule keeps its frame (a
-	 * call in last position would be a tail call and hide the rule) */
-	if (!terminal)
-		alt = wk_gx_alt2(b, alt, wk_gx_empty(b));
-	struct wk_gx *free_rest = wk_gx_rep(b, wk_schema_jchar(c), 0, WK_GRAM_INF);
-	return wk_gx_alt2(b, alt, wk_gx_seq2(b, wk_schema_json_class(NULL, b, kids, nk, 1), free_rest));
-}
-
-/* A property name (with quotes) that is none of names[0..n). */
+/* A property name (with quotes) that is none of names[0..n): the names'
+ * trie in JSON string content (length.c); the closing quote is here, so
+ * the "key" rule keeps its frame (a call in last position would be a tail
+ * call and hide the rule from the mask cache). */
 static struct wk_gx *other_key(struct sc *c, const char *const *names, size_t n)
 {
+	struct wk_gram_b *b = c->b;
 	if (n == 0)
 		return wk_schema_any_string(c);
-	struct keyset ks = { .n = n };
-	ks.cps = cm_calloc(n, sizeof(*ks.cps));
-	ks.lens = cm_calloc(n, sizeof(*ks.lens));
-	struct wk_gx *x = NULL;
-	if (!ks.cps || !ks.lens)
-		goto out;
-	/* code points of each name, then sort the names (selection by first
-	 * differing code point: simple insertion sort, n is small) */
-	for (size_t i = 0; i < n; i++) {
-		size_t len = strlen(names[i]), m = 0;
-		ks.cps[i] = cm_calloc(len + 1, sizeof(uint32_t));
-		if (!ks.cps[i])
-			goto out;
-		for (size_t p = 0; p < len;) {
-			uint32_t cp;
-			int k = cm_utf8_decode((const uint8_t *)names[i] + p, len - p, &cp);
-			if (k <= 0)
-				k = 1;
-			ks.cps[i][m++] = cp;
-			p += (size_t)k;
-		}
-		ks.lens[i] = m;
-	}
-	for (size_t i = 1; i < n; i++) {
-		for (size_t j = i; j > 0; j--) {
-			size_t la = ks.lens[j - 1], lb = ks.lens[j], l = la < lb ? la : lb, q = 0;
-			while (q < l && ks.cps[j - 1][q] == ks.cps[j][q])
-				q++;
-			int gt = q < l ? ks.cps[j - 1][q] > ks.cps[j][q] : la > lb;
-			if (!gt)
-				break;
-			uint32_t *tc = ks.cps[j];
-			ks.cps[j] = ks.cps[j - 1];
-			ks.cps[j - 1] = tc;
-			size_t tl = ks.lens[j];
-			ks.lens[j] = ks.lens[j - 1];
-			ks.lens[j - 1] = tl;
-		}
-	}
-	x = wk_gx_seq(c->b, (struct wk_gx *[]){ wk_gx_str(c->b, "\""), key_trie(c, &ks, 0, n, 0), wk_gx_str(c->b, "\"") }, 3);
-out:
-	if (ks.cps)
-		for (size_t i = 0; i < n; i++)
-			cm_free(ks.cps[i]);
-	cm_free(ks.cps);
-	cm_free(ks.lens);
+	struct wk_gx *x = wk_gx_other_names(b, names, n, wk_schema_json_class, NULL,
+					    wk_gx_rep(b, wk_schema_jchar(c), 0, WK_GRAM_INF));
+	if (!x)
+		return wk_gram_b_broken(b) ? wk_schema_oom(c)
+					   : wk_schema_fail(c, CM_ELIMIT, "%s",
+							    "too many property names sharing a prefix");
+	x = wk_gx_seq(b, (struct wk_gx *[]){ wk_gx_str(b, "\""), x, wk_gx_str(b, "\"") }, 3);
 	return x ? x : wk_schema_oom(c);
 }
 

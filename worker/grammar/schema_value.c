@@ -771,7 +771,8 @@ struct wk_gx *wk_schema_string(struct sc *c, const json_t *s)
 		enum cm_status st = CM_OK;
 		for (size_t i = 0; i < nre && st == CM_OK; i++)
 			st = wk_regex_compile(b, re[i], strlen(re[i]), wk_regex_plain_class, NULL, &raw[i], e, sizeof(e));
-		if (st == CM_OK && n_nots && !(raw[nraw++] = wk_gx_other_names(b, not_names, n_nots)))
+		if (st == CM_OK && n_nots && !(raw[nraw++] = wk_gx_other_names(b, not_names, n_nots, wk_regex_plain_class, NULL,
+							       wk_gx_rep(b, wk_gx_class(b, NULL, 0, 1), 0, WK_GRAM_INF))))
 			return wk_schema_oom(c);
 		if (st == CM_OK)
 			st = wk_gx_product(b, (const struct wk_gx *const *)raw, nraw, mn, mx,
@@ -802,7 +803,8 @@ struct wk_gx *wk_schema_pattern_key(struct sc *c, const char *re, const char *co
 	struct wk_gx *raw[2], *body = NULL;
 	char e[256];
 	enum cm_status st = wk_regex_compile(b, re, strlen(re), wk_regex_plain_class, NULL, &raw[0], e, sizeof(e));
-	if (st == CM_OK && !(raw[1] = wk_gx_other_names(b, names, n)))
+	if (st == CM_OK && !(raw[1] = wk_gx_other_names(b, names, n, wk_regex_plain_class, NULL,
+							   wk_gx_rep(b, wk_gx_class(b, NULL, 0, 1), 0, WK_GRAM_INF))))
 		return wk_schema_oom(c);
 	if (st == CM_OK)
 		st = wk_gx_product(b, (const struct wk_gx *const *)raw, 2, 0, WK_GRAM_INF,
