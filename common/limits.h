@@ -50,6 +50,9 @@
 #define CM_LIM_STEP_TOKEN_BUDGET 512
 #define CM_LIM_WORKER_CONNECTIONS 16
 
+/* OpenAI `n`: choices of one request (limits.choices) */
+#define CM_LIM_CHOICES 8
+
 /* structured outputs (worker.grammar_*, limits.constraint_bytes) */
 #define CM_LIM_CONSTRAINT_BYTES (512 * 1024)      /* a schema or grammar text */
 #define CM_LIM_GRAMMAR_CACHE_ENTRIES 64           /* compiled constraints per model */

@@ -34,9 +34,12 @@ static void job_unref(struct gw_job *j)
 {
 	if (--j->refs > 0)
 		return;
-	cm_buf_deinit(&j->text);
+	for (uint32_t i = 0; i < j->n_ch; i++) {
+		cm_buf_deinit(&j->ch[i].text);
+		gw_api_stream_deinit(&j->ch[i].stream);
+	}
+	cm_free(j->ch);
 	cm_buf_deinit(&j->out);
-	gw_api_stream_deinit(&j->stream);
 	cm_wipe(&j->ident, sizeof(j->ident));
 	cm_free(j);
 }
@@ -102,7 +105,7 @@ void gw_job_fail(struct gw_job *j, const struct gw_api_error *e,
 
 	if (r && j->streaming) {
 		cm_buf_reset(&j->out);
-		if (gw_api_render_stream_error(&j->out, &j->stream, e) == CM_OK &&
+		if (gw_api_render_stream_error(&j->out, &j->ch[0].stream, e) == CM_OK &&
 		    gw_request_stream_write(r, cm_buf_data(&j->out),
 					    cm_buf_len(&j->out)) == CM_OK)
 			GW_IGNORE(gw_request_stream_end(r));
@@ -213,6 +216,12 @@ void gw_job_end(struct gw_job *j, int status, const char *outcome)
 	j->status = status;
 	j->outcome = outcome;
 	active_del(d, j);
+	if (j->n_reserved) {
+		/* choices never sent: their slots go to the queue */
+		gw_workers_unreserve(d->dep.workers, (size_t)j->worker, j->n_reserved);
+		j->n_reserved = 0;
+		gw_dispatch_pump_soon(d);
+	}
 	if (j->req) {
 		/* the caller did not answer: never leave a client hanging */
 		respond_raw(gw_job_take_req(j), 500, "text/plain", "internal error\n", 15);
@@ -245,11 +254,12 @@ static long place(struct gw_dispatch *d, struct gw_job *j)
 	};
 
 	return gw_place_request(d->dep.workers, &pol, j->model, j->ident.salt,
-				sizeof(j->ident.salt), &j->api, &d->rr_next);
+				sizeof(j->ident.salt), &j->api, j->n_ch, &d->rr_next);
 }
 
-static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
+enum cm_status gw_job_submit_choice(struct gw_job *j, struct gw_choice *c)
 {
+	struct gw_dispatch *d = j->d;
 	struct proto_submit s;
 	uint32_t flags;
 	enum cm_status st;
@@ -257,6 +267,9 @@ static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
 	gw_api_to_submit(&j->api, &s, &flags);
 	if (j->ignore_eos)
 		flags |= PROTO_SUBMIT_F_IGNORE_EOS;
+	/* choice i: the request's seed + i (choice 0 replays the same
+	 * request with n = 1); without a seed each draws its own */
+	s.sampling.seed += c->index;
 	s.tenant_id.ptr = j->ident.tenant;
 	s.tenant_id.len = (uint32_t)strlen(j->ident.tenant);
 	memcpy(s.cache_salt, j->ident.salt, PROTO_DIGEST_LEN);
@@ -267,22 +280,58 @@ static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
 	if (j->ident.max_prompt_tokens &&
 	    (s.max_prompt_tokens == 0 || (uint64_t)j->ident.max_prompt_tokens < s.max_prompt_tokens))
 		s.max_prompt_tokens = (uint32_t)j->ident.max_prompt_tokens;
-	st = gw_workers_submit(d->dep.workers, (size_t)w, j->id, flags, &s, &gw_job_ops, j);
+	st = gw_workers_submit(d->dep.workers, (size_t)j->worker, c->rid, flags, &s,
+			       &gw_job_ops, c);
 	cm_wipe(s.cache_salt, sizeof(s.cache_salt));
+	if (st == CM_OK)
+		c->sent = 1;
+	return st;
+}
+
+static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
+{
+	enum cm_status st;
+
+	j->worker = w;
+	st = gw_job_submit_choice(j, &j->ch[0]);
 	if (st == CM_EINVAL) {
 		/* it will never encode: it fails alone, the queue goes on */
+		j->worker = -1;
 		j->stage = GW_ST_QUOTA; /* popped: not queued any more */
 		gw_job_failf(j, 413, "too_large", 0, "request too large for a worker");
 		return 1;
 	}
-	if (st != CM_OK)
+	if (st != CM_OK) {
+		j->worker = -1;
 		return -1;
-	j->worker = w;
+	}
+	/* the other choices follow choice 0's first token, on this worker
+	 * (placement saw room for all of them) */
+	if (j->n_ch > 1 && gw_workers_reserve(d->dep.workers, (size_t)w, j->n_ch - 1) == CM_OK)
+		j->n_reserved = j->n_ch - 1;
 	j->stage = GW_ST_RUNNING;
 	j->disp_ns = cm_mono_ns();
 	if (d->dep.metrics)
 		gw_metrics_observe(d->dep.metrics, GW_HIST_QUEUE, j->disp_ns - j->enq_ns);
 	return 0;
+}
+
+void gw_job_cancel_all(struct gw_job *j, enum proto_cancel_reason reason)
+{
+	struct gw_dispatch *d = j->d;
+
+	for (uint32_t i = 0; i < j->n_ch; i++) {
+		struct gw_choice *c = &j->ch[i];
+
+		if (c->sent && !c->ended)
+			gw_workers_cancel(d->dep.workers, (size_t)j->worker, c->rid, reason);
+		c->ended = 1;
+	}
+	if (j->n_reserved) {
+		gw_workers_unreserve(d->dep.workers, (size_t)j->worker, j->n_reserved);
+		j->n_reserved = 0;
+		gw_dispatch_pump_soon(d);
+	}
 }
 
 static void arm_qtimer(struct gw_dispatch *d)
@@ -321,6 +370,12 @@ void gw_dispatch_pump(struct gw_dispatch *d)
 	}
 	d->pumping = 0;
 	arm_qtimer(d);
+}
+
+void gw_dispatch_pump_soon(struct gw_dispatch *d)
+{
+	/* qtimer_cb pumps after failing what expired */
+	event_active(d->qtimer, EV_TIMEOUT, 0);
 }
 
 static void qtimer_cb(evutil_socket_t fd, short what, void *arg)
@@ -533,6 +588,47 @@ static enum gw_api_kind kind_of(enum gw_path r)
 	}
 }
 
+/*
+ * The request's choices: all on one worker, so `n` is at most what the
+ * largest worker of the model runs at once.  A non-streamed reply holds
+ * limits.output_bytes of text in all (each choice its share).  0, or -1
+ * when the job was answered.
+ */
+static int choices_init(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	uint32_t n = j->api.n, cap = gw_workers_model_cap(d->dep.workers, j->api.model.ptr,
+							  j->api.model.len);
+	struct gw_api_error e;
+
+	if (n > 1 && n > cap) {
+		gw_api_error_set(&e, 400, "n", NULL, "n: expected at most %u (the requests one "
+				 "worker of this model runs at once: the choices share its prefix "
+				 "cache), found %u", cap, n);
+		gw_job_fail(j, &e, 0, "bad_request");
+		return -1;
+	}
+	j->ch = cm_calloc(n, sizeof(*j->ch));
+	if (!j->ch) {
+		gw_job_failf(j, 503, "no_memory", 1, "the gateway is out of memory; retry later");
+		return -1;
+	}
+	j->n_ch = n;
+	for (uint32_t i = 0; i < n; i++) {
+		struct gw_choice *c = &j->ch[i];
+
+		c->j = j;
+		c->index = i;
+		c->rid = i == 0 ? j->id : j->id | ((uint64_t)i << GW_CHOICE_RID_SHIFT);
+		cm_buf_init(&c->text, d->cfg.out_bytes / n);
+		if (i == 0)
+			gw_api_stream_init(&c->stream, &j->api, j->id, cm_wall_ns());
+		else
+			gw_api_stream_init_choice(&c->stream, &j->ch[0].stream, i);
+	}
+	return 0;
+}
+
 static void start_generation(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
@@ -611,8 +707,8 @@ static void start_generation(struct gw_job *j)
 	}
 	cls = gw_request_header(j->req, "X-Sluice-Ignore-EOS");
 	j->ignore_eos = cls && (strcmp(cls, "1") == 0 || strcasecmp(cls, "true") == 0);
-	gw_api_stream_init(&j->stream, &j->api, j->id, cm_wall_ns());
-	quota_then_queue(j);
+	if (choices_init(j) == 0)
+		quota_then_queue(j);
 }
 
 static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
@@ -664,8 +760,7 @@ static void on_client_close(struct gw_request *r, void *arg)
 		/* the admission callback ends it (and releases the lease) */
 		break;
 	case GW_ST_RUNNING:
-		gw_workers_cancel(j->d->dep.workers, (size_t)j->worker, j->id,
-				  PROTO_CANCEL_CLIENT_GONE);
+		gw_job_cancel_all(j, PROTO_CANCEL_CLIENT_GONE);
 		gw_job_end(j, 499, "client_gone");
 		break;
 	default:
@@ -741,7 +836,6 @@ void gw_dispatch_handle(struct gw_request *req, void *ctx)
 	j->refs = 1;
 	j->worker = -1;
 	j->start_ns = gw_request_start_ns(req);
-	cm_buf_init(&j->text, d->cfg.out_bytes);
 	cm_buf_init(&j->out, GW_JOB_OUT_CAP);
 	active_add(d, j);
 	gw_request_on_close(req, on_client_close, j);
@@ -814,8 +908,7 @@ static void on_revoke(void *ctx, const char *kind, const char *target)
 			continue;
 		}
 		if (j->stage == GW_ST_RUNNING)
-			gw_workers_cancel(d->dep.workers, (size_t)j->worker, j->id,
-					  PROTO_CANCEL_REVOKED);
+			gw_job_cancel_all(j, PROTO_CANCEL_REVOKED);
 		/* safe: `next` is not freed by ending `j` */
 		gw_job_failf(j, 401, "revoked", 0, "invalid or missing API key");
 	}
@@ -871,8 +964,7 @@ void gw_dispatch_free(struct gw_dispatch *d)
 		struct gw_job *j = d->active;
 
 		if (j->stage == GW_ST_RUNNING)
-			gw_workers_cancel(d->dep.workers, (size_t)j->worker, j->id,
-					  PROTO_CANCEL_SHUTDOWN);
+			gw_job_cancel_all(j, PROTO_CANCEL_SHUTDOWN);
 		j->lease.admitted = 0; /* leases expire by themselves */
 		gw_job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
 	}

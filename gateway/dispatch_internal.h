@@ -22,6 +22,9 @@
 #include "gateway/workers.h"
 
 #define GW_TEXT_ONLY_ID 0xFFFFFFFFu
+/* Worker request id of choice i > 0: the job's id | i << this (job ids
+ * count from 1 per gateway process and never reach it). */
+#define GW_CHOICE_RID_SHIFT 48
 /* For calls whose failure changes nothing (best effort). */
 #define GW_IGNORE(x) do { enum cm_status ign_ = (x); (void)ign_; } while (0)
 #define GW_JOB_OUT_CAP (4u * 1024 * 1024)
@@ -35,6 +38,27 @@ enum gw_stage {
 	GW_ST_QUEUED,
 	GW_ST_RUNNING,
 	GW_ST_ENDED,
+};
+
+/*
+ * One choice of a generation: one worker request.  A request has `n` of
+ * them (OpenAI `n`; 1 everywhere else), all on one worker: choice 0 is
+ * sent first, the others once its first token says the prompt is in the
+ * worker's prefix cache, into slots reserved for them at placement; each
+ * with its own seed (the request's + index) and request id.
+ */
+struct gw_choice {
+	struct gw_job *j;
+	uint32_t index;
+	uint64_t rid;               /* its worker request id */
+	int sent;                   /* SUBMIT accepted */
+	int ended;                  /* DONE or ERROR came, or cancelled */
+	struct gw_api_stream stream;
+	struct cm_buf text;         /* non-streamed reply text */
+	struct proto_done done;
+	int have_done;
+	uint32_t tokens;
+	int64_t last_ns;            /* its latest token (inter-token latency) */
 };
 
 struct gw_job {
@@ -59,14 +83,16 @@ struct gw_job {
 	int ignore_eos;             /* X-Sluice-Ignore-EOS: 1 (benchmarks, tests) */
 	int retried;                /* re-dispatched once after a lost worker */
 	long worker;                /* -1 none */
-	struct gw_api_stream stream;
+	struct gw_choice *ch;       /* n_ch choices (0 before the body is parsed) */
+	uint32_t n_ch;
+	uint32_t n_done;            /* choices with their DONE */
+	uint32_t n_reserved;        /* slots of `worker` held for choices not sent */
 	int streaming;
 	int write_failed;           /* the connection is closing */
-	struct cm_buf text;         /* non-streamed reply text */
 	struct cm_buf out;          /* render scratch */
-	uint32_t tokens;
-	int64_t start_ns, enq_ns, disp_ns, first_ns, last_ns;
-	struct proto_done done;
+	uint32_t tokens;            /* generated tokens received, all choices */
+	int64_t start_ns, enq_ns, disp_ns, first_ns;
+	struct proto_done done;     /* the whole request's (choices summed) once all ended */
 	int have_done;
 	int status;
 	const char *outcome;        /* "ok", "cancelled", "error", ... */
@@ -101,6 +127,15 @@ struct gw_request *gw_job_take_req(struct gw_job *j);
 void gw_respond_buf(struct gw_request *r, int status, struct cm_buf *b);
 /* Dispatches queued jobs while workers have room. */
 void gw_dispatch_pump(struct gw_dispatch *d);
+/* The same from the next loop turn (from code that must not see other
+ * jobs end under it). */
+void gw_dispatch_pump_soon(struct gw_dispatch *d);
+
+/* CANCELs every choice in flight and gives back the job's reserved slots. */
+void gw_job_cancel_all(struct gw_job *j, enum proto_cancel_reason reason);
+/* Sends choice c (0: the first) to the job's worker: CM_OK, or what
+ * gw_workers_submit said. */
+enum cm_status gw_job_submit_choice(struct gw_job *j, struct gw_choice *c);
 
 /* dispatch_results.c: TOKEN, DONE and ERROR of a job's worker. */
 extern const struct gw_request_ops gw_job_ops;

@@ -1,8 +1,9 @@
 /*
  * dispatch_results.c - what a worker sends back for a job (TOKEN, DONE,
- * ERROR): streamed or collected text, time to first token and inter-token
- * latency, the final answer, a redispatch after a lost connection (see
- * dispatch_internal.h).
+ * ERROR) for each choice of a job: streamed or collected text, time to
+ * first token and inter-token latency, the choices after the first sent
+ * once it has its first token, the final answer (the choices' counts
+ * summed), a redispatch after a lost connection (see dispatch_internal.h).
  */
 #include "gateway/dispatch_internal.h"
 
@@ -25,9 +26,41 @@ static int start_stream(struct gw_job *j)
 	return 0;
 }
 
+/*
+ * The choices after the first go once the first has its first token: its
+ * prompt is then in the worker's prefix cache, and theirs is served from
+ * it (every full block of the prompt).  Into the slots reserved for them.
+ */
+static void send_followers(struct gw_job *j)
+{
+	struct gw_workers *ws = j->d->dep.workers;
+
+	for (uint32_t i = 1; i < j->n_ch && j->stage == GW_ST_RUNNING; i++) {
+		struct gw_choice *c = &j->ch[i];
+		enum cm_status st;
+
+		if (c->sent || c->ended)
+			continue;
+		if (j->n_reserved) {
+			gw_workers_unreserve(ws, (size_t)j->worker, 1);
+			j->n_reserved--;
+		}
+		st = gw_job_submit_choice(j, c);
+		if (st != CM_OK) {
+			cm_logf(CM_LOG_WARN, "choice_not_sent", "request %llu: choice %u not sent "
+				"to its worker: %s", (unsigned long long)j->id, i, cm_status_str(st));
+			gw_job_cancel_all(j, PROTO_CANCEL_TIMEOUT);
+			gw_job_failf(j, st == CM_ECLOSED ? 503 : 500, "worker_error",
+				     st == CM_ECLOSED ? 1 : 0, "a choice could not be sent to the worker");
+			return;
+		}
+	}
+}
+
 static void job_on_tokens(void *arg, const struct proto_tokens *t)
 {
-	struct gw_job *j = arg;
+	struct gw_choice *c = arg;
+	struct gw_job *j = c->j;
 	int64_t now = cm_mono_ns();
 	struct gw_metrics *m = j->d->dep.metrics;
 
@@ -42,20 +75,21 @@ static void job_on_tokens(void *arg, const struct proto_tokens *t)
 				j->first_ns = now;
 				if (m)
 					gw_metrics_observe(m, GW_HIST_TTFT, now - j->start_ns);
-			} else if (m) {
-				gw_metrics_observe(m, GW_HIST_ITL, now - j->last_ns);
+			} else if (m && c->last_ns) {
+				gw_metrics_observe(m, GW_HIST_ITL, now - c->last_ns);
 			}
-			j->last_ns = now;
+			c->last_ns = now;
+			c->tokens++;
 			j->tokens++;
 		} else if (tk->text.len == 0) {
 			continue;
 		}
 		if (j->api.stream) {
-			if (gw_api_render_chunk(&j->out, &j->stream, tk->text.ptr, tk->text.len,
+			if (gw_api_render_chunk(&j->out, &c->stream, tk->text.ptr, tk->text.len,
 						tk) != CM_OK)
 				goto overflow;
-		} else if (cm_buf_append(&j->text, tk->text.ptr, tk->text.len) != CM_OK ||
-			   gw_api_stream_add_logprobs(&j->stream, tk) != CM_OK) {
+		} else if (cm_buf_append(&c->text, tk->text.ptr, tk->text.len) != CM_OK ||
+			   gw_api_stream_add_logprobs(&c->stream, tk) != CM_OK) {
 			goto overflow;
 		}
 	}
@@ -65,11 +99,14 @@ static void job_on_tokens(void *arg, const struct proto_tokens *t)
 			/* the connection is closing: on_close follows (and
 			 * cancels); stop writing until then */
 			j->write_failed = 1;
+			return;
 		}
 	}
+	if (c->index == 0 && c->last_ns)
+		send_followers(j);
 	return;
 overflow:
-	gw_workers_cancel(j->d->dep.workers, (size_t)j->worker, j->id, PROTO_CANCEL_TIMEOUT);
+	gw_job_cancel_all(j, PROTO_CANCEL_TIMEOUT);
 	gw_job_failf(j, 500, "too_large", 0, "the reply exceeded the gateway's output limit");
 }
 
@@ -98,32 +135,89 @@ static void done_bound(struct gw_job *j, struct proto_done *dn)
 	}
 }
 
-static void job_on_done(void *arg, const struct proto_done *dn_in)
+/*
+ * The request's counts once every choice has ended: the prompt once (as
+ * choice 0 counted it: the prompt the choices share), the completions and
+ * the constraint time summed, the longest decode; finish "cancelled" when
+ * any choice was.
+ */
+static void done_total(struct gw_job *j)
 {
-	struct gw_job *j = arg;
-	struct gw_api_result res;
-	int64_t now = cm_mono_ns();
-	const struct proto_done *dn = &j->done;
+	j->done = j->ch[0].done;
+	for (uint32_t i = 1; i < j->n_ch; i++) {
+		const struct proto_done *dn = &j->ch[i].done;
 
-	j->done = *dn_in;
-	done_bound(j, &j->done);
-	j->have_done = 1;
-	if (!j->req || j->write_failed) {
-		(void)gw_job_take_req(j);
-		gw_job_end(j, 499, "client_gone");
-		return;
+		j->done.gen_tokens += dn->gen_tokens;
+		j->done.constraint_ns += dn->constraint_ns;
+		j->done.preemptions += dn->preemptions;
+		if (dn->decode_ns > j->done.decode_ns)
+			j->done.decode_ns = dn->decode_ns;
+		if (dn->finish == PROTO_FINISH_CANCELLED)
+			j->done.finish = PROTO_FINISH_CANCELLED;
 	}
-	memset(&res, 0, sizeof(res));
-	gw_api_result_from_done(&res, dn);
-	res.total_ns = now - j->start_ns;
-	res.ttft_ns = j->first_ns ? j->first_ns - j->start_ns : 0;
-	res.queue_ns = (j->disp_ns - j->enq_ns) + dn->queue_ns;
+	j->have_done = 1;
+}
+
+static void result_of(const struct gw_job *j, const struct proto_done *dn,
+		      struct gw_api_result *res)
+{
+	gw_api_result_from_done(res, dn);
+	res->total_ns = cm_mono_ns() - j->start_ns;
+	res->ttft_ns = j->first_ns ? j->first_ns - j->start_ns : 0;
+	res->queue_ns = (j->disp_ns - j->enq_ns) + dn->queue_ns;
+}
+
+/* The body of a non-streamed reply: one choice, or the n of them. */
+static enum cm_status render_body(struct gw_job *j, const struct gw_api_result *res)
+{
+	struct gw_api_choice_text ct[GW_API_CHOICES_MAX];
+
+	if (j->n_ch == 1)
+		return gw_api_render_full(&j->out, &j->ch[0].stream,
+					  (const char *)cm_buf_data(&j->ch[0].text),
+					  cm_buf_len(&j->ch[0].text), res);
+	for (uint32_t i = 0; i < j->n_ch; i++) {
+		ct[i].stream = &j->ch[i].stream;
+		ct[i].text = (const char *)cm_buf_data(&j->ch[i].text);
+		ct[i].len = cm_buf_len(&j->ch[i].text);
+		ct[i].finish = j->ch[i].done.finish;
+	}
+	return gw_api_render_full_choices(&j->out, ct, j->n_ch, res);
+}
+
+/* A streamed choice of several ended: its finish chunk.  0, or -1 when the
+ * job ended. */
+static int stream_choice_end(struct gw_job *j, struct gw_choice *c)
+{
+	struct gw_api_result res;
+
+	result_of(j, &c->done, &res);
+	cm_buf_reset(&j->out);
+	if (gw_api_render_choice_end(&j->out, &c->stream, &res) != CM_OK || start_stream(j) != 0) {
+		gw_job_cancel_all(j, PROTO_CANCEL_TIMEOUT);
+		gw_job_failf(j, 500, "render", 0, "internal error");
+		return -1;
+	}
+	if (gw_request_stream_write(j->req, cm_buf_data(&j->out), cm_buf_len(&j->out)) != CM_OK)
+		j->write_failed = 1; /* on_close follows */
+	return 0;
+}
+
+/* Every choice ended: the rest of the answer, and the end of the job. */
+static void job_finish(struct gw_job *j)
+{
+	struct gw_api_result res;
+	enum cm_status st;
+
+	done_total(j);
+	result_of(j, &j->done, &res);
 	cm_buf_reset(&j->out);
 	if (j->api.stream) {
 		struct gw_request *r;
 
-		if (gw_api_render_final(&j->out, &j->stream, &res) != CM_OK ||
-		    start_stream(j) != 0) {
+		st = j->n_ch == 1 ? gw_api_render_final(&j->out, &j->ch[0].stream, &res)
+				  : gw_api_render_stream_end(&j->out, &j->ch[0].stream, &res);
+		if (st != CM_OK || start_stream(j) != 0) {
 			gw_job_failf(j, 500, "render", 0, "internal error");
 			return;
 		}
@@ -134,26 +228,61 @@ static void job_on_done(void *arg, const struct proto_done *dn_in)
 			return;
 		}
 	} else {
-		if (gw_api_render_full(&j->out, &j->stream, (const char *)cm_buf_data(&j->text),
-				       cm_buf_len(&j->text), &res) != CM_OK) {
+		if (render_body(j, &res) != CM_OK) {
 			gw_job_failf(j, 500, "too_large", 0, "the reply exceeded the gateway's output limit");
 			return;
 		}
 		gw_respond_buf(gw_job_take_req(j), 200, &j->out);
 	}
-	gw_job_end(j, 200, dn->finish == PROTO_FINISH_CANCELLED ? "cancelled" : "ok");
+	gw_job_end(j, 200, j->done.finish == PROTO_FINISH_CANCELLED ? "cancelled" : "ok");
+}
+
+static void job_on_done(void *arg, const struct proto_done *dn)
+{
+	struct gw_choice *c = arg;
+	struct gw_job *j = c->j;
+
+	c->done = *dn;
+	done_bound(j, &c->done);
+	c->have_done = 1;
+	c->ended = 1;
+	j->n_done++;
+	if (!j->req || j->write_failed) {
+		gw_job_cancel_all(j, PROTO_CANCEL_CLIENT_GONE);
+		if (j->n_done == j->n_ch)
+			done_total(j);
+		(void)gw_job_take_req(j);
+		gw_job_end(j, 499, "client_gone");
+		return;
+	}
+	if (c->index == 0)
+		send_followers(j); /* ended before any token */
+	if (j->stage != GW_ST_RUNNING)
+		return;
+	if (j->n_ch > 1 && j->api.stream && stream_choice_end(j, c) != 0)
+		return;
+	if (j->n_done == j->n_ch)
+		job_finish(j);
 }
 
 static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 {
-	struct gw_job *j = arg;
+	struct gw_choice *c = arg;
+	struct gw_job *j = c->j;
 	struct gw_api_error e;
 
-	if (code == GW_WORKERS_E_LOST && j->req && !j->first_ns && !j->retried) {
-		/* nothing reached the client yet: back to the head of its
-		 * queue, once, for another worker (or this one, reconnected) */
+	c->ended = 1;
+	if (code == GW_WORKERS_E_LOST && j->req && !j->first_ns && !j->retried &&
+	    c->index == 0 && j->n_done == 0) {
+		/* nothing reached the client yet (and no other choice was
+		 * sent): back to the head of its queue, once, for another
+		 * worker (or this one, reconnected) */
 		cm_logf(CM_LOG_WARN, "redispatch", "request %llu: worker connection lost "
 			"before the first token; queued again", (unsigned long long)j->id);
+		if (j->n_reserved)
+			gw_workers_unreserve(j->d->dep.workers, (size_t)j->worker, j->n_reserved);
+		j->n_reserved = 0;
+		c->sent = c->ended = 0;
 		j->retried = 1;
 		j->worker = -1;
 		j->stage = GW_ST_QUEUED;
@@ -163,6 +292,8 @@ static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 	}
 	cm_logf(CM_LOG_WARN, "worker_request_error", "request %llu: worker code %u: %.*s",
 		(unsigned long long)j->id, code, (int)(len > 200 ? 200 : len), msg ? msg : "");
+	/* one choice failed: the answer is incomplete, the others stop */
+	gw_job_cancel_all(j, PROTO_CANCEL_TIMEOUT);
 	if (!j->req) {
 		gw_job_end(j, 499, "client_gone");
 		return;

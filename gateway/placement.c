@@ -216,7 +216,7 @@ static void place_prompt_prefix(const struct gw_api_request *r, struct cm_buf *b
 
 long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
 		      const char *model, const uint8_t *salt, size_t salt_len,
-		      const struct gw_api_request *r, size_t *rr)
+		      const struct gw_api_request *r, uint32_t need, size_t *rr)
 {
 	size_t n = gw_workers_count(w), k = 0;
 	struct gw_place_worker rw[256];
@@ -228,7 +228,7 @@ long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
 	size_t mlen = strlen(model);
 
 	for (size_t i = 0; i < n && k < 256; i++) {
-		if (!gw_workers_can_take(w, i))
+		if (!gw_workers_can_take_n(w, i, need))
 			continue;
 		gw_workers_info(w, i, &wi);
 		if (wi.hello.model_name.len != mlen ||

@@ -108,12 +108,14 @@ struct gw_place_policy {
 
 /*
  * Index of the worker for a request of `model` from the tenant of `salt`:
- * among the workers that can take it now and serve that model, the one
- * the prompt prefix's key picks (or the next in round robin, *rr the
- * cursor).  -1 when none can take it.  At most 256 workers are considered.
+ * among the workers that can take `need` requests now (the choices of an
+ * `n` > 1 request go to one worker, to share its prefix cache) and serve
+ * that model, the one the prompt prefix's key picks (or the next in round
+ * robin, *rr the cursor).  -1 when none can take it.  At most 256 workers
+ * are considered.
  */
 long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
 		      const char *model, const uint8_t *salt, size_t salt_len,
-		      const struct gw_api_request *r, size_t *rr);
+		      const struct gw_api_request *r, uint32_t need, size_t *rr);
 
 #endif

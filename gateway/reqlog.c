@@ -60,6 +60,8 @@ void gw_reqlog_write(const struct gw_reqlog *l)
 		if (l->api->submit_flags & PROTO_SUBMIT_F_HAS_SEED)
 			cm_log_u64(&r, "seed", s->seed);
 		cm_log_u64(&r, "max_tokens", l->api->max_tokens);
+		if (l->api->n > 1)
+			cm_log_u64(&r, "n", l->api->n);
 		cm_log_u64(&r, "n_stop", l->api->n_stop);
 		cm_log_bool(&r, "stream", l->api->stream);
 		if (l->api->constraint_kind)

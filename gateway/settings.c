@@ -56,6 +56,10 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 	CM_CFG_SIZE(L, constraint_bytes, CM_LIM_CONSTRAINT_BYTES, 16, 64 << 20,
 		    "Bytes of a structured-output constraint (a JSON Schema as compact JSON, or a grammar "
 		    "text) in one request; beyond, 400."),
+	CM_CFG_INT(L, choices, CM_LIM_CHOICES, 1, GW_API_CHOICES_MAX,
+		   "Choices one OpenAI request may ask for (`n`); beyond, 400. All of a request's "
+		   "choices run on one worker at once, so `n` is also at most its batch "
+		   "(its `max_running`, or `gateway.max_inflight_per_worker` when lower)."),
 	CM_CFG_ENUM(L, max_tokens_over_context, 0, gw_over_context,
 		    "An explicit `max_tokens`/`num_predict` over what the model's context leaves "
 		    "after the prompt: `clamp` lowers it to what fits (finish_reason `length`), "
@@ -207,6 +211,7 @@ void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l
 	l->stop_string_bytes = (uint32_t)s->limits.stop_string_bytes;
 	l->max_output_tokens = (uint32_t)s->limits.max_output_tokens;
 	l->constraint_bytes = (uint32_t)s->limits.constraint_bytes;
+	l->choices = (uint32_t)s->limits.choices;
 	l->max_tokens_strict = s->limits.max_tokens_over_context == 1;
 }
 

@@ -34,6 +34,7 @@ struct gw_settings_limits {
 	int64_t max_output_tokens;
 	int64_t max_prompt_tokens;
 	uint64_t constraint_bytes;
+	int64_t choices;
 	int max_tokens_over_context; /* 0 clamp, 1 strict */
 };
 

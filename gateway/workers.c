@@ -61,6 +61,7 @@ struct gw_wconn {
 	uint32_t *rid_index;
 	uint32_t index_mask;
 	uint32_t inflight;
+	uint32_t reserved;      /* slots held for requests not sent yet (gw_workers_reserve) */
 	uint32_t cap;
 	struct cm_buf out;
 	int drained;            /* operator drain: no new placements */
@@ -643,6 +644,7 @@ void gw_workers_info(const struct gw_workers *ws, size_t i,
 	if (c->have_stats)
 		o->stats = c->stats;
 	o->inflight = c->inflight;
+	o->reserved = c->reserved;
 	o->cap = c->cap;
 	o->pings_ok = c->pings_ok;
 	o->pings_failed = c->pings_failed;
@@ -671,11 +673,35 @@ enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name)
 	return CM_ENOTFOUND;
 }
 
-int gw_workers_can_take(const struct gw_workers *ws, size_t i)
+int gw_workers_can_take_n(const struct gw_workers *ws, size_t i, uint32_t k)
 {
 	const struct gw_wconn *c = &ws->w[i];
 
-	return not_ready(ws, c)[0] == '\0' && c->inflight < c->cap;
+	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= c->cap;
+}
+
+int gw_workers_can_take(const struct gw_workers *ws, size_t i)
+{
+	return gw_workers_can_take_n(ws, i, 1);
+}
+
+enum cm_status gw_workers_reserve(struct gw_workers *ws, size_t i, uint32_t k)
+{
+	struct gw_wconn *c = &ws->w[i];
+
+	if ((uint64_t)c->inflight + c->reserved + k > c->cap)
+		return CM_ELIMIT;
+	c->reserved += k;
+	return CM_OK;
+}
+
+void gw_workers_unreserve(struct gw_workers *ws, size_t i, uint32_t k)
+{
+	struct gw_wconn *c = &ws->w[i];
+
+	c->reserved -= k < c->reserved ? k : c->reserved;
+	if (k && ws->cap_fn)
+		ws->cap_fn(ws->cap_ctx);
 }
 
 /* Index of the first connected worker serving `model` from `from` on; n
@@ -721,6 +747,17 @@ uint32_t gw_workers_model_context(const struct gw_workers *ws, const char *model
 	return ctx;
 }
 
+uint32_t gw_workers_model_cap(const struct gw_workers *ws, const char *model, size_t len)
+{
+	uint32_t cap = 0;
+
+	for (size_t i = model_worker(ws, 0, model, len); i < ws->n;
+	     i = model_worker(ws, i + 1, model, len))
+		if (ws->w[i].cap > cap)
+			cap = ws->w[i].cap;
+	return cap;
+}
+
 enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 				 uint64_t request_id, uint32_t flags,
 				 const struct proto_submit *s,
@@ -733,7 +770,7 @@ enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 
 	if (!c->hello_ok || !c->bev)
 		return CM_ECLOSED;
-	if (c->inflight >= c->cap)
+	if ((uint64_t)c->inflight + c->reserved >= c->cap)
 		return CM_ELIMIT;
 	for (uint32_t j = 0; j < c->n_slots; j++)
 		if (!c->slots[j].used) {

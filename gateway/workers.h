@@ -78,6 +78,7 @@ struct gw_worker_info {
 	int have_stats;
 	struct proto_stats stats;      /* latest (histogram arrays included) */
 	uint32_t inflight;
+	uint32_t reserved;             /* slots held by gw_workers_reserve */
 	uint32_t cap;
 	uint64_t pings_ok, pings_failed, reconnects;
 	uint64_t stalls;           /* dropped for sending nothing with requests in flight */
@@ -103,8 +104,24 @@ void gw_workers_set_capacity_cb(struct gw_workers *ws, gw_workers_capacity_fn fn
 size_t gw_workers_count(const struct gw_workers *ws);
 void gw_workers_info(const struct gw_workers *ws, size_t i,
 		     struct gw_worker_info *out);
-/* 1 when worker i is ready and has room for one more request. */
+/* 1 when worker i is ready and has room for one more request (k more). */
 int gw_workers_can_take(const struct gw_workers *ws, size_t i);
+int gw_workers_can_take_n(const struct gw_workers *ws, size_t i, uint32_t k);
+
+/*
+ * Holds k slots of worker i for requests its caller sends later (the
+ * further choices of an `n` > 1 request, sent once the first has filled the
+ * prefix cache): nothing else is placed in them.  CM_ELIMIT when the worker
+ * has not that room.  The caller gives each slot back with
+ * gw_workers_unreserve, before it submits into it or when it will not;
+ * reservations outlive a dropped connection (their holders give them back
+ * when their requests fail).
+ */
+enum cm_status gw_workers_reserve(struct gw_workers *ws, size_t i, uint32_t k) CM_WUR;
+void gw_workers_unreserve(struct gw_workers *ws, size_t i, uint32_t k);
+/* The largest request capacity (cap) of the connected workers serving
+ * `model`; 0 when none does. */
+uint32_t gw_workers_model_cap(const struct gw_workers *ws, const char *model, size_t len);
 /* 1 when some connected worker (HELLO accepted) serves `model`. */
 int gw_workers_knows_model(const struct gw_workers *ws, const char *model,
 			   size_t len);

@@ -16,8 +16,8 @@
  *   - the top level must be an object; known fields must have the right
  *     type and range; unknown fields are ignored (as Ollama and OpenAI do);
  *     fields that ask for something Sluice does not do (images, tools,
- *     custom templates, n > 1, batched prompts) are refused rather than
- *     silently ignored;
+ *     custom templates, best_of > 1, batched prompts) are refused rather
+ *     than silently ignored;
  *   - salt-, tenant- or key-like fields in a body are never read: the
  *     tenant, its cache salt and the key id come from authentication only.
  */
@@ -36,6 +36,8 @@
 /* Version reported by /api/version (Ollama clients compare it). */
 #define GW_API_OLLAMA_COMPAT_VERSION "0.6.0"
 #define GW_API_MODEL_NAME_MAX 256
+/* limits.choices' bound: choices of one request (OpenAI allows 128) */
+#define GW_API_CHOICES_MAX 128
 
 #define GW_API_CT_JSON "application/json"
 #define GW_API_CT_NDJSON "application/x-ndjson"
@@ -55,6 +57,7 @@ struct gw_api_limits {
 	uint32_t stop_string_bytes; /* limits.stop_string_bytes, each */
 	uint32_t max_output_tokens; /* limits.max_output_tokens: cap and default */
 	uint32_t constraint_bytes;  /* limits.constraint_bytes: a schema or grammar */
+	uint32_t choices;           /* limits.choices: OpenAI `n` at most */
 	int max_tokens_strict;      /* limits.max_tokens_over_context = strict: an
 				     * explicit max_tokens over what the context
 				     * leaves is refused, not lowered */
@@ -66,7 +69,7 @@ void gw_api_limits_defaults(struct gw_api_limits *l);
  * Checks the limits against their bounds (json_depth 2..256, messages
  * 1..CM_LIM_PROTO_MESSAGES_HARD, stop_strings 0..CM_LIM_PROTO_STOP_STRINGS_HARD,
  * stop_string_bytes 1..4096, max_output_tokens 1..1048576, constraint_bytes
- * 16..64 MiB); CM_EINVAL with
+ * 16..64 MiB, choices 1..GW_API_CHOICES_MAX); CM_EINVAL with
  * a message naming the config key.
  */
 enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
@@ -110,6 +113,7 @@ struct gw_api_request {
 	const char *constraint_param; /* the field it came from, for errors */
 	int logprobs;               /* logprobs wanted in the response */
 	uint8_t top_logprobs;       /* alternatives per token, 0..20 */
+	uint32_t n;                 /* OpenAI `n`: choices, 1..limits.choices (1 elsewhere) */
 };
 
 /*
@@ -147,9 +151,9 @@ size_t gw_api_submit_bytes(const struct gw_api_request *r);
 
 /*
  * The tokens a request may cost, for quota admission before the worker has
- * counted: about one per 4 prompt bytes, plus its max_tokens; with
- * PROTO_SUBMIT_F_FIT at most `context` (a prompt and its completion share
- * it; 0 = unknown).
+ * counted: about one per 4 prompt bytes, plus its max_tokens for each of
+ * its `n` choices; with PROTO_SUBMIT_F_FIT each choice at most `context` (a
+ * prompt and its completion share it; 0 = unknown).
  */
 int64_t gw_api_token_estimate(const struct gw_api_request *r, uint32_t context);
 
@@ -222,6 +226,7 @@ struct gw_api_stream {
 	int logprobs;               /* the request asked for logprobs */
 	struct json_t *lp;          /* a non-streamed reply's entries (logprobs.c) */
 	size_t text_off;            /* text bytes streamed so far */
+	uint32_t index;             /* OpenAI choices[].index of this choice */
 };
 
 /* Releases what the state collected (the logprobs entries). */
@@ -235,6 +240,11 @@ enum cm_status gw_api_stream_add_logprobs(struct gw_api_stream *s,
  * from request_id when randomness fails). */
 void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
 			uint64_t request_id, int64_t wall_ns);
+
+/* The state of choice `index` of the same response as `base` (same id,
+ * created and model; nothing rendered yet). */
+void gw_api_stream_init_choice(struct gw_api_stream *s, const struct gw_api_stream *base,
+			       uint32_t index);
 
 /* Content-Type of the response for this request. */
 const char *gw_api_content_type(const struct gw_api_request *r);
@@ -250,10 +260,38 @@ enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
 enum cm_status gw_api_render_final(struct cm_buf *out, struct gw_api_stream *s,
 				   const struct gw_api_result *res) CM_WUR;
 
+/*
+ * A stream of several choices (OpenAI `n` > 1) ends in two parts:
+ * gw_api_render_choice_end is the finish chunk of one choice (its
+ * finish_reason; its own operator fields unless include_usage), as each
+ * ends; gw_api_render_stream_end, once all have, the usage chunk for the
+ * whole response when include_usage (`res`: the summed counts), then
+ * `data: [DONE]`.  gw_api_render_final is the two for one choice.
+ */
+enum cm_status gw_api_render_choice_end(struct cm_buf *out, struct gw_api_stream *s,
+					const struct gw_api_result *res) CM_WUR;
+enum cm_status gw_api_render_stream_end(struct cm_buf *out, struct gw_api_stream *s,
+					const struct gw_api_result *res) CM_WUR;
+
 /* A whole non-streaming response body holding `text`. */
 enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
 				  const char *text, size_t len,
 				  const struct gw_api_result *res) CM_WUR;
+
+/* One choice of a non-streamed reply of several (its state collected its
+ * logprobs). */
+struct gw_api_choice_text {
+	struct gw_api_stream *stream;
+	const char *text;
+	size_t len;
+	uint8_t finish;             /* enum proto_finish */
+};
+
+/* A whole non-streaming OpenAI body of `n` choices, in index order; `res`
+ * the counts of the whole response (prompt once, completions summed). */
+enum cm_status gw_api_render_full_choices(struct cm_buf *out,
+					  const struct gw_api_choice_text *c, size_t n,
+					  const struct gw_api_result *res) CM_WUR;
 
 /* An error after streaming began: an NDJSON {"error"} line or an SSE event. */
 enum cm_status gw_api_render_stream_error(struct cm_buf *out,

@@ -63,10 +63,9 @@ static enum cm_status openai_common(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_get_num(root, "top_p", "top_p", 0.0, 1.0, &r->sampling.top_p, err);
 	if (st == CM_OK) {
-		json_t *n = gw_api_field(root, "n");
-
-		if (n && (!json_is_integer(n) || json_integer_value(n) != 1))
-			return gw_api_bad(err, "n", "1 (only one choice per request is supported)", n);
+		st = gw_api_get_int(root, "n", "n", 1, (json_int_t)lim->choices, &iv, &given, err);
+		if (st == CM_OK && given)
+			r->n = (uint32_t)iv;
 	}
 	if (st == CM_OK)
 		st = gw_api_get_stop(root, "stop", "stop", lim, a, r, err);
@@ -222,7 +221,8 @@ enum cm_status gw_api_openai_completions(const json_t *root,
 		return st;
 	v = gw_api_field(root, "best_of");
 	if (v && (!json_is_integer(v) || json_integer_value(v) != 1))
-		return gw_api_bad(err, "best_of", "1 (only one candidate is supported)", v);
+		return gw_api_bad(err, "best_of", "1 (best_of ranks candidates and returns the best: "
+				  "not supported; n returns every choice)", v);
 	prompt = gw_api_field(root, "prompt");
 	/* a one-string array is that string (LangChain sends prompts so) */
 	if (json_is_array(prompt) && json_array_size(prompt) == 1 &&
@@ -267,7 +267,7 @@ json_t *gw_api_openai_choice(const struct gw_api_stream *s, int chunk,
 {
 	json_t *c = json_object();
 
-	json_object_set_new(c, "index", json_integer(0));
+	json_object_set_new(c, "index", json_integer(s->index));
 	if (s->kind == GW_API_OPENAI_COMPLETIONS) {
 		json_object_set_new(c, "text", gw_api_jstrn(text, len));
 	} else {

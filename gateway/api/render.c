@@ -58,6 +58,16 @@ void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
 		 r->kind == GW_API_OPENAI_COMPLETIONS ? "cmpl-" : "chatcmpl-", hex);
 }
 
+void gw_api_stream_init_choice(struct gw_api_stream *s, const struct gw_api_stream *base,
+			       uint32_t index)
+{
+	*s = *base;
+	s->chunks = 0;
+	s->lp = NULL;
+	s->text_off = 0;
+	s->index = index;
+}
+
 const char *gw_api_content_type(const struct gw_api_request *r)
 {
 	if (!r->stream)
@@ -224,10 +234,10 @@ enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
 		if (st == CM_OK)
 			st = esc_append(out, s->model, strlen(s->model));
 		if (st == CM_OK)
-			st = cm_buf_append_str(out, compl ? "\",\"choices\":[{\"index\":0,\"text\":\""
-						  : s->chunks == 0
-							  ? "\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\""
-							  : "\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"");
+			st = cm_buf_printf(out, "\",\"choices\":[{\"index\":%u,%s", s->index,
+					   compl ? "\"text\":\""
+					   : s->chunks == 0 ? "\"delta\":{\"role\":\"assistant\",\"content\":\""
+							    : "\"delta\":{\"content\":\"");
 		if (st == CM_OK)
 			st = esc_append(out, text, len);
 		if (st == CM_OK)
@@ -246,11 +256,55 @@ enum cm_status gw_api_render_chunk(struct cm_buf *out, struct gw_api_stream *s,
 	return CM_OK;
 }
 
+enum cm_status gw_api_render_choice_end(struct cm_buf *out, struct gw_api_stream *s,
+					const struct gw_api_result *res)
+{
+	json_t *o = gw_api_openai_base(s, 1), *choices = json_array();
+
+	if (!o || !choices) {
+		json_decref(o);
+		json_decref(choices);
+		return CM_ENOMEM;
+	}
+	json_array_append_new(choices, gw_api_openai_choice(s, 1, s->chunks == 0,
+						     s->kind == GW_API_OPENAI_CHAT ? NULL : "",
+						     0, gw_api_finish_name(res->finish)));
+	json_object_set_new(o, "choices", choices);
+	if (s->include_usage)
+		json_object_set_new(o, "usage", json_null());
+	else
+		json_object_set_new(o, "sluice", gw_api_operator_fields(res));
+	return gw_api_sse_event(out, o);
+}
+
+enum cm_status gw_api_render_stream_end(struct cm_buf *out, struct gw_api_stream *s,
+					const struct gw_api_result *res)
+{
+	size_t mark = cm_buf_len(out);
+	enum cm_status st = CM_OK;
+
+	if (s->include_usage) {
+		json_t *o = gw_api_openai_base(s, 1);
+
+		if (!o)
+			return CM_ENOMEM;
+		json_object_set_new(o, "choices", json_array());
+		json_object_set_new(o, "usage", gw_api_usage_object(res));
+		json_object_set_new(o, "sluice", gw_api_operator_fields(res));
+		st = gw_api_sse_event(out, o);
+	}
+	if (st == CM_OK)
+		st = cm_buf_append_str(out, "data: [DONE]\n\n");
+	if (st != CM_OK)
+		cm_buf_truncate(out, mark);
+	return st;
+}
+
 enum cm_status gw_api_render_final(struct cm_buf *out, struct gw_api_stream *s,
 				   const struct gw_api_result *res)
 {
 	size_t mark = cm_buf_len(out);
-	json_t *o, *choices;
+	json_t *o;
 	enum cm_status st;
 
 	if (s->kind == GW_API_OLLAMA_GENERATE || s->kind == GW_API_OLLAMA_CHAT) {
@@ -261,36 +315,9 @@ enum cm_status gw_api_render_final(struct cm_buf *out, struct gw_api_stream *s,
 		gw_api_ollama_done(o, res);
 		return gw_api_ndjson_line(out, o);
 	}
-	o = gw_api_openai_base(s, 1);
-	choices = json_array();
-	if (!o || !choices) {
-		json_decref(o);
-		json_decref(choices);
-		return CM_ENOMEM;
-	}
-	json_array_append_new(choices, gw_api_openai_choice(s, 1, s->chunks == 0,
-						     s->kind == GW_API_OPENAI_CHAT ? NULL : "",
-						     0, gw_api_finish_name(res->finish)));
-	json_object_set_new(o, "choices", choices);
-	if (s->include_usage) {
-		json_object_set_new(o, "usage", json_null());
-	} else {
-		json_object_set_new(o, "sluice", gw_api_operator_fields(res));
-	}
-	st = gw_api_sse_event(out, o);
-	if (st == CM_OK && s->include_usage) {
-		o = gw_api_openai_base(s, 1);
-		if (!o) {
-			st = CM_ENOMEM;
-		} else {
-			json_object_set_new(o, "choices", json_array());
-			json_object_set_new(o, "usage", gw_api_usage_object(res));
-			json_object_set_new(o, "sluice", gw_api_operator_fields(res));
-			st = gw_api_sse_event(out, o);
-		}
-	}
+	st = gw_api_render_choice_end(out, s, res);
 	if (st == CM_OK)
-		st = cm_buf_append_str(out, "data: [DONE]\n\n");
+		st = gw_api_render_stream_end(out, s, res);
 	if (st != CM_OK)
 		cm_buf_truncate(out, mark);
 	else
@@ -298,11 +325,40 @@ enum cm_status gw_api_render_final(struct cm_buf *out, struct gw_api_stream *s,
 	return st;
 }
 
+enum cm_status gw_api_render_full_choices(struct cm_buf *out,
+					  const struct gw_api_choice_text *c, size_t n,
+					  const struct gw_api_result *res)
+{
+	json_t *o = gw_api_openai_base(c[0].stream, 0), *choices = json_array();
+
+	if (!o || !choices) {
+		json_decref(o);
+		json_decref(choices);
+		return CM_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct gw_api_stream *s = c[i].stream;
+		json_t *ch = gw_api_openai_choice(s, 0, 1, c[i].text, c[i].len,
+						  gw_api_finish_name(c[i].finish));
+
+		if (s->logprobs) {
+			json_object_set_new(ch, "logprobs", gw_api_lp_field(s, s->lp, 0));
+			s->lp = NULL;
+		}
+		json_array_append_new(choices, ch);
+	}
+	json_object_set_new(o, "choices", choices);
+	json_object_set_new(o, "usage", gw_api_usage_object(res));
+	json_object_set_new(o, "sluice", gw_api_operator_fields(res));
+	return gw_api_dump_json(out, o);
+}
+
 enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
 				  const char *text, size_t len,
 				  const struct gw_api_result *res)
 {
-	json_t *o, *choices;
+	struct gw_api_choice_text c = { s, text, len, res->finish };
+	json_t *o;
 
 	if (s->kind == GW_API_OLLAMA_GENERATE || s->kind == GW_API_OLLAMA_CHAT) {
 		o = gw_api_ollama_base(s);
@@ -316,24 +372,7 @@ enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
 		gw_api_ollama_done(o, res);
 		return gw_api_dump_json(out, o);
 	}
-	o = gw_api_openai_base(s, 0);
-	choices = json_array();
-	if (!o || !choices) {
-		json_decref(o);
-		json_decref(choices);
-		return CM_ENOMEM;
-	}
-	json_array_append_new(choices, gw_api_openai_choice(s, 0, 1, text, len,
-						     gw_api_finish_name(res->finish)));
-	if (s->logprobs) {
-		json_object_set_new(json_array_get(choices, 0), "logprobs",
-				    gw_api_lp_field(s, s->lp, 0));
-		s->lp = NULL;
-	}
-	json_object_set_new(o, "choices", choices);
-	json_object_set_new(o, "usage", gw_api_usage_object(res));
-	json_object_set_new(o, "sluice", gw_api_operator_fields(res));
-	return gw_api_dump_json(out, o);
+	return gw_api_render_full_choices(out, &c, 1, res);
 }
 
 enum cm_status gw_api_render_stream_error(struct cm_buf *out,

@@ -28,6 +28,7 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->stop_string_bytes = CM_LIM_STOP_STRING_BYTES;
 	l->max_output_tokens = CM_LIM_MAX_OUTPUT_TOKENS;
 	l->constraint_bytes = CM_LIM_CONSTRAINT_BYTES;
+	l->choices = CM_LIM_CHOICES;
 	l->max_tokens_strict = 0;
 }
 
@@ -48,7 +49,8 @@ enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
 	    !lim_ok("limits.stop_strings", l->stop_strings, 0, CM_LIM_PROTO_STOP_STRINGS_HARD, err, err_len) ||
 	    !lim_ok("limits.stop_string_bytes", l->stop_string_bytes, 1, 4096, err, err_len) ||
 	    !lim_ok("limits.max_output_tokens", l->max_output_tokens, 1, 1048576, err, err_len) ||
-	    !lim_ok("limits.constraint_bytes", l->constraint_bytes, 16, 64u << 20, err, err_len))
+	    !lim_ok("limits.constraint_bytes", l->constraint_bytes, 16, 64u << 20, err, err_len) ||
+	    !lim_ok("limits.choices", l->choices, 1, GW_API_CHOICES_MAX, err, err_len))
 		return CM_EINVAL;
 	return CM_OK;
 }
@@ -487,6 +489,7 @@ enum cm_status gw_api_parse(enum gw_api_kind kind, const void *body, size_t len,
 	memset(out, 0, sizeof(*out));
 	memset(err, 0, sizeof(*err));
 	out->kind = kind;
+	out->n = 1;
 	out->style = (kind == GW_API_OPENAI_CHAT || kind == GW_API_OPENAI_COMPLETIONS)
 			     ? GW_STYLE_OPENAI
 			     : GW_STYLE_OLLAMA;
@@ -588,5 +591,11 @@ int64_t gw_api_token_estimate(const struct gw_api_request *r, uint32_t context)
 	if ((r->submit_flags & PROTO_SUBMIT_F_FIT) && estimate > (int64_t)context &&
 	    prompt <= context)
 		estimate = (int64_t)context;
+	if (r->n > 1) {
+		/* each further choice: its own completion (the prompt is counted once) */
+		int64_t completion = estimate > (int64_t)prompt ? estimate - (int64_t)prompt : 0;
+
+		estimate += (int64_t)(r->n - 1) * completion;
+	}
 	return estimate;
 }

@@ -335,8 +335,19 @@ static void test_openai_chat(void **state)
 	assert_int_equal(r.submit_flags, PROTO_SUBMIT_F_FIT);
 	L.max_tokens_strict = 0;
 
-	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400,
-	    "n: expected 1 (only one choice per request is supported), found 2", "n");
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", &r);
+	assert_int_equal(r.n, 2);
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":8,\"stream\":true}", &r);
+	assert_int_equal(r.n, 8);
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	assert_int_equal(r.n, 1);
+	/* limits.choices (8 by default) */
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}", 400,
+	    "n: expected an integer from 1 to 8, found 9", "n");
+	L.choices = 2;
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", 400,
+	    "n: expected an integer from 1 to 2, found 3", "n");
+	L.choices = 8;
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":0}", 400, "found 0", "n");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":\"1\"}", 400, "found a string", "n");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-1}", 400,
@@ -431,6 +442,11 @@ static void test_openai_completions(void **state)
 	assert_int_equal(gw_api_token_estimate(&r, 4), 5 + 300); /* prompt over it: as is */
 	r.submit_flags &= ~PROTO_SUBMIT_F_FIT;
 	assert_int_equal(gw_api_token_estimate(&r, 256), 5 + 300);
+	/* n choices: the prompt once, n completions (each within the context) */
+	api_ok(P, "{\"model\":\"m\",\"prompt\":\"0123456789abcdef\",\"max_tokens\":300,\"n\":3}", &r);
+	assert_int_equal(r.n, 3);
+	assert_int_equal(gw_api_token_estimate(&r, 0), 5 + 3 * 300);
+	assert_int_equal(gw_api_token_estimate(&r, 256), 256 + 2 * (256 - 5));
 	/* a one-string array (LangChain) is that string; longer ones are refused */
 	api_ok(P, "{\"model\":\"m\",\"prompt\":[\"Once\"]}", &r);
 	assert_true(api_streq(r.text, "Once"));
@@ -439,7 +455,8 @@ static void test_openai_completions(void **state)
 	api_bad(P, "{\"model\":\"m\",\"prompt\":[1]}", 400, "found an array of 1 elements or of token ids", "prompt");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":[\"\"]}", 400, "prompt: expected a non-empty string", "prompt");
 	api_bad(P, "{\"model\":\"m\"}", 400, "prompt: expected a non-empty string, found nothing", "prompt");
-	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":2}", 400, "best_of: expected 1", "best_of");
+	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":2}", 400, "best_of: expected 1 (best_of ranks", "best_of");
+	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"best_of\":3,\"n\":3}", 400, "best_of: expected 1", "best_of");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"echo\":true}", 400, "echo:", "echo");
 	/* legacy logprobs: the number of alternatives, 0..5 */
 	api_ok(P, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":3}", &r);
@@ -448,7 +465,7 @@ static void test_openai_completions(void **state)
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"logprobs\":6}", 400, "logprobs: expected", "logprobs");
 	api_ok(P, "{\"model\":\"m\",\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", &r);
 	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_OBJECT);
-	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":3}", 400, "n: expected 1", "n");
+	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":300}", 400, "n: expected an integer from 1 to 8", "n");
 	api_bad(P, "{\"model\":\"m\",\"prompt\":\"x\",\"max_completion_tokens\":3,\"max_tokens\":99999}", 400, "max_tokens", "max_tokens");
 }
 

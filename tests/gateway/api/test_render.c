@@ -250,6 +250,120 @@ static void test_render_openai(void **state)
 	cm_buf_deinit(&b);
 }
 
+/* OpenAI `n` > 1: each choice its own index and first-delta role, one
+ * finish chunk per choice, the usage of the whole response, one body of n
+ * choices with their own logprobs. */
+static void test_render_choices(void **state)
+{
+	struct gw_api_request r;
+	struct gw_api_stream s0, s1, s2;
+	struct gw_api_result res, one;
+	struct gw_api_choice_text ct[3];
+	struct proto_token tk = { .id = 7, .logprob = -0.5f, .text = { "b", 1 }, .piece = { "b", 1 } };
+	struct cm_buf b;
+	static char ev[10][4096];
+	json_t *j, *c;
+	int n;
+
+	(void)state;
+	cm_buf_init(&b, 1 << 16);
+	fill_result(&one);
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+			       "\"n\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true}}", &r);
+	gw_api_stream_init(&s0, &r, 9, 1700000000LL * 1000000000LL);
+	gw_api_stream_init_choice(&s1, &s0, 1);
+	gw_api_stream_init_choice(&s2, &s0, 2);
+	assert_string_equal(s1.id, s0.id);
+	assert_int_equal(s2.created_s, s0.created_s);
+	assert_int_equal(gw_api_render_chunk(&b, &s0, "a", 1, NULL), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s2, "c", 1, NULL), CM_OK);
+	assert_int_equal(gw_api_render_chunk(&b, &s0, "A", 1, NULL), CM_OK);
+	assert_int_equal(gw_api_render_choice_end(&b, &s0, &one), CM_OK);
+	assert_int_equal(gw_api_render_choice_end(&b, &s1, &one), CM_OK); /* no text at all */
+	assert_int_equal(gw_api_render_choice_end(&b, &s2, &one), CM_OK);
+	res = one;
+	res.gen_tokens = 9;
+	assert_int_equal(gw_api_render_stream_end(&b, &s0, &res), CM_OK);
+	n = sse_split(&b, ev, 10);
+	assert_int_equal(n, 8);
+	{
+		static const int idx[6] = { 0, 2, 0, 0, 1, 2 };
+		static const int role[6] = { 1, 1, 0, 0, 1, 0 };
+
+		for (int i = 0; i < 6; i++) {
+			j = loads(ev[i]);
+			assert_string_equal(json_string_value(json_object_get(j, "id")), s0.id);
+			c = json_array_get(json_object_get(j, "choices"), 0);
+			assert_int_equal(json_array_size(json_object_get(j, "choices")), 1);
+			assert_int_equal(json_integer_value(json_object_get(c, "index")), idx[i]);
+			assert_int_equal(json_object_get(json_object_get(c, "delta"), "role") != NULL,
+					 role[i]);
+			assert_int_equal(json_is_string(json_object_get(c, "finish_reason")), i >= 3);
+			assert_true(json_is_null(json_object_get(j, "usage")));
+			json_decref(j);
+		}
+	}
+	j = loads(ev[6]);
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+							    "completion_tokens")), 9);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+							    "total_tokens")), 20);
+	json_decref(j);
+	assert_string_equal(ev[7], "[DONE]");
+	/* without include_usage each finish chunk carries its choice's operator fields */
+	api_ok(GW_API_OPENAI_COMPLETIONS, "{\"model\":\"gm\",\"prompt\":\"x\",\"n\":2,\"stream\":true}", &r);
+	gw_api_stream_init(&s0, &r, 9, 0);
+	gw_api_stream_init_choice(&s1, &s0, 1);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_choice_end(&b, &s1, &one), CM_OK);
+	assert_int_equal(gw_api_render_stream_end(&b, &s0, &res), CM_OK);
+	n = sse_split(&b, ev, 10);
+	assert_int_equal(n, 2);
+	j = loads(ev[0]);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_int_equal(json_integer_value(json_object_get(c, "index")), 1);
+	assert_string_equal(json_string_value(json_object_get(c, "text")), "");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "sluice"),
+							    "cached_prompt_tokens")), 4);
+	json_decref(j);
+	assert_string_equal(ev[1], "[DONE]");
+
+	/* one body, choices in order, each its own text, finish and logprobs */
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+			       "\"n\":3,\"logprobs\":true}", &r);
+	gw_api_stream_init(&s0, &r, 9, 0);
+	gw_api_stream_init_choice(&s1, &s0, 1);
+	gw_api_stream_init_choice(&s2, &s0, 2);
+	assert_int_equal(gw_api_stream_add_logprobs(&s1, &tk), CM_OK);
+	ct[0] = (struct gw_api_choice_text){ &s0, "zero", 4, PROTO_FINISH_STOP };
+	ct[1] = (struct gw_api_choice_text){ &s1, "b", 1, PROTO_FINISH_LENGTH };
+	ct[2] = (struct gw_api_choice_text){ &s2, "", 0, PROTO_FINISH_STOP };
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_full_choices(&b, ct, 3, &res), CM_OK);
+	j = api_load(&b);
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
+	for (int i = 0; i < 3; i++) {
+		c = json_array_get(json_object_get(j, "choices"), (size_t)i);
+		assert_int_equal(json_integer_value(json_object_get(c, "index")), i);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(c, "message"),
+								      "content")), ct[i].text);
+		assert_string_equal(json_string_value(json_object_get(c, "finish_reason")),
+				    i == 1 ? "length" : "stop");
+	}
+	c = json_array_get(json_object_get(j, "choices"), 1);
+	assert_int_equal(json_array_size(json_object_get(json_object_get(c, "logprobs"), "content")), 1);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_true(json_is_null(json_object_get(c, "logprobs")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+							    "completion_tokens")), 9);
+	json_decref(j);
+	gw_api_stream_deinit(&s0);
+	gw_api_stream_deinit(&s1);
+	gw_api_stream_deinit(&s2);
+	cm_buf_deinit(&b);
+}
+
 static void test_render_errors(void **state)
 {
 	struct gw_api_error e;
@@ -570,6 +684,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_render_ollama),
 		cmocka_unit_test(test_render_openai),
+		cmocka_unit_test(test_render_choices),
 		cmocka_unit_test(test_render_errors),
 		cmocka_unit_test(test_render_worker_refusal),
 		cmocka_unit_test(test_render_chunk_escaping),
