@@ -325,6 +325,35 @@ await scenario('structured: openai logprobs and top_logprobs', async () => {
     assert.deepEqual(e.top_logprobs[0].bytes, e.bytes); // greedy: the best one
   }
 });
+await scenario('structured: openai n choices, each its own seed, streamed by index', async () => {
+  const messages = [{ role: 'user', content: 'Once upon a time there was a little girl named Lily who loved to play' }];
+  const solo = [];
+  for (const seed of [20, 21, 22]) {
+    const r = await oa.chat.completions.create({ model, temperature: 1, seed, max_tokens: 12, messages });
+    solo.push(r.choices[0].message.content);
+  }
+  const r = await oa.chat.completions.create({ model, temperature: 1, seed: 20, max_tokens: 12, n: 3, messages,
+    logprobs: true });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  assert.deepEqual(r.choices.map((c) => c.message.content), solo);
+  assert.equal(r.usage.completion_tokens, r.choices.reduce((a, c) => a + c.logprobs.content.length, 0));
+  const s = await oa.chat.completions.create({ model, temperature: 1, seed: 20, max_tokens: 12, n: 3, messages,
+    stream: true, stream_options: { include_usage: true } });
+  const text = ['', '', ''], finish = [null, null, null];
+  let usage = null;
+  for await (const c of s) {
+    if (c.usage) usage = c.usage;
+    for (const ch of c.choices) {
+      text[ch.index] += ch.delta?.content ?? '';
+      finish[ch.index] = ch.finish_reason ?? finish[ch.index];
+    }
+  }
+  assert.deepEqual(text, solo);
+  assert.ok(finish.every((f) => f === 'stop' || f === 'length'), `${finish}`);
+  assert.equal(usage.prompt_tokens, r.usage.prompt_tokens);
+  const e = await rejects(oa.completions.create({ model, prompt: 'x', best_of: 2 }), OpenAI.BadRequestError, 400);
+  assert.equal(e.param, 'best_of');
+});
 await scenario('structured: ollama format json and a schema', async () => {
   const g = await ol.generate({ model, prompt: 'Once upon a time', format: 'json',
     options: { temperature: 0, num_predict: 400 } });

@@ -11,7 +11,8 @@
  *    model 404, a role the worker does not render 400 naming the field,
  *    model management 403, an error from the worker;
  *  - the fixed endpoints answer from the workers' HELLO: /api/tags,
- *    /v1/models, /readyz.
+ *    /v1/models, /readyz;
+ *  - OpenAI n: the choices' worker requests, their order, their slots.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -480,6 +481,77 @@ static void test_openai_chat(void **state)
 	json_decref(j);
 }
 
+/*
+ * OpenAI n: n worker requests on one worker, the later ones only after the
+ * first has a token (a first that fails sends no others), each choice by
+ * its index, usage summed; n over the worker's batch (4) is 400; the slots
+ * held for later choices come back (n = 4 runs again and again).
+ */
+static void test_openai_choices(void **state)
+{
+	char out[16384];
+	json_t *j, *ch;
+	int before, idx[2] = { 0, 0 }, fin = 0;
+
+	(void)state;
+	before = fk.submits;
+	dt_curl(out, sizeof(out), key, "/v1/chat/completions",
+		"{\"model\":\"tiny\",\"n\":3,\"seed\":4,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	assert_int_equal(dt_split(out, &j), 200);
+	assert_int_equal(fk.submits - before, 3);
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
+	for (size_t i = 0; i < 3; i++) {
+		ch = json_array_get(json_object_get(j, "choices"), i);
+		assert_int_equal(json_integer_value(json_object_get(ch, "index")), (json_int_t)i);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(ch, "message"),
+								      "content")), "ab");
+	}
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+							    "completion_tokens")), 6);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+							    "prompt_tokens")), 5);
+	json_decref(j);
+	/* streamed */
+	dt_curl(out, sizeof(out), key, "/v1/completions",
+		"{\"model\":\"tiny\",\"n\":2,\"stream\":true,\"prompt\":\"hi\"}");
+	for (char *p = strstr(out, "data: {"); p; p = strstr(p + 1, "data: {")) {
+		char *end = strstr(p, "\n\n");
+
+		assert_non_null(end);
+		*end = '\0';
+		j = json_loads(p + 6, 0, NULL);
+		*end = '\n';
+		assert_non_null(j);
+		ch = json_array_get(json_object_get(j, "choices"), 0);
+		idx[json_integer_value(json_object_get(ch, "index")) == 1]++;
+		fin += json_is_string(json_object_get(ch, "finish_reason"));
+		json_decref(j);
+	}
+	assert_int_equal(idx[0], 3); /* "a", "b", the finish chunk */
+	assert_int_equal(idx[1], 3);
+	assert_int_equal(fin, 2);
+	assert_non_null(strstr(out, "data: [DONE]"));
+	/* the first choice fails: the others are never sent */
+	before = fk.submits;
+	dt_curl(out, sizeof(out), key, "/v1/completions", "{\"model\":\"tiny\",\"n\":3,\"prompt\":\"fail\"}");
+	assert_int_equal(dt_split(out, &j), 400);
+	json_decref(j);
+	assert_int_equal(fk.submits - before, 1);
+	/* over the worker's batch */
+	dt_curl(out, sizeof(out), key, "/v1/completions", "{\"model\":\"tiny\",\"n\":5,\"prompt\":\"hi\"}");
+	assert_int_equal(dt_split(out, &j), 400);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+			       "n: expected at most 4"));
+	json_decref(j);
+	for (int k = 0; k < 3; k++) {
+		dt_curl(out, sizeof(out), key, "/v1/completions", "{\"model\":\"tiny\",\"n\":4,\"prompt\":\"hi\"}");
+		assert_int_equal(dt_split(out, &j), 200);
+		assert_int_equal(json_array_size(json_object_get(j, "choices")), 4);
+		json_decref(j);
+	}
+	dt_still_serves();
+}
+
 static void test_refusals_in_the_dialects_format(void **state)
 {
 	char out[8192];
@@ -651,6 +723,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ollama_generate),
 		cmocka_unit_test(test_openai_chat),
+		cmocka_unit_test(test_openai_choices),
 		cmocka_unit_test(test_prompt_over_frame_is_413),
 		cmocka_unit_test(test_body_over_context_refused_unparsed),
 		cmocka_unit_test(test_large_body_key_checked_first),

@@ -231,6 +231,48 @@ static void test_cap_and_cancel(void **state)
 	assert_int_equal(r[3].done + r[3].errors, 0);
 }
 
+/* Slots held for later requests (the choices of an `n` > 1 request):
+ * nothing else takes them, their holder submits into them. */
+static void test_reserve(void **state)
+{
+	struct proto_submit s = wt_submit();
+	struct wt_req r[3];
+	struct gw_worker_info wi;
+	int want;
+
+	(void)state;
+	memset(r, 0, sizeof(r));
+	assert_int_equal(gw_workers_model_cap(ws, "tiny", 4), 3);
+	assert_int_equal(gw_workers_model_cap(ws, "other", 5), 0);
+	assert_true(gw_workers_can_take_n(ws, 0, 3));
+	assert_false(gw_workers_can_take_n(ws, 0, 4));
+	fk.hold = 1;
+	fk.n_held = 0;
+	want = fk.submits + 1;
+	assert_int_equal(gw_workers_submit(ws, 0, 400, 0, &s, &ops, &r[0]), CM_OK);
+	assert_int_equal(gw_workers_reserve(ws, 0, 3), CM_ELIMIT); /* 1 + 3 > cap 3 */
+	assert_int_equal(gw_workers_reserve(ws, 0, 2), CM_OK);
+	gw_workers_info(ws, 0, &wi);
+	assert_int_equal(wi.reserved, 2);
+	assert_false(gw_workers_can_take(ws, 0));
+	assert_int_equal(gw_workers_submit(ws, 0, 401, 0, &s, &ops, &r[1]), CM_ELIMIT);
+	gw_workers_unreserve(ws, 0, 1);
+	assert_int_equal(gw_workers_submit(ws, 0, 401, 0, &s, &ops, &r[1]), CM_OK);
+	assert_int_equal(gw_workers_submit(ws, 0, 402, 0, &s, &ops, &r[2]), CM_ELIMIT);
+	gw_workers_unreserve(ws, 0, 5); /* more than held: down to 0 */
+	gw_workers_info(ws, 0, &wi);
+	assert_int_equal(wi.reserved, 0);
+	assert_int_equal(gw_workers_submit(ws, 0, 402, 0, &s, &ops, &r[2]), CM_OK);
+	want += 2;
+	assert_int_equal(wt_until(wt_submits, &want), 0);
+	for (uint64_t i = 0; i < 3; i++)
+		fake_worker_done(&fk, 400 + i, PROTO_FINISH_STOP);
+	fk.hold = 0;
+	assert_int_equal(wt_until(wt_inflight_zero, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(r[i].done, 1);
+}
+
 static void test_lost_connection_and_drain(void **state)
 {
 	struct proto_submit s = wt_submit();
@@ -467,6 +509,7 @@ int main(void)
 		cmocka_unit_test(test_ready_after_hello),
 		cmocka_unit_test(test_request_tokens_done),
 		cmocka_unit_test(test_cap_and_cancel),
+		cmocka_unit_test(test_reserve),
 		cmocka_unit_test(test_lost_connection_and_drain),
 		cmocka_unit_test(test_hostile_max_seqs_bounded),
 		cmocka_unit_test(test_hostile_version_refused),

@@ -37,6 +37,7 @@ struct h_proc gwt_redis, gwt_worker, gwt_gateway;
 char gwt_dir[512], gwt_redis_sock[600], gwt_worker_sock[600], gwt_cert[600], gwt_pepper[600];
 int gwt_port, gwt_admin_port;
 char gwt_worker_cfg[2048];
+unsigned gwt_max_inflight = 1;
 char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
 const char *gwt_model_file;
 const char *gwt_model_name = "tiny";
@@ -178,11 +179,12 @@ int gwt_wait_ready(void)
 void gwt_assert_served(void)
 {
 	struct gwt_resp r;
+	char body[512];
 	json_t *j;
 
-	gwt_req(&r, "/api/generate", gwt_key_a,
-	    "{\"model\":\"tiny\",\"prompt\":\"hello\",\"stream\":false,\"options\":{\"num_predict\":3}}",
-	    0, NULL);
+	snprintf(body, sizeof(body), "{\"model\":\"%s\",\"prompt\":\"hello\",\"stream\":false,"
+		 "\"options\":{\"num_predict\":3}}", gwt_model_name);
+	gwt_req(&r, "/api/generate", gwt_key_a, body, 0, NULL);
 	assert_int_equal(r.code, 200);
 	j = gwt_parse(r.body);
 	assert_true(json_is_true(json_object_get(j, "done")));
@@ -281,11 +283,12 @@ int gwt_setup(void **state)
 		 * with 64 curl processes starting on a loaded 2-core machine that
 		 * can take seconds, and a worker that misses three PINGs or its
 		 * STATS is not ready (new requests then fail instead of queueing) */
-		" \"max_inflight_per_worker\": 1, \"ping_interval_ms\": 2000,"
+		" \"max_inflight_per_worker\": %u, \"ping_interval_ms\": 2000,"
 		" \"stats_timeout_ms\": 20000,"
 		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
 		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
-		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_model_name, gwt_redis_sock);
+		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_model_name, gwt_max_inflight,
+		gwt_redis_sock);
 	fclose(f);
 	argv[0] = (char *)h_bin("gateway/sluice-gateway");
 	argv[1] = "--config";

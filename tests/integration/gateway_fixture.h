@@ -23,6 +23,9 @@ extern char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
  * tiny Q8_0 model) and the name it is served as ("tiny"). */
 extern const char *gwt_model_file;
 extern const char *gwt_model_name;
+/* gateway.max_inflight_per_worker (1: the queueing tests of test_gateway.c;
+ * OpenAI `n` needs as many) */
+extern unsigned gwt_max_inflight;
 
 struct gwt_resp {
 	int code;

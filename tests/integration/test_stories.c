@@ -31,6 +31,7 @@ static int st_setup(void **state)
 	snprintf(ref_file, sizeof(ref_file), "%s/models/stories260K/llama2c-greedy.json", src);
 	gwt_model_file = model_file;
 	gwt_model_name = "stories260k";
+	gwt_max_inflight = 4; /* OpenAI n (compat.mjs) */
 	return gwt_setup(state);
 }
 

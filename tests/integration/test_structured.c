@@ -364,6 +364,191 @@ static void test_logprobs(void **state)
 	json_decref(j);
 }
 
+/* ---- n > 1 ------------------------------------------------------------ */
+
+#define N_PROMPT "Once upon a time, there was a little girl named Lily. She loved to play " \
+	"outside in the park with her friends and her big red ball."
+
+/* The text of choice `i` of a non-streamed chat answer. */
+static const char *choice_text(json_t *j, size_t i)
+{
+	json_t *ch = json_array_get(json_object_get(j, "choices"), i);
+
+	assert_non_null(ch);
+	assert_int_equal(json_integer_value(json_object_get(ch, "index")), (json_int_t)i);
+	return json_string_value(json_object_get(json_object_get(ch, "message"), "content"));
+}
+
+/* What a stream of several choices said, per index. */
+struct n_stream {
+	char text[4][4096];
+	int finishes[4];
+	json_int_t tokens[4];     /* logprobs entries */
+	json_int_t cached[4];     /* the finish chunk's sluice.cached_prompt_tokens (-1 none) */
+	json_int_t usage_completion, usage_prompt;
+	int done;
+};
+
+static void read_n_stream(char *body, struct n_stream *o)
+{
+	memset(o, 0, sizeof(*o));
+	for (int i = 0; i < 4; i++)
+		o->cached[i] = -1;
+	o->usage_completion = o->usage_prompt = -1;
+	for (char *p = strstr(body, "data: "); p; p = strstr(p + 1, "data: ")) {
+		char *end = strstr(p, "\n\n");
+		json_t *c, *ch, *d, *u, *x;
+		json_int_t i;
+
+		assert_non_null(end);
+		if (strncmp(p, "data: [DONE]", 12) == 0) {
+			o->done++;
+			continue;
+		}
+		*end = '\0';
+		c = gwt_parse(p + 6);
+		*end = '\n';
+		u = json_object_get(c, "usage");
+		if (json_is_object(u)) {
+			o->usage_completion = json_integer_value(json_object_get(u, "completion_tokens"));
+			o->usage_prompt = json_integer_value(json_object_get(u, "prompt_tokens"));
+		}
+		ch = json_array_get(json_object_get(c, "choices"), 0);
+		if (ch) {
+			i = json_integer_value(json_object_get(ch, "index"));
+			assert_true(i >= 0 && i < 4);
+			d = json_object_get(json_object_get(ch, "delta"), "content");
+			if (json_is_string(d))
+				strncat(o->text[i], json_string_value(d), sizeof(o->text[i]) - strlen(o->text[i]) - 1);
+			o->tokens[i] += (json_int_t)json_array_size(
+				json_object_get(json_object_get(ch, "logprobs"), "content"));
+			if (json_is_string(json_object_get(ch, "finish_reason"))) {
+				o->finishes[i]++;
+				x = json_object_get(json_object_get(c, "sluice"), "cached_prompt_tokens");
+				if (x)
+					o->cached[i] = json_integer_value(x);
+			}
+		}
+		json_decref(c);
+	}
+}
+
+/*
+ * n choices from one prompt: each with its own seed (the request's + its
+ * index: choice i is what the same request with n = 1 and that seed
+ * writes, batch and prefix cache notwithstanding), streamed with index,
+ * the prompt shared through the worker's prefix cache, usage counting every
+ * choice and the prompt once, logprobs per choice, constraints on each.
+ */
+static void test_choices(void **state)
+{
+	char body[4096], solo[3][4096];
+	struct gwt_resp r;
+	struct n_stream ns;
+	json_t *j, *one;
+	json_int_t prompt_tokens, sum = 0;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		snprintf(body, sizeof(body),
+			 "{\"model\":\"%s\",\"temperature\":1,\"seed\":%d,\"max_tokens\":20,"
+			 "\"messages\":[{\"role\":\"user\",\"content\":\"" N_PROMPT "\"}]}", model_name, 50 + i);
+		one = post("/v1/chat/completions", body, 200);
+		snprintf(solo[i], sizeof(solo[i]), "%s", choice_text(one, 0));
+		prompt_tokens = json_integer_value(json_object_get(json_object_get(one, "usage"),
+								   "prompt_tokens"));
+		json_decref(one);
+	}
+	/* the seeds differ, so do the texts (fixed seeds: this never flips) */
+	assert_true(strcmp(solo[0], solo[1]) != 0 || strcmp(solo[1], solo[2]) != 0);
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"temperature\":1,\"seed\":50,\"max_tokens\":20,\"n\":3,\"logprobs\":true,"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"" N_PROMPT "\"}]}", model_name);
+	j = post("/v1/chat/completions", body, 200);
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
+	for (size_t i = 0; i < 3; i++) {
+		json_t *ch = json_array_get(json_object_get(j, "choices"), i);
+
+		assert_string_equal(choice_text(j, i), solo[i]);
+		sum += (json_int_t)json_array_size(json_object_get(json_object_get(ch, "logprobs"), "content"));
+	}
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")), sum);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens")),
+			 prompt_tokens);
+	json_decref(j);
+
+	/* streamed: the same choices by index, one finish chunk each, the
+	 * later ones served their prompt from the prefix cache */
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"temperature\":1,\"seed\":50,\"max_tokens\":20,\"n\":3,\"stream\":true,"
+		 "\"logprobs\":true,\"messages\":[{\"role\":\"user\",\"content\":\"" N_PROMPT "\"}]}", model_name);
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a, body, 0, NULL);
+	assert_int_equal(r.code, 200);
+	read_n_stream(r.body, &ns);
+	gwt_resp_free(&r);
+	assert_int_equal(ns.done, 1);
+	for (int i = 0; i < 3; i++) {
+		assert_string_equal(ns.text[i], solo[i]);
+		assert_int_equal(ns.finishes[i], 1);
+		assert_true(ns.tokens[i] > 0);
+		if (i > 0)
+			assert_true(ns.cached[i] >= 16); /* at least one KV block of the prompt */
+	}
+	assert_int_equal(ns.finishes[3], 0);
+	/* include_usage: one usage chunk for all of them */
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"temperature\":1,\"seed\":50,\"max_tokens\":20,\"n\":3,\"stream\":true,"
+		 "\"logprobs\":true,\"stream_options\":{\"include_usage\":true},"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"" N_PROMPT "\"}]}", model_name);
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a, body, 0, NULL);
+	assert_int_equal(r.code, 200);
+	read_n_stream(r.body, &ns);
+	gwt_resp_free(&r);
+	assert_int_equal(ns.usage_completion, ns.tokens[0] + ns.tokens[1] + ns.tokens[2]);
+	assert_int_equal(ns.usage_prompt, prompt_tokens);
+
+	/* completions, and a schema every choice keeps */
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"prompt\":\"Once upon a time\",\"temperature\":0.9,\"seed\":1,"
+		 "\"max_tokens\":8,\"n\":2}", model_name);
+	j = post("/v1/completions", body, 200);
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(j, "choices"), 1),
+							    "index")), 1);
+	json_decref(j);
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"temperature\":0.9,\"seed\":7,\"max_tokens\":400,\"n\":4,"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"Who?\"}],"
+		 "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"person\","
+		 "\"strict\":true,\"schema\":" PERSON "}}}", model_name);
+	j = post("/v1/chat/completions", body, 200);
+	for (size_t i = 0; i < 4; i++) {
+		assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(j, "choices"), i),
+								      "finish_reason")), "stop");
+		assert_person_text(choice_text(j, i));
+	}
+	json_decref(j);
+
+	/* refusals: over limits.choices, over the worker's batch (4 here),
+	 * best_of; the service serves on */
+	snprintf(body, sizeof(body), "{\"model\":\"%s\",\"prompt\":\"x\",\"n\":9}", model_name);
+	j = post("/v1/completions", body, 400);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")), "n");
+	assert_non_null(strstr(gwt_openai_error(j), "from 1 to 8, found 9"));
+	json_decref(j);
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":5}", model_name);
+	j = post("/v1/chat/completions", body, 400);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")), "n");
+	assert_non_null(strstr(gwt_openai_error(j), "at most 4"));
+	json_decref(j);
+	snprintf(body, sizeof(body), "{\"model\":\"%s\",\"prompt\":\"x\",\"best_of\":2}", model_name);
+	j = post("/v1/completions", body, 400);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")), "best_of");
+	json_decref(j);
+	gwt_assert_served();
+}
+
 /*
  * The official npm clients' structured scenarios (tests/clients/compat.mjs,
  * SLUICE_ONLY=structured) against the random-weight model; test_stories.c
@@ -393,6 +578,7 @@ static int stories_setup(void **state)
 	snprintf(model_name, sizeof(model_name), "stories260k");
 	gwt_model_file = model_file;
 	gwt_model_name = "stories260k";
+	gwt_max_inflight = 4;
 	return gwt_setup(state);
 }
 
@@ -401,6 +587,7 @@ static int random_setup(void **state)
 	snprintf(model_name, sizeof(model_name), "tiny");
 	gwt_model_file = NULL;
 	gwt_model_name = "tiny";
+	gwt_max_inflight = 4;
 	return gwt_setup(state);
 }
 
@@ -413,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_grammar_field),
 		cmocka_unit_test(test_bad_constraints),
 		cmocka_unit_test(test_logprobs),
+		cmocka_unit_test(test_choices),
 	};
 	const struct CMUnitTest random_tests[] = {
 		cmocka_unit_test(test_openai_json_schema),
@@ -421,6 +609,7 @@ int main(void)
 		cmocka_unit_test(test_grammar_field),
 		cmocka_unit_test(test_bad_constraints),
 		cmocka_unit_test(test_logprobs),
+		cmocka_unit_test(test_choices),
 		cmocka_unit_test(test_official_clients),
 	};
 	int rc = cmocka_run_group_tests_name("structured/stories260k", tests, stories_setup,
