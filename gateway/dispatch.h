@@ -5,10 +5,12 @@
  *   route -> auth (gateway/gov/auth.c, async) -> parse (api.c) -> quota admit
  *   (quota.c, async Lua) -> tenant queue (queue.c) -> placement among the
  *   ready workers serving the model (route.c, keyed by the tenant salt and
- *   the prompt prefix) -> SUBMIT (workers.c) -> each TOKEN frame becomes a
- *   stream chunk at once (NDJSON / SSE) or is collected for one body ->
- *   DONE -> final chunk with counts and durations -> quota finish with the
- *   worker's exact counts -> metrics -> one JSON log line.
+ *   the prompt prefix) -> SUBMIT (workers.c; an OpenAI request with `n`
+ *   choices: one SUBMIT per choice on one worker, the later ones after the
+ *   first's first token) -> each TOKEN frame becomes a stream chunk at
+ *   once (NDJSON / SSE) or is collected for one body -> DONE -> final
+ *   chunk with counts and durations -> quota finish with the worker's
+ *   exact counts -> metrics -> one JSON log line.
  *
  * Owns: every request in progress (struct gw_job), the queue timer.  Runs
  * on the loop.  A client that goes away: a lookup in flight is abandoned,
