@@ -206,6 +206,8 @@ void gw_job_end(struct gw_job *j, int status, const char *outcome)
 
 	if (j->stage == GW_ST_ENDED)
 		return;
+	if (j->stage == GW_ST_RUNNING)
+		gw_job_cancel_all(j, PROTO_CANCEL_TIMEOUT); /* no callback may outlive the job */
 	if (j->stage == GW_ST_QUEUED)
 		gw_queue_remove(d->dep.queue, &j->qi);
 	if (j->stage == GW_ST_AUTH && j->lookup) {
