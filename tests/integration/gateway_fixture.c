@@ -176,6 +176,53 @@ int gwt_wait_ready(void)
 	return -1;
 }
 
+int gwt_wait_metric(const char *series, double value, int at_least)
+{
+	int64_t end = h_now_ms() + DEADLINE_MS;
+
+	while (h_now_ms() < end) {
+		char *m = gwt_metrics();
+		double v = h_metric(m, series);
+
+		free(m);
+		if (at_least ? v >= value : v == value)
+			return 0;
+		h_pause_ms(10);
+	}
+	fprintf(stderr, "metric %s never reached %g\n", series, value);
+	return -1;
+}
+
+int gwt_log_count(const char *path, const char *needle)
+{
+	size_t len;
+	char *log = h_read_file(path, &len);
+	int n = 0;
+
+	for (const char *p = log ? strstr(log, needle) : NULL; p; p = strstr(p + 1, needle))
+		n++;
+	free(log);
+	return n;
+}
+
+int gwt_wait_log(const char *path, const char *needle)
+{
+	return gwt_wait_log_count(path, needle, 1);
+}
+
+int gwt_wait_log_count(const char *path, const char *needle, int count)
+{
+	int64_t end = h_now_ms() + DEADLINE_MS;
+
+	while (h_now_ms() < end) {
+		if (gwt_log_count(path, needle) >= count)
+			return 0;
+		h_pause_ms(10);
+	}
+	fprintf(stderr, "%s never contained %s %d times\n", path, needle, count);
+	return -1;
+}
+
 void gwt_assert_served(void)
 {
 	struct gwt_resp r;

@@ -44,6 +44,14 @@ const char *gwt_openai_error(json_t *j);
  * (the tiny model's context is smaller than the default limit). */
 void gwt_assert_fits(const char *body);
 char *gwt_metrics(void);
+/* Polls /metrics until `series` equals `value` (at_least: reaches it), or
+ * the deadline; 0, or -1. */
+int gwt_wait_metric(const char *series, double value, int at_least);
+/* Occurrences of `needle` in the file at `path` now; polls until there
+ * are `count` of them (gwt_wait_log: one), or the deadline: 0, or -1. */
+int gwt_log_count(const char *path, const char *needle);
+int gwt_wait_log(const char *path, const char *needle);
+int gwt_wait_log_count(const char *path, const char *needle, int count);
 int gwt_wait_port_line(void);
 int gwt_wait_ready(void);
 void gwt_assert_served(void);

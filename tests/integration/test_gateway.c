@@ -520,24 +520,6 @@ static void wait_pid(pid_t pid)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 }
 
-/* Polls /metrics until `series` reaches `value` (or the deadline). */
-static int wait_metric(const char *series, double value, int at_least)
-{
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	while (h_now_ms() < end) {
-		char *m = gwt_metrics();
-		double v = h_metric(m, series);
-
-		free(m);
-		if (at_least ? v >= value : v == value)
-			return 0;
-		h_pause_ms(10);
-	}
-	fprintf(stderr, "metric %s never reached %g\n", series, value);
-	return -1;
-}
-
 static const char holder_body[] =
 	"{\"model\":\"tiny\",\"prompt\":\"hold the worker\",\"options\":{\"num_predict\":440,"
 	"\"temperature\":0}}";
@@ -553,14 +535,14 @@ static void test_tenant_queue_full_429(void **state)
 	for (int i = 0; i < 4; i++)
 		snprintf(out[i], sizeof(out[i]), "%s/q429-%d", gwt_dir, i);
 	holder = bg_curl("/api/generate", gwt_key_a, holder_body, NULL, out[0]);
-	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
 	/* the worker is paused so that its one slot stays taken however fast
 	 * the holder would otherwise finish */
 	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	queued = bg_curl("/api/generate", gwt_key_small,
 			 "{\"model\":\"tiny\",\"prompt\":\"q\",\"options\":{\"num_predict\":4}}",
 			 NULL, out[1]);
-	assert_int_equal(wait_metric("sluice_gateway_queue_depth{tenant=\"small\"}", 1, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_gateway_queue_depth{tenant=\"small\"}", 1, 0), 0);
 	/* the tenant's one queue place is taken: 429 with Retry-After */
 	gwt_req(&r, "/v1/completions", gwt_key_small, "{\"model\":\"tiny\",\"prompt\":\"q\",\"max_tokens\":4}",
 	    0, NULL);
@@ -594,7 +576,7 @@ static void test_interactive_ahead_of_64_batch(void **state)
 	(void)state;
 	snprintf(out, sizeof(out), "%s/hold", gwt_dir);
 	holder = bg_curl("/api/generate", gwt_key_a, holder_body, NULL, out);
-	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
 	/* the worker is paused: its one slot stays taken while the queue fills */
 	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	for (int i = 0; i < NB; i++) {
@@ -603,12 +585,12 @@ static void test_interactive_ahead_of_64_batch(void **state)
 				  "{\"model\":\"tiny\",\"prompt\":\"nightly job\",\"options\":{\"num_predict\":4}}",
 				  "-H 'X-Sluice-Class: batch'", out);
 	}
-	assert_int_equal(wait_metric("sluice_gateway_queue_depth{tenant=\"night\"}", NB, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_gateway_queue_depth{tenant=\"night\"}", NB, 0), 0);
 	snprintf(out, sizeof(out), "%s/probe", gwt_dir);
 	probe = bg_curl("/api/generate", gwt_key_b,
 			"{\"model\":\"tiny\",\"prompt\":\"chat\",\"options\":{\"num_predict\":4}}",
 			NULL, out);
-	assert_int_equal(wait_metric("sluice_gateway_queue_depth{tenant=\"beta\"}", 1, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_gateway_queue_depth{tenant=\"beta\"}", 1, 0), 0);
 	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
 	wait_pid(probe);
 	assert_int_equal(bg_code(out), 200);
@@ -641,25 +623,6 @@ static void test_interactive_ahead_of_64_batch(void **state)
 	free(log);
 }
 
-/* Polls a log file until it contains `needle` (or the deadline). */
-static int wait_log(const char *path, const char *needle)
-{
-	int64_t end = h_now_ms() + DEADLINE_MS;
-
-	while (h_now_ms() < end) {
-		size_t len;
-		char *log = h_read_file(path, &len);
-		int found = log && strstr(log, needle) != NULL;
-
-		free(log);
-		if (found)
-			return 0;
-		h_pause_ms(10);
-	}
-	fprintf(stderr, "%s never contained %s\n", path, needle);
-	return -1;
-}
-
 static void test_disconnect_frees_blocks(void **state)
 {
 	int fds[2];
@@ -669,7 +632,7 @@ static void test_disconnect_frees_blocks(void **state)
 	struct pollfd pfd;
 
 	(void)state;
-	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
 	assert_int_equal(pipe(fds), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
@@ -695,14 +658,14 @@ static void test_disconnect_frees_blocks(void **state)
 	kill(pid, SIGKILL);
 	wait_pid(pid);
 	close(fds[0]);
-	assert_int_equal(wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
+	assert_int_equal(gwt_wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
 	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
 	/* CANCEL reached the worker: it ended the request as cancelled, and
 	 * every block is free again */
-	assert_int_equal(wait_log(gwt_worker.log, "\"end\":\"cancelled\""), 0);
-	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
-	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
-	assert_int_equal(wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
+	assert_int_equal(gwt_wait_log(gwt_worker.log, "\"end\":\"cancelled\""), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
 	gwt_assert_served();
 }
 
@@ -856,8 +819,8 @@ static void test_revocation_stops_a_stream(void **state)
 	assert_non_null(strstr(buf, "{\"error\":"));
 	assert_null(strstr(buf, "\"done\":true"));
 	/* and the worker's blocks are freed */
-	assert_int_equal(wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
-	assert_int_equal(wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
 }
 
 static void scan_redis_for(const char *needle)

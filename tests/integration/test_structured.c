@@ -8,13 +8,17 @@
  * service serves on; logprobs come in each dialect's shape, best first.
  */
 #include <math.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -550,6 +554,66 @@ static void test_choices(void **state)
 }
 
 /*
+ * A client that goes away from a stream of several choices: every choice
+ * is cancelled on the worker (whichever were sent), their KV blocks are
+ * free, the slots reserved come back, and the service serves on.
+ */
+static void test_choices_client_gone(void **state)
+{
+	static const char needle[] = "\"end\":\"cancelled\"";
+	char cmd[4096], buf[4096], series[160];
+	int fds[2], before = gwt_log_count(gwt_worker.log, needle);
+	double gone;
+	pid_t pid;
+	ssize_t n;
+	struct pollfd pfd;
+	char *m;
+
+	(void)state;
+	snprintf(series, sizeof(series), "sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}");
+	m = gwt_metrics();
+	gone = h_metric(m, series);
+	free(m);
+	if (gone < 0)
+		gone = 0;
+	assert_int_equal(pipe(fds), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
+		 "-H 'Content-Type: application/json' --data-binary '{\"model\":\"%s\",\"n\":3,"
+		 "\"stream\":true,\"max_tokens\":440,\"prompt\":\"" N_PROMPT "\"}' "
+		 "'https://127.0.0.1:%d/v1/completions'", gwt_cert, gwt_key_a, model_name, gwt_port);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+	n = read(fds[0], buf, sizeof(buf));
+	assert_true(n > 0); /* choice 0 has its first token: the others were sent */
+	/* the worker paused: what ends the choices must be the CANCELs */
+	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	close(fds[0]);
+	assert_int_equal(gwt_wait_metric(series, gone + 1, 1), 0);
+	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
+	assert_int_equal(gwt_wait_log_count(gwt_worker.log, needle, before + 3), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
+	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);
+	/* all four slots are free again: n = 4 is placed */
+	snprintf(cmd, sizeof(cmd), "{\"model\":\"%s\",\"prompt\":\"Once\",\"max_tokens\":4,\"n\":4}",
+		 model_name);
+	json_decref(post("/v1/completions", cmd, 200));
+	gwt_assert_served();
+}
+
+/*
  * The official npm clients' structured scenarios (tests/clients/compat.mjs,
  * SLUICE_ONLY=structured) against the random-weight model; test_stories.c
  * runs all of them on the shipped one.  Their own folder under the build
@@ -601,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_bad_constraints),
 		cmocka_unit_test(test_logprobs),
 		cmocka_unit_test(test_choices),
+		cmocka_unit_test(test_choices_client_gone),
 	};
 	const struct CMUnitTest random_tests[] = {
 		cmocka_unit_test(test_openai_json_schema),
@@ -610,6 +675,7 @@ int main(void)
 		cmocka_unit_test(test_bad_constraints),
 		cmocka_unit_test(test_logprobs),
 		cmocka_unit_test(test_choices),
+		cmocka_unit_test(test_choices_client_gone),
 		cmocka_unit_test(test_official_clients),
 	};
 	int rc = cmocka_run_group_tests_name("structured/stories260k", tests, stories_setup,
