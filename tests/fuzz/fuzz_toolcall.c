@@ -54,7 +54,7 @@ static enum cm_status rec_event(void *ctx, const struct wk_tc_event *e)
 	}
 	if (e->len == 0)
 		abort(); /* empty texts are never emitted */
-	if (last_kind != e->kind) {
+	if (last_kind != (int)e->kind) {
 		rec_put(r, "\x03", 1);
 		rec_put(r, &k, 1);
 		last_kind = e->kind;
