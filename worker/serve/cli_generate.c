@@ -152,7 +152,7 @@ static enum cm_status gen_prompt(const struct gen_args *a, const struct wk_model
 	enum cm_status st;
 
 	if (a->chat) {
-		struct wk_chat_msg msgs[2];
+		struct wk_chat_msg msgs[2] = { { 0 }, { 0 } };
 		size_t n = 0;
 
 		if (a->system) {

@@ -23,10 +23,17 @@
  * those characters).  The initial BOS is never part of the rendering:
  * wk_chat_encode adds it when the model's add_bos_token asks for it.
  *
- * Roles: "system", "user", "assistant"; anything else is an error.  A
- * system message must come first; llama2 and mistral fold it into the
- * first user turn and need user/assistant to alternate from a user turn;
- * gemma folds it into the first user turn.
+ * Roles: "system", "user", "assistant", "tool"; anything else is an
+ * error.  A system message must come first; llama2 and mistral fold it
+ * into the first user turn and need user/assistant to alternate from a
+ * user turn (tool results and assistant tool calls aside); gemma folds it
+ * into the first user turn.
+ *
+ * Tools (docs/tools.md): llama3, chatml (Qwen, Hermes) and mistral render
+ * the tools, the assistant's tool calls and the tool results in their own
+ * syntax; the other families in the generic JSON form, written into the
+ * system text.  Tool JSON and calls are message text (no special tokens),
+ * their markers template text.
  *
  * Stateless: the templates are constant tables; thread-safe.
  */
@@ -46,12 +53,30 @@ struct wk_chat_msg {
 	const char *role;    /* NUL-terminated */
 	const char *content; /* content_len bytes, need not be NUL-terminated */
 	size_t content_len;
+	/* tool calling (docs/tools.md); NULL when absent */
+	const char *tool_calls; /* assistant: JSON array of {"id", "name",
+				 * "arguments": object} */
+	size_t tool_calls_len;
+	const char *tool_call_id; /* tool: the id of the call it answers */
+	size_t tool_call_id_len;
 };
 
-/* Rendered prompt: segments point into the template table or the messages. */
+/* What a rendering may add to the messages. */
+struct wk_chat_opts {
+	/* the tools the model may call: a JSON array of OpenAI tool objects
+	 * {"type": "function", "function": {"name", "description",
+	 * "parameters"}}; NULL: none */
+	const char *tools;
+	size_t tools_len;
+};
+
+/* Rendered prompt: segments point into the template table, the messages
+ * or text the rendering wrote (tools, tool calls), which it owns. */
 struct wk_chat_prompt {
 	struct wk_tok_seg *segs; /* parse_special = 1: template text */
 	size_t n, cap;
+	char **own;
+	size_t n_own, cap_own;
 };
 
 /*
@@ -77,6 +102,14 @@ const char *wk_chat_template_names(void);
 enum cm_status wk_chat_render(const struct wk_chat_template *t, const struct wk_chat_msg *msgs,
 			      size_t n, int add_generation_prompt, struct wk_chat_prompt *out,
 			      char *err, size_t err_len) CM_WUR;
+/* The same with tools (o NULL: none); a tools value that is not an array
+ * of function tools is CM_EINVAL naming tools[i]. */
+enum cm_status wk_chat_render_opts(const struct wk_chat_template *t,
+				   const struct wk_chat_msg *msgs, size_t n,
+				   int add_generation_prompt, const struct wk_chat_opts *o,
+				   struct wk_chat_prompt *out, char *err, size_t err_len) CM_WUR;
+/* The tool-call syntax the family's output uses (toolcall.h's family). */
+int wk_chat_tool_family(const struct wk_chat_template *t);
 void wk_chat_prompt_deinit(struct wk_chat_prompt *p);
 
 /* The rendered prompt as one string appended to out (tests, inspection). */
@@ -84,6 +117,10 @@ enum cm_status wk_chat_render_text(const struct wk_chat_template *t,
 				   const struct wk_chat_msg *msgs, size_t n,
 				   int add_generation_prompt, struct cm_buf *out,
 				   char *err, size_t err_len) CM_WUR;
+enum cm_status wk_chat_render_text_opts(const struct wk_chat_template *t,
+					const struct wk_chat_msg *msgs, size_t n,
+					int add_generation_prompt, const struct wk_chat_opts *o,
+					struct cm_buf *out, char *err, size_t err_len) CM_WUR;
 
 /*
  * Renders and tokenizes: BOS when the model asks for it, template text
@@ -94,5 +131,10 @@ enum cm_status wk_chat_encode(const struct wk_tok *tok, const struct wk_chat_tem
 			      const struct wk_chat_msg *msgs, size_t n, int add_generation_prompt,
 			      int32_t *out, size_t cap, size_t *n_out,
 			      char *err, size_t err_len) CM_WUR;
+enum cm_status wk_chat_encode_opts(const struct wk_tok *tok, const struct wk_chat_template *t,
+				   const struct wk_chat_msg *msgs, size_t n,
+				   int add_generation_prompt, const struct wk_chat_opts *o,
+				   int32_t *out, size_t cap, size_t *n_out,
+				   char *err, size_t err_len) CM_WUR;
 
 #endif
