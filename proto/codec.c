@@ -124,7 +124,10 @@ static enum proto_error check_values(const struct proto_msg *m)
 		    !sampling_ok(&s->sampling) ||
 		    s->constraint_kind > PROTO_CONSTRAINT_GRAMMAR ||
 		    (s->constraint_kind == PROTO_CONSTRAINT_NONE && s->constraint.len) ||
-		    s->top_logprobs > PROTO_TOP_LOGPROBS_MAX)
+		    s->top_logprobs > PROTO_TOP_LOGPROBS_MAX ||
+		    s->tool_choice > PROTO_TOOLS_NAMED ||
+		    (s->tool_choice == PROTO_TOOLS_NAMED) != (s->tool_name.len > 0) ||
+		    s->parallel_tool_calls > 1 || s->think > PROTO_THINK_OFF)
 			return PROTO_ERR_VALUE;
 		break;
 	}
@@ -138,7 +141,8 @@ static enum proto_error check_values(const struct proto_msg *m)
 		if (m->u.tokens.n == 0)
 			return PROTO_ERR_VALUE;
 		for (uint32_t i = 0; m->u.tokens.tok && i < m->u.tokens.n; i++)
-			if (m->u.tokens.tok[i].n_top > PROTO_TOP_LOGPROBS_MAX)
+			if (m->u.tokens.tok[i].n_top > PROTO_TOP_LOGPROBS_MAX ||
+			    m->u.tokens.tok[i].channel > PROTO_CH_TOOL_CALL)
 				return PROTO_ERR_VALUE;
 		break;
 	case PROTO_DONE:
@@ -481,9 +485,12 @@ static void dec_hello(struct rd *r, struct proto_hello *h)
  * list<str> stop (u32 n_stop + n_stop str; min 4 bytes each),
  * u8 prompt_kind, str text,
  * list<message> messages (u32 n_messages + per message: str role,
- *           str content; min 8 bytes each),
+ *           str content, (version 4) str tool_calls, str tool_call_id;
+ *           min 16 bytes each),
  * str template_name,
- * (version 3) u8 constraint_kind, str constraint, u8 top_logprobs
+ * (version 3) u8 constraint_kind, str constraint, u8 top_logprobs,
+ * (version 4) str tools, u8 tool_choice, str tool_name,
+ *           u8 parallel_tool_calls, u8 think
  */
 static void enc_sampling(struct wr *w, const struct proto_sampling *s)
 {
@@ -534,11 +541,18 @@ static void enc_submit(struct wr *w, const struct proto_submit *s)
 	for (uint32_t i = 0; i < s->n_messages && w->st == CM_OK; i++) {
 		wr_str(w, s->messages[i].role);
 		wr_str(w, s->messages[i].content);
+		wr_str(w, s->messages[i].tool_calls);
+		wr_str(w, s->messages[i].tool_call_id);
 	}
 	wr_str(w, s->template_name);
 	wr_u8(w, s->constraint_kind);
 	wr_str(w, s->constraint);
 	wr_u8(w, s->top_logprobs);
+	wr_str(w, s->tools);
+	wr_u8(w, s->tool_choice);
+	wr_str(w, s->tool_name);
+	wr_u8(w, s->parallel_tool_calls);
+	wr_u8(w, s->think);
 }
 
 static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
@@ -573,7 +587,7 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
 	s->prompt_kind = rd_u8(r);
 	rd_str(r, &s->text);
 
-	s->n_messages = rd_count(r, 8, CM_LIM_PROTO_MESSAGES_HARD);
+	s->n_messages = rd_count(r, 16, CM_LIM_PROTO_MESSAGES_HARD);
 	if (r->err != PROTO_ERR_NONE)
 		return CM_OK;
 	if (s->n_messages) {
@@ -586,12 +600,19 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
 		for (uint32_t i = 0; i < s->n_messages; i++) {
 			rd_str(r, &msgs[i].role);
 			rd_str(r, &msgs[i].content);
+			rd_str(r, &msgs[i].tool_calls);
+			rd_str(r, &msgs[i].tool_call_id);
 		}
 	}
 	rd_str(r, &s->template_name);
 	s->constraint_kind = rd_u8(r);
 	rd_str(r, &s->constraint);
 	s->top_logprobs = rd_u8(r);
+	rd_str(r, &s->tools);
+	s->tool_choice = rd_u8(r);
+	rd_str(r, &s->tool_name);
+	s->parallel_tool_calls = rd_u8(r);
+	s->think = rd_u8(r);
 
 	/* every array is allocated: the scratch no longer moves */
 	if (s->n_stop)
@@ -609,7 +630,8 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
 /* ==== TOKEN ============================================================
  * list<token> (u32 n + per token: u32 id, f32 logprob, str text,
  *              blob piece, u8 n_top + n_top x (u32 id, f32 logprob,
- *              blob piece); min 17 bytes each, 12 per alternative)
+ *              blob piece), (version 4) u8 channel; min 18 bytes each,
+ *              12 per alternative)
  */
 static void enc_tokens(struct wr *w, const struct proto_tokens *t)
 {
@@ -631,6 +653,7 @@ static void enc_tokens(struct wr *w, const struct proto_tokens *t)
 			wr_f32(w, k->top[j].logprob);
 			wr_blob(w, k->top[j].piece);
 		}
+		wr_u8(w, k->channel);
 	}
 }
 
@@ -641,7 +664,7 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 	size_t off, n_top = 0, top_off = 0, top_cap;
 	enum cm_status st;
 
-	t->n = rd_count(r, 17, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
+	t->n = rd_count(r, 18, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
 	if (r->err != PROTO_ERR_NONE || t->n == 0)
 		return CM_OK;
 	/* the alternatives of every token in one array after the tokens:
@@ -680,6 +703,7 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 			rd_blob(r, &top[j].piece);
 		}
 		n_top += tok[i].n_top;
+		tok[i].channel = rd_u8(r);
 	}
 	t->tok = tok;
 	return CM_OK;
@@ -689,7 +713,7 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
  * u8 finish, u32 prompt_tokens, u32 cached_tokens, u32 gen_tokens,
  * u32 preemptions, i64 load_ns, i64 queue_ns, i64 prefill_ns,
  * i64 decode_ns, i64 ttft_ns, bytes32 logits_digest,
- * (version 3) i64 constraint_ns
+ * (version 3) i64 constraint_ns, (version 4) u32 reasoning_tokens
  */
 static void enc_done(struct wr *w, const struct proto_done *d)
 {
@@ -705,6 +729,7 @@ static void enc_done(struct wr *w, const struct proto_done *d)
 	wr_i64(w, d->ttft_ns);
 	wr_digest(w, d->logits_digest);
 	wr_i64(w, d->constraint_ns);
+	wr_u32(w, d->reasoning_tokens);
 }
 
 static void dec_done(struct rd *r, struct proto_done *d)
@@ -721,6 +746,7 @@ static void dec_done(struct rd *r, struct proto_done *d)
 	d->ttft_ns = rd_i64(r);
 	rd_digest(r, d->logits_digest);
 	d->constraint_ns = rd_i64(r);
+	d->reasoning_tokens = rd_u32(r);
 }
 
 /* ==== ERROR ============================================================

@@ -92,6 +92,7 @@ const char *const proto_role_names[PROTO_ROLE_COUNT] = {
 	[PROTO_ROLE_SYSTEM] = "system",
 	[PROTO_ROLE_USER] = "user",
 	[PROTO_ROLE_ASSISTANT] = "assistant",
+	[PROTO_ROLE_TOOL] = "tool",
 };
 
 int proto_role_parse(const char *s, size_t len)

@@ -41,7 +41,7 @@
 #include "common/status.h"
 
 #define PROTO_MAGIC 0x31504C53u
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_HEADER_LEN 24
 #define PROTO_DIGEST_LEN 32
 
@@ -154,9 +154,10 @@ enum proto_role {
 	PROTO_ROLE_SYSTEM = 0,
 	PROTO_ROLE_USER = 1,
 	PROTO_ROLE_ASSISTANT = 2,
+	PROTO_ROLE_TOOL = 3,        /* version 4: a tool result */
 	PROTO_ROLE_COUNT
 };
-#define PROTO_ROLE_LIST "system, user, assistant"
+#define PROTO_ROLE_LIST "system, user, assistant, tool"
 extern const char *const proto_role_names[PROTO_ROLE_COUNT];
 /* enum proto_role of a role name (exact, case-sensitive), -1 when none. */
 int proto_role_parse(const char *s, size_t len);
@@ -164,6 +165,34 @@ int proto_role_parse(const char *s, size_t len);
 struct proto_message {
 	struct proto_str role;    /* one of proto_role_names */
 	struct proto_str content;
+	/* version 4 */
+	struct proto_str tool_calls;   /* assistant: JSON array of {"id", "name",
+					* "arguments": object}; "" none */
+	struct proto_str tool_call_id; /* tool: the call it answers */
+};
+
+/* SUBMIT tool_choice (version 4; docs/tools.md) */
+enum proto_tool_choice {
+	PROTO_TOOLS_AUTO = 0,      /* the model decides (tools given) */
+	PROTO_TOOLS_NONE = 1,      /* tools rendered, no call parsed or forced */
+	PROTO_TOOLS_REQUIRED = 2,  /* at least one call, constrained from the first token */
+	PROTO_TOOLS_NAMED = 3,     /* a call of tool_name, constrained */
+};
+
+/* SUBMIT think (version 4) */
+enum proto_think {
+	PROTO_THINK_DEFAULT = 0,   /* as the model does: split out when it thinks */
+	PROTO_THINK_ON = 1,
+	PROTO_THINK_OFF = 2,       /* the family's no-thinking form */
+};
+
+/* TOKEN channel (version 4): where the entry's text goes */
+enum proto_channel {
+	PROTO_CH_CONTENT = 0,
+	PROTO_CH_REASONING = 1,
+	PROTO_CH_TOOL_CALL = 2,    /* text: one complete call, JSON {"name",
+				    * "arguments": object, "id" when the model
+				    * wrote one} */
 };
 
 struct proto_sampling {
@@ -198,6 +227,12 @@ struct proto_submit {
 	uint8_t constraint_kind;              /* enum proto_constraint */
 	struct proto_str constraint;          /* the schema or grammar text */
 	uint8_t top_logprobs;                 /* 0..PROTO_TOP_LOGPROBS_MAX per TOKEN */
+	/* version 4 */
+	struct proto_str tools;               /* JSON array of OpenAI tools; "" none */
+	uint8_t tool_choice;                  /* enum proto_tool_choice */
+	struct proto_str tool_name;           /* PROTO_TOOLS_NAMED */
+	uint8_t parallel_tool_calls;          /* 1: several calls allowed */
+	uint8_t think;                        /* enum proto_think */
 };
 
 /* ---- CANCEL --------------------------------------------------------- */
@@ -229,6 +264,8 @@ struct proto_token {
 	uint8_t n_top;          /* the most likely alternatives, best first,
 				 * <= PROTO_TOP_LOGPROBS_MAX */
 	const struct proto_top *top;
+	/* version 4 */
+	uint8_t channel;        /* enum proto_channel of `text` */
 };
 
 struct proto_tokens {
@@ -257,6 +294,8 @@ struct proto_done {
 	uint8_t logits_digest[PROTO_DIGEST_LEN]; /* zeros unless F_DIGEST */
 	/* version 3 */
 	int64_t constraint_ns;      /* compiling the constraint (0: none, or cached) */
+	/* version 4 */
+	uint32_t reasoning_tokens;  /* of gen_tokens, those generated while thinking */
 };
 
 /* ---- ERROR ---------------------------------------------------------- */

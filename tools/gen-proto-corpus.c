@@ -116,9 +116,9 @@ static void build(uint16_t type, int variant, struct proto_msg *m)
 		break;
 	case PROTO_TOKEN:
 		m->request_id = 1;
-		toks[0] = (struct proto_token){ 9906, -0.5f, s_("Hi"), s_("Hi"), 2, tops };
-		toks[1] = (struct proto_token){ 0, 0.0f, s_(""), s_(""), 0, NULL };
-		toks[2] = (struct proto_token){ 30, -1.5f, s_("\xe2\x82\xac"), s_(""), 0, NULL };
+		toks[0] = (struct proto_token){ 9906, -0.5f, s_("Hi"), s_("Hi"), 2, tops, 0 };
+		toks[1] = (struct proto_token){ 0, 0.0f, s_(""), s_(""), 0, NULL, 1 };
+		toks[2] = (struct proto_token){ 30, -1.5f, s_("\xe2\x82\xac"), s_(""), 0, NULL, 2 };
 		m->u.tokens.n = variant ? 1 : 3;
 		m->u.tokens.tok = toks;
 		break;

@@ -387,7 +387,7 @@ static enum cm_status msg_role(const json_t *m, size_t i,
 		if (strcmp(s, rules->aliases[k].alias) == 0)
 			s = rules->aliases[k].role;
 	ri = proto_role_parse(s, strlen(s));
-	if (ri >= 0) {
+	if (ri >= 0 && ri != PROTO_ROLE_TOOL) {
 		*out = (struct proto_str){ proto_role_names[ri],
 					   (uint32_t)strlen(proto_role_names[ri]) };
 		return CM_OK;

@@ -2,6 +2,7 @@
  * gen_corpus_worker_conn.c - writes the seed corpus of fuzz_worker_conn
  * (corpus/worker_conn/): byte streams of well-formed gateway sessions
  * (SUBMIT text and chat, with grammar and schema constraints and logprobs,
+ * tools and a forced call,
  * CANCEL, PING, DRAIN, a bad SUBMIT), framed the way
  * the fuzzer reads them (a piece-length byte before each piece).
  *
@@ -47,9 +48,12 @@ static void submit(uint64_t id, const char *text, uint32_t max_tokens, int chat,
 {
 	struct proto_msg m;
 	struct proto_submit *s = &m.u.submit;
-	static struct proto_message msgs[2] = {
-		{ { "system", 6 }, { "be brief", 8 } },
-		{ { "user", 4 }, { "hello <|im_end|> there", 22 } },
+	static struct proto_message msgs[4] = {
+		{ { "system", 6 }, { "be brief", 8 }, { NULL, 0 }, { NULL, 0 } },
+		{ { "user", 4 }, { "hello <|im_end|> there", 22 }, { NULL, 0 }, { NULL, 0 } },
+		{ { "assistant", 9 }, { "", 0 }, { "[{\"id\":\"a\",\"name\":\"f\",\"arguments\":{}}]", 38 },
+		  { NULL, 0 } },
+		{ { "tool", 4 }, { "7", 1 }, { NULL, 0 }, { "a", 1 } },
 	};
 
 	memset(&m, 0, sizeof(m));
@@ -66,7 +70,18 @@ static void submit(uint64_t id, const char *text, uint32_t max_tokens, int chat,
 	s->sampling.repeat_penalty = 1.1f;
 	s->sampling.repeat_last_n = 64;
 	s->sampling.seed = id;
-	if (chat) {
+	if (chat == 2) {
+		/* tools, a call and its result, a forced call (version 4) */
+		s->prompt_kind = PROTO_PROMPT_CHAT;
+		s->n_messages = 4;
+		s->messages = msgs;
+		s->tools.ptr = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+			       "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}}}]";
+		s->tools.len = (uint32_t)strlen(s->tools.ptr);
+		s->tool_choice = id % 2 ? PROTO_TOOLS_REQUIRED : PROTO_TOOLS_AUTO;
+		s->parallel_tool_calls = 1;
+		s->think = PROTO_THINK_ON;
+	} else if (chat) {
 		s->prompt_kind = PROTO_PROMPT_CHAT;
 		s->n_messages = 2;
 		s->messages = msgs;
@@ -127,6 +142,9 @@ int main(int argc, char **argv)
 	save(argv[1], "submit_text");
 	submit(1, "", 4, 1, 2);
 	save(argv[1], "submit_chat");
+	submit(1, "", 24, 2, 2);
+	submit(2, "", 8, 2, 2);
+	save(argv[1], "submit_tools");
 	submit(1, "a long prompt that will be cancelled after a while", 50, 0, 3);
 	simple(PROTO_CANCEL, 1);
 	save(argv[1], "submit_cancel");

@@ -87,7 +87,8 @@ void fake_worker_done(struct fake_worker *fk, uint64_t id, uint8_t finish)
 
 static void fk_answer(struct fake_worker *fk, const struct proto_msg *in)
 {
-	struct proto_token t[2] = { { 7, -0.5f, { "a", 1 }, { NULL, 0 }, 0, NULL }, { 8, -0.25f, { "b", 1 }, { NULL, 0 }, 0, NULL } };
+	struct proto_token t[2] = { { 7, -0.5f, { "a", 1 }, { NULL, 0 }, 0, NULL, 0 },
+				    { 8, -0.25f, { "b", 1 }, { NULL, 0 }, 0, NULL, 0 } };
 	struct proto_msg m;
 
 	memset(&m, 0, sizeof(m));

@@ -100,11 +100,20 @@ static void copy_event(struct pc_event *ev, const struct proto_msg *m)
 	case PROTO_TOKEN:
 		for (uint32_t i = 0; i < m->u.tokens.n; i++) {
 			const struct proto_token *t = &m->u.tokens.tok[i];
-			uint32_t room = (uint32_t)sizeof(ev->text) - 1 - ev->text_len;
+			char *dst = t->channel == PROTO_CH_TOOL_CALL ? ev->calls
+				    : t->channel == PROTO_CH_REASONING ? ev->reasoning : ev->text;
+			uint32_t *len = t->channel == PROTO_CH_TOOL_CALL ? &ev->calls_len
+					: t->channel == PROTO_CH_REASONING ? &ev->reasoning_len : &ev->text_len;
+			uint32_t cap = t->channel == PROTO_CH_TOOL_CALL ? (uint32_t)sizeof(ev->calls)
+				       : t->channel == PROTO_CH_REASONING ? (uint32_t)sizeof(ev->reasoning)
+									  : (uint32_t)sizeof(ev->text);
+			uint32_t room = cap - 2 - *len;
 			uint32_t n = t->text.len < room ? t->text.len : room;
 
-			memcpy(ev->text + ev->text_len, t->text.ptr, n);
-			ev->text_len += n;
+			memcpy(dst + *len, t->text.ptr, n);
+			*len += n;
+			if (t->channel == PROTO_CH_TOOL_CALL)
+				dst[(*len)++] = '\n';
 			if (t->id != UINT32_MAX && ev->n_ids < 64)
 				ev->ids[ev->n_ids++] = t->id;
 		}

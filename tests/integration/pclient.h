@@ -17,9 +17,15 @@ struct pc_conn;
 struct pc_event {
 	uint16_t type;
 	uint64_t request_id;
-	/* TOKEN: appended text and ids; DONE/ERROR/PONG/STATS/HELLO: copied */
+	/* TOKEN: appended text (channel content) and ids; DONE/ERROR/PONG/
+	 * STATS/HELLO: copied */
 	char text[8192];
 	uint32_t text_len;
+	/* TOKEN channels reasoning and tool call (each call a line) */
+	char reasoning[4096];
+	uint32_t reasoning_len;
+	char calls[4096];
+	uint32_t calls_len;
 	uint32_t ids[64];
 	uint32_t n_ids;
 	struct proto_done done;

@@ -44,14 +44,21 @@ struct outcome {
 	uint32_t n_ids;
 	char text[8192];
 	size_t text_len;
+	char calls[4096];       /* tool calls, one per line */
+	size_t calls_len;
 	struct proto_done done;
 	int finished;
 	uint16_t err;
+	char err_msg[256];
 };
 
 static void absorb(struct outcome *o, const struct pc_event *ev)
 {
 	if (ev->type == PROTO_TOKEN) {
+		if (o->calls_len + ev->calls_len < sizeof(o->calls)) {
+			memcpy(o->calls + o->calls_len, ev->calls, ev->calls_len);
+			o->calls_len += ev->calls_len;
+		}
 		for (uint32_t i = 0; i < ev->n_ids && o->n_ids < 512; i++)
 			o->ids[o->n_ids++] = ev->ids[i];
 		if (o->text_len + ev->text_len < sizeof(o->text)) {
@@ -63,6 +70,7 @@ static void absorb(struct outcome *o, const struct pc_event *ev)
 		o->finished = 1;
 	} else if (ev->type == PROTO_ERROR) {
 		o->err = ev->err_code;
+		snprintf(o->err_msg, sizeof(o->err_msg), "%s", ev->err_msg);
 		o->finished = 1;
 	}
 }
@@ -279,7 +287,7 @@ static void test_bad_requests(void **state)
 	assert_int_equal(o.err, PROTO_E_BAD_REQUEST);
 	/* unknown chat template */
 	{
-		struct proto_message msg = { { "user", 4 }, { "hi", 2 } };
+		struct proto_message msg = { { "user", 4 }, { "hi", 2 }, { NULL, 0 }, { NULL, 0 } };
 
 		pc_submit_init(&m, &sb, 5003, "", 4, 1);
 		m.u.submit.prompt_kind = PROTO_PROMPT_CHAT;
@@ -435,6 +443,170 @@ static void test_constrained_output(void **state)
 	assert_person(&o);
 	wait_stats_used(c, 0);
 	pc_close(c);
+}
+
+/* ---- tool calls ------------------------------------------------------------ */
+
+/* short: the tiny model's context is 512 tokens of a small vocabulary */
+#define TOOLS_WEATHER "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":" \
+	"{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":10}," \
+	"\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":7}},\"required\":[\"city\",\"days\"]," \
+	"\"additionalProperties\":false}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\"," \
+	"\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"enum\":[\"utc\",\"cet\"]}}," \
+	"\"required\":[\"zone\"],\"additionalProperties\":false}}}]"
+
+static const struct proto_message tool_msgs[] = {
+	{ { "user", 4 }, { "Weather?", 8 }, { NULL, 0 }, { NULL, 0 } },
+};
+
+static void submit_tools(struct proto_msg *m, struct proto_submit *sb, uint64_t id, uint8_t choice,
+			 const char *name, int parallel, uint64_t seed)
+{
+	pc_submit_init(m, sb, id, "", 200, 1);
+	m->u.submit.prompt_kind = PROTO_PROMPT_CHAT;
+	m->u.submit.text = (struct proto_str){ "", 0 };
+	m->u.submit.n_messages = 1;
+	m->u.submit.messages = tool_msgs;
+	m->u.submit.tools = (struct proto_str){ TOOLS_WEATHER, (uint32_t)strlen(TOOLS_WEATHER) };
+	m->u.submit.tool_choice = choice;
+	m->u.submit.tool_name = (struct proto_str){ name, name ? (uint32_t)strlen(name) : 0 };
+	m->u.submit.parallel_tool_calls = (uint8_t)parallel;
+	m->u.submit.sampling.temperature = 1.0f;
+	m->u.submit.sampling.seed = seed;
+	m->flags |= PROTO_SUBMIT_F_HAS_SEED;
+}
+
+/* Each line of o->calls is a call of a tool whose arguments keep its
+ * schema; returns how many, and the name of the first in *first. */
+static size_t assert_calls(const struct outcome *o, const char **first)
+{
+	static char name0[64];
+	size_t n = 0;
+	const char *p = o->calls, *end = o->calls + o->calls_len;
+
+	if (o->err)
+		fail_msg("ERROR %u: %s", o->err, o->err_msg);
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		json_t *c = json_loadb(p, (size_t)(nl - p), 0, NULL), *a;
+		const char *name;
+
+		if (!c)
+			fail_msg("not a call: %.*s", (int)(nl - p), p);
+		name = json_string_value(json_object_get(c, "name"));
+		a = json_object_get(c, "arguments");
+		assert_non_null(name);
+		assert_true(json_is_object(a));
+		if (strcmp(name, "get_weather") == 0) {
+			json_t *city = json_object_get(a, "city"), *days = json_object_get(a, "days");
+
+			assert_true(json_is_string(city));
+			assert_true(json_is_integer(days));
+			assert_true(json_integer_value(days) >= 1 && json_integer_value(days) <= 7);
+			assert_int_equal(json_object_size(a), 2);
+		} else {
+			const char *zone = json_string_value(json_object_get(a, "zone"));
+
+			assert_string_equal(name, "get_time");
+			assert_non_null(zone);
+			assert_true(strcmp(zone, "utc") == 0 || strcmp(zone, "cet") == 0);
+		}
+		if (n++ == 0)
+			snprintf(name0, sizeof(name0), "%s", name);
+		json_decref(c);
+		p = nl + 1;
+	}
+	*first = name0;
+	return n;
+}
+
+/*
+ * tool_choice required or named: the output is a call (the model's family
+ * has no tool syntax: the generic JSON form) whose arguments keep the
+ * tool's schema, whatever the random model's weights; one call unless
+ * parallel; a tool that does not exist is refused; calls in a batch with
+ * other requests are each their solo tokens.
+ */
+static void test_tool_calls(void **state)
+{
+	static struct proto_msg m[6];
+	static struct proto_submit sb[6];
+	static struct outcome o[6], solo[6];
+	struct h_proc tw;
+	char cfg[2048], sock4[600];
+	const char *model = h_model("tiny", "Q8_0", "llama");
+	struct pc_conn *c;
+	struct pc_event hello;
+	const char *name;
+
+	(void)state;
+	/* the tools and how to call them take more than the tiny model's
+	 * 512 tokens (a small vocabulary): a worker serving 2048 */
+	snprintf(sock4, sizeof(sock4), "%s/tools.sock", h_tmpdir());
+	snprintf(cfg, sizeof(cfg),
+		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
+		 " \"kv_cache_bytes\": \"64MiB\", \"context\": 2048, \"max_running\": 8}}", model, sock4);
+	assert_int_equal(h_worker_start(&tw, "tools", cfg), 0);
+	c = pc_connect(sock4, TIMEOUT_MS);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
+	assert_int_equal(hello.type, PROTO_HELLO);
+	for (uint64_t seed = 0; seed < 4; seed++) {
+		submit_tools(&m[0], &sb[0], 7100 + seed, PROTO_TOOLS_REQUIRED, NULL, 0, seed);
+		run_requests(c, &m[0], 1, &o[0]);
+		if (o[0].done.finish != PROTO_FINISH_STOP)
+			fail_msg("finish %u after %u tokens: calls [%.*s] text [%.*s]", o[0].done.finish,
+				 o[0].done.gen_tokens, (int)o[0].calls_len, o[0].calls, (int)o[0].text_len,
+				 o[0].text);
+		assert_int_equal(assert_calls(&o[0], &name), 1);
+		assert_int_equal(o[0].text_len, 0); /* all of it was the call */
+	}
+	submit_tools(&m[0], &sb[0], 7110, PROTO_TOOLS_NAMED, "get_time", 0, 3);
+	run_requests(c, &m[0], 1, &o[0]);
+	assert_int_equal(assert_calls(&o[0], &name), 1);
+	assert_string_equal(name, "get_time");
+	submit_tools(&m[0], &sb[0], 7111, PROTO_TOOLS_REQUIRED, NULL, 1, 5);
+	run_requests(c, &m[0], 1, &o[0]);
+	assert_true(assert_calls(&o[0], &name) >= 1);
+	{
+		struct pc_event ev;
+
+		submit_tools(&m[0], &sb[0], 7112, PROTO_TOOLS_NAMED, "nope", 0, 1);
+		assert_int_equal(pc_send(c, &m[0]), 0);
+		do
+			assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+		while (ev.type == PROTO_STATS);
+		assert_int_equal(ev.type, PROTO_ERROR);
+		assert_int_equal(ev.err_code, PROTO_E_BAD_REQUEST);
+		assert_non_null(strstr(ev.err_msg, "tool_choice: no tool named 'nope'"));
+	}
+	/* batch invariance: two forced calls, two schemas, two free texts,
+	 * alone and then all at once */
+	for (uint32_t i = 0; i < 6; i++) {
+		if (i < 2)
+			submit_tools(&m[i], &sb[i], 7120 + i, PROTO_TOOLS_REQUIRED, NULL, 1, 10 + i);
+		else if (i < 4)
+			submit_constraint(&m[i], &sb[i], 7120 + i, PROTO_CONSTRAINT_JSON_SCHEMA,
+					  SCHEMA_PERSON, 120);
+		else
+			pc_submit_init(&m[i], &sb[i], 7120 + i, prompts[i], 40, 1);
+		m[i].u.submit.sampling.temperature = 0.9f;
+		m[i].u.submit.sampling.seed = 20 + i;
+		m[i].flags |= PROTO_SUBMIT_F_HAS_SEED;
+	}
+	for (uint32_t i = 0; i < 6; i++)
+		run_requests(c, &m[i], 1, &solo[i]);
+	run_requests(c, m, 6, o);
+	for (uint32_t i = 0; i < 6; i++) {
+		assert_int_equal(o[i].err, 0);
+		assert_int_equal(o[i].n_ids, solo[i].n_ids);
+		assert_memory_equal(o[i].ids, solo[i].ids, o[i].n_ids * sizeof(o[i].ids[0]));
+		assert_int_equal(o[i].calls_len, solo[i].calls_len);
+		if (i < 2)
+			assert_true(assert_calls(&o[i], &name) >= 1);
+	}
+	pc_close(c);
+	assert_int_equal(h_stop(&tw, 30000), 0);
 }
 
 static void test_ping_is_a_real_generation(void **state)
@@ -685,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_and_drop_free_blocks),
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_constrained_output),
+		cmocka_unit_test(test_tool_calls),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
 		cmocka_unit_test(test_sigterm_drains),

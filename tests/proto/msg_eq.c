@@ -117,6 +117,10 @@ static const char *submit_diff(const struct proto_submit *a,
 			return "submit.messages[i].role";
 		if (!str_eq(a->messages[i].content, b->messages[i].content))
 			return "submit.messages[i].content";
+		if (!str_eq(a->messages[i].tool_calls, b->messages[i].tool_calls))
+			return "submit.messages[i].tool_calls";
+		if (!str_eq(a->messages[i].tool_call_id, b->messages[i].tool_call_id))
+			return "submit.messages[i].tool_call_id";
 	}
 	if (!str_eq(a->template_name, b->template_name))
 		return "submit.template_name";
@@ -126,6 +130,14 @@ static const char *submit_diff(const struct proto_submit *a,
 		return "submit.constraint";
 	if (a->top_logprobs != b->top_logprobs)
 		return "submit.top_logprobs";
+	if (!str_eq(a->tools, b->tools))
+		return "submit.tools";
+	if (a->tool_choice != b->tool_choice || !str_eq(a->tool_name, b->tool_name))
+		return "submit.tool_choice";
+	if (a->parallel_tool_calls != b->parallel_tool_calls)
+		return "submit.parallel_tool_calls";
+	if (a->think != b->think)
+		return "submit.think";
 	return NULL;
 }
 
@@ -145,6 +157,8 @@ static const char *tokens_diff(const struct proto_tokens *a,
 			return "tokens.tok[i].piece";
 		if (a->tok[i].n_top != b->tok[i].n_top)
 			return "tokens.tok[i].n_top";
+		if (a->tok[i].channel != b->tok[i].channel)
+			return "tokens.tok[i].channel";
 		for (uint32_t j = 0; j < a->tok[i].n_top; j++)
 			if (a->tok[i].top[j].id != b->tok[i].top[j].id ||
 			    !f32_eq(a->tok[i].top[j].logprob, b->tok[i].top[j].logprob) ||
@@ -181,6 +195,8 @@ static const char *done_diff(const struct proto_done *a,
 		return "done.logits_digest";
 	if (a->constraint_ns != b->constraint_ns)
 		return "done.constraint_ns";
+	if (a->reasoning_tokens != b->reasoning_tokens)
+		return "done.reasoning_tokens";
 	return NULL;
 }
 

@@ -19,7 +19,7 @@ struct proto_str tp_str(const char *s)
 }
 
 static struct proto_str sample_stop[3];
-static struct proto_message sample_messages[3];
+static struct proto_message sample_messages[4];
 static struct proto_token sample_tokens[4];
 static const struct proto_top sample_top[3] = {
 	{ 15043, -0.125f, { "Hello", 5 } }, { 10994, -2.25f, { "\xe4\xb8", 2 } }, { 2, -3.0f, { NULL, 0 } } };
@@ -78,20 +78,34 @@ static void sample_submit(struct proto_submit *s)
 	sample_messages[1].content = tp_str("h\xc3\xa9llo \xf0\x9f\x91\x8b");
 	sample_messages[2].role = tp_str("assistant");
 	sample_messages[2].content = tp_str("");
-	s->n_messages = 3;
+	sample_messages[2].tool_calls = tp_str("[{\"id\":\"c1\",\"name\":\"f\",\"arguments\":{}}]");
+	sample_messages[3].role = tp_str("tool");
+	sample_messages[3].content = tp_str("42");
+	sample_messages[3].tool_call_id = tp_str("c1");
+	s->n_messages = 4;
 	s->messages = sample_messages;
 	s->template_name = tp_str("chatml");
 	s->constraint_kind = PROTO_CONSTRAINT_JSON_SCHEMA;
 	s->constraint = tp_str("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}}}");
 	s->top_logprobs = 5;
+	s->tools = tp_str("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]");
+	s->tool_choice = PROTO_TOOLS_NAMED;
+	s->tool_name = tp_str("f");
+	s->parallel_tool_calls = 1;
+	s->think = PROTO_THINK_OFF;
 }
 
 static void sample_tokens_fill(struct proto_tokens *t)
 {
-	sample_tokens[0] = (struct proto_token){ 15043, -0.125f, tp_str("Hello"), tp_str("Hello"), 3, sample_top };
-	sample_tokens[1] = (struct proto_token){ 29892, -2.5f, tp_str(","), { "\xff,", 2 }, 0, NULL };
-	sample_tokens[2] = (struct proto_token){ 31999, -7.75f, tp_str(""), tp_str(""), 1, sample_top + 2 };
-	sample_tokens[3] = (struct proto_token){ 1, 0.0f, tp_str("\xe4\xb8\x96"), { NULL, 0 }, 0, NULL };
+	sample_tokens[0] = (struct proto_token){ 15043, -0.125f, tp_str("Hello"), tp_str("Hello"), 3, sample_top,
+						 PROTO_CH_CONTENT };
+	sample_tokens[1] = (struct proto_token){ 29892, -2.5f, tp_str(","), { "\xff,", 2 }, 0, NULL,
+						 PROTO_CH_REASONING };
+	sample_tokens[2] = (struct proto_token){ 31999, -7.75f, tp_str(""), tp_str(""), 1, sample_top + 2,
+						 PROTO_CH_CONTENT };
+	sample_tokens[3] = (struct proto_token){ UINT32_MAX, 0.0f,
+						 tp_str("{\"name\":\"f\",\"arguments\":{\"a\":1}}"),
+						 { NULL, 0 }, 0, NULL, PROTO_CH_TOOL_CALL };
 	t->n = 4;
 	t->tok = sample_tokens;
 }
@@ -111,6 +125,7 @@ static void sample_done(struct proto_done *d)
 	for (int i = 0; i < PROTO_DIGEST_LEN; i++)
 		d->logits_digest[i] = (uint8_t)(0xFF - i);
 	d->constraint_ns = 2750000;
+	d->reasoning_tokens = 100;
 }
 
 static void sample_stats(struct proto_stats *s)

@@ -84,12 +84,12 @@ static void test_round_trip_every_type(void **state)
 static void test_exact_bytes(void **state)
 {
 	static const uint8_t ping[] = {
-		'S', 'L', 'P', '1', 3, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
+		'S', 'L', 'P', '1', 4, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, /* request id 0 */
 		0x0D, 0xF0, 0xFE, 0xCA, 0xEF, 0xBE, 0xAD, 0xDE, /* nonce */
 	};
 	static const uint8_t error[] = {
-		'S', 'L', 'P', '1', 3, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
+		'S', 'L', 'P', '1', 4, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
 		0x2A, 0, 0, 0, 0, 0, 0, 0, /* request id 42 */
 		6, 0,                      /* code PROTO_E_PROTOCOL */
 		3, 0, 0, 0, 'b', 'a', 'd',  /* str "bad" */
@@ -152,8 +152,8 @@ static void test_empty_strings(void **state)
 	struct proto_msg m, out;
 	struct proto_str empty = { NULL, 0 };
 	struct proto_str stop[2] = { { NULL, 0 }, { "", 0 } };
-	struct proto_message msgs[1] = { { { NULL, 0 }, { NULL, 0 } } };
-	struct proto_token tok[1] = { { 7, -1.0f, { NULL, 0 }, { NULL, 0 }, 0, NULL } };
+	struct proto_message msgs[1] = { { { NULL, 0 }, { NULL, 0 }, { NULL, 0 }, { NULL, 0 } } };
+	struct proto_token tok[1] = { { 7, -1.0f, { NULL, 0 }, { NULL, 0 }, 0, NULL, 0 } };
 
 	(void)state;
 	cm_buf_init(&frame, BIG);
@@ -178,14 +178,17 @@ static void test_empty_strings(void **state)
 	m.u.submit.text = empty;
 	m.u.submit.template_name = empty;
 	m.u.submit.constraint = empty;
+	m.u.submit.tools = empty;
+	m.u.submit.tool_name = empty;
+	m.u.submit.tool_choice = PROTO_TOOLS_AUTO;
 	m.u.submit.n_stop = 2;
 	m.u.submit.stop = stop;
 	m.u.submit.n_messages = 1;
 	m.u.submit.messages = msgs;
 	round_trip(&m, &frame, &scratch, &out);
 	/* 24 header + 4+32+4+4 +1+4+4 + 9 sampling fields (40) + 4+2*4 +1+4
-	 * + 4+1*8 + 4 + (version 3) 1+4+1 */
-	assert_int_equal(cm_buf_len(&frame), 24 + 44 + 9 + 40 + 12 + 5 + 12 + 4 + 6);
+	 * + 4+1*16 + 4 + (version 3) 1+4+1 + (version 4) 4+1+4+1+1 */
+	assert_int_equal(cm_buf_len(&frame), 24 + 44 + 9 + 40 + 12 + 5 + 20 + 4 + 6 + 11);
 
 	/* no stop strings, no messages: the arrays come back NULL */
 	m.u.submit.n_stop = 0;
@@ -386,8 +389,8 @@ static void test_encode_refuses_invalid_utf8(void **state)
 		expect_einval(&m, "submit.messages[0].content");
 
 		tp_sample(PROTO_TOKEN, &m);
-		tok[0] = (struct proto_token){ 1, 0, tp_str("fine"), { NULL, 0 }, 0, NULL };
-		tok[1] = (struct proto_token){ 2, 0, tp_str(bad[i]), { NULL, 0 }, 0, NULL };
+		tok[0] = (struct proto_token){ 1, 0, tp_str("fine"), { NULL, 0 }, 0, NULL, 0 };
+		tok[1] = (struct proto_token){ 2, 0, tp_str(bad[i]), { NULL, 0 }, 0, NULL, 0 };
 		m.u.tokens.n = 2;
 		m.u.tokens.tok = tok;
 		expect_einval(&m, "tokens.tok[1].text");
@@ -445,7 +448,7 @@ static void test_encode_refuses_bad_values(void **state)
 	expect_einval(&m, "TOKEN with no token");
 	{
 		struct proto_top top[PROTO_TOP_LOGPROBS_MAX + 1];
-		struct proto_token tk = { 1, 0.0f, { NULL, 0 }, { NULL, 0 }, PROTO_TOP_LOGPROBS_MAX + 1, top };
+		struct proto_token tk = { 1, 0.0f, { NULL, 0 }, { NULL, 0 }, PROTO_TOP_LOGPROBS_MAX + 1, top, 0 };
 
 		memset(top, 0, sizeof(top));
 		tp_sample(PROTO_TOKEN, &m);

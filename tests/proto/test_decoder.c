@@ -150,6 +150,10 @@ struct submit_opts {
 	uint8_t constraint_kind;
 	uint32_t constraint_len; /* bytes of "{}..." written */
 	uint8_t top_logprobs;
+	uint8_t tool_choice;     /* version 4 */
+	uint32_t tool_name_len;  /* bytes of "f..." written */
+	uint8_t think;
+	uint8_t channel;         /* of token_frame's tokens (a global below) */
 };
 
 static const struct submit_opts submit_ok = {
@@ -192,9 +196,19 @@ static void submit_frame(struct cm_buf *f, const struct submit_opts *o)
 	for (uint32_t i = 0; i < o->constraint_len; i++)
 		assert_int_equal(cm_buf_put_u8(&p, '{'), CM_OK);
 	assert_int_equal(cm_buf_put_u8(&p, o->top_logprobs), CM_OK);
+	assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK); /* tools "" */
+	assert_int_equal(cm_buf_put_u8(&p, o->tool_choice), CM_OK);
+	assert_int_equal(cm_buf_put_u32(&p, o->tool_name_len), CM_OK);
+	for (uint32_t i = 0; i < o->tool_name_len; i++)
+		assert_int_equal(cm_buf_put_u8(&p, 'f'), CM_OK);
+	assert_int_equal(cm_buf_put_u8(&p, 1), CM_OK); /* parallel_tool_calls */
+	assert_int_equal(cm_buf_put_u8(&p, o->think), CM_OK);
 	raw_frame(f, PROTO_SUBMIT, 0, 9, &p);
 	cm_buf_deinit(&p);
 }
+
+/* The channel token_frame writes (version 4). */
+static uint8_t token_channel;
 
 /* A TOKEN frame declaring `n` tokens, with `present` of them written. */
 static void token_frame(struct cm_buf *f, uint32_t n, uint32_t present)
@@ -209,6 +223,7 @@ static void token_frame(struct cm_buf *f, uint32_t n, uint32_t present)
 		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* text "" */
 		assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK);   /* piece "" */
 		assert_int_equal(cm_buf_put_u8(&p, 0), CM_OK);    /* no alternatives */
+		assert_int_equal(cm_buf_put_u8(&p, token_channel), CM_OK);
 	}
 	raw_frame(f, PROTO_TOKEN, 0, 3, &p);
 	cm_buf_deinit(&p);
@@ -598,6 +613,34 @@ static void small_frame(struct cm_buf *f, uint16_t type, uint64_t id,
 	cm_buf_deinit(&p);
 }
 
+/* Version 4's values: tool_choice, the name exactly with NAMED, think, a
+ * TOKEN entry's channel. */
+static void test_err_value_tools(void **state)
+{
+	static const struct { uint8_t choice; uint32_t name; uint8_t think; } bad[] = {
+		{ PROTO_TOOLS_NAMED + 1, 0, 0 }, { PROTO_TOOLS_NAMED, 0, 0 },
+		{ PROTO_TOOLS_REQUIRED, 1, 0 }, { PROTO_TOOLS_AUTO, 0, PROTO_THINK_OFF + 1 },
+	};
+	struct submit_opts o;
+	struct cm_buf f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o = submit_ok;
+		o.tool_choice = bad[i].choice;
+		o.tool_name_len = bad[i].name;
+		o.think = bad[i].think;
+		submit_frame(&f, &o);
+		expect_frame_error(&f, PROTO_ERR_VALUE);
+		cm_buf_deinit(&f);
+	}
+	token_channel = PROTO_CH_TOOL_CALL + 1;
+	token_frame(&f, 1, 1);
+	expect_frame_error(&f, PROTO_ERR_VALUE);
+	cm_buf_deinit(&f);
+	token_channel = 0;
+}
+
 static void test_err_value(void **state)
 {
 	static const uint8_t cancel_bad[] = { 4 };
@@ -609,12 +652,12 @@ static void test_err_value(void **state)
 	static const uint8_t error_code11[] = { 11, 0, 0, 0, 0, 0 };
 	/* one token (id 1, logprob 0, text "") claiming 21 alternatives */
 	static const uint8_t token_top21[] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
-					       0, 0, 0, 0, 0, 0, 0, 0, 21 };
+					       0, 0, 0, 0, 0, 0, 0, 0, 21, 0 };
 	/* one token claiming 2 alternatives with bytes for one */
 	static const uint8_t token_top_short[] = { 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
 						   0, 0, 0, 0, 0, 0, 0, 0, 2,
 						   5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
-	uint8_t done[1 + 16 + 40 + 32 + 8] = { 0 };
+	uint8_t done[1 + 16 + 40 + 32 + 8 + 4] = { 0 };
 	uint8_t stats[24 + 24 + 8 + 16 + 1 + 4 + 2 * 16 * 8] = { 0 };
 	struct cm_buf f;
 	struct submit_opts o;
@@ -787,6 +830,7 @@ int main(void)
 		cmocka_unit_test(test_err_utf8),
 		cmocka_unit_test(test_err_trailing),
 		cmocka_unit_test(test_err_value),
+		cmocka_unit_test(test_err_value_tools),
 		cmocka_unit_test(test_decode_frame_bounds),
 	};
 

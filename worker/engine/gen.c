@@ -38,10 +38,30 @@ struct wk_gen {
 	float top_lps[WK_GEN_TOP_MAX];
 };
 
-enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size_t len,
-				const struct wk_chat_msg *msgs, size_t n_msgs,
-				const char *tmpl_name, int add_bos, uint32_t max_tokens,
-				int32_t **out, uint32_t *n_out, char *err, size_t err_len)
+const struct wk_chat_template *wk_prompt_template(const struct wk_model *m, const char *tmpl_name,
+						char *err, size_t err_len)
+{
+	const struct wk_chat_template *t = m->chat;
+
+	if (tmpl_name && tmpl_name[0])
+		return wk_chat_template_by_name(tmpl_name, err, err_len);
+	if (!t)
+		snprintf(err, err_len, "chat template: the model has none that is recognised; "
+			 "set worker.chat_template");
+	return t;
+}
+
+int wk_prompt_thinks(const struct wk_model *m)
+{
+	return m->cfg->has_chat_template &&
+	       memmem(m->cfg->chat_template.ptr, m->cfg->chat_template.len, "<think>", 7) != NULL;
+}
+
+enum cm_status wk_prompt_encode_opts(const struct wk_model *m, const char *text, size_t len,
+				     const struct wk_chat_msg *msgs, size_t n_msgs,
+				     const char *tmpl_name, const struct wk_chat_opts *o, int add_bos,
+				     uint32_t max_tokens, int32_t **out, uint32_t *n_out, char *err,
+				     size_t err_len)
 {
 	int32_t *toks = NULL;
 	size_t n = 0, cap = max_tokens ? max_tokens : 1;
@@ -54,22 +74,13 @@ enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size
 		st = wk_tok_encode(m->tok, text, len, add_bos ? WK_TOK_ADD_BOS : 0, toks,
 				   cap, &n);
 	} else {
-		const struct wk_chat_template *t = m->chat;
+		const struct wk_chat_template *t = wk_prompt_template(m, tmpl_name, err, err_len);
 
-		if (tmpl_name && tmpl_name[0]) {
-			t = wk_chat_template_by_name(tmpl_name, err, err_len);
-			if (!t) {
-				st = CM_ENOTFOUND;
-				goto out;
-			}
-		}
 		if (!t) {
-			snprintf(err, err_len, "chat template: the model has none that is recognised; "
-				 "set worker.chat_template");
 			st = CM_ENOTFOUND;
 			goto out;
 		}
-		st = wk_chat_encode(m->tok, t, msgs, n_msgs, 1, toks, cap, &n, err, err_len);
+		st = wk_chat_encode_opts(m->tok, t, msgs, n_msgs, 1, o, toks, cap, &n, err, err_len);
 	}
 	if (st == CM_ELIMIT) {
 		snprintf(err, err_len, "prompt is %zu tokens, over the limit of %u", n, max_tokens);
@@ -86,6 +97,15 @@ enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size
 out:
 	cm_free(toks);
 	return st;
+}
+
+enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size_t len,
+				const struct wk_chat_msg *msgs, size_t n_msgs,
+				const char *tmpl_name, int add_bos, uint32_t max_tokens,
+				int32_t **out, uint32_t *n_out, char *err, size_t err_len)
+{
+	return wk_prompt_encode_opts(m, text, len, msgs, n_msgs, tmpl_name, NULL, add_bos,
+				     max_tokens, out, n_out, err, err_len);
 }
 
 enum cm_status wk_gen_new(const struct wk_model *m, const struct wk_gen_params *p,

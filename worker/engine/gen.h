@@ -34,6 +34,18 @@ enum cm_status wk_prompt_encode(const struct wk_model *m, const char *text, size
 				const char *tmpl_name, int add_bos, uint32_t max_tokens,
 				int32_t **out, uint32_t *n_out, char *err,
 				size_t err_len) CM_WUR;
+/* The same with tools (o NULL: none). */
+enum cm_status wk_prompt_encode_opts(const struct wk_model *m, const char *text, size_t len,
+				     const struct wk_chat_msg *msgs, size_t n_msgs,
+				     const char *tmpl_name, const struct wk_chat_opts *o, int add_bos,
+				     uint32_t max_tokens, int32_t **out, uint32_t *n_out, char *err,
+				     size_t err_len) CM_WUR;
+/* The chat template a request uses: `tmpl_name` when set, else the
+ * model's; NULL with err set when there is none. */
+const struct wk_chat_template *wk_prompt_template(const struct wk_model *m, const char *tmpl_name,
+						char *err, size_t err_len);
+/* 1 when the model's own template writes thinking tags (Qwen3, R1). */
+int wk_prompt_thinks(const struct wk_model *m);
 
 struct wk_gen_params {
 	struct wk_sampler_params sampling;

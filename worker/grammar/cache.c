@@ -109,6 +109,47 @@ void wk_gcache_free(struct wk_gcache *c)
 	cm_free(c);
 }
 
+/*
+ * WK_GKIND_TOOLS: {"prefix", "sep", "suffix": strings, "max": calls,
+ * "schema": one call's schema} -> prefix call (sep call){0,max-1} suffix:
+ * the family's syntax around calls that keep their schema
+ * (docs/tools.md).
+ */
+static enum cm_status compile_tools(struct wk_gram_b *b, const char *text, size_t len,
+				    const struct wk_schema_opts *o, uint32_t *root, char *err,
+				    size_t err_len)
+{
+	json_t *v = json_loadb(text, len, 0, NULL);
+	json_t *schema = json_object_get(v, "schema");
+	const char *pre = json_string_value(json_object_get(v, "prefix"));
+	const char *sep = json_string_value(json_object_get(v, "sep"));
+	const char *suf = json_string_value(json_object_get(v, "suffix"));
+	json_int_t max = json_integer_value(json_object_get(v, "max"));
+	uint32_t call = 0, r;
+	enum cm_status st;
+	struct wk_gx *kids[4];
+
+	if (!json_is_object(schema) || !pre || !sep || !suf || max < 1 || max > 64) {
+		json_decref(v);
+		return cm_fail(err, err_len, CM_EINVAL, "tools: not a tool-call constraint");
+	}
+	st = wk_schema_compile(b, schema, o, &call, err, err_len);
+	if (st == CM_OK) {
+		r = wk_gram_rule(b, "tool_calls", 1);
+		kids[0] = wk_gx_str(b, pre);
+		kids[1] = wk_gx_ref(b, call);
+		kids[2] = wk_gx_rep(b, wk_gx_seq2(b, wk_gx_str(b, sep), wk_gx_ref(b, call)), 0,
+				    (uint32_t)max - 1);
+		kids[3] = wk_gx_str(b, suf);
+		wk_gram_set_body(b, r, wk_gx_seq(b, kids, 4));
+		*root = r;
+		if (wk_gram_b_broken(b))
+			st = cm_fail(err, err_len, CM_ELIMIT, "tools: the grammar is over its limits");
+	}
+	json_decref(v);
+	return st;
+}
+
 static enum cm_status compile(struct wk_gcache *c, struct wk_gentry *e, char *err, size_t err_len)
 {
 	struct wk_gram_b *b = wk_gram_b_new(&c->lim.gram);
@@ -118,6 +159,8 @@ static enum cm_status compile(struct wk_gcache *c, struct wk_gentry *e, char *er
 		return cm_fail(err, err_len, CM_ENOMEM, "out of memory");
 	if (e->kind == WK_GKIND_GBNF) {
 		st = wk_gbnf_parse(b, e->text, e->len, &root, err, err_len);
+	} else if (e->kind == WK_GKIND_TOOLS) {
+		st = compile_tools(b, e->text, e->len, &c->lim.schema, &root, err, err_len);
 	} else {
 		json_error_t je;
 		json_t *s = e->kind == WK_GKIND_JSON_OBJECT ? json_pack("{ss}", "type", "object")

@@ -27,6 +27,8 @@ enum wk_gkind {
 	WK_GKIND_SCHEMA = 1,      /* text: a JSON Schema */
 	WK_GKIND_GBNF = 2,        /* text: the grammar text format (gbnf.h) */
 	WK_GKIND_JSON_OBJECT = 3, /* any JSON object (text ignored) */
+	WK_GKIND_TOOLS = 4,       /* text: {"prefix", "sep", "suffix", "max",
+				   * "schema"}: tool calls in a family's syntax */
 };
 
 struct wk_gcache_limits {

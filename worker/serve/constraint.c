@@ -67,37 +67,49 @@ static enum wk_gkind gkind_of(uint8_t k)
 	}
 }
 
-enum cm_status wk_serve_constraint_get(struct wk_server *s, uint64_t id,
-				       const struct proto_submit *sb, struct wk_gentry **out,
-				       int64_t *compile_ns, char *err, size_t err_len)
+enum cm_status wk_serve_constraint_get_text(struct wk_server *s, uint64_t id, int kind,
+					    const char *label, const char *text, size_t len,
+					    struct wk_gentry **out, int64_t *compile_ns, char *err,
+					    size_t err_len)
 {
 	enum cm_status st;
 	struct cm_log_rec lr;
 
 	*out = NULL;
 	*compile_ns = 0;
-	if (sb->constraint_kind == PROTO_CONSTRAINT_NONE)
-		return CM_OK;
 	if (!s->gcache)
 		return cm_fail(err, err_len, CM_EUNSUPPORTED, "constraint: not available on this worker");
-	if (sb->constraint.len > s->cfg->grammar_max_bytes)
+	if (len > s->cfg->grammar_max_bytes)
 		return cm_fail(err, err_len, CM_ELIMIT,
-			       "constraint: %u bytes, over the limit of %llu (worker.grammar_max_bytes)",
-			       sb->constraint.len, (unsigned long long)s->cfg->grammar_max_bytes);
-	if (sb->constraint_kind != PROTO_CONSTRAINT_JSON_OBJECT && sb->constraint.len == 0)
-		return cm_fail(err, err_len, CM_EINVAL, "constraint: expected a %s, found nothing",
-			       sb->constraint_kind == PROTO_CONSTRAINT_JSON_SCHEMA ? "schema" : "grammar");
-	st = wk_gcache_get(s->gcache, gkind_of(sb->constraint_kind),
-			   sb->constraint.ptr ? sb->constraint.ptr : "", sb->constraint.len, out,
-			   compile_ns, err, err_len);
+			       "%s: %zu bytes, over the limit of %llu (worker.grammar_max_bytes)", label,
+			       len, (unsigned long long)s->cfg->grammar_max_bytes);
+	st = wk_gcache_get(s->gcache, (enum wk_gkind)kind, text ? text : "", len, out, compile_ns,
+			   err, err_len);
 	/* no text of the schema in the log: its kind, size and cost only */
 	cm_log_begin(&lr, st == CM_OK ? CM_LOG_DEBUG : CM_LOG_INFO, "constraint");
 	cm_log_u64(&lr, "request_id", id);
-	cm_log_str(&lr, "kind", proto_constraint_str(sb->constraint_kind));
-	cm_log_u64(&lr, "bytes", sb->constraint.len);
+	cm_log_str(&lr, "kind", kind == WK_GKIND_TOOLS ? "tools" : kind == WK_GKIND_SCHEMA ? "json_schema"
+				: kind == WK_GKIND_GBNF ? "grammar" : "json_object");
+	cm_log_u64(&lr, "bytes", len);
 	cm_log_bool(&lr, "cached", st == CM_OK && *compile_ns == 0);
 	cm_log_i64(&lr, "compile_ns", *compile_ns);
 	cm_log_str(&lr, "status", cm_status_str(st));
 	cm_log_end(&lr);
 	return st;
+}
+
+enum cm_status wk_serve_constraint_get(struct wk_server *s, uint64_t id,
+				       const struct proto_submit *sb, struct wk_gentry **out,
+				       int64_t *compile_ns, char *err, size_t err_len)
+{
+	*out = NULL;
+	*compile_ns = 0;
+	if (sb->constraint_kind == PROTO_CONSTRAINT_NONE)
+		return CM_OK;
+	if (sb->constraint_kind != PROTO_CONSTRAINT_JSON_OBJECT && sb->constraint.len == 0)
+		return cm_fail(err, err_len, CM_EINVAL, "constraint: expected a %s, found nothing",
+			       sb->constraint_kind == PROTO_CONSTRAINT_JSON_SCHEMA ? "schema" : "grammar");
+	return wk_serve_constraint_get_text(s, id, gkind_of(sb->constraint_kind), "constraint",
+					    sb->constraint.ptr, sb->constraint.len, out, compile_ns,
+					    err, err_len);
 }

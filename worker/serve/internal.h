@@ -30,6 +30,7 @@
 #include "worker/grammar/cache.h"
 #include "worker/model/model.h"
 #include "worker/serve/server.h"
+#include "worker/text/toolcall.h"
 
 struct wk_serve_conn;
 
@@ -47,6 +48,8 @@ struct wk_serve_req {
 	struct wk_gentry *gent;           /* the compiled constraint (NULL: none) */
 	int64_t constraint_ns;            /* its compile time (0: cached, none) */
 	uint8_t logprobs;                 /* F_LOGPROBS: pieces in TOKEN */
+	struct wk_tc *tc;                 /* tools or thinking: the output's parser (NULL: none) */
+	uint32_t reasoning_tokens;        /* generated while thinking */
 };
 
 struct wk_serve_conn {
@@ -128,6 +131,31 @@ void wk_serve_grammar_teardown(struct wk_server *s);
 enum cm_status wk_serve_constraint_get(struct wk_server *s, uint64_t id,
 				       const struct proto_submit *sb, struct wk_gentry **out,
 				       int64_t *compile_ns, char *err, size_t err_len) CM_WUR;
+/* The same for a text of `kind` (enum wk_gkind); `label` names it in errors. */
+enum cm_status wk_serve_constraint_get_text(struct wk_server *s, uint64_t id, int kind,
+					    const char *label, const char *text, size_t len,
+					    struct wk_gentry **out, int64_t *compile_ns, char *err,
+					    size_t err_len) CM_WUR;
+
+/* ---- tools.c ----------------------------------------------------------------- */
+
+/*
+ * A SUBMIT's tools and thinking: r->tc, the parser of the family's output,
+ * when the request has tools (tool_choice not none) or the model thinks;
+ * with tool_choice required or named, r->gent the constraint forcing a
+ * call.  CM_EINVAL / CM_ENOTFOUND (template) with err; constraint errors
+ * as wk_serve_constraint_get_text.
+ */
+enum cm_status wk_serve_tools_setup(struct wk_server *s, const struct proto_submit *sb,
+				    struct wk_serve_req *r, char *err, size_t err_len) CM_WUR;
+/*
+ * Sends the text a token released (first: the token's entry; NULL for the
+ * held-back text at the end, `final`) through the parser: one TOKEN frame
+ * whose entries carry the text by channel (the token's own entry first,
+ * text-only entries after it).
+ */
+void wk_serve_tools_emit(struct wk_serve_req *r, const struct proto_token *first,
+			 const uint8_t *text, size_t len, int final);
 
 /* The scheduler's callbacks (sample, emit, done); owner: the wk_server. */
 extern const struct wk_sched_cb wk_serve_sched_cb;

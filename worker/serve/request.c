@@ -96,6 +96,11 @@ static int cb_emit(void *owner, struct wk_seq *q, int32_t tok, float lp,
 		t.n_top = (uint8_t)(n < PROTO_TOP_LOGPROBS_MAX ? n : PROTO_TOP_LOGPROBS_MAX);
 		t.top = t.n_top ? top : NULL;
 	}
+	if (r->tc) {
+		/* the text by channel: content, reasoning, tool calls */
+		wk_serve_tools_emit(r, &t, text, len, 0);
+		return stop;
+	}
 	m.u.tokens.n = 1;
 	m.u.tokens.tok = &t;
 	wk_serve_conn_send(r->conn, &m);
@@ -125,6 +130,7 @@ static void req_free(struct wk_server *s, struct wk_serve_req *r)
 	wk_gen_free(r->gen);
 	if (r->gent)
 		wk_gcache_put(s->gcache, r->gent);
+	wk_tc_free(r->tc);
 	cm_free(r);
 }
 
@@ -152,12 +158,15 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 		const uint8_t *text;
 		size_t len;
 
-		if (end != WK_END_CANCELLED) {
+		if (end != WK_END_CANCELLED && r->tc) {
+			wk_gen_finish(r->gen, &text, &len);
+			wk_serve_tools_emit(r, NULL, text, len, 1);
+		} else if (end != WK_END_CANCELLED) {
 			wk_gen_finish(r->gen, &text, &len);
 			if (len > 0) {
 				/* held-back text: a text-only entry (id 0xFFFFFFFF) */
 				struct proto_token t = { UINT32_MAX, 0.0f, { (const char *)text, (uint32_t)len },
-							 { NULL, 0 }, 0, NULL };
+							 { NULL, 0 }, 0, NULL, PROTO_CH_CONTENT };
 
 				memset(&m, 0, sizeof(m));
 				m.type = PROTO_TOKEN;
@@ -184,6 +193,7 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 		m.u.done.ttft_ns = tm->t_first_token ? tm->t_first_token - tm->t_submit : 0;
 		memcpy(m.u.done.logits_digest, wk_gen_digest(r->gen), 32);
 		m.u.done.constraint_ns = r->constraint_ns;
+		m.u.done.reasoning_tokens = r->reasoning_tokens;
 		wk_serve_conn_send(r->conn, &m);
 	}
 	{
@@ -278,6 +288,12 @@ static enum cm_status submit_messages(const struct proto_submit *sb, struct wk_c
 		msgs[i].role = proto_role_names[ri];
 		msgs[i].content = sb->messages[i].content.ptr;
 		msgs[i].content_len = sb->messages[i].content.len;
+		if (sb->messages[i].tool_calls.len) {
+			msgs[i].tool_calls = sb->messages[i].tool_calls.ptr;
+			msgs[i].tool_calls_len = sb->messages[i].tool_calls.len;
+		}
+		msgs[i].tool_call_id = sb->messages[i].tool_call_id.ptr;
+		msgs[i].tool_call_id_len = sb->messages[i].tool_call_id.len;
 	}
 	*out = msgs;
 	return CM_OK;
@@ -321,13 +337,21 @@ static enum cm_status submit_prompt(struct wk_server *s, const struct proto_msg 
 		}
 	}
 	st = submit_messages(sb, &msgs, err, err_len);
-	if (st == CM_OK)
-		st = wk_prompt_encode(s->model, sb->text.ptr, sb->text.len, msgs,
-				      sb->prompt_kind == PROTO_PROMPT_CHAT ? sb->n_messages : 0,
-				      sb->template_name.len ? sb->template_name.ptr
-							    : s->cfg->chat_template,
-				      (m->flags & PROTO_SUBMIT_F_ADD_BOS) != 0, max_prompt + 1,
-				      prompt, n_prompt, err, err_len);
+	if (st == CM_OK) {
+		/* the tools are rendered unless the request said none */
+		struct wk_chat_opts o = {
+			.tools = sb->tool_choice != PROTO_TOOLS_NONE && sb->tools.len ? sb->tools.ptr : NULL,
+			.tools_len = sb->tools.len,
+			.no_think = sb->think == PROTO_THINK_OFF && wk_prompt_thinks(s->model),
+		};
+
+		st = wk_prompt_encode_opts(s->model, sb->text.ptr, sb->text.len, msgs,
+					   sb->prompt_kind == PROTO_PROMPT_CHAT ? sb->n_messages : 0,
+					   sb->template_name.len ? sb->template_name.ptr
+								 : s->cfg->chat_template,
+					   &o, (m->flags & PROTO_SUBMIT_F_ADD_BOS) != 0, max_prompt + 1,
+					   prompt, n_prompt, err, err_len);
+	}
 	cm_free(msgs);
 	if (st == CM_ELIMIT || (st == CM_OK && *n_prompt > max_prompt)) {
 		snprintf(err, err_len, "prompt is over %u tokens, the limit for this request (context %u)",
@@ -450,6 +474,16 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 		goto nomem;
 	if (st != CM_OK) {
 		code = PROTO_E_CONSTRAINT;
+		goto fail;
+	}
+	r->id = m->request_id;
+	st = wk_serve_tools_setup(s, sb, r, err, sizeof(err));
+	if (st == CM_ENOMEM)
+		goto nomem;
+	if (st != CM_OK) {
+		code = st == CM_EINVAL && !r->gent && sb->tool_choice >= PROTO_TOOLS_REQUIRED &&
+				       strncmp(err, "tool_choice", 11) == 0
+			       ? PROTO_E_BAD_REQUEST : PROTO_E_CONSTRAINT;
 		goto fail;
 	}
 	if (r->gent) {

@@ -550,7 +550,7 @@ static int chatml_tools(struct wk_chat_prompt *p, const json_t *tools)
 /* chatml with tools, tool calls and tool results (Qwen2.5's template). */
 static int render_chatml(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			 const enum chat_role *r, json_t *const *calls, size_t n, int gen,
-			 const json_t *tools)
+			 const json_t *tools, int no_think)
 {
 	size_t i = 0;
 
@@ -587,6 +587,8 @@ static int render_chatml(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 		if (tmpl(p, "<|im_end|>\n"))
 			return -1;
 	}
+	if (gen && no_think)
+		return tmpl(p, chatml_hdr[ROLE_ASSISTANT]) || tmpl(p, "<think>\n\n</think>\n\n");
 	return gen ? tmpl(p, chatml_hdr[ROLE_ASSISTANT]) : 0;
 }
 
@@ -816,7 +818,9 @@ enum cm_status wk_chat_render_opts(const struct wk_chat_template *t,
 	case CHAT_LLAMA3: rc = render_llama3(out, msgs, roles, calls, n, gen, tools); break;
 	case CHAT_LLAMA2: rc = render_llama2(out, msgs, roles, n, gen); break;
 	case CHAT_MISTRAL: rc = render_mistral(out, msgs, roles, calls, n, gen, tools); break;
-	case CHAT_CHATML: rc = render_chatml(out, msgs, roles, calls, n, gen, tools); break;
+	case CHAT_CHATML:
+		rc = render_chatml(out, msgs, roles, calls, n, gen, tools, o && o->no_think);
+		break;
 	case CHAT_PHI3:
 		rc = render_turns(out, msgs, roles, n, gen, tag_hdr, "<|end|>\n", 0);
 		break;

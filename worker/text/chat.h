@@ -68,6 +68,9 @@ struct wk_chat_opts {
 	 * "parameters"}}; NULL: none */
 	const char *tools;
 	size_t tools_len;
+	/* the no-thinking form of a thinking family (Qwen3's: an empty
+	 * <think></think> opening the answer) */
+	int no_think;
 };
 
 /* Rendered prompt: segments point into the template table, the messages

@@ -106,6 +106,11 @@ unsigned wk_tc_calls(const struct wk_tc *p)
 	return p->calls;
 }
 
+int wk_tc_thinking(const struct wk_tc *p)
+{
+	return p->st == TC_THINK;
+}
+
 /* ---- emitting ---------------------------------------------------------- */
 
 static enum cm_status emit_text(wk_tc_emit_fn emit, void *ctx, enum wk_tc_kind k,
@@ -337,7 +342,17 @@ static int st_start(struct wk_tc *p, int final, wk_tc_emit_fn emit, void *ctx, e
 			return 1;
 		}
 	}
-	if ((p->cfg.family == WK_TC_LLAMA3 || p->cfg.family == WK_TC_JSON) && i < n && s[i] == '{') {
+	if (p->cfg.family == WK_TC_MISTRAL && i < n && s[i] == '[') {
+		/* the marker itself begins with '[': it wins (the text finds it) */
+		if (!final && partial(s + i, n - i, M_MISTRAL))
+			return 0;
+		if (!starts(s + i, n - i, M_MISTRAL)) {
+			p->after_think = 0;
+			enter_json(p, i);
+			return 1;
+		}
+	}
+	if (i < n && (p->cfg.family == WK_TC_LLAMA3 || p->cfg.family == WK_TC_JSON) && s[i] == '{') {
 		p->after_think = 0;
 		enter_json(p, i);
 		return 1;

@@ -23,7 +23,9 @@
  *            "parameters": {...}} (or "arguments"), optionally after
  *            <|python_tag|>, several separated by ';';
  *   MISTRAL  [TOOL_CALLS] then a JSON array of {"name", "arguments", "id"}
- *            (or one object);
+ *            (or one object); a message that begins with the array too
+ *            (what a constrained call writes: the marker is a control
+ *            token no grammar produces);
  *   JSON     the generic fallback for families without tool syntax: the
  *            message is {"tool_calls": [{"name", "arguments"}, ...]}.
  * In LLAMA3 and JSON a call is recognised only where the message begins
@@ -98,6 +100,8 @@ enum cm_status wk_tc_finish(struct wk_tc *p, wk_tc_emit_fn emit, void *ctx) CM_W
 
 /* Calls emitted so far. */
 unsigned wk_tc_calls(const struct wk_tc *p);
+/* 1 while the text is inside thinking. */
+int wk_tc_thinking(const struct wk_tc *p);
 
 /* "hermes", "llama3", "mistral", "json", "none". */
 const char *wk_tc_family_name(enum wk_tc_family f);

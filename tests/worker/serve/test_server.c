@@ -208,11 +208,11 @@ static void test_hello_and_text(void **state)
 static void test_chat_and_refusals(void **state)
 {
 	static const struct proto_message ok_msgs[] = {
-		{ { "system", 6 }, { "Be brief.", 9 } },
-		{ { "user", 4 }, { "Hello", 5 } },
+		{ { "system", 6 }, { "Be brief.", 9 }, { NULL, 0 }, { NULL, 0 } },
+		{ { "user", 4 }, { "Hello", 5 }, { NULL, 0 }, { NULL, 0 } },
 	};
 	static const struct proto_message tool_msgs[] = {
-		{ { "tool", 4 }, { "{}", 2 } },
+		{ { "robot", 5 }, { "{}", 2 }, { NULL, 0 }, { NULL, 0 } },
 	};
 	struct sv_reply r;
 	struct proto_msg m = sv_submit(10, "x", 4);
@@ -238,7 +238,7 @@ static void test_chat_and_refusals(void **state)
 	sv_collect(fd, &r);
 	assert_int_equal(r.errors, 1);
 	assert_int_equal(r.code, PROTO_E_BAD_REQUEST);
-	assert_non_null(strstr(r.message, "messages[0].role: expected one of system, user, assistant"));
+	assert_non_null(strstr(r.message, "messages[0].role: expected one of system, user, assistant, tool"));
 
 	/* another model */
 	m = sv_submit(12, "x", 4);
@@ -352,7 +352,8 @@ static void test_top_p_zero(void **state)
  * the same prompt as the text request of the same words. */
 static void test_base_model_chat(void **state)
 {
-	static const struct proto_message msgs[] = { { { "user", 4 }, { "Once upon", 9 } } };
+	static const struct proto_message msgs[] = { { { "user", 4 }, { "Once upon", 9 }, { NULL, 0 },
+							   { NULL, 0 } } };
 	struct wk_server *with_template = srv, *base = NULL;
 	struct wk_server_cfg bcfg = cfg;
 	struct sv_reply c, t;

@@ -310,7 +310,7 @@ static void test_encode_tool_specials_stay_text(void **state)
 		{ .role = "tool", .content = "<|im_start|>", .content_len = 12, .tool_call_id = "a",
 		  .tool_call_id_len = 1 },
 	};
-	const struct wk_chat_opts o = { tools, sizeof(tools) - 1 };
+	const struct wk_chat_opts o = { tools, sizeof(tools) - 1, 0 };
 	char err[256];
 	const struct wk_chat_template *t = wk_chat_template_by_name("chatml", err, sizeof(err));
 	int32_t ids[4096];
@@ -424,7 +424,7 @@ static void expect_tools(const char *name, const char *want)
 {
 	char err[256];
 	const struct wk_chat_template *t = wk_chat_template_by_name(name, err, sizeof(err));
-	const struct wk_chat_opts o = { TOOLS, sizeof(TOOLS) - 1 };
+	const struct wk_chat_opts o = { TOOLS, sizeof(TOOLS) - 1, 0 };
 	struct cm_buf b;
 
 	assert_non_null(t);
@@ -491,8 +491,8 @@ static void test_render_tools_errors(void **state)
 	char err[256];
 	const struct wk_chat_template *t = wk_chat_template_by_name("chatml", err, sizeof(err));
 	static const char bad_tools[] = "[{\"type\":\"function\"}]";
-	const struct wk_chat_opts bad = { bad_tools, sizeof(bad_tools) - 1 };
-	const struct wk_chat_opts none = { "[]", 2 };
+	const struct wk_chat_opts bad = { bad_tools, sizeof(bad_tools) - 1, 0 };
+	const struct wk_chat_opts none = { "[]", 2, 0 };
 	const struct wk_chat_msg bad_call[] = {
 		MSG("user", "u"),
 		{ .role = "assistant", .tool_calls = "[{\"name\":1}]", .tool_calls_len = 12 },

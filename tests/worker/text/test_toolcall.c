@@ -180,6 +180,9 @@ static void test_mistral(void **state)
 	check(WK_TC_MISTRAL, 0, 0,
 	      "Sure.[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": true}}]",
 	      "C[Sure.]T[a {}]T[b {\"k\":true}]");
+	/* the array where the message begins (a constrained call) */
+	check(WK_TC_MISTRAL, 0, 0, "[{\"name\": \"a\", \"arguments\": {\"k\": 1}}]", "T[a {\"k\":1}]");
+	check(WK_TC_MISTRAL, 0, 0, "[1, 2] is a list", "C[[1, 2] is a list]");
 	/* a marker followed by something else: content, marker included */
 	check(WK_TC_MISTRAL, 0, 0, "[TOOL_CALLS] not json", "C[[TOOL_CALLS] not json]");
 	check(WK_TC_MISTRAL, 0, 0, "[TOOL_CALLS][{\"name\": 5}]", "C[[TOOL_CALLS][{\"name\": 5}]]");
