@@ -52,6 +52,9 @@
 
 /* OpenAI `n`: choices of one request (limits.choices) */
 #define CM_LIM_CHOICES 8
+/* tools of one request and their bytes as compact JSON (limits.tools, limits.tools_bytes) */
+#define CM_LIM_TOOLS 128
+#define CM_LIM_TOOLS_BYTES (256u * 1024)
 
 /* structured outputs (worker.grammar_*, limits.constraint_bytes) */
 #define CM_LIM_CONSTRAINT_BYTES (512 * 1024)      /* a schema or grammar text */

@@ -85,8 +85,15 @@ static void job_on_tokens(void *arg, const struct proto_tokens *t)
 			continue;
 		}
 		if (j->api.stream) {
-			if (gw_api_render_chunk(&j->out, &c->stream, tk->text.ptr, tk->text.len,
-						tk) != CM_OK)
+			if (gw_api_render_entry(&j->out, &c->stream, tk) != CM_OK)
+				goto overflow;
+		} else if (tk->channel != PROTO_CH_CONTENT) {
+			enum cm_status st = gw_api_stream_collect(&c->stream, tk);
+
+			/* a call entry that is no call stays text */
+			if (st == CM_EINVAL)
+				st = cm_buf_append(&c->text, tk->text.ptr, tk->text.len);
+			if (st != CM_OK || gw_api_stream_add_logprobs(&c->stream, tk) != CM_OK)
 				goto overflow;
 		} else if (cm_buf_append(&c->text, tk->text.ptr, tk->text.len) != CM_OK ||
 			   gw_api_stream_add_logprobs(&c->stream, tk) != CM_OK) {
@@ -133,6 +140,8 @@ static void done_bound(struct gw_job *j, struct proto_done *dn)
 			dn->gen_tokens, gen_max);
 		dn->gen_tokens = gen_max;
 	}
+	if (dn->reasoning_tokens > dn->gen_tokens)
+		dn->reasoning_tokens = dn->gen_tokens;
 }
 
 /*
@@ -148,6 +157,7 @@ static void done_total(struct gw_job *j)
 		const struct proto_done *dn = &j->ch[i].done;
 
 		j->done.gen_tokens += dn->gen_tokens;
+		j->done.reasoning_tokens += dn->reasoning_tokens;
 		j->done.constraint_ns += dn->constraint_ns;
 		j->done.preemptions += dn->preemptions;
 		if (dn->decode_ns > j->done.decode_ns)

@@ -60,6 +60,10 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		   "Choices one OpenAI request may ask for (`n`); beyond, 400. All of a request's "
 		   "choices run on one worker at once, so `n` is also at most its batch "
 		   "(its `max_running`, or `gateway.max_inflight_per_worker` when lower)."),
+	CM_CFG_INT(L, tools, CM_LIM_TOOLS, 0, GW_API_TOOLS_MAX,
+		   "Tools one request may offer the model (`tools`); beyond, 400. 0 refuses tools."),
+	CM_CFG_SIZE(L, tools_bytes, CM_LIM_TOOLS_BYTES, 1024, GW_API_TOOLS_BYTES_MAX,
+		    "Bytes of a request's tools as compact JSON; beyond, 400."),
 	CM_CFG_ENUM(L, max_tokens_over_context, 0, gw_over_context,
 		    "An explicit `max_tokens`/`num_predict` over what the model's context leaves "
 		    "after the prompt: `clamp` lowers it to what fits (finish_reason `length`), "
@@ -212,6 +216,8 @@ void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l
 	l->max_output_tokens = (uint32_t)s->limits.max_output_tokens;
 	l->constraint_bytes = (uint32_t)s->limits.constraint_bytes;
 	l->choices = (uint32_t)s->limits.choices;
+	l->tools = (uint32_t)s->limits.tools;
+	l->tools_bytes = (uint32_t)s->limits.tools_bytes;
 	l->max_tokens_strict = s->limits.max_tokens_over_context == 1;
 }
 

@@ -35,6 +35,8 @@ struct gw_settings_limits {
 	int64_t max_prompt_tokens;
 	uint64_t constraint_bytes;
 	int64_t choices;
+	int64_t tools;
+	uint64_t tools_bytes;
 	int max_tokens_over_context; /* 0 clamp, 1 strict */
 };
 

@@ -15,9 +15,9 @@
  *   - duplicate object keys are refused (JSON_REJECT_DUPLICATES);
  *   - the top level must be an object; known fields must have the right
  *     type and range; unknown fields are ignored (as Ollama and OpenAI do);
- *     fields that ask for something Sluice does not do (images, tools,
- *     custom templates, best_of > 1, batched prompts) are refused rather
- *     than silently ignored;
+ *     fields that ask for something Sluice does not do (images, the
+ *     legacy functions, custom templates, best_of > 1, batched prompts)
+ *     are refused rather than silently ignored;
  *   - salt-, tenant- or key-like fields in a body are never read: the
  *     tenant, its cache salt and the key id come from authentication only.
  */
@@ -38,6 +38,13 @@
 #define GW_API_MODEL_NAME_MAX 256
 /* limits.choices' bound: choices of one request (OpenAI allows 128) */
 #define GW_API_CHOICES_MAX 128
+/* A tool's name: 1..64 of [A-Za-z0-9_-] (OpenAI's rule) */
+#define GW_API_TOOL_NAME_MAX 64
+/* limits.tools' and limits.tools_bytes' bounds */
+#define GW_API_TOOLS_MAX 1024
+#define GW_API_TOOLS_BYTES_MAX (4u << 20)
+/* Reasoning text a non-streamed reply holds per choice */
+#define GW_API_REASONING_BYTES (4u << 20)
 
 #define GW_API_CT_JSON "application/json"
 #define GW_API_CT_NDJSON "application/x-ndjson"
@@ -58,6 +65,8 @@ struct gw_api_limits {
 	uint32_t max_output_tokens; /* limits.max_output_tokens: cap and default */
 	uint32_t constraint_bytes;  /* limits.constraint_bytes: a schema or grammar */
 	uint32_t choices;           /* limits.choices: OpenAI `n` at most */
+	uint32_t tools;             /* limits.tools: tools in one request */
+	uint32_t tools_bytes;       /* limits.tools_bytes: all of them as compact JSON */
 	int max_tokens_strict;      /* limits.max_tokens_over_context = strict: an
 				     * explicit max_tokens over what the context
 				     * leaves is refused, not lowered */
@@ -69,7 +78,8 @@ void gw_api_limits_defaults(struct gw_api_limits *l);
  * Checks the limits against their bounds (json_depth 2..256, messages
  * 1..CM_LIM_PROTO_MESSAGES_HARD, stop_strings 0..CM_LIM_PROTO_STOP_STRINGS_HARD,
  * stop_string_bytes 1..4096, max_output_tokens 1..1048576, constraint_bytes
- * 16..64 MiB, choices 1..GW_API_CHOICES_MAX); CM_EINVAL with
+ * 16..64 MiB, choices 1..GW_API_CHOICES_MAX, tools 0..GW_API_TOOLS_MAX,
+ * tools_bytes 1 KiB..GW_API_TOOLS_BYTES_MAX); CM_EINVAL with
  * a message naming the config key.
  */
 enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
@@ -114,6 +124,12 @@ struct gw_api_request {
 	int logprobs;               /* logprobs wanted in the response */
 	uint8_t top_logprobs;       /* alternatives per token, 0..20 */
 	uint32_t n;                 /* OpenAI `n`: choices, 1..limits.choices (1 elsewhere) */
+	/* tool calls and thinking (-> proto_submit, version 4; docs/tools.md) */
+	struct proto_str tools;     /* compact JSON array of tools; "" none */
+	uint8_t tool_choice;        /* enum proto_tool_choice (NONE without tools) */
+	struct proto_str tool_name; /* PROTO_TOOLS_NAMED */
+	int parallel_tool_calls;    /* OpenAI parallel_tool_calls (default true) */
+	uint8_t think;              /* enum proto_think */
 };
 
 /*
@@ -210,6 +226,7 @@ struct gw_api_result {
 	int64_t decode_ns;          /* Ollama eval_duration */
 	int64_t ttft_ns;            /* request received -> first token sent */
 	int64_t queue_ns;           /* gateway queue + worker queue */
+	uint32_t reasoning_tokens;  /* of gen_tokens, those spent thinking */
 };
 
 /* Copies a DONE's counts and worker durations (total_ns left 0). */
@@ -227,6 +244,9 @@ struct gw_api_stream {
 	struct json_t *lp;          /* a non-streamed reply's entries (logprobs.c) */
 	size_t text_off;            /* text bytes streamed so far */
 	uint32_t index;             /* OpenAI choices[].index of this choice */
+	uint32_t n_calls;           /* tool calls so far (streamed: the next index) */
+	struct json_t *calls;       /* a non-streamed reply's calls, the dialect's shape */
+	struct cm_buf reasoning;    /* a non-streamed reply's reasoning text */
 };
 
 /* Releases what the state collected (the logprobs entries). */
@@ -245,6 +265,16 @@ void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
  * created and model; nothing rendered yet). */
 void gw_api_stream_init_choice(struct gw_api_stream *s, const struct gw_api_stream *base,
 			       uint32_t index);
+
+/* One TOKEN entry streamed by its channel: content as gw_api_render_chunk,
+ * reasoning as OpenAI delta.reasoning_content / Ollama thinking, a tool call
+ * as OpenAI delta.tool_calls (index, id, type, name, arguments) / Ollama
+ * message.tool_calls (docs/tools.md). */
+enum cm_status gw_api_render_entry(struct cm_buf *out, struct gw_api_stream *s,
+				   const struct proto_token *tk) CM_WUR;
+/* A non-streamed reply's reasoning and tool calls (content is the
+ * caller's); CM_EINVAL for a call entry that is no call (keep it as text). */
+enum cm_status gw_api_stream_collect(struct gw_api_stream *s, const struct proto_token *tk) CM_WUR;
 
 /* Content-Type of the response for this request. */
 const char *gw_api_content_type(const struct gw_api_request *r);

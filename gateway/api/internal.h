@@ -101,6 +101,29 @@ enum cm_status gw_api_content_string(json_t *content, size_t idx,
 				     struct cm_arena *a, struct proto_str *out,
 				     struct gw_api_error *err);
 
+/* ---- tools.c: tool calling and thinking -------------------------------------- */
+
+/* tools (both dialects), tool_choice and parallel_tool_calls (OpenAI):
+ * checked, r->tools the compact array; a forced call with a constraint
+ * already set is refused (call after the constraint fields). */
+enum cm_status gw_api_tools(const json_t *root, const struct gw_api_limits *lim,
+			    struct cm_arena *a, struct gw_api_request *r,
+			    struct gw_api_error *err) CM_WUR;
+/* Ollama think, OpenAI chat_template_kwargs.enable_thinking -> r->think. */
+enum cm_status gw_api_think(const json_t *root, struct gw_api_request *r,
+			    struct gw_api_error *err) CM_WUR;
+/* messages[i]'s tool_calls (assistant) and tool_call_id (tool: the id of
+ * an earlier call; required in OpenAI) into r->messages[i]. */
+enum cm_status gw_api_message_tools(json_t *m, size_t i, struct cm_arena *a,
+				    struct gw_api_request *r, struct gw_api_error *err) CM_WUR;
+
+/* render_tools.c: a message's reasoning and tool calls from the collected
+ * state (taken); OpenAI's content of a calls-only message becomes null. */
+void gw_api_message_extras(json_t *msg, struct gw_api_stream *s, int ollama);
+/* The finish_reason of a choice: "tool_calls" for an OpenAI chat choice
+ * that called tools and stopped. */
+const char *gw_api_finish_of(const struct gw_api_stream *s, uint8_t finish);
+
 /* ---- constraint.c: output constraints and logprobs ------------------------- */
 
 /* OpenAI response_format: text, json_object, json_schema {name, schema, strict}. */

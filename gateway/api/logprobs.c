@@ -163,4 +163,7 @@ void gw_api_stream_deinit(struct gw_api_stream *s)
 {
 	json_decref(s->lp);
 	s->lp = NULL;
+	json_decref(s->calls);
+	s->calls = NULL;
+	cm_buf_deinit(&s->reasoning);
 }

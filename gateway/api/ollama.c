@@ -110,7 +110,7 @@ static enum cm_status ollama_options(const json_t *root,
 	return st;
 }
 
-/* format ("json" or a schema), grammar, logprobs; tools refused. */
+/* format ("json" or a schema), grammar, logprobs, think. */
 static enum cm_status ollama_common(const json_t *root,
 				    const struct gw_api_limits *lim,
 				    struct cm_arena *a, struct gw_api_request *r,
@@ -128,7 +128,7 @@ static enum cm_status ollama_common(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_logprobs(root, 0, r, err);
 	if (st == CM_OK)
-		st = gw_api_refuse_if_set(root, "tools", "tool calling is not supported", err);
+		st = gw_api_think(root, r, err);
 	if (st == CM_OK)
 		st = ollama_options(root, lim, a, r, err);
 	/* keep_alive: ignored (models stay loaded; the operator decides) */
@@ -157,6 +157,8 @@ enum cm_status gw_api_ollama_generate(const json_t *root,
 		return gw_api_unsupported(err, "template",
 				   "custom prompt templates are not supported; the model's own chat template is used");
 	st = gw_api_refuse_if_set(root, "images", "image inputs are not supported", err);
+	if (st == CM_OK)
+		st = gw_api_refuse_if_set(root, "tools", "tools need a chat: send them to /api/chat", err);
 	if (st == CM_OK)
 		st = gw_api_refuse_if_set(root, "suffix", "fill-in-the-middle (suffix) is not supported", err);
 	if (st == CM_OK)
@@ -212,6 +214,8 @@ enum cm_status gw_api_ollama_chat(const json_t *root,
 
 	gw_api_ollama_defaults(r, lim);
 	st = ollama_common(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_tools(root, lim, a, r, err);
 	if (st == CM_OK)
 		st = gw_api_messages(root, lim, &rules, a, r, err);
 	return st;

@@ -109,9 +109,11 @@ static enum cm_status openai_common(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_grammar(root, lim, a, r, err);
 	if (st == CM_OK)
-		st = gw_api_refuse_if_set(root, "tools", "tool calling is not supported", err);
+		st = gw_api_refuse_if_set(root, "functions", "functions is OpenAI's deprecated form of "
+					  "tool calling; send tools (and tool_choice) instead", err);
 	if (st == CM_OK)
-		st = gw_api_refuse_if_set(root, "functions", "function calling is not supported", err);
+		st = gw_api_refuse_if_set(root, "function_call", "function_call is OpenAI's deprecated "
+					  "form of tool_choice; send tools and tool_choice instead", err);
 	if (st == CM_OK)
 		st = gw_api_refuse_if_set(root, "logit_bias", "logit_bias is not supported", err);
 	return st;
@@ -184,7 +186,7 @@ enum cm_status gw_api_openai_chat(const json_t *root,
 	static const struct gw_api_role_alias aliases[] = {
 		{ "developer", "system" }, { NULL, NULL } };
 	static const struct gw_api_msg_rules rules = {
-		.role_expect = "one of system, developer, user, assistant",
+		.role_expect = "one of system, developer, user, assistant, tool",
 		.aliases = aliases,
 		.images_refused = 0,
 		.content = openai_content,
@@ -194,6 +196,10 @@ enum cm_status gw_api_openai_chat(const json_t *root,
 
 	gw_api_openai_defaults(r, lim);
 	st = openai_common(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_tools(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_think(root, r, err);
 	if (st != CM_OK)
 		return st;
 	return gw_api_messages(root, lim, &rules, a, r, err);
@@ -213,6 +219,9 @@ enum cm_status gw_api_openai_completions(const json_t *root,
 				? GW_API_OPENAI_COMPLETIONS_DEFAULT_MAX_TOKENS
 				: lim->max_output_tokens;
 	st = openai_common(root, lim, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_refuse_if_set(root, "tools", "tools need a chat: send them to "
+					  "/v1/chat/completions", err);
 	if (st == CM_OK)
 		st = gw_api_refuse_if_set(root, "suffix", "fill-in-the-middle (suffix) is not supported", err);
 	if (st == CM_OK)
@@ -294,5 +303,11 @@ json_t *gw_api_usage_object(const struct gw_api_result *res)
 			    json_integer((json_int_t)res->prompt_tokens + res->gen_tokens));
 	json_object_set_new(d, "cached_tokens", json_integer(res->cached_tokens));
 	json_object_set_new(u, "prompt_tokens_details", d);
+	if (res->reasoning_tokens) {
+		json_t *c = json_object();
+
+		json_object_set_new(c, "reasoning_tokens", json_integer(res->reasoning_tokens));
+		json_object_set_new(u, "completion_tokens_details", c);
+	}
 	return u;
 }

@@ -31,6 +31,14 @@ void gw_api_result_from_done(struct gw_api_result *res, const struct proto_done 
 	res->decode_ns = d->decode_ns;
 	res->ttft_ns = d->ttft_ns;
 	res->queue_ns = d->queue_ns;
+	res->reasoning_tokens = d->reasoning_tokens;
+}
+
+const char *gw_api_finish_of(const struct gw_api_stream *s, uint8_t finish)
+{
+	if (s->n_calls && finish == PROTO_FINISH_STOP && s->kind == GW_API_OPENAI_CHAT)
+		return "tool_calls";
+	return gw_api_finish_name(finish);
 }
 
 void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
@@ -41,6 +49,7 @@ void gw_api_stream_init(struct gw_api_stream *s, const struct gw_api_request *r,
 	size_t n;
 
 	memset(s, 0, sizeof(*s));
+	cm_buf_init(&s->reasoning, GW_API_REASONING_BYTES);
 	s->kind = r->kind;
 	n = r->model.len < GW_API_MODEL_NAME_MAX ? r->model.len : GW_API_MODEL_NAME_MAX;
 	memcpy(s->model, r->model.ptr, n);
@@ -66,6 +75,9 @@ void gw_api_stream_init_choice(struct gw_api_stream *s, const struct gw_api_stre
 	s->lp = NULL;
 	s->text_off = 0;
 	s->index = index;
+	s->n_calls = 0;
+	s->calls = NULL;
+	cm_buf_init(&s->reasoning, GW_API_REASONING_BYTES);
 }
 
 const char *gw_api_content_type(const struct gw_api_request *r)
@@ -268,7 +280,7 @@ enum cm_status gw_api_render_choice_end(struct cm_buf *out, struct gw_api_stream
 	}
 	json_array_append_new(choices, gw_api_openai_choice(s, 1, s->chunks == 0,
 						     s->kind == GW_API_OPENAI_CHAT ? NULL : "",
-						     0, gw_api_finish_name(res->finish)));
+						     0, gw_api_finish_of(s, res->finish)));
 	json_object_set_new(o, "choices", choices);
 	if (s->include_usage)
 		json_object_set_new(o, "usage", json_null());
@@ -339,8 +351,10 @@ enum cm_status gw_api_render_full_choices(struct cm_buf *out,
 	for (size_t i = 0; i < n; i++) {
 		struct gw_api_stream *s = c[i].stream;
 		json_t *ch = gw_api_openai_choice(s, 0, 1, c[i].text, c[i].len,
-						  gw_api_finish_name(c[i].finish));
+						  gw_api_finish_of(s, c[i].finish));
 
+		if (s->kind == GW_API_OPENAI_CHAT)
+			gw_api_message_extras(json_object_get(ch, "message"), s, 0);
 		if (s->logprobs) {
 			json_object_set_new(ch, "logprobs", gw_api_lp_field(s, s->lp, 0));
 			s->lp = NULL;
@@ -365,6 +379,8 @@ enum cm_status gw_api_render_full(struct cm_buf *out, struct gw_api_stream *s,
 		if (!o)
 			return CM_ENOMEM;
 		gw_api_ollama_text(o, s, text, len);
+		gw_api_message_extras(s->kind == GW_API_OLLAMA_CHAT ? json_object_get(o, "message") : o,
+				      s, 1);
 		if (s->logprobs) {
 			json_object_set_new(o, "logprobs", s->lp ? s->lp : json_array());
 			s->lp = NULL;

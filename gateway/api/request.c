@@ -29,6 +29,8 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->max_output_tokens = CM_LIM_MAX_OUTPUT_TOKENS;
 	l->constraint_bytes = CM_LIM_CONSTRAINT_BYTES;
 	l->choices = CM_LIM_CHOICES;
+	l->tools = CM_LIM_TOOLS;
+	l->tools_bytes = CM_LIM_TOOLS_BYTES;
 	l->max_tokens_strict = 0;
 }
 
@@ -50,7 +52,9 @@ enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
 	    !lim_ok("limits.stop_string_bytes", l->stop_string_bytes, 1, 4096, err, err_len) ||
 	    !lim_ok("limits.max_output_tokens", l->max_output_tokens, 1, 1048576, err, err_len) ||
 	    !lim_ok("limits.constraint_bytes", l->constraint_bytes, 16, 64u << 20, err, err_len) ||
-	    !lim_ok("limits.choices", l->choices, 1, GW_API_CHOICES_MAX, err, err_len))
+	    !lim_ok("limits.choices", l->choices, 1, GW_API_CHOICES_MAX, err, err_len) ||
+	    !lim_ok("limits.tools", l->tools, 0, GW_API_TOOLS_MAX, err, err_len) ||
+	    !lim_ok("limits.tools_bytes", l->tools_bytes, 1024, GW_API_TOOLS_BYTES_MAX, err, err_len))
 		return CM_EINVAL;
 	return CM_OK;
 }
@@ -386,19 +390,12 @@ static enum cm_status msg_role(const json_t *m, size_t i,
 	for (size_t k = 0; rules->aliases && rules->aliases[k].alias; k++)
 		if (strcmp(s, rules->aliases[k].alias) == 0)
 			s = rules->aliases[k].role;
+	(void)model;
 	ri = proto_role_parse(s, strlen(s));
-	if (ri >= 0 && ri != PROTO_ROLE_TOOL) {
+	if (ri >= 0) {
 		*out = (struct proto_str){ proto_role_names[ri],
 					   (uint32_t)strlen(proto_role_names[ri]) };
 		return CM_OK;
-	}
-	if (strcmp(s, "tool") == 0) {
-		gw_api_error_set(err, 400, f, "unsupported",
-				 "%s: expected %s, found \"tool\": model \"%.*s\" takes no tool results "
-				 "(tool calling is not supported yet)",
-				 f, rules->role_expect, (int)(model->len > 64 ? 64 : model->len),
-				 model->ptr ? model->ptr : "");
-		return CM_EINVAL;
 	}
 	gw_api_error_set(err, 400, f, NULL, "%s: expected %s, found another string",
 			 f, rules->role_expect);
@@ -452,12 +449,18 @@ enum cm_status gw_api_messages(const json_t *root, const struct gw_api_limits *l
 		if (!content) {
 			r->messages[i].content = (struct proto_str){ "", 0 };
 			/* assistant turns (tool calls) may omit it */
-			if (strcmp(r->messages[i].role.ptr, "assistant") == 0)
+			if (strcmp(r->messages[i].role.ptr, "assistant") == 0) {
+				st = gw_api_message_tools(m, i, a, r, err);
+				if (st != CM_OK)
+					return st;
 				continue;
+			}
 			snprintf(f, sizeof(f), "messages[%zu].content", i);
 			return gw_api_bad(err, f, rules->content_expect, content);
 		}
 		st = rules->content(content, i, a, &r->messages[i].content, err);
+		if (st == CM_OK)
+			st = gw_api_message_tools(m, i, a, r, err);
 		if (st != CM_OK)
 			return st;
 	}
@@ -564,28 +567,35 @@ void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 	s->constraint_kind = r->constraint_kind;
 	s->constraint = r->constraint_kind ? r->constraint : (struct proto_str){ "", 0 };
 	s->top_logprobs = r->top_logprobs;
+	s->tools = r->tools.len ? r->tools : (struct proto_str){ "", 0 };
+	s->tool_choice = r->tool_choice;
+	s->tool_name = r->tool_choice == PROTO_TOOLS_NAMED ? r->tool_name : (struct proto_str){ "", 0 };
+	s->parallel_tool_calls = r->parallel_tool_calls ? 1 : 0;
+	s->think = r->think;
 	*flags = r->submit_flags;
 }
 
 size_t gw_api_submit_bytes(const struct gw_api_request *r)
 {
 	/* fixed fields, sampling, tenant, key, salt, template name: < 1 KiB */
-	size_t n = 1024 + r->model.len + r->text.len + r->constraint.len;
+	size_t n = 1024 + r->model.len + r->text.len + r->constraint.len + r->tools.len +
+		   r->tool_name.len;
 
 	for (uint32_t i = 0; i < r->n_stop; i++)
 		n += 4 + r->stop[i].len;
 	for (uint32_t i = 0; i < r->n_messages; i++)
-		n += 8 + r->messages[i].role.len + r->messages[i].content.len;
+		n += 16 + r->messages[i].role.len + r->messages[i].content.len +
+		     r->messages[i].tool_calls.len + r->messages[i].tool_call_id.len;
 	return n;
 }
 
 int64_t gw_api_token_estimate(const struct gw_api_request *r, uint32_t context)
 {
-	uint64_t bytes = r->text.len, prompt;
+	uint64_t bytes = r->text.len + r->tools.len, prompt;
 	int64_t estimate;
 
 	for (uint32_t i = 0; i < r->n_messages; i++)
-		bytes += r->messages[i].content.len + 8;
+		bytes += r->messages[i].content.len + r->messages[i].tool_calls.len + 8;
 	prompt = bytes / 4 + 1;
 	estimate = (int64_t)(prompt + r->max_tokens);
 	if ((r->submit_flags & PROTO_SUBMIT_F_FIT) && estimate > (int64_t)context &&

@@ -571,7 +571,7 @@ static void test_refusals_in_the_dialects_format(void **state)
 	assert_int_equal(dt_split(out, &j), 404);
 	json_decref(j);
 	dt_curl(out, sizeof(out), key, "/v1/chat/completions",
-		"{\"model\":\"tiny\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}");
+		"{\"model\":\"tiny\",\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}");
 	assert_int_equal(dt_split(out, &j), 400);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "param")),
 			    "messages[0].role");

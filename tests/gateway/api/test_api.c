@@ -238,24 +238,23 @@ static void test_chat_ollama(void **state)
 	assert_true(api_streq(r.messages[2].role, "assistant"));
 	assert_int_equal(r.messages[2].content.len, 0);
 	assert_true(api_streq(r.messages[3].content, "t"));
-	/* the gateway refuses a role the worker would refuse (proto_role_parse) */
-	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
-	    "messages[0].role: expected one of system, user, assistant, found \"tool\": "
-	    "model \"m\" takes no tool results", "messages[0].role");
-	api_bad(GW_API_OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
-	    "messages[0].role: expected one of system, developer, user, assistant, found \"tool\": "
-	    "model \"m\" takes no tool results", "messages[0].role");
 	assert_int_equal(r.sampling.top_k, 0);
 	assert_true(r.stream);
+	/* a tool result: Ollama needs no id; OpenAI the id of an earlier call */
+	api_ok(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", &r);
+	assert_true(api_streq(r.messages[0].role, "tool"));
+	api_bad(GW_API_OPENAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"t\"}]}", 400,
+	    "messages[0].tool_call_id: expected the id of the call this answers, found nothing",
+	    "messages[0].tool_call_id");
 
 	api_bad(C, "{\"model\":\"m\"}", 400, "messages: expected an array of messages, found nothing", "messages");
 	api_bad(C, "{\"model\":\"m\",\"messages\":{}}", 400, "messages: expected an array of messages, found an object", "messages");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[]}", 400, "messages: expected at least one message, found an empty array", "messages");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[\"hi\"]}", 400, "messages[0]: expected an object", "messages[0]");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", 400,
-	    "messages[0].role: expected one of system, user, assistant, found another string", "messages[0].role");
+	    "messages[0].role: expected one of system, user, assistant, tool, found another string", "messages[0].role");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"content\":\"x\"}]}", 400,
-	    "messages[0].role: expected one of system, user, assistant, found nothing", "messages[0].role");
+	    "messages[0].role: expected one of system, user, assistant, tool, found nothing", "messages[0].role");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":5}]}", 400,
 	    "messages[0].content: expected a string, found 5", "messages[0].content");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400,
@@ -263,7 +262,7 @@ static void test_chat_ollama(void **state)
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"images\":[\"aGk=\"]}]}", 400,
 	    "messages[0].images: image inputs are not supported", "messages[0].images");
 	api_bad(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}", 400,
-	    "tools: tool calling is not supported", "tools");
+	    "tools[0].type: expected \"function\", found nothing", "tools[0].type");
 	many = malloc(64 * 300);
 	off = (size_t)sprintf(many, "{\"model\":\"m\",\"messages\":[");
 	for (int i = 0; i < 257; i++)
@@ -385,7 +384,7 @@ static void test_openai_chat(void **state)
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400,
 	    "messages[0].content: expected a string or an array of text parts, found nothing", "messages[0].content");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", 400,
-	    "messages[0].role: expected one of system, developer, user, assistant, found another string", "messages[0].role");
+	    "messages[0].role: expected one of system, developer, user, assistant, tool, found another string", "messages[0].role");
 	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true,"
 	       "\"top_logprobs\":3}", &r);
 	assert_true(r.logprobs);
@@ -393,7 +392,7 @@ static void test_openai_chat(void **state)
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}", 400,
 	    "logprobs: expected a boolean, found 1", "logprobs");
 	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}", 400,
-	    "tools: tool calling is not supported", "tools");
+	    "tools[0].function: expected an object with name and parameters, found nothing", "tools[0].function");
 	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", &r);
 	assert_int_equal(r.constraint_kind, PROTO_CONSTRAINT_JSON_OBJECT);
 	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
