@@ -105,8 +105,9 @@ static enum cm_status one_tool(json_t *t, size_t i, json_t *list, struct gw_api_
 	return CM_OK;
 }
 
-/* tool_choice (OpenAI): "none", "auto", "required", or {"type":
- * "function", "function": {"name"}} naming one of the tools. */
+/* tool_choice (OpenAI's; a Sluice extension in Ollama's): "none", "auto",
+ * "required", or {"type": "function", "function": {"name"}} naming one of
+ * the tools. */
 static enum cm_status tool_choice(const json_t *root, const json_t *list, struct cm_arena *a,
 				  struct gw_api_request *r, struct gw_api_error *err)
 {
@@ -176,13 +177,12 @@ enum cm_status gw_api_tools(const json_t *root, const struct gw_api_limits *lim,
 		if (st != CM_OK)
 			goto out;
 	}
-	if (r->style == GW_STYLE_OPENAI) {
-		st = tool_choice(root, list, a, r, err);
-		if (st == CM_OK)
-			st = gw_api_get_bool(root, "parallel_tool_calls", "parallel_tool_calls", &par, err);
-		if (st != CM_OK)
-			goto out;
-	}
+	/* Ollama has neither: Sluice takes them there too (an extension) */
+	st = tool_choice(root, list, a, r, err);
+	if (st == CM_OK)
+		st = gw_api_get_bool(root, "parallel_tool_calls", "parallel_tool_calls", &par, err);
+	if (st != CM_OK)
+		goto out;
 	r->parallel_tool_calls = par != 0;
 	if (json_array_size(list) > 0) {
 		st = dump_to(a, list, &r->tools, err);

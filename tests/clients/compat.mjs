@@ -379,5 +379,75 @@ await scenario('structured: ollama logprobs', async () => {
   for (const e of r.logprobs) assert.ok(e.top_logprobs.length >= 1 && e.top_logprobs.length <= 2);
 });
 
+// ---- tool calling (docs/tools.md) -----------------------------------------
+// a forced call (tool_choice required or named) is guaranteed whatever the
+// weights: the worker constrains it to the tools' schemas
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Weather of a city',
+    parameters: {
+      type: 'object', additionalProperties: false, required: ['city', 'days'],
+      properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+    },
+  },
+};
+function checkWeather(args) {
+  assert.deepEqual(Object.keys(args).sort(), ['city', 'days']);
+  assert.equal(typeof args.city, 'string');
+  assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, `days ${args.days}`);
+}
+await scenario('tools: openai tool loop (required call, tool result, final answer)', async () => {
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  const r = await oa.chat.completions.create({ model, temperature: 0.8, seed: 1, max_tokens: 200,
+    messages, tools: [weather], tool_choice: 'required', parallel_tool_calls: false });
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  checkWeather(JSON.parse(call.function.arguments));
+  messages.push(c.message);
+  messages.push({ role: 'tool', tool_call_id: call.id, content: 'sunny, 21 C' });
+  const r2 = await oa.chat.completions.create({ model, temperature: 0, max_tokens: 16, messages,
+    tools: [weather], tool_choice: 'none' });
+  assert.equal(typeof r2.choices[0].message.content, 'string');
+  assert.ok(['stop', 'length'].includes(r2.choices[0].finish_reason));
+});
+await scenario('tools: openai streamed tool-call deltas accumulate (chat.completions.stream)', async () => {
+  const s = oa.chat.completions.stream({ model, temperature: 0.8, seed: 2, max_tokens: 200, stream: true,
+    messages: [{ role: 'user', content: 'Weather?' }], tools: [weather],
+    tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+  const done = await s.finalChatCompletion();
+  const c = done.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.tool_calls[0].function.name, 'get_weather');
+  checkWeather(JSON.parse(c.message.tool_calls[0].function.arguments));
+  assert.ok(c.message.tool_calls[0].id.startsWith('call_'));
+});
+await scenario('tools: openai refuses a tool message without a matching call', async () => {
+  const e = await rejects(oa.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' },
+    { role: 'tool', tool_call_id: 'call_nope', content: 'r' }] }), OpenAI.BadRequestError, 400);
+  assert.equal(e.param, 'messages[1].tool_call_id');
+});
+await scenario('tools: langchain bindTools with tool_choice', async () => {
+  const llm = new ChatOpenAI({ model, temperature: 0.8, maxTokens: 200, ...lcOpenAI });
+  const r = await llm.bindTools([weather], { tool_choice: 'get_weather' }).invoke('Weather in Rome?');
+  assert.equal(r.tool_calls.length, 1);
+  assert.equal(r.tool_calls[0].name, 'get_weather');
+  checkWeather(r.tool_calls[0].args);
+});
+await scenario('tools: ollama chat with tools (tool_choice, a Sluice extension, forces the call)', async () => {
+  const r = await ol.chat({ model, messages: [{ role: 'user', content: 'Weather?' }], tools: [weather],
+    tool_choice: 'required', options: { temperature: 0.8, seed: 3, num_predict: 200 } });
+  assert.ok(r.message.tool_calls.length >= 1);
+  assert.equal(r.message.tool_calls[0].function.name, 'get_weather');
+  checkWeather(r.message.tool_calls[0].function.arguments);
+  const r2 = await ol.chat({ model, tools: [weather], options: { temperature: 0, num_predict: 12 },
+    messages: [{ role: 'user', content: 'Weather?' }, r.message, { role: 'tool', content: 'sunny' }] });
+  assert.equal(r2.done, true);
+});
+
 console.log(failed ? `${failed} scenario(s) failed` : 'all scenarios passed');
 process.exit(failed ? 1 : 0);

@@ -26,6 +26,8 @@ extern const char *gwt_model_name;
 /* gateway.max_inflight_per_worker (1: the queueing tests of test_gateway.c;
  * OpenAI `n` needs as many) */
 extern unsigned gwt_max_inflight;
+/* worker.context (0: the model's) */
+extern unsigned gwt_context;
 
 struct gwt_resp {
 	int code;
