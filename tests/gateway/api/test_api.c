@@ -16,6 +16,7 @@
 
 #include "common/arena.h"
 #include "common/buf.h"
+#include "common/limits.h"
 #include "gateway/api/api.h"
 
 #include "tests/gateway/api/api_fixture.h"
@@ -419,6 +420,98 @@ static void test_openai_chat(void **state)
 	api_bad(O, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400, "model: expected a non-empty model name", "model");
 }
 
+/* ---- tools ----------------------------------------------------------------- */
+
+#define TOOL_F "{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":\"d\"," \
+	"\"parameters\":{\"type\":\"object\"},\"strict\":true}}"
+#define TOOL_G "{\"type\":\"function\",\"function\":{\"name\":\"g-2\"}}"
+#define USER "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]"
+
+/* tools, tool_choice, parallel_tool_calls, the history's calls and
+ * results, thinking: what reaches SUBMIT, and each refusal's field. */
+static void test_tools(void **state)
+{
+	const enum gw_api_kind O = GW_API_OPENAI_CHAT, C = GW_API_OLLAMA_CHAT;
+	struct gw_api_request r;
+	struct proto_submit sb;
+	uint32_t flags;
+
+	(void)state;
+	api_ok(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "," TOOL_G "]}", &r);
+	/* written for the worker: strict dropped, key order kept */
+	assert_true(api_streq(r.tools, "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"description\":"
+				       "\"d\",\"parameters\":{\"type\":\"object\"}}},{\"type\":\"function\","
+				       "\"function\":{\"name\":\"g-2\"}}]"));
+	assert_int_equal(r.tool_choice, PROTO_TOOLS_AUTO);
+	assert_true(r.parallel_tool_calls);
+	api_ok(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "],\"tool_choice\":{\"type\":\"function\","
+		  "\"function\":{\"name\":\"f\"}},\"parallel_tool_calls\":false}", &r);
+	assert_int_equal(r.tool_choice, PROTO_TOOLS_NAMED);
+	assert_true(api_streq(r.tool_name, "f"));
+	gw_api_to_submit(&r, &sb, &flags);
+	assert_int_equal(sb.tool_choice, PROTO_TOOLS_NAMED);
+	assert_true(api_streq(sb.tool_name, "f"));
+	assert_int_equal(sb.parallel_tool_calls, 0);
+	assert_int_equal(sb.tools.len, r.tools.len);
+	api_ok(O, "{\"model\":\"m\"," USER ",\"tools\":[]}", &r);
+	assert_int_equal(r.tool_choice, PROTO_TOOLS_NONE);
+	assert_int_equal(r.tools.len, 0);
+	api_ok(C, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_G "],\"tool_choice\":\"required\",\"think\":false}", &r);
+	assert_int_equal(r.tool_choice, PROTO_TOOLS_REQUIRED);
+	assert_int_equal(r.think, PROTO_THINK_OFF);
+	api_ok(O, "{\"model\":\"m\"," USER ",\"chat_template_kwargs\":{\"enable_thinking\":true}}", &r);
+	assert_int_equal(r.think, PROTO_THINK_ON);
+	/* the history: calls normalized, results tied to them */
+	api_ok(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+		  "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+		  "\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+		  "\"content\":\"7\"}]}", &r);
+	assert_true(api_streq(r.messages[1].tool_calls, "[{\"id\":\"c1\",\"name\":\"f\",\"arguments\":{\"a\":1}}]"));
+	assert_true(api_streq(r.messages[2].tool_call_id, "c1"));
+	api_ok(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+		  "{\"name\":\"f\",\"arguments\":{\"b\":[2]}}}]},{\"role\":\"tool\",\"content\":\"r\"}]}", &r);
+	assert_true(api_streq(r.messages[0].tool_calls, "[{\"id\":\"\",\"name\":\"f\",\"arguments\":{\"b\":[2]}}]"));
+	assert_int_equal(r.messages[1].tool_call_id.len, 0);
+
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}",
+		400, "tools[0].function.name: expected a name of 1 to 64", "tools[0].function.name");
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "," TOOL_F "]}", 400,
+		"tools[1].function.name: expected a name no other tool has, found the name of tools[0]",
+		"tools[1].function.name");
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[{\"type\":\"retrieval\"}]}", 400,
+		"tools[0].type: expected \"function\"", "tools[0].type");
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "],\"tool_choice\":\"always\"}", 400,
+		"tool_choice: expected \"none\", \"auto\", \"required\"", "tool_choice");
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "],\"tool_choice\":\"required\","
+		  "\"response_format\":{\"type\":\"json_object\"}}", 400, "cannot both constrain", "tool_choice");
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "],\"parallel_tool_calls\":1}", 400,
+		"parallel_tool_calls: expected a boolean", "parallel_tool_calls");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", 400,
+		"messages[0].tool_calls: expected no tool calls outside assistant messages", "messages[0].tool_calls");
+	api_bad(O, "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\","
+		  "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}", 400,
+		"messages[0].tool_calls[0].id: expected the call's id", "messages[0].tool_calls[0].id");
+	api_bad(O, "{\"model\":\"m\"," USER ",\"function_call\":\"auto\"}", 400,
+		"function_call: function_call is OpenAI's deprecated form of tool_choice", "function_call");
+	api_bad(GW_API_OLLAMA_GENERATE, "{\"model\":\"m\",\"prompt\":\"x\",\"tools\":[" TOOL_F "]}", 400,
+		"tools: tools need a chat", "tools");
+	api_bad(C, "{\"model\":\"m\"," USER ",\"think\":\"yes\"}", 400, "think: expected true or false", "think");
+	/* the limits */
+	L.tools = 1;
+	api_bad(O, "{\"model\":\"m\"," USER ",\"tools\":[" TOOL_F "," TOOL_G "]}", 400,
+		"tools: expected at most 1 tools (limits.tools), found 2", "tools");
+	L.tools = CM_LIM_TOOLS;
+	L.tools_bytes = 1024;
+	{
+		char body[4096];
+
+		snprintf(body, sizeof(body), "{\"model\":\"m\"," USER ",\"tools\":[{\"type\":\"function\","
+			 "\"function\":{\"name\":\"f\",\"description\":\"%01100d\"}}]}", 0);
+		api_bad(O, body, 400, "(limits.tools_bytes)", "tools");
+	}
+	L.tools_bytes = CM_LIM_TOOLS_BYTES;
+}
+
 static void test_openai_completions(void **state)
 {
 	const enum gw_api_kind P = GW_API_OPENAI_COMPLETIONS;
@@ -619,6 +712,7 @@ int main(void)
 		cmocka_unit_test(test_chat_ollama),
 		cmocka_unit_test(test_openai_chat),
 		cmocka_unit_test(test_openai_completions),
+		cmocka_unit_test(test_tools),
 		cmocka_unit_test(test_body_checks),
 		cmocka_unit_test(test_tenant_fields_ignored),
 		cmocka_unit_test(test_show_and_limits),

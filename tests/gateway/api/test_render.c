@@ -364,6 +364,125 @@ static void test_render_choices(void **state)
 	cm_buf_deinit(&b);
 }
 
+/* Tool calls and reasoning in both dialects, streamed and whole. */
+static void test_render_tool_calls(void **state)
+{
+	struct gw_api_request r;
+	struct gw_api_stream s;
+	struct gw_api_result res;
+	static char ev[8][4096];
+	struct cm_buf b;
+	json_t *j, *c, *d, *tc;
+	int n;
+	const struct proto_token think = { .id = 5, .text = { "hmm", 3 }, .channel = PROTO_CH_REASONING };
+	const struct proto_token call1 = { .id = UINT32_MAX, .text = { "{\"name\":\"f\",\"arguments\":{\"a\":1}}", 32 },
+					   .channel = PROTO_CH_TOOL_CALL };
+	const struct proto_token call2 = { .id = UINT32_MAX,
+					   .text = { "{\"name\":\"g\",\"arguments\":{},\"id\":\"abcdefghi\"}", 44 },
+					   .channel = PROTO_CH_TOOL_CALL };
+	const struct proto_token junk = { .id = 6, .text = { "not a call", 10 }, .channel = PROTO_CH_TOOL_CALL };
+
+	(void)state;
+	cm_buf_init(&b, 1 << 16);
+	fill_result(&res);
+	res.finish = PROTO_FINISH_STOP;
+	res.reasoning_tokens = 2;
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+			       "\"stream\":true}", &r);
+	gw_api_stream_init(&s, &r, 9, 0);
+	assert_int_equal(gw_api_render_entry(&b, &s, &think), CM_OK);
+	assert_int_equal(gw_api_render_entry(&b, &s, &call1), CM_OK);
+	assert_int_equal(gw_api_render_entry(&b, &s, &call2), CM_OK);
+	assert_int_equal(gw_api_render_choice_end(&b, &s, &res), CM_OK);
+	n = sse_split(&b, ev, 8);
+	assert_int_equal(n, 4);
+	j = loads(ev[0]);
+	d = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+	assert_string_equal(json_string_value(json_object_get(d, "role")), "assistant");
+	assert_string_equal(json_string_value(json_object_get(d, "reasoning_content")), "hmm");
+	json_decref(j);
+	for (int i = 1; i <= 2; i++) {
+		j = loads(ev[i]);
+		d = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+		assert_null(json_object_get(d, "role"));
+		tc = json_array_get(json_object_get(d, "tool_calls"), 0);
+		assert_int_equal(json_integer_value(json_object_get(tc, "index")), i - 1);
+		assert_string_equal(json_string_value(json_object_get(tc, "type")), "function");
+		assert_string_equal(json_string_value(json_object_get(json_object_get(tc, "function"), "name")),
+				    i == 1 ? "f" : "g");
+		assert_string_equal(json_string_value(json_object_get(json_object_get(tc, "function"),
+								      "arguments")), i == 1 ? "{\"a\":1}" : "{}");
+		if (i == 1)
+			assert_int_equal(strncmp(json_string_value(json_object_get(tc, "id")), "call_", 5), 0);
+		else /* the model's own id (Mistral's) */
+			assert_string_equal(json_string_value(json_object_get(tc, "id")), "abcdefghi");
+		json_decref(j);
+	}
+	j = loads(ev[3]);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "tool_calls");
+	json_decref(j);
+	/* something that is no call is text */
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_entry(&b, &s, &junk), CM_OK);
+	assert_non_null(strstr((const char *)cm_buf_data(&b), "\"content\":\"not a call\""));
+	gw_api_stream_deinit(&s);
+
+	/* whole: content null, the calls, the reasoning, reasoning tokens */
+	api_ok(GW_API_OPENAI_CHAT, "{\"model\":\"gm\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	gw_api_stream_init(&s, &r, 9, 0);
+	assert_int_equal(gw_api_stream_collect(&s, &think), CM_OK);
+	assert_int_equal(gw_api_stream_collect(&s, &call1), CM_OK);
+	assert_int_equal(gw_api_stream_collect(&s, &call2), CM_OK);
+	assert_int_equal(gw_api_stream_collect(&s, &junk), CM_EINVAL);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_full(&b, &s, "", 0, &res), CM_OK);
+	j = api_load(&b);
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "tool_calls");
+	d = json_object_get(c, "message");
+	assert_true(json_is_null(json_object_get(d, "content")));
+	assert_string_equal(json_string_value(json_object_get(d, "reasoning_content")), "hmm");
+	assert_int_equal(json_array_size(json_object_get(d, "tool_calls")), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(j, "usage"),
+									   "completion_tokens_details"),
+							    "reasoning_tokens")), 2);
+	json_decref(j);
+	gw_api_stream_deinit(&s);
+
+	/* Ollama: arguments as an object, thinking beside the content */
+	api_ok(GW_API_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+			       "\"stream\":false}", &r);
+	gw_api_stream_init(&s, &r, 9, 0);
+	assert_int_equal(gw_api_stream_collect(&s, &think), CM_OK);
+	assert_int_equal(gw_api_stream_collect(&s, &call1), CM_OK);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_full(&b, &s, "", 0, &res), CM_OK);
+	j = api_load(&b);
+	d = json_object_get(j, "message");
+	assert_string_equal(json_string_value(json_object_get(d, "thinking")), "hmm");
+	assert_string_equal(json_string_value(json_object_get(d, "content")), "");
+	tc = json_object_get(json_array_get(json_object_get(d, "tool_calls"), 0), "function");
+	assert_string_equal(json_string_value(json_object_get(tc, "name")), "f");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(tc, "arguments"), "a")), 1);
+	assert_string_equal(json_string_value(json_object_get(j, "done_reason")), "stop");
+	json_decref(j);
+	gw_api_stream_deinit(&s);
+	/* streamed Ollama lines */
+	api_ok(GW_API_OLLAMA_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	gw_api_stream_init(&s, &r, 9, 0);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_entry(&b, &s, &call1), CM_OK);
+	j = api_load(&b);
+	assert_true(json_is_false(json_object_get(j, "done")));
+	tc = json_object_get(json_array_get(json_object_get(json_object_get(j, "message"), "tool_calls"), 0),
+			     "function");
+	assert_true(json_is_object(json_object_get(tc, "arguments")));
+	json_decref(j);
+	gw_api_stream_deinit(&s);
+	cm_buf_deinit(&b);
+}
+
 static void test_render_errors(void **state)
 {
 	struct gw_api_error e;
@@ -685,6 +804,7 @@ int main(void)
 		cmocka_unit_test(test_render_ollama),
 		cmocka_unit_test(test_render_openai),
 		cmocka_unit_test(test_render_choices),
+		cmocka_unit_test(test_render_tool_calls),
 		cmocka_unit_test(test_render_errors),
 		cmocka_unit_test(test_render_worker_refusal),
 		cmocka_unit_test(test_render_chunk_escaping),
