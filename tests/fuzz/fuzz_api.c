@@ -98,7 +98,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					    { 2, -1.5f, { text, (uint32_t)tlen } } };
 		struct proto_token tk = { 1, -0.5f, { text, (uint32_t)tlen },
 					  { text, (uint32_t)(tlen > 1 ? tlen - 1 : tlen) },
-					  r.top_logprobs < 2 ? r.top_logprobs : 2, top };
+					  r.top_logprobs < 2 ? r.top_logprobs : 2, top, PROTO_CH_CONTENT };
+		/* the client's text as a tool call and as reasoning (the
+		 * renderers must give valid JSON whatever the worker sent) */
+		struct proto_token call = { UINT32_MAX, 0.0f, { text, (uint32_t)tlen }, { NULL, 0 }, 0, NULL,
+					    PROTO_CH_TOOL_CALL };
+		struct proto_token why = { 3, 0.0f, { text, (uint32_t)tlen }, { NULL, 0 }, 0, NULL,
+					   PROTO_CH_REASONING };
 
 		gw_api_to_submit(&r, &s, &flags);
 		if (flags & ~PROTO_SUBMIT_FLAGS_ALL)
@@ -108,9 +114,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		gw_api_stream_init(&gs, &r, 1, 0);
 		if (gw_api_stream_add_logprobs(&gs, &tk) != CM_OK)
 			abort();
+		if (gw_api_stream_collect(&gs, &why) != CM_OK)
+			abort();
+		(void)gw_api_stream_collect(&gs, &call); /* CM_EINVAL: no call, text */
 		if (gw_api_render_full(&b, &gs, text, tlen, &res) != CM_OK)
 			abort();
 		check_json(&b);
+		cm_buf_reset(&b);
+		if (gw_api_render_entry(&b, &gs, &call) != CM_OK || gw_api_render_entry(&b, &gs, &why) != CM_OK)
+			abort();
 		cm_buf_reset(&b);
 		if (gw_api_render_chunk(&b, &gs, text, tlen, &tk) != CM_OK)
 			abort();

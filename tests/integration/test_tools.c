@@ -5,8 +5,9 @@
  * chatml template (Qwen/Hermes syntax): a forced call comes back in each
  * dialect's shape with arguments that keep the tool's schema, streamed as
  * OpenAI's tool-call deltas; the tool loop goes on with the result; every
- * bad tool, choice or history is a 400 naming its field; the official npm
- * clients (compat.mjs, SLUICE_ONLY=tools) on the random model.
+ * bad tool, choice or history is a 400 naming its field; reasoning comes
+ * apart from content in both dialects; the official npm clients
+ * (compat.mjs, SLUICE_ONLY=tools) on the random model.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -300,6 +301,78 @@ static void test_bad_tools(void **state)
 }
 
 /*
+ * Reasoning apart from content, in both dialects: a grammar makes the
+ * random model write "<think>...</think>" then words, and thinking on
+ * (OpenAI enable_thinking, Ollama think) splits them: the words are the
+ * content, the thinking is reasoning_content / thinking, streamed too.
+ */
+static void test_reasoning_split(void **state)
+{
+	static const char grammar[] = "\"grammar\":\"root ::= \\\"<think>\\\" [a-z]{3,12} \\\"</think>\\\" "
+				      "[a-z]{3,12}\"";
+	char body[4096];
+	struct gwt_resp r;
+	json_t *j, *msg;
+	const char *content, *reasoning;
+	char streamed[2][256] = { "", "" }, whole[2][256];
+
+	(void)state;
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"temperature\":0.9,\"seed\":2,\"max_tokens\":80,%s,"
+		 "\"chat_template_kwargs\":{\"enable_thinking\":true},"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"Think first.\"}]}", model_name, grammar);
+	j = post("/v1/chat/completions", body, 200);
+	msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+	content = json_string_value(json_object_get(msg, "content"));
+	reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+	assert_non_null(content);
+	assert_non_null(reasoning);
+	assert_true(strlen(reasoning) >= 3 && strspn(reasoning, "abcdefghijklmnopqrstuvwxyz") == strlen(reasoning));
+	assert_true(strlen(content) >= 3 && strspn(content, "abcdefghijklmnopqrstuvwxyz") == strlen(content));
+	assert_true(json_integer_value(json_object_get(json_object_get(json_object_get(j, "usage"),
+								     "completion_tokens_details"),
+						       "reasoning_tokens")) > 0);
+	snprintf(whole[0], sizeof(whole[0]), "%s", reasoning);
+	snprintf(whole[1], sizeof(whole[1]), "%s", content);
+	json_decref(j);
+	/* streamed OpenAI: deltas of each kind, the same texts */
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"temperature\":0.9,\"seed\":2,\"max_tokens\":80,\"stream\":true,%s,"
+		 "\"chat_template_kwargs\":{\"enable_thinking\":true},"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"Think first.\"}]}", model_name, grammar);
+	gwt_req(&r, "/v1/chat/completions", gwt_key_a, body, 0, NULL);
+	assert_int_equal(r.code, 200);
+	for (char *p = strstr(r.body, "data: {"); p; p = strstr(p + 1, "data: {")) {
+		char *end = strstr(p, "\n\n");
+		json_t *c, *d;
+
+		*end = '\0';
+		c = gwt_parse(p + 6);
+		*end = '\n';
+		d = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
+		if (json_is_string(json_object_get(d, "reasoning_content")))
+			strncat(streamed[0], json_string_value(json_object_get(d, "reasoning_content")), 200);
+		if (json_is_string(json_object_get(d, "content")))
+			strncat(streamed[1], json_string_value(json_object_get(d, "content")), 200);
+		json_decref(c);
+	}
+	gwt_resp_free(&r);
+	assert_string_equal(streamed[0], whole[0]);
+	assert_string_equal(streamed[1], whole[1]);
+	/* Ollama: think true */
+	snprintf(body, sizeof(body),
+		 "{\"model\":\"%s\",\"stream\":false,\"think\":true,%s,\"options\":{\"temperature\":0.9,"
+		 "\"seed\":2,\"num_predict\":80},\"messages\":[{\"role\":\"user\",\"content\":\"Think first.\"}]}",
+		 model_name, grammar);
+	j = post("/api/chat", body, 200);
+	msg = json_object_get(j, "message");
+	assert_true(json_string_length(json_object_get(msg, "thinking")) >= 3);
+	assert_true(json_string_length(json_object_get(msg, "content")) >= 3);
+	assert_null(strchr(json_string_value(json_object_get(msg, "content")), '<'));
+	json_decref(j);
+}
+
+/*
  * The official npm clients' tool scenarios (tests/clients/compat.mjs,
  * SLUICE_ONLY=tools): the openai SDK's tool loop and its streaming
  * accumulation, LangChain's bindTools, ollama-js chat with tools.
@@ -352,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_tool_loop),
 		cmocka_unit_test(test_ollama_call),
 		cmocka_unit_test(test_bad_tools),
+		cmocka_unit_test(test_reasoning_split),
 	};
 	const struct CMUnitTest random_tests[] = {
 		cmocka_unit_test(test_openai_forced_call),
@@ -359,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_tool_loop),
 		cmocka_unit_test(test_ollama_call),
 		cmocka_unit_test(test_bad_tools),
+		cmocka_unit_test(test_reasoning_split),
 		cmocka_unit_test(test_official_clients),
 	};
 	int rc = cmocka_run_group_tests_name("tools/stories260k", tests, stories_setup, gwt_teardown);
