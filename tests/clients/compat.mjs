@@ -23,10 +23,16 @@ const ol = new Ollama({ host: url, headers: { Authorization: `Bearer ${key}` } }
 let failed = 0;
 
 // SLUICE_ONLY: run only the scenarios whose name contains it (the
-// random-weight run of tests/integration/test_structured.c: "structured").
+// random-weight run of tests/integration/test_structured.c: "structured";
+// tests/integration/test_tools.c: "tools").
 const only = process.env.SLUICE_ONLY;
+// SLUICE_SKIP: leave out the scenarios whose name contains it (the tool
+// scenarios need more context than the shipped model's 512: test_tools.c
+// runs them on a worker serving 2048)
+const skip = process.env.SLUICE_SKIP;
 async function scenario(name, fn) {
   if (only && !name.includes(only)) return;
+  if (skip && name.includes(skip)) return;
   try {
     await fn();
     console.log(`ok ${name}`);
@@ -163,13 +169,6 @@ await scenario('openai: two system messages and one after the first turn, top_p 
     { role: 'user', content: 'Once upon a time' }, { role: 'assistant', content: 'there was' },
     { role: 'system', content: 'Three.' }, { role: 'user', content: 'a dog' }] });
   assert.ok(r.choices[0].message.content.length > 0);
-});
-await scenario('openai: a tool message is a 400 naming the role and the model', async () => {
-  const e = await rejects(oa.chat.completions.create({ model, messages: [
-    { role: 'user', content: 'x' }, { role: 'tool', tool_call_id: 'c1', content: '{}' }] }),
-    OpenAI.BadRequestError, 400);
-  assert.match(e.param || '', /messages\[1\]\.role/);
-  assert.ok(e.message.includes(`model "${model}"`) && e.message.includes('"tool"'), e.message);
 });
 await scenario('openai: a prompt over the context is context_length_exceeded', async () => {
   const e = await rejects(oa.completions.create({ model, prompt: 'the dog ran. '.repeat(400), max_tokens: 4 }),
@@ -416,7 +415,8 @@ await scenario('tools: openai tool loop (required call, tool result, final answe
   assert.ok(['stop', 'length'].includes(r2.choices[0].finish_reason));
 });
 await scenario('tools: openai streamed tool-call deltas accumulate (chat.completions.stream)', async () => {
-  const s = oa.chat.completions.stream({ model, temperature: 0.8, seed: 2, max_tokens: 200, stream: true,
+  // parallel calls allowed (the default): room for the most a forced answer may hold
+  const s = oa.chat.completions.stream({ model, temperature: 0.8, seed: 2, max_tokens: 800, stream: true,
     messages: [{ role: 'user', content: 'Weather?' }], tools: [weather],
     tool_choice: { type: 'function', function: { name: 'get_weather' } } });
   const done = await s.finalChatCompletion();
@@ -432,15 +432,15 @@ await scenario('tools: openai refuses a tool message without a matching call', a
   assert.equal(e.param, 'messages[1].tool_call_id');
 });
 await scenario('tools: langchain bindTools with tool_choice', async () => {
-  const llm = new ChatOpenAI({ model, temperature: 0.8, maxTokens: 200, ...lcOpenAI });
+  const llm = new ChatOpenAI({ model, temperature: 0.8, maxTokens: 800, ...lcOpenAI });
   const r = await llm.bindTools([weather], { tool_choice: 'get_weather' }).invoke('Weather in Rome?');
-  assert.equal(r.tool_calls.length, 1);
-  assert.equal(r.tool_calls[0].name, 'get_weather');
+  assert.ok(r.tool_calls.length >= 1);
+  for (const c of r.tool_calls) assert.equal(c.name, 'get_weather');
   checkWeather(r.tool_calls[0].args);
 });
 await scenario('tools: ollama chat with tools (tool_choice, a Sluice extension, forces the call)', async () => {
   const r = await ol.chat({ model, messages: [{ role: 'user', content: 'Weather?' }], tools: [weather],
-    tool_choice: 'required', options: { temperature: 0.8, seed: 3, num_predict: 200 } });
+    tool_choice: 'required', options: { temperature: 0.8, seed: 3, num_predict: 800 } });
   assert.ok(r.message.tool_calls.length >= 1);
   assert.equal(r.message.tool_calls[0].function.name, 'get_weather');
   checkWeather(r.message.tool_calls[0].function.arguments);
