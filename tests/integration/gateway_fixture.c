@@ -224,6 +224,52 @@ int gwt_wait_log_count(const char *path, const char *needle, int count)
 	return -1;
 }
 
+pid_t gwt_stream_begun(const char *path, const char *body, int *fd, char *first, size_t cap,
+		       size_t *n)
+{
+	char cmd[8192], buf[4096];
+	ssize_t got;
+	int fds[2];
+	pid_t pid;
+	struct pollfd pfd;
+
+	assert_int_equal(pipe(fds), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
+		 "-H 'Content-Type: application/json' --data-binary '%s' 'https://127.0.0.1:%d%s'",
+		 gwt_cert, gwt_key_a, body, gwt_port, path);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
+	got = first ? read(fds[0], first, cap) : read(fds[0], buf, sizeof(buf));
+	assert_true(got > 0);
+	if (n)
+		*n = (size_t)got;
+	*fd = fds[0];
+	return pid;
+}
+
+int gwt_use_stories(char *file, size_t file_len, const char *name)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR");
+
+	if (!src)
+		return -1;
+	snprintf(file, file_len, "%s/models/stories260K/stories260K.gguf", src);
+	gwt_model_file = file;
+	gwt_model_name = name;
+	return 0;
+}
+
 void gwt_assert_served(void)
 {
 	struct gwt_resp r;

@@ -625,39 +625,18 @@ static void test_interactive_ahead_of_64_batch(void **state)
 
 static void test_disconnect_frees_blocks(void **state)
 {
-	int fds[2];
+	int fd;
 	pid_t pid;
-	char cmd[2048], buf[256];
-	ssize_t n;
-	struct pollfd pfd;
 
 	(void)state;
 	assert_int_equal(gwt_wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
-	assert_int_equal(pipe(fds), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
-		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", gwt_cert, gwt_key_a,
-		 holder_body, gwt_port);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		close(fds[0]);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
-	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
-	n = read(fds[0], buf, sizeof(buf));
-	assert_true(n > 0); /* the stream has begun */
+	pid = gwt_stream_begun("/api/generate", holder_body, &fd, NULL, 0, NULL); /* under way */
 	/* pause the worker so the generation cannot finish on its own before
 	 * the client goes away: what frees its blocks must be the CANCEL */
 	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	kill(pid, SIGKILL);
 	wait_pid(pid);
-	close(fds[0]);
+	close(fd);
 	assert_int_equal(gwt_wait_metric("sluice_gateway_requests_total{tenant=\"alpha\",status=\"499\"}", 1, 1), 0);
 	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
 	/* CANCEL reached the worker: it ended the request as cancelled, and
@@ -671,42 +650,22 @@ static void test_disconnect_frees_blocks(void **state)
 
 static void test_worker_lost_mid_stream(void **state)
 {
-	int fds[2];
+	int fd;
 	pid_t pid;
-	char cmd[2048], buf[65536];
+	char buf[65536];
 	size_t got = 0;
 	ssize_t n;
-	struct pollfd pfd;
 	int status;
 
 	(void)state;
-	assert_int_equal(pipe(fds), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
-		 "--data-binary '%s' 'https://127.0.0.1:%d/api/generate'", gwt_cert, gwt_key_a,
-		 holder_body, gwt_port);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		close(fds[0]);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
-	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
-	n = read(fds[0], buf, sizeof(buf) - 1);
-	assert_true(n > 0); /* streaming */
-	got = (size_t)n;
+	pid = gwt_stream_begun("/api/generate", holder_body, &fd, buf, sizeof(buf) - 1, &got);
 	assert_int_equal(kill(gwt_worker.pid, SIGKILL), 0);
 	assert_int_equal(waitpid(gwt_worker.pid, &status, 0), gwt_worker.pid);
 	/* the stream ends (curl exits) with an error line in Ollama's format */
-	while (got < sizeof(buf) - 1 && (n = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+	while (got < sizeof(buf) - 1 && (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
 		got += (size_t)n;
 	buf[got] = '\0';
-	close(fds[0]);
+	close(fd);
 	wait_pid(pid);
 	assert_non_null(strstr(buf, "{\"error\":"));
 	assert_null(strstr(buf, "\"done\":true"));

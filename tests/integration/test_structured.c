@@ -561,12 +561,10 @@ static void test_choices(void **state)
 static void test_choices_client_gone(void **state)
 {
 	static const char needle[] = "\"end\":\"cancelled\"";
-	char cmd[4096], buf[4096], series[160];
-	int fds[2], before = gwt_log_count(gwt_worker.log, needle);
+	char cmd[4096], series[160];
+	int fd, before = gwt_log_count(gwt_worker.log, needle);
 	double gone;
 	pid_t pid;
-	ssize_t n;
-	struct pollfd pfd;
 	char *m;
 
 	(void)state;
@@ -576,31 +574,15 @@ static void test_choices_client_gone(void **state)
 	free(m);
 	if (gone < 0)
 		gone = 0;
-	assert_int_equal(pipe(fds), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
-		 "-H 'Content-Type: application/json' --data-binary '{\"model\":\"%s\",\"n\":3,"
-		 "\"stream\":true,\"max_tokens\":440,\"prompt\":\"" N_PROMPT "\"}' "
-		 "'https://127.0.0.1:%d/v1/completions'", gwt_cert, gwt_key_a, model_name, gwt_port);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		close(fds[0]);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	pfd.fd = fds[0];
-	pfd.events = POLLIN;
-	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
-	n = read(fds[0], buf, sizeof(buf));
-	assert_true(n > 0); /* choice 0 has its first token: the others were sent */
+	snprintf(cmd, sizeof(cmd), "{\"model\":\"%s\",\"n\":3,\"stream\":true,\"max_tokens\":440,"
+		 "\"prompt\":\"" N_PROMPT "\"}", model_name);
+	/* choice 0 has its first token: the others were sent */
+	pid = gwt_stream_begun("/v1/completions", cmd, &fd, NULL, 0, NULL);
 	/* the worker paused: what ends the choices must be the CANCELs */
 	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
-	close(fds[0]);
+	close(fd);
 	assert_int_equal(gwt_wait_metric(series, gone + 1, 1), 0);
 	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
 	assert_int_equal(gwt_wait_log_count(gwt_worker.log, needle, before + 3), 0);
@@ -634,14 +616,9 @@ static void test_official_clients(void **state)
 
 static int stories_setup(void **state)
 {
-	const char *src = getenv("SLUICE_SOURCE_DIR");
-
-	if (!src)
-		return -1;
-	snprintf(model_file, sizeof(model_file), "%s/models/stories260K/stories260K.gguf", src);
 	snprintf(model_name, sizeof(model_name), "stories260k");
-	gwt_model_file = model_file;
-	gwt_model_name = "stories260k";
+	if (gwt_use_stories(model_file, sizeof(model_file), "stories260k") != 0)
+		return -1;
 	gwt_max_inflight = 4;
 	return gwt_setup(state);
 }

@@ -394,14 +394,9 @@ static void test_official_clients(void **state)
 
 static int stories_setup(void **state)
 {
-	const char *src = getenv("SLUICE_SOURCE_DIR");
-
-	if (!src)
-		return -1;
-	snprintf(model_file, sizeof(model_file), "%s/models/stories260K/stories260K.gguf", src);
 	snprintf(model_name, sizeof(model_name), "stories260k");
-	gwt_model_file = model_file;
-	gwt_model_name = "stories260k";
+	if (gwt_use_stories(model_file, sizeof(model_file), "stories260k") != 0)
+		return -1;
 	gwt_max_inflight = 4;
 	/* the tools' prompt is longer than the model's 512 tokens */
 	gwt_context = 2048;

@@ -305,6 +305,17 @@ static void enter_json(struct wk_tc *p, size_t skip)
 	p->depth = p->in_str = p->esc = p->begun = 0;
 }
 
+/* The family's call marker m begins pend: the call's text follows it. */
+static void enter_call(struct wk_tc *p, const char *m)
+{
+	if (p->cfg.family == WK_TC_HERMES) {
+		p->st = TC_TAG;
+		p->skip = strlen(M_HERMES);
+	} else {
+		enter_json(p, strlen(m));
+	}
+}
+
 static int st_start(struct wk_tc *p, int final, wk_tc_emit_fn emit, void *ctx, enum cm_status *st)
 {
 	const char *s = (const char *)cm_buf_data(&p->pend);
@@ -392,12 +403,7 @@ static int st_text(struct wk_tc *p, int final, wk_tc_emit_fn emit, void *ctx, en
 	*st = flush(p, at, WK_TC_CONTENT, emit, ctx);
 	if (*st != CM_OK || !whole)
 		return 0; /* a partial marker waits for its next bytes */
-	if (p->cfg.family == WK_TC_HERMES) {
-		p->st = TC_TAG;
-		p->skip = strlen(M_HERMES);
-	} else {
-		enter_json(p, strlen(m));
-	}
+	enter_call(p, m);
 	return 1;
 }
 
@@ -560,12 +566,7 @@ static int st_after(struct wk_tc *p, int final, wk_tc_emit_fn emit, void *ctx, e
 	*st = CM_OK;
 	if (m && starts(s + i, n - i, m)) {
 		cm_buf_consume(&p->pend, i);
-		if (p->cfg.family == WK_TC_HERMES) {
-			p->st = TC_TAG;
-			p->skip = strlen(M_HERMES);
-		} else {
-			enter_json(p, strlen(m));
-		}
+		enter_call(p, m);
 		return 1;
 	}
 	if (p->cfg.family == WK_TC_LLAMA3 && s[i] == '{') {
