@@ -1,5 +1,6 @@
-// compat.mjs - the official `openai` and `ollama` npm packages and
-// LangChain's ChatOpenAI, OpenAI and ChatOllama, unmodified, against a real
+// compat.mjs - the official `openai` and `ollama` npm packages,
+// LangChain's ChatOpenAI, OpenAI and ChatOllama, and the Vercel AI SDK's
+// generateText (its OpenAI-compatible provider), unmodified, against a real
 // Sluice stack (started by tests/integration/test_stories.c): each scenario
 // is an assertion; prints "ok"/"not ok" per scenario and exits 1 when any
 // failed.  Environment: SLUICE_URL (https://127.0.0.1:PORT), SLUICE_KEY,
@@ -12,6 +13,8 @@ import { Ollama } from 'ollama';
 import { ChatOpenAI, OpenAI as LangChainOpenAI } from '@langchain/openai';
 import { ChatOllama } from '@langchain/ollama';
 import { HumanMessage, SystemMessage } from '@langchain/core/messages';
+import { generateText, jsonSchema, tool } from 'ai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 
@@ -437,6 +440,20 @@ await scenario('tools: langchain bindTools with tool_choice', async () => {
   assert.ok(r.tool_calls.length >= 1);
   for (const c of r.tool_calls) assert.equal(c.name, 'get_weather');
   checkWeather(r.tool_calls[0].args);
+});
+await scenario('tools: Vercel AI SDK generateText with tools (toolChoice required)', async () => {
+  const sluice = createOpenAICompatible({ name: 'sluice', baseURL: `${url}/v1`, apiKey: key });
+  const r = await generateText({
+    model: sluice(model), prompt: 'What is the weather in Oslo?', temperature: 0.8, seed: 6,
+    maxOutputTokens: 800, maxRetries: 0, toolChoice: 'required',
+    tools: { get_weather: tool({ description: 'Weather of a city', inputSchema: jsonSchema(weather.function.parameters) }) },
+  });
+  assert.ok(r.toolCalls.length >= 1, JSON.stringify(r.content));
+  for (const c of r.toolCalls) {
+    assert.equal(c.toolName, 'get_weather');
+    checkWeather(c.input);
+  }
+  assert.equal(r.finishReason, 'tool-calls');
 });
 await scenario('tools: ollama chat with tools (tool_choice, a Sluice extension, forces the call)', async () => {
   const r = await ol.chat({ model, messages: [{ role: 'user', content: 'Weather?' }], tools: [weather],
