@@ -39,6 +39,7 @@ int gwt_port, gwt_admin_port;
 char gwt_worker_cfg[2048];
 unsigned gwt_max_inflight = 1;
 unsigned gwt_context = 0;
+const char *gwt_chat_template;
 char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
 const char *gwt_model_file;
 const char *gwt_model_name = "tiny";
@@ -356,8 +357,10 @@ int gwt_setup(void **state)
 	snprintf(gwt_worker_cfg, sizeof(gwt_worker_cfg),
 		 "{\"worker\": {\"name\": \"w0\", \"model\": \"%s\", \"model_name\": \"%s\","
 		 " \"socket\": \"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\","
-		 " \"max_running\": 8, \"stats_interval_ms\": 100, \"context\": %u}}", model,
-		 gwt_model_name, gwt_worker_sock, gwt_context);
+		 " \"max_running\": 8, \"stats_interval_ms\": 100, \"context\": %u%s%s%s}}", model,
+		 gwt_model_name, gwt_worker_sock, gwt_context,
+		 gwt_chat_template ? ", \"chat_template\": \"" : "",
+		 gwt_chat_template ? gwt_chat_template : "", gwt_chat_template ? "\"" : "");
 	if (h_worker_start(&gwt_worker, "worker", gwt_worker_cfg) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/gateway.json", gwt_dir);

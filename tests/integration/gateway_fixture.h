@@ -31,6 +31,8 @@ extern const char *gwt_model_name;
 extern unsigned gwt_max_inflight;
 /* worker.context (0: the model's) */
 extern unsigned gwt_context;
+/* worker.chat_template (NULL: the model's own) */
+extern const char *gwt_chat_template;
 
 struct gwt_resp {
 	int code;

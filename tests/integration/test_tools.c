@@ -1,8 +1,9 @@
 /*
  * test_tools.c - tool calling through the whole service (redis-server, a
  * worker, the gateway with TLS, curl), on the shipped model (no chat
- * template: the generic JSON form) and on a random-weight model with a
- * chatml template (Qwen/Hermes syntax): a forced call comes back in each
+ * template: the generic JSON form) and on a random-weight model with its
+ * chatml template (Qwen/Hermes syntax) and served as llama3 and as
+ * mistral (worker.chat_template): a forced call comes back in each
  * dialect's shape with arguments that keep the tool's schema, streamed as
  * OpenAI's tool-call deltas; the tool loop goes on with the result; every
  * bad tool, choice or history is a 400 naming its field; reasoning comes
@@ -412,6 +413,29 @@ static int random_setup(void **state)
 	gwt_max_inflight = 4;
 	/* the tools' prompt is longer than the tiny model's 512 tokens */
 	gwt_context = 2048;
+	gwt_chat_template = NULL;
+	return gwt_setup(state);
+}
+
+/* The same random model rendered and parsed as another family (context
+ * and batch as random_setup set them): its
+ * vocabulary has not their special tokens, so their markers are text, and
+ * the whole path (prompt, forcing grammar, parser, answer) is the family's. */
+static int llama3_setup(void **state)
+{
+	snprintf(model_name, sizeof(model_name), "tiny");
+	gwt_model_file = NULL;
+	gwt_model_name = "tiny";
+	gwt_chat_template = "llama3";
+	return gwt_setup(state);
+}
+
+static int mistral_setup(void **state)
+{
+	snprintf(model_name, sizeof(model_name), "tiny");
+	gwt_model_file = NULL;
+	gwt_model_name = "tiny";
+	gwt_chat_template = "mistral";
 	return gwt_setup(state);
 }
 
@@ -426,17 +450,10 @@ int main(void)
 		cmocka_unit_test(test_reasoning_split),
 		cmocka_unit_test(test_official_clients),
 	};
-	const struct CMUnitTest random_tests[] = {
-		cmocka_unit_test(test_openai_forced_call),
-		cmocka_unit_test(test_openai_streamed_call),
-		cmocka_unit_test(test_tool_loop),
-		cmocka_unit_test(test_ollama_call),
-		cmocka_unit_test(test_bad_tools),
-		cmocka_unit_test(test_reasoning_split),
-		cmocka_unit_test(test_official_clients),
-	};
 	int rc = cmocka_run_group_tests_name("tools/stories260k", tests, stories_setup, gwt_teardown);
 
-	return rc | cmocka_run_group_tests_name("tools/random", random_tests, random_setup,
+	rc |= cmocka_run_group_tests_name("tools/random-chatml", tests, random_setup, gwt_teardown);
+	rc |= cmocka_run_group_tests_name("tools/random-llama3", tests, llama3_setup, gwt_teardown);
+	return rc | cmocka_run_group_tests_name("tools/random-mistral", tests, mistral_setup,
 						 gwt_teardown);
 }
