@@ -441,6 +441,12 @@ await scenario('tools: langchain bindTools with tool_choice', async () => {
   for (const c of r.tool_calls) assert.equal(c.name, 'get_weather');
   checkWeather(r.tool_calls[0].args);
 });
+await scenario('tools: langchain withStructuredOutput in tool mode (functionCalling)', async () => {
+  const llm = new ChatOpenAI({ model, temperature: 0.8, maxTokens: 800, ...lcOpenAI });
+  const structured = llm.withStructuredOutput(weather.function.parameters,
+    { name: 'get_weather', method: 'functionCalling' });
+  checkWeather(await structured.invoke('Weather in Rome?'));
+});
 await scenario('tools: Vercel AI SDK generateText with tools (toolChoice required)', async () => {
   const sluice = createOpenAICompatible({ name: 'sluice', baseURL: `${url}/v1`, apiKey: key });
   const r = await generateText({

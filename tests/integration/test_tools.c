@@ -376,7 +376,8 @@ static void test_reasoning_split(void **state)
 /*
  * The official npm clients' tool scenarios (tests/clients/compat.mjs,
  * SLUICE_ONLY=tools:): the openai SDK's tool loop and its streaming
- * accumulation, LangChain's bindTools, the Vercel AI SDK's generateText
+ * accumulation, LangChain's bindTools and withStructuredOutput (tool
+ * mode), the Vercel AI SDK's generateText
  * with tools, ollama-js chat with tools.
  */
 static void test_official_clients(void **state)
