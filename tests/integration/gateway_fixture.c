@@ -225,8 +225,8 @@ int gwt_wait_log_count(const char *path, const char *needle, int count)
 	return -1;
 }
 
-pid_t gwt_stream_begun(const char *path, const char *body, int *fd, char *first, size_t cap,
-		       size_t *n)
+pid_t gwt_stream_begun(const char *path, const char *key, const char *body, int *fd, char *first,
+		       size_t cap, size_t *n)
 {
 	char cmd[8192], buf[4096];
 	ssize_t got;
@@ -238,7 +238,7 @@ pid_t gwt_stream_begun(const char *path, const char *body, int *fd, char *first,
 	snprintf(cmd, sizeof(cmd),
 		 "exec curl -sS -N --cacert %s -H 'Authorization: Bearer %s' -H 'X-Sluice-Ignore-EOS: 1' "
 		 "-H 'Content-Type: application/json' --data-binary '%s' 'https://127.0.0.1:%d%s'",
-		 gwt_cert, gwt_key_a, body, gwt_port, path);
+		 gwt_cert, key ? key : gwt_key_a, body, gwt_port, path);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {

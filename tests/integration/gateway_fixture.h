@@ -72,14 +72,14 @@ int gwt_start_redis(void);
  */
 char *gwt_run_clients(const char *folder, const char *env, const char *model, int *status);
 /*
- * Starts `curl -N` streaming `body` to `path` as key A (X-Sluice-Ignore-EOS,
+ * Starts `curl -N` streaming `body` to `path` as `key` (NULL: key A; X-Sluice-Ignore-EOS,
  * so it runs until killed or its limit) and returns once its first bytes
  * arrived: the generation is under way.  The pid; *fd the read end of its
  * output (the caller closes it); the first bytes in first[0..*n) when
  * `first` is not NULL.
  */
-pid_t gwt_stream_begun(const char *path, const char *body, int *fd, char *first, size_t cap,
-		       size_t *n);
+pid_t gwt_stream_begun(const char *path, const char *key, const char *body, int *fd, char *first,
+		       size_t cap, size_t *n);
 /* The shipped model (models/stories260K) as the fixture's model, under
  * `name`; -1 without SLUICE_SOURCE_DIR. */
 int gwt_use_stories(char *file, size_t file_len, const char *name);

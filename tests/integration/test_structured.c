@@ -577,7 +577,7 @@ static void test_choices_client_gone(void **state)
 	snprintf(cmd, sizeof(cmd), "{\"model\":\"%s\",\"n\":3,\"stream\":true,\"max_tokens\":440,"
 		 "\"prompt\":\"" N_PROMPT "\"}", model_name);
 	/* choice 0 has its first token: the others were sent */
-	pid = gwt_stream_begun("/v1/completions", cmd, &fd, NULL, 0, NULL);
+	pid = gwt_stream_begun("/v1/completions", NULL, cmd, &fd, NULL, 0, NULL);
 	/* the worker paused: what ends the choices must be the CANCELs */
 	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
 	kill(pid, SIGKILL);

@@ -49,6 +49,7 @@ struct wk_serve_req {
 	int64_t constraint_ns;            /* its compile time (0: cached, none) */
 	uint8_t logprobs;                 /* F_LOGPROBS: pieces in TOKEN */
 	struct wk_tc *tc;                 /* tools or thinking: the output's parser (NULL: none) */
+	struct cm_buf tc_text;            /* its entries' texts for one token (reused) */
 	uint32_t reasoning_tokens;        /* generated while thinking */
 };
 

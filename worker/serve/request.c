@@ -131,6 +131,7 @@ static void req_free(struct wk_server *s, struct wk_serve_req *r)
 	if (r->gent)
 		wk_gcache_put(s->gcache, r->gent);
 	wk_tc_free(r->tc);
+	cm_buf_deinit(&r->tc_text);
 	cm_free(r);
 }
 

@@ -23,6 +23,8 @@
 /* Calls one answer may hold with parallel_tool_calls (a bound of the
  * forcing grammar; the parser takes any number). */
 #define TOOLS_PARALLEL_MAX 8
+/* The texts one token's entries carry (a call is at most WK_TC_CALL_MAX_BYTES) */
+#define TOOLS_TEXT_MAX (8u << 20)
 
 /* ---- the forcing constraint --------------------------------------------- */
 
@@ -139,6 +141,7 @@ enum cm_status wk_serve_tools_setup(struct wk_server *s, const struct proto_subm
 			return st;
 	}
 	st = wk_tc_new(&cfg, &r->tc);
+	cm_buf_init(&r->tc_text, TOOLS_TEXT_MAX);
 	return st == CM_OK ? CM_OK : cm_fail(err, err_len, st, "worker out of memory");
 }
 
@@ -147,7 +150,7 @@ enum cm_status wk_serve_tools_setup(struct wk_server *s, const struct proto_subm
 #define TOOLS_ENTRIES_MAX 64
 
 struct tc_out {
-	struct cm_buf text;
+	struct cm_buf *text;    /* the request's, reused token after token */
 	uint8_t ch[TOOLS_ENTRIES_MAX];
 	size_t off[TOOLS_ENTRIES_MAX], len[TOOLS_ENTRIES_MAX];
 	size_t n;
@@ -176,7 +179,7 @@ static enum cm_status call_json(struct cm_buf *b, const struct wk_tc_event *e)
 static enum cm_status on_event(void *ctx, const struct wk_tc_event *e)
 {
 	struct tc_out *o = ctx;
-	size_t at = cm_buf_len(&o->text);
+	size_t at = cm_buf_len(o->text);
 	uint8_t ch = e->kind == WK_TC_CALL ? PROTO_CH_TOOL_CALL
 		     : e->kind == WK_TC_REASONING ? PROTO_CH_REASONING : PROTO_CH_CONTENT;
 	enum cm_status st;
@@ -184,19 +187,19 @@ static enum cm_status on_event(void *ctx, const struct wk_tc_event *e)
 	o->reasoning |= e->kind == WK_TC_REASONING;
 	/* texts of one channel in a row are one entry */
 	if (ch != PROTO_CH_TOOL_CALL && o->n > 0 && o->ch[o->n - 1] == ch) {
-		st = cm_buf_append(&o->text, e->text, e->len);
+		st = cm_buf_append(o->text, e->text, e->len);
 		if (st == CM_OK)
 			o->len[o->n - 1] += e->len;
 		return st;
 	}
 	if (o->n == TOOLS_ENTRIES_MAX)
 		return CM_ELIMIT;
-	st = ch == PROTO_CH_TOOL_CALL ? call_json(&o->text, e) : cm_buf_append(&o->text, e->text, e->len);
+	st = ch == PROTO_CH_TOOL_CALL ? call_json(o->text, e) : cm_buf_append(o->text, e->text, e->len);
 	if (st != CM_OK)
 		return st;
 	o->ch[o->n] = ch;
 	o->off[o->n] = at;
-	o->len[o->n] = cm_buf_len(&o->text) - at;
+	o->len[o->n] = cm_buf_len(o->text) - at;
 	o->n++;
 	return CM_OK;
 }
@@ -211,7 +214,8 @@ void wk_serve_tools_emit(struct wk_serve_req *r, const struct proto_token *first
 	size_t n;
 
 	memset(&o, 0, sizeof(o));
-	cm_buf_init(&o.text, 8u << 20);
+	cm_buf_reset(&r->tc_text);
+	o.text = &r->tc_text;
 	st = wk_tc_feed(r->tc, (const char *)text, len, on_event, &o);
 	if (st == CM_OK && final)
 		st = wk_tc_finish(r->tc, on_event, &o);
@@ -223,7 +227,7 @@ void wk_serve_tools_emit(struct wk_serve_req *r, const struct proto_token *first
 	n = o.n;
 	for (size_t i = 0; i < n; i++) {
 		e[i] = i == 0 && first ? *first : (struct proto_token){ .id = UINT32_MAX };
-		e[i].text.ptr = (const char *)cm_buf_data(&o.text) + o.off[i];
+		e[i].text.ptr = (const char *)cm_buf_data(o.text) + o.off[i];
 		e[i].text.len = (uint32_t)o.len[i];
 		e[i].channel = o.ch[i];
 	}
@@ -242,5 +246,4 @@ void wk_serve_tools_emit(struct wk_serve_req *r, const struct proto_token *first
 		m.u.tokens.tok = e;
 		wk_serve_conn_send(r->conn, &m);
 	}
-	cm_buf_deinit(&o.text);
 }

@@ -640,6 +640,8 @@ static int generic_tools(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 	size_t k = 0, i = 0;
 	char *sys, *tl;
 	size_t len;
+	/* a first system message: the tools' text follows its own */
+	int has_sys = n > 0 && strcmp(m[0].role, "system") == 0;
 
 	if (!w)
 		return -1;
@@ -648,7 +650,7 @@ static int generic_tools(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 		tl = join(tools, "\n", one_dump, &F_COMPACT);
 		if (!tl)
 			return -1;
-		len = strlen(tl) + 512 + (n > 0 && strcmp(m[0].role, "system") == 0 ? m[0].content_len : 0);
+		len = strlen(tl) + 512 + (has_sys ? m[0].content_len : 0);
 		sys = malloc(len);
 		if (!sys) {
 			free(tl);
@@ -658,11 +660,10 @@ static int generic_tools(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			 "description and parameters as a JSON Schema):\n%s\n\nTo call one or more of "
 			 "them, answer with only this JSON: {\"tool_calls\": [{\"name\": \"<tool name>\", "
 			 "\"arguments\": {<the arguments>}}]}. Otherwise answer normally.",
-			 n > 0 && strcmp(m[0].role, "system") == 0 ? (int)m[0].content_len : 0,
-			 n > 0 && strcmp(m[0].role, "system") == 0 ? m[0].content : "",
-			 n > 0 && strcmp(m[0].role, "system") == 0 ? "\n\n" : "", tl);
+			 has_sys ? (int)m[0].content_len : 0, has_sys ? m[0].content : "",
+			 has_sys ? "\n\n" : "", tl);
 		free(tl);
-		if (n > 0 && strcmp(m[0].role, "system") == 0)
+		if (has_sys)
 			i = 1;
 		w[k].role = "system";
 		w[k].content = sys;
