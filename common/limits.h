@@ -55,6 +55,10 @@
 /* tools of one request and their bytes as compact JSON (limits.tools, limits.tools_bytes) */
 #define CM_LIM_TOOLS 128
 #define CM_LIM_TOOLS_BYTES (256u * 1024)
+/* tokens of thinking when a request sets no thinking_token_budget
+ * (limits.thinking_token_budget; 0 = none) */
+#define CM_LIM_THINKING_TOKEN_BUDGET 0
+#define CM_LIM_THINKING_TOKEN_BUDGET_MAX 1048576
 
 /* structured outputs (worker.grammar_*, limits.constraint_bytes) */
 #define CM_LIM_CONSTRAINT_BYTES (512 * 1024)      /* a schema or grammar text */

@@ -64,6 +64,12 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		   "Tools one request may offer the model (`tools`); beyond, 400. 0 refuses tools."),
 	CM_CFG_SIZE(L, tools_bytes, CM_LIM_TOOLS_BYTES, 1024, GW_API_TOOLS_BYTES_MAX,
 		    "Bytes of a request's tools as compact JSON; beyond, 400."),
+	CM_CFG_INT(L, thinking_token_budget, CM_LIM_THINKING_TOKEN_BUDGET, 0,
+		   CM_LIM_THINKING_TOKEN_BUDGET_MAX,
+		   "Tokens a thinking model may spend thinking when a request sets no "
+		   "`thinking_token_budget`: at the budget the worker writes `</think>` itself and the "
+		   "answer follows (a constraint then applies). 0 = no budget (thinking ends when the "
+		   "model ends it or at `max_tokens`)."),
 	CM_CFG_ENUM(L, max_tokens_over_context, 0, gw_over_context,
 		    "An explicit `max_tokens`/`num_predict` over what the model's context leaves "
 		    "after the prompt: `clamp` lowers it to what fits (finish_reason `length`), "
@@ -218,6 +224,7 @@ void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l
 	l->choices = (uint32_t)s->limits.choices;
 	l->tools = (uint32_t)s->limits.tools;
 	l->tools_bytes = (uint32_t)s->limits.tools_bytes;
+	l->thinking_token_budget = (uint32_t)s->limits.thinking_token_budget;
 	l->max_tokens_strict = s->limits.max_tokens_over_context == 1;
 }
 

@@ -37,6 +37,7 @@ struct gw_settings_limits {
 	int64_t choices;
 	int64_t tools;
 	uint64_t tools_bytes;
+	int64_t thinking_token_budget;
 	int max_tokens_over_context; /* 0 clamp, 1 strict */
 };
 

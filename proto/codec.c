@@ -490,7 +490,8 @@ static void dec_hello(struct rd *r, struct proto_hello *h)
  * str template_name,
  * (version 3) u8 constraint_kind, str constraint, u8 top_logprobs,
  * (version 4) str tools, u8 tool_choice, str tool_name,
- *           u8 parallel_tool_calls, u8 think
+ *           u8 parallel_tool_calls, u8 think,
+ * (version 5) u32 think_budget
  */
 static void enc_sampling(struct wr *w, const struct proto_sampling *s)
 {
@@ -553,6 +554,7 @@ static void enc_submit(struct wr *w, const struct proto_submit *s)
 	wr_str(w, s->tool_name);
 	wr_u8(w, s->parallel_tool_calls);
 	wr_u8(w, s->think);
+	wr_u32(w, s->think_budget);
 }
 
 static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
@@ -613,6 +615,7 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
 	rd_str(r, &s->tool_name);
 	s->parallel_tool_calls = rd_u8(r);
 	s->think = rd_u8(r);
+	s->think_budget = rd_u32(r);
 
 	/* every array is allocated: the scratch no longer moves */
 	if (s->n_stop)

@@ -41,7 +41,7 @@
 #include "common/status.h"
 
 #define PROTO_MAGIC 0x31504C53u
-#define PROTO_VERSION 4
+#define PROTO_VERSION 5
 #define PROTO_HEADER_LEN 24
 #define PROTO_DIGEST_LEN 32
 
@@ -233,6 +233,9 @@ struct proto_submit {
 	struct proto_str tool_name;           /* PROTO_TOOLS_NAMED */
 	uint8_t parallel_tool_calls;          /* 1: several calls allowed */
 	uint8_t think;                        /* enum proto_think */
+	/* version 5 */
+	uint32_t think_budget;                /* tokens of thinking before the
+					       * worker closes it; 0 = none */
 };
 
 /* ---- CANCEL --------------------------------------------------------- */

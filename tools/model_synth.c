@@ -34,6 +34,7 @@ struct template_def {
 	const char *const *controls; /* control tokens the template needs */
 	const char *eot;           /* end-of-turn token or NULL */
 	int bos_is_first_control;  /* bos = controls[0] (llama3) */
+	const char *const *added;  /* added (user-defined) tokens, NULL: none */
 };
 
 static const char *const ctl_chatml[] = { "<|im_start|>", "<|im_end|>", NULL };
@@ -43,19 +44,32 @@ static const char *const ctl_phi3[] = { "<|system|>", "<|user|>", "<|assistant|>
 					"<|end|>", NULL };
 static const char *const ctl_gemma[] = { "<start_of_turn>", "<end_of_turn>", NULL };
 static const char *const ctl_none[] = { NULL };
+/* Qwen3's added tokens: whole tokens in the text, not control tokens */
+static const char *const added_qwen3[] = { "<think>", "</think>", "<tool_call>", "</tool_call>",
+					   NULL };
+
+/* Qwen3's generation prompt: the answer after "<think>\n" (thinking
+ * models) or the model opens thinking itself (hybrid); both write the
+ * empty block for enable_thinking=false. */
+#define QWEN3_TURNS \
+	"{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + " \
+	"message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}"
+#define QWEN3_NO_THINK \
+	"{%- if enable_thinking is defined and enable_thinking is false %}" \
+	"{{- '<think>\\n\\n</think>\\n\\n' }}"
 
 static const struct template_def templates[] = {
 	{ "chatml",
 	  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
 	  "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
 	  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-	  ctl_chatml, "<|im_end|>", 0 },
+	  ctl_chatml, "<|im_end|>", 0, NULL },
 	{ "llama3",
 	  "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + "
 	  "message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + "
 	  "'<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
 	  "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
-	  ctl_llama3, "<|eot_id|>", 1 },
+	  ctl_llama3, "<|eot_id|>", 1, NULL },
 	{ "llama2",
 	  "{% if messages[0]['role'] == 'system' %}{% set sys = '<<SYS>>\\n' + "
 	  "messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% set rest = messages[1:] %}"
@@ -65,33 +79,41 @@ static const struct template_def templates[] = {
 	  "+ ' [/INST]' }}{% else %}{{ bos_token + '[INST] ' + message['content'] | trim + "
 	  "' [/INST]' }}{% endif %}{% elif message['role'] == 'assistant' %}"
 	  "{{ ' ' + message['content'] | trim + ' ' + eos_token }}{% endif %}{% endfor %}",
-	  ctl_none, NULL, 0 },
+	  ctl_none, NULL, 0, NULL },
 	{ "mistral",
 	  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
 	  "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
 	  "'assistant' %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}",
-	  ctl_none, NULL, 0 },
+	  ctl_none, NULL, 0, NULL },
 	{ "zephyr",
 	  "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
 	  "message['content'] + eos_token + '\\n' }}{% endfor %}"
 	  "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}",
-	  ctl_none, NULL, 0 },
+	  ctl_none, NULL, 0, NULL },
 	{ "phi3",
 	  "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
 	  "message['content'] + '<|end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
 	  "{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}",
-	  ctl_phi3, "<|end|>", 0 },
+	  ctl_phi3, "<|end|>", 0, NULL },
 	{ "gemma",
 	  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}"
 	  "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
 	  "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
 	  "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
 	  "{{ '<start_of_turn>model\\n' }}{% endif %}",
-	  ctl_gemma, "<end_of_turn>", 0 },
-	{ "none", NULL, ctl_none, NULL, 0 },
+	  ctl_gemma, "<end_of_turn>", 0, NULL },
+	{ "qwen3",
+	  QWEN3_TURNS "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+	  QWEN3_NO_THINK "{%- endif %}{%- endif %}",
+	  ctl_chatml, "<|im_end|>", 0, added_qwen3 },
+	{ "qwen3-thinking",
+	  QWEN3_TURNS "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+	  QWEN3_NO_THINK "{%- else %}{{- '<think>\\n' }}{%- endif %}{%- endif %}",
+	  ctl_chatml, "<|im_end|>", 0, added_qwen3 },
+	{ "none", NULL, ctl_none, NULL, 0, NULL },
 };
 
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_BYTE = 6 };
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_BYTE = 6 };
 
 /* The generated vocabulary: pieces in one pool, unique (hash set). */
 struct vocab {
@@ -267,11 +289,13 @@ static void vocab_pieces(struct vocab *v, uint32_t limit)
 static int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_def *td,
 		       uint32_t *bos, uint32_t *eos, int64_t *eot)
 {
-	uint32_t n_ctl = 0, first_piece;
+	uint32_t n_ctl = 0, n_added = 0, first_piece;
 	char b[8];
 
 	while (td->controls[n_ctl])
 		n_ctl++;
+	while (td->added && td->added[n_added])
+		n_added++;
 	if (vocab_init(v, n_vocab) != 0)
 		return -1;
 	(void)vocab_add(v, "<unk>", 5, TT_UNKNOWN);
@@ -282,7 +306,7 @@ static int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_
 		(void)vocab_add(v, b, 6, TT_BYTE);
 	}
 	first_piece = v->n;
-	vocab_pieces(v, n_vocab - n_ctl);
+	vocab_pieces(v, n_vocab - n_ctl - n_added);
 	for (uint32_t i = first_piece; i < v->n; i++)
 		v->score[i] = -(float)(i - first_piece);
 	*bos = 1;
@@ -298,6 +322,9 @@ static int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_
 		if (td->eot && strcmp(td->eot, td->controls[i]) == 0)
 			*eot = id;
 	}
+	for (uint32_t i = 0; i < n_added; i++)
+		if (vocab_add(v, td->added[i], strlen(td->added[i]), TT_USER) < 0)
+			return -1;
 	return v->n == n_vocab ? 0 : -1;
 }
 
@@ -698,7 +725,8 @@ int model_cmd_synth(int argc, char **argv)
 					o.td = &templates[i];
 			if (!o.td) {
 				fprintf(stderr, "sluice-model: --template: expected chatml, llama3, "
-					"llama2, mistral, zephyr, phi3, gemma or none, found '%s'\n",
+					"llama2, mistral, zephyr, phi3, gemma, qwen3, qwen3-thinking or none, "
+					"found '%s'\n",
 					val);
 				return 2;
 			}

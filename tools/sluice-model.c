@@ -50,7 +50,7 @@ void model_usage(FILE *f)
 	      "Q4_K|Q4_K_M|Q5_K|Q6_K]\n"
 	      "                     [--arch llama|qwen2] [--seed N] [--vocab N] [--ctx N]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|"
-	      "gemma|none]\n"
+	      "gemma|qwen3|qwen3-thinking|none]\n"
 	      "                     [--rope-freqs] -o PATH\n"
 	      "  sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH\n"
 	      "  sluice-model grammar --vocab MODEL.gguf MASKBENCH.json...\n"

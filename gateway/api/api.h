@@ -67,6 +67,7 @@ struct gw_api_limits {
 	uint32_t choices;           /* limits.choices: OpenAI `n` at most */
 	uint32_t tools;             /* limits.tools: tools in one request */
 	uint32_t tools_bytes;       /* limits.tools_bytes: all of them as compact JSON */
+	uint32_t thinking_token_budget; /* limits.thinking_token_budget: default, 0 none */
 	int max_tokens_strict;      /* limits.max_tokens_over_context = strict: an
 				     * explicit max_tokens over what the context
 				     * leaves is refused, not lowered */
@@ -79,7 +80,8 @@ void gw_api_limits_defaults(struct gw_api_limits *l);
  * 1..CM_LIM_PROTO_MESSAGES_HARD, stop_strings 0..CM_LIM_PROTO_STOP_STRINGS_HARD,
  * stop_string_bytes 1..4096, max_output_tokens 1..1048576, constraint_bytes
  * 16..64 MiB, choices 1..GW_API_CHOICES_MAX, tools 0..GW_API_TOOLS_MAX,
- * tools_bytes 1 KiB..GW_API_TOOLS_BYTES_MAX); CM_EINVAL with
+ * tools_bytes 1 KiB..GW_API_TOOLS_BYTES_MAX, thinking_token_budget
+ * 0..CM_LIM_THINKING_TOKEN_BUDGET_MAX); CM_EINVAL with
  * a message naming the config key.
  */
 enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
@@ -130,6 +132,7 @@ struct gw_api_request {
 	struct proto_str tool_name; /* PROTO_TOOLS_NAMED */
 	int parallel_tool_calls;    /* OpenAI parallel_tool_calls (default true) */
 	uint8_t think;              /* enum proto_think */
+	uint32_t think_budget;      /* thinking_token_budget (-> version 5); 0 none */
 };
 
 /*

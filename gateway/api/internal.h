@@ -109,9 +109,11 @@ enum cm_status gw_api_content_string(json_t *content, size_t idx,
 enum cm_status gw_api_tools(const json_t *root, const struct gw_api_limits *lim,
 			    struct cm_arena *a, struct gw_api_request *r,
 			    struct gw_api_error *err) CM_WUR;
-/* Ollama think, OpenAI chat_template_kwargs.enable_thinking -> r->think. */
-enum cm_status gw_api_think(const json_t *root, struct gw_api_request *r,
-			    struct gw_api_error *err) CM_WUR;
+/* Ollama think, OpenAI chat_template_kwargs.enable_thinking -> r->think;
+ * thinking_token_budget (both; 0: thinking off) or limits.thinking_token_budget
+ * -> r->think_budget. */
+enum cm_status gw_api_think(const json_t *root, const struct gw_api_limits *lim,
+			    struct gw_api_request *r, struct gw_api_error *err) CM_WUR;
 /* messages[i]'s tool_calls (assistant) and tool_call_id (tool: the id of
  * an earlier call; required in OpenAI) into r->messages[i]. */
 enum cm_status gw_api_message_tools(json_t *m, size_t i, struct cm_arena *a,

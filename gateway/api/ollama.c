@@ -128,7 +128,7 @@ static enum cm_status ollama_common(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_logprobs(root, 0, r, err);
 	if (st == CM_OK)
-		st = gw_api_think(root, r, err);
+		st = gw_api_think(root, lim, r, err);
 	if (st == CM_OK)
 		st = ollama_options(root, lim, a, r, err);
 	/* keep_alive: ignored (models stay loaded; the operator decides) */

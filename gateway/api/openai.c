@@ -199,7 +199,7 @@ enum cm_status gw_api_openai_chat(const json_t *root,
 	if (st == CM_OK)
 		st = gw_api_tools(root, lim, a, r, err);
 	if (st == CM_OK)
-		st = gw_api_think(root, r, err);
+		st = gw_api_think(root, lim, r, err);
 	if (st != CM_OK)
 		return st;
 	return gw_api_messages(root, lim, &rules, a, r, err);

@@ -31,6 +31,7 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->choices = CM_LIM_CHOICES;
 	l->tools = CM_LIM_TOOLS;
 	l->tools_bytes = CM_LIM_TOOLS_BYTES;
+	l->thinking_token_budget = CM_LIM_THINKING_TOKEN_BUDGET;
 	l->max_tokens_strict = 0;
 }
 
@@ -54,7 +55,9 @@ enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
 	    !lim_ok("limits.constraint_bytes", l->constraint_bytes, 16, 64u << 20, err, err_len) ||
 	    !lim_ok("limits.choices", l->choices, 1, GW_API_CHOICES_MAX, err, err_len) ||
 	    !lim_ok("limits.tools", l->tools, 0, GW_API_TOOLS_MAX, err, err_len) ||
-	    !lim_ok("limits.tools_bytes", l->tools_bytes, 1024, GW_API_TOOLS_BYTES_MAX, err, err_len))
+	    !lim_ok("limits.tools_bytes", l->tools_bytes, 1024, GW_API_TOOLS_BYTES_MAX, err, err_len) ||
+	    !lim_ok("limits.thinking_token_budget", l->thinking_token_budget, 0,
+		    CM_LIM_THINKING_TOKEN_BUDGET_MAX, err, err_len))
 		return CM_EINVAL;
 	return CM_OK;
 }
@@ -572,6 +575,7 @@ void gw_api_to_submit(const struct gw_api_request *r, struct proto_submit *s,
 	s->tool_name = r->tool_choice == PROTO_TOOLS_NAMED ? r->tool_name : (struct proto_str){ "", 0 };
 	s->parallel_tool_calls = r->parallel_tool_calls ? 1 : 0;
 	s->think = r->think;
+	s->think_budget = r->think_budget;
 	*flags = r->submit_flags;
 }
 

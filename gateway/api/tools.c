@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/limits.h"
+
 /* A function name: 1..64 of [A-Za-z0-9_-] (OpenAI's rule). */
 static int name_ok(const char *s, size_t n)
 {
@@ -205,13 +207,13 @@ out:
 	return st;
 }
 
-enum cm_status gw_api_think(const json_t *root, struct gw_api_request *r, struct gw_api_error *err)
+static enum cm_status think_switch(const json_t *root, struct gw_api_request *r,
+				   struct gw_api_error *err)
 {
 	json_t *kw = gw_api_field(root, "chat_template_kwargs");
 	int on = 0;
 	enum cm_status st;
 
-	r->think = PROTO_THINK_DEFAULT;
 	if (r->style == GW_STYLE_OLLAMA) {
 		json_t *t = gw_api_field(root, "think");
 
@@ -232,6 +234,33 @@ enum cm_status gw_api_think(const json_t *root, struct gw_api_request *r, struct
 	if (st == CM_OK)
 		r->think = on ? PROTO_THINK_ON : PROTO_THINK_OFF;
 	return st;
+}
+
+enum cm_status gw_api_think(const json_t *root, const struct gw_api_limits *lim,
+			    struct gw_api_request *r, struct gw_api_error *err)
+{
+	json_int_t budget = 0;
+	int given = 0;
+	enum cm_status st;
+
+	r->think = PROTO_THINK_DEFAULT;
+	r->think_budget = lim->thinking_token_budget;
+	st = think_switch(root, r, err);
+	if (st == CM_OK)
+		st = gw_api_get_int(root, "thinking_token_budget", "thinking_token_budget", 0,
+				    CM_LIM_THINKING_TOKEN_BUDGET_MAX, &budget, &given, err);
+	if (st != CM_OK || !given)
+		return st;
+	/* no tokens to think: the family's no-thinking form */
+	if (budget == 0 && r->think == PROTO_THINK_ON) {
+		gw_api_error_set(err, 400, "thinking_token_budget", NULL, "thinking_token_budget: 0 "
+				 "turns thinking off, and the request asks for it to be on");
+		return CM_EINVAL;
+	}
+	if (budget == 0)
+		r->think = PROTO_THINK_OFF;
+	r->think_budget = (uint32_t)budget;
+	return CM_OK;
 }
 
 /*

@@ -25,17 +25,19 @@ const oa = new OpenAI({ baseURL: `${url}/v1`, apiKey: key, maxRetries: 0 });
 const ol = new Ollama({ host: url, headers: { Authorization: `Bearer ${key}` } });
 let failed = 0;
 
-// SLUICE_ONLY: run only the scenarios whose name contains it (the
-// random-weight run of tests/integration/test_structured.c: "structured";
-// tests/integration/test_tools.c: "tools").
-const only = process.env.SLUICE_ONLY;
-// SLUICE_SKIP: leave out the scenarios whose name contains it (the tool
-// scenarios need more context than the shipped model's 512: test_tools.c
-// runs them on a worker serving 2048)
-const skip = process.env.SLUICE_SKIP;
+// SLUICE_ONLY: run only the scenarios whose name contains one of its
+// comma-separated parts (the random-weight run of
+// tests/integration/test_structured.c: "structured"; test_tools.c: "tools:";
+// test_thinking.c: "tools:,thinking:").
+const only = process.env.SLUICE_ONLY ? process.env.SLUICE_ONLY.split(',') : null;
+// SLUICE_SKIP: leave out the scenarios whose name contains one of its
+// comma-separated parts (the tool scenarios need more context than the
+// shipped model's 512: test_tools.c runs them on a worker serving 2048;
+// the thinking scenarios a thinking model: test_thinking.c)
+const skip = process.env.SLUICE_SKIP ? process.env.SLUICE_SKIP.split(',') : null;
 async function scenario(name, fn) {
-  if (only && !name.includes(only)) return;
-  if (skip && name.includes(skip)) return;
+  if (only && !only.some((o) => name.includes(o))) return;
+  if (skip && skip.some((o) => name.includes(o))) return;
   try {
     await fn();
     console.log(`ok ${name}`);
@@ -437,7 +439,8 @@ await scenario('tools: openai refuses a tool message without a matching call', a
 await scenario('tools: langchain bindTools with tool_choice', async () => {
   const llm = new ChatOpenAI({ model, temperature: 0.8, maxTokens: 800, ...lcOpenAI });
   const r = await llm.bindTools([weather], { tool_choice: 'get_weather' }).invoke('Weather in Rome?');
-  assert.ok(r.tool_calls.length >= 1);
+  assert.ok(r.tool_calls.length >= 1, JSON.stringify({ content: r.content, meta: r.response_metadata,
+    invalid: r.invalid_tool_calls }));
   for (const c of r.tool_calls) assert.equal(c.name, 'get_weather');
   checkWeather(r.tool_calls[0].args);
 });
@@ -470,6 +473,61 @@ await scenario('tools: ollama chat with tools (tool_choice, a Sluice extension, 
   const r2 = await ol.chat({ model, tools: [weather], options: { temperature: 0, num_predict: 12 },
     messages: [{ role: 'user', content: 'Weather?' }, r.message, { role: 'tool', content: 'sunny' }] });
   assert.equal(r2.done, true);
+});
+
+// Thinking (tests/integration/test_thinking.c: a model whose template opens
+// <think>, a thinking budget in the gateway's limits): reasoning apart from
+// the content, as vLLM and llama.cpp (reasoning_content) and Ollama
+// (think, message.thinking) send it.
+function noTags(s) {
+  assert.equal(typeof s, 'string');
+  assert.ok(!s.includes('<think>') && !s.includes('</think>'), s);
+}
+await scenario('thinking: openai streamed reasoning_content comes before and apart from content', async () => {
+  const s = await oa.chat.completions.create({ model, temperature: 0.9, seed: 4, max_tokens: 48, stream: true,
+    messages: [{ role: 'user', content: 'Think, then answer.' }] });
+  let reasoning = '', content = '';
+  for await (const ch of s) {
+    const d = ch.choices[0]?.delta ?? {};
+    if (d.reasoning_content) {
+      assert.equal(content, '', 'reasoning after content');
+      reasoning += d.reasoning_content;
+    }
+    if (d.content) content += d.content;
+  }
+  assert.ok(reasoning.length > 0 && content.length > 0, `reasoning [${reasoning}] content [${content}]`);
+  noTags(reasoning);
+  noTags(content);
+});
+await scenario('thinking: openai json_schema with thinking on is JSON in the content', async () => {
+  const r = await oa.chat.completions.create({ model, temperature: 0.9, seed: 1, max_tokens: 120,
+    messages: [{ role: 'user', content: 'A person, as JSON.' }], chat_template_kwargs: { enable_thinking: true },
+    response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } } });
+  const m = r.choices[0].message;
+  assert.ok(m.reasoning_content.length > 0);
+  checkPerson(m.content);
+  assert.ok(r.usage.completion_tokens_details.reasoning_tokens > 0);
+});
+await scenario('thinking: ollama-js chat think true streams message.thinking apart', async () => {
+  const s = await ol.chat({ model, think: true, stream: true, options: { temperature: 0.9, seed: 5, num_predict: 48 },
+    messages: [{ role: 'user', content: 'Think, then answer.' }] });
+  let thinking = '', content = '';
+  for await (const ch of s) {
+    if (ch.message.thinking) {
+      assert.equal(content, '', 'thinking after content');
+      thinking += ch.message.thinking;
+    }
+    content += ch.message.content;
+  }
+  assert.ok(thinking.length > 0 && content.length > 0, `thinking [${thinking}] content [${content}]`);
+  noTags(thinking);
+  noTags(content);
+});
+await scenario('thinking: ollama-js think false answers without thinking', async () => {
+  const r = await ol.chat({ model, think: false, options: { temperature: 0, num_predict: 8 },
+    messages: [{ role: 'user', content: 'Answer.' }] });
+  assert.ok(!r.message.thinking, `thinking [${r.message.thinking}]`);
+  assert.equal(typeof r.message.content, 'string');
 });
 
 console.log(failed ? `${failed} scenario(s) failed` : 'all scenarios passed');

@@ -10,7 +10,9 @@
  * invariant that a vanished gateway leaves no KV block referenced.
  *
  * The model is a tiny generated one: $SLUICE_FUZZ_MODEL, or made at start
- * with the build's own `sluice-model synth` (found next to this binary).
+ * with the build's own `sluice-model synth` (found next to this binary),
+ * with Qwen3's template: a thinking model (thinking before constraints,
+ * budgets) whose family has tool syntax.
  */
 #include <fcntl.h>
 #include <libgen.h>
@@ -49,7 +51,8 @@ static int make_model(void)
 	/* <build>/tests/fuzz/fuzz_worker_conn -> <build>/tools/sluice-model */
 	snprintf(model_path, sizeof(model_path), "/tmp/sluice-fuzz-worker-%ld.gguf", (long)getpid());
 	snprintf(cmd, sizeof(cmd),
-		 "%s/../../tools/sluice-model synth --preset tiny --type Q8_0 --seed 3 -o %s >/dev/null",
+		 "%s/../../tools/sluice-model synth --preset tiny --type Q8_0 --seed 3 --template qwen3 "
+		 "-o %s >/dev/null",
 		 dirname(exe), model_path);
 	return system(cmd) == 0 ? 0 : -1;
 }

@@ -2,7 +2,7 @@
  * gen_corpus_worker_conn.c - writes the seed corpus of fuzz_worker_conn
  * (corpus/worker_conn/): byte streams of well-formed gateway sessions
  * (SUBMIT text and chat, with grammar and schema constraints and logprobs,
- * tools and a forced call,
+ * tools and a forced call, thinking with budgets before a constraint,
  * CANCEL, PING, DRAIN, a bad SUBMIT), framed the way
  * the fuzzer reads them (a piece-length byte before each piece).
  *
@@ -81,6 +81,7 @@ static void submit(uint64_t id, const char *text, uint32_t max_tokens, int chat,
 		s->tool_choice = id % 2 ? PROTO_TOOLS_REQUIRED : PROTO_TOOLS_AUTO;
 		s->parallel_tool_calls = 1;
 		s->think = PROTO_THINK_ON;
+		s->think_budget = id % 2 ? 3 : 0; /* version 5 */
 	} else if (chat) {
 		s->prompt_kind = PROTO_PROMPT_CHAT;
 		s->n_messages = 2;
@@ -91,6 +92,9 @@ static void submit(uint64_t id, const char *text, uint32_t max_tokens, int chat,
 		s->constraint.len = (uint32_t)strlen(s->constraint.ptr);
 		s->top_logprobs = 2;
 		m.flags |= PROTO_SUBMIT_F_LOGPROBS;
+		/* thinking first, then the constraint (the fuzzer's model thinks) */
+		s->think = id % 2 ? PROTO_THINK_ON : PROTO_THINK_DEFAULT;
+		s->think_budget = 2;
 	} else {
 		if (id % 2) {
 			s->constraint_kind = PROTO_CONSTRAINT_GRAMMAR;

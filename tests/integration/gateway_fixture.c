@@ -40,6 +40,7 @@ char gwt_worker_cfg[2048];
 unsigned gwt_max_inflight = 1;
 unsigned gwt_context = 0;
 const char *gwt_chat_template;
+unsigned gwt_thinking_budget;
 char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
 const char *gwt_model_file;
 const char *gwt_model_name = "tiny";
@@ -373,7 +374,7 @@ int gwt_setup(void **state)
 		" \"admin_addr\": \"127.0.0.1\", \"admin_port\": 0, \"pepper_file\": \"%s\","
 		" \"log_level\": \"debug\","
 		" \"limits\": {\"body_bytes\": \"64KiB\", \"header_bytes\": \"8KiB\","
-		"   \"messages\": 8, \"stop_strings\": 4},"
+		"   \"messages\": 8, \"stop_strings\": 4, \"thinking_token_budget\": %u},"
 		" \"timeouts\": {\"header_ms\": 1500, \"body_ms\": 1500},"
 		" \"workers\": [{\"name\": \"w0\", \"socket\": \"%s\", \"model\": \"%s\"}],"
 		/* the tests pause the worker (SIGSTOP) while they queue requests:
@@ -384,7 +385,7 @@ int gwt_setup(void **state)
 		" \"stats_timeout_ms\": 20000,"
 		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
 		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
-		gwt_cert, gwt_dir, gwt_pepper, gwt_worker_sock, gwt_model_name, gwt_max_inflight,
+		gwt_cert, gwt_dir, gwt_pepper, gwt_thinking_budget, gwt_worker_sock, gwt_model_name, gwt_max_inflight,
 		gwt_redis_sock);
 	fclose(f);
 	argv[0] = (char *)h_bin("gateway/sluice-gateway");

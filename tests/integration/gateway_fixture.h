@@ -33,6 +33,8 @@ extern unsigned gwt_max_inflight;
 extern unsigned gwt_context;
 /* worker.chat_template (NULL: the model's own) */
 extern const char *gwt_chat_template;
+/* gateway limits.thinking_token_budget (0: none) */
+extern unsigned gwt_thinking_budget;
 
 struct gwt_resp {
 	int code;

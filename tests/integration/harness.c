@@ -69,6 +69,12 @@ const char *h_bin(const char *rel)
 
 const char *h_model(const char *preset, const char *type, const char *arch)
 {
+	return h_model_template(preset, type, arch, NULL);
+}
+
+const char *h_model_template(const char *preset, const char *type, const char *arch,
+			     const char *tmpl)
+{
 	static char paths[8][512];
 	static int n;
 	char path[512];
@@ -76,7 +82,8 @@ const char *h_model(const char *preset, const char *type, const char *arch)
 	char *argv[16];
 	int i = 0;
 
-	snprintf(path, sizeof(path), "%s/%s-%s-%s.gguf", h_tmpdir(), preset, type, arch);
+	snprintf(path, sizeof(path), "%s/%s-%s-%s%s%s.gguf", h_tmpdir(), preset, type, arch,
+		 tmpl ? "-" : "", tmpl ? tmpl : "");
 	for (int k = 0; k < n; k++)
 		if (strcmp(paths[k], path) == 0)
 			return paths[k];
@@ -90,6 +97,10 @@ const char *h_model(const char *preset, const char *type, const char *arch)
 	argv[i++] = (char *)arch;
 	argv[i++] = "--seed";
 	argv[i++] = "7";
+	if (tmpl) {
+		argv[i++] = "--template";
+		argv[i++] = (char *)tmpl;
+	}
 	argv[i++] = "-o";
 	argv[i++] = path;
 	argv[i] = NULL;

@@ -25,6 +25,9 @@ const char *h_bin(const char *rel);
 
 /* Generates (once per test process) a model; returns its path or NULL. */
 const char *h_model(const char *preset, const char *type, const char *arch);
+/* The same with `sluice-model synth --template tmpl` (NULL: its default). */
+const char *h_model_template(const char *preset, const char *type, const char *arch,
+			     const char *tmpl);
 
 /*
  * Writes `config_json` to <tmp>/<name>.json and starts

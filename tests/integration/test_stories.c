@@ -149,7 +149,7 @@ static void test_official_clients(void **state)
 	h_ctl(NULL, 0, "client create paced/app");
 	h_issue_key("paced/app", key_paced, NULL);
 	snprintf(env, sizeof(env), "SLUICE_KEY_LIMITED=%s SLUICE_KEY_PACED=%s SLUICE_MODEL_FILE='%s' "
-		 "SLUICE_SKIP=tools:", key_lim, key_paced, model_file);
+		 "SLUICE_SKIP=tools:,thinking:", key_lim, key_paced, model_file);
 	out = gwt_run_clients("clients", env, "stories260k", &st);
 	assert_int_equal(st, 0);
 	assert_non_null(strstr(out, "all scenarios passed"));

@@ -84,12 +84,12 @@ static void test_round_trip_every_type(void **state)
 static void test_exact_bytes(void **state)
 {
 	static const uint8_t ping[] = {
-		'S', 'L', 'P', '1', 4, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
+		'S', 'L', 'P', '1', 5, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, /* request id 0 */
 		0x0D, 0xF0, 0xFE, 0xCA, 0xEF, 0xBE, 0xAD, 0xDE, /* nonce */
 	};
 	static const uint8_t error[] = {
-		'S', 'L', 'P', '1', 4, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
+		'S', 'L', 'P', '1', 5, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
 		0x2A, 0, 0, 0, 0, 0, 0, 0, /* request id 42 */
 		6, 0,                      /* code PROTO_E_PROTOCOL */
 		3, 0, 0, 0, 'b', 'a', 'd',  /* str "bad" */
@@ -187,8 +187,8 @@ static void test_empty_strings(void **state)
 	m.u.submit.messages = msgs;
 	round_trip(&m, &frame, &scratch, &out);
 	/* 24 header + 4+32+4+4 +1+4+4 + 9 sampling fields (40) + 4+2*4 +1+4
-	 * + 4+1*16 + 4 + (version 3) 1+4+1 + (version 4) 4+1+4+1+1 */
-	assert_int_equal(cm_buf_len(&frame), 24 + 44 + 9 + 40 + 12 + 5 + 20 + 4 + 6 + 11);
+	 * + 4+1*16 + 4 + (version 3) 1+4+1 + (version 4) 4+1+4+1+1 + (version 5) 4 */
+	assert_int_equal(cm_buf_len(&frame), 24 + 44 + 9 + 40 + 12 + 5 + 20 + 4 + 6 + 11 + 4);
 
 	/* no stop strings, no messages: the arrays come back NULL */
 	m.u.submit.n_stop = 0;

@@ -203,6 +203,7 @@ static void submit_frame(struct cm_buf *f, const struct submit_opts *o)
 		assert_int_equal(cm_buf_put_u8(&p, 'f'), CM_OK);
 	assert_int_equal(cm_buf_put_u8(&p, 1), CM_OK); /* parallel_tool_calls */
 	assert_int_equal(cm_buf_put_u8(&p, o->think), CM_OK);
+	assert_int_equal(cm_buf_put_u32(&p, 0), CM_OK); /* think_budget (version 5) */
 	raw_frame(f, PROTO_SUBMIT, 0, 9, &p);
 	cm_buf_deinit(&p);
 }

@@ -3,6 +3,7 @@
  */
 #include "worker/engine/gen.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,6 +37,15 @@ struct wk_gen {
 	uint32_t top_k, n_top;
 	uint32_t top_ids[WK_GEN_TOP_MAX];
 	float top_lps[WK_GEN_TOP_MAX];
+	/* thinking: where the output is, the mask it waits for, the budget */
+	enum { TH_OUT, TH_PRE, TH_THINK } phase;
+	struct wk_mask *held;   /* the mask that applies after </think> */
+	uint32_t n_pre;         /* TH_PRE: bytes of "<think>" matched */
+	uint32_t match;         /* bytes of "</think>" matched */
+	uint32_t budget, n_think;
+	uint32_t *no_eog;       /* with a held mask: every token but the end */
+	int32_t forced[16];     /* the closing tokens the budget writes */
+	uint32_t n_forced, i_forced;
 };
 
 const struct wk_chat_template *wk_prompt_template(const struct wk_model *m, const char *tmpl_name,
@@ -55,6 +65,12 @@ int wk_prompt_thinks(const struct wk_model *m)
 {
 	return m->cfg->has_chat_template &&
 	       memmem(m->cfg->chat_template.ptr, m->cfg->chat_template.len, "<think>", 7) != NULL;
+}
+
+int wk_prompt_opens_think(const struct wk_model *m)
+{
+	return m->cfg->has_chat_template &&
+	       wk_chat_jinja_opens_think(m->cfg->chat_template.ptr, m->cfg->chat_template.len);
 }
 
 enum cm_status wk_prompt_encode_opts(const struct wk_model *m, const char *text, size_t len,
@@ -127,13 +143,21 @@ enum cm_status wk_gen_new(const struct wk_model *m, const struct wk_gen_params *
 	g->exact = p->exact_logprobs;
 	g->greedy = p->sampling.temperature == 0.0f;
 	g->top_k = p->top_logprobs > WK_GEN_TOP_MAX ? WK_GEN_TOP_MAX : p->top_logprobs;
-	if (g->mask) {
-		if (wk_mask_words(g->mask) != ((size_t)m->hp.n_vocab + 31) / 32) {
+	g->budget = p->think_budget;
+	g->phase = p->think_open ? TH_THINK : p->think_detect && !p->mask ? TH_PRE : TH_OUT;
+	if (g->phase == TH_THINK) {
+		g->held = g->mask; /* the constraint waits for the end of thinking */
+		g->mask = NULL;
+	}
+	if (g->mask || g->held) {
+		struct wk_mask *k = g->mask ? g->mask : g->held;
+
+		if (wk_mask_words(k) != ((size_t)m->hp.n_vocab + 31) / 32) {
 			st = cm_fail(err, err_len, CM_EINVAL, "constraint: its vocabulary has %zu "
-				     "tokens, the model %u", wk_mask_words(g->mask) * 32, m->hp.n_vocab);
+				     "tokens, the model %u", wk_mask_words(k) * 32, m->hp.n_vocab);
 			goto out;
 		}
-		g->bits = cm_calloc(wk_mask_words(g->mask), sizeof(uint32_t));
+		g->bits = cm_calloc(wk_mask_words(k), sizeof(uint32_t));
 		if (!g->bits) {
 			st = CM_ENOMEM;
 			goto out;
@@ -161,6 +185,7 @@ void wk_gen_free(struct wk_gen *g)
 	cm_buf_deinit(&g->text);
 	cm_buf_deinit(&g->fin);
 	cm_free(g->bits);
+	cm_free(g->no_eog);
 	cm_free(g);
 }
 
@@ -214,13 +239,75 @@ static enum cm_status sample_constrained(struct wk_gen *g, struct wk_sampler_ws 
 	return wk_sampler_sample_masked(g->sampler, ws, logits, n_vocab, g->bits, s);
 }
 
+/* The budget is spent: the tokens of "\n</think>" (and "\n\n" when
+ * unconstrained), written by the generation instead of sampled. */
+static void think_force(struct wk_gen *g)
+{
+	const char *close = g->held ? "\n</think>" : "\n</think>\n\n";
+	size_t n = 0;
+
+	if (wk_tok_encode(g->m->tok, close, strlen(close),
+			  WK_TOK_PARSE_SPECIAL | WK_TOK_NO_DUMMY_PREFIX, g->forced,
+			  sizeof(g->forced) / sizeof(g->forced[0]), &n) != CM_OK)
+		n = 0;
+	g->n_forced = (uint32_t)n;
+	g->i_forced = 0;
+}
+
+/* The mask of every token but those that end generation. */
+static enum cm_status think_no_eog(struct wk_gen *g)
+{
+	uint32_t n = g->m->hp.n_vocab;
+
+	g->no_eog = cm_calloc((n + 31) / 32, sizeof(uint32_t));
+	if (!g->no_eog)
+		return CM_ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		if (!wk_tok_is_eog(g->m->tok, (int32_t)i))
+			g->no_eog[i >> 5] |= 1u << (i & 31);
+	return CM_OK;
+}
+
+/* A forced token's log-probability under the model's distribution. */
+static float forced_logprob(const float *logits, uint32_t n, int32_t tok)
+{
+	float mx = -INFINITY;
+	double sum = 0.0;
+
+	for (uint32_t i = 0; i < n; i++)
+		mx = logits[i] > mx ? logits[i] : mx;
+	for (uint32_t i = 0; i < n; i++)
+		sum += exp((double)(logits[i] - mx));
+	return (float)((double)(logits[tok] - mx) - log(sum));
+}
+
 int32_t wk_gen_sample(struct wk_gen *g, struct wk_sampler_ws *ws, const float *logits,
 		      float *logprob)
 {
 	struct wk_sample s;
 
 	g->n_top = 0;
-	if (g->mask) {
+	if (g->phase == TH_THINK && g->budget != WK_GEN_NO_BUDGET && g->n_think >= g->budget &&
+	    g->n_forced == 0)
+		think_force(g);
+	if (g->phase == TH_THINK)
+		g->n_think++;
+	if (g->i_forced < g->n_forced) {
+		int32_t tok = g->forced[g->i_forced++];
+
+		if (wk_sampler_accept(g->sampler, (uint32_t)tok) != CM_OK)
+			return -1;
+		*logprob = forced_logprob(logits, g->m->hp.n_vocab, tok);
+		return tok;
+	}
+	if (g->held) {
+		/* thinking before a constraint: it may not end the answer */
+		if (!g->no_eog && think_no_eog(g) != CM_OK)
+			return -1;
+		if (wk_sampler_sample_masked(g->sampler, ws, logits, g->m->hp.n_vocab, g->no_eog,
+					     &s) != CM_OK)
+			return -1;
+	} else if (g->mask) {
 		int32_t next;
 
 		if (sample_constrained(g, ws, logits, &s) != CM_OK)
@@ -260,6 +347,65 @@ uint64_t wk_gen_masks(const struct wk_gen *g)
 	return g->n_masks;
 }
 
+/* The bytes after "</think>" in the token that closed it go to the mask
+ * (whitespace right after it aside); a byte it refuses fails the next
+ * sample, as any constraint refusal.  The tokens after it go through the
+ * mask as they are sampled. */
+static void think_after(struct wk_gen *g, const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\t' || p[i] == '\r'))
+		i++;
+	if (i == n || !g->mask)
+		return;
+	g->state = wk_mask_advance_bytes(g->mask, g->state, p + i, n - i);
+	if (g->state < 0)
+		g->err = "constraint: the text after </think> does not begin the constrained output";
+}
+
+/* Follows the output's bytes through <think> ... </think>. */
+static void think_track(struct wk_gen *g, const uint8_t *p, size_t n)
+{
+	static const char open[] = "<think>", close[] = "</think>";
+	size_t i = 0;
+
+	if (g->phase == TH_PRE) {
+		for (; i < n && g->phase == TH_PRE; i++) {
+			if (g->n_pre == 0 && (p[i] == ' ' || p[i] == '\n' || p[i] == '\t' || p[i] == '\r'))
+				continue;
+			if ((uint8_t)open[g->n_pre] != p[i]) {
+				g->phase = TH_OUT;
+				return;
+			}
+			if (++g->n_pre == sizeof(open) - 1)
+				g->phase = TH_THINK;
+		}
+	}
+	if (g->phase == TH_OUT)
+		return;
+	for (; i < n; i++) {
+		if (p[i] == (uint8_t)close[g->match])
+			g->match++;
+		else
+			g->match = p[i] == '<' ? 1 : 0;
+		if (g->match == sizeof(close) - 1) {
+			g->phase = TH_OUT;
+			if (g->held) {
+				g->mask = g->held;
+				g->held = NULL;
+			}
+			think_after(g, p + i + 1, n - i - 1);
+			return;
+		}
+	}
+}
+
+int wk_gen_thinking(const struct wk_gen *g)
+{
+	return g->phase == TH_THINK;
+}
+
 int wk_gen_push(struct wk_gen *g, int32_t tok, const float *logits,
 		const uint8_t **text, size_t *len)
 {
@@ -278,6 +424,8 @@ int wk_gen_push(struct wk_gen *g, int32_t tok, const float *logits,
 	cm_buf_reset(&g->text);
 	if (wk_detok_push(&g->detok, tok, &g->text) != CM_OK)
 		return 1;
+	if (g->phase != TH_OUT)
+		think_track(g, cm_buf_data(&g->text), cm_buf_len(&g->text));
 	if (wk_stop_feed(g->stop, cm_buf_data(&g->text), cm_buf_len(&g->text), &so) != CM_OK)
 		return 1;
 	*text = so.text;

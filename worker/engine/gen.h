@@ -46,6 +46,9 @@ const struct wk_chat_template *wk_prompt_template(const struct wk_model *m, cons
 						char *err, size_t err_len);
 /* 1 when the model's own template writes thinking tags (Qwen3, R1). */
 int wk_prompt_thinks(const struct wk_model *m);
+/* 1 when its generation prompt opens <think> (the answer starts inside
+ * thinking: R1 distills, Qwen3 thinking models). */
+int wk_prompt_opens_think(const struct wk_model *m);
 
 struct wk_gen_params {
 	struct wk_sampler_params sampling;
@@ -66,7 +69,22 @@ struct wk_gen_params {
 	int exact_logprobs;       /* logprobs are read: always the full mask
 				   * (greedy otherwise checks its argmax first) */
 	uint32_t top_logprobs;    /* alternatives kept per token, <= WK_GEN_TOP_MAX */
+	/*
+	 * Thinking (docs/tools.md).  think_open: the prompt ended inside
+	 * <think>, the output is thinking up to "</think>"; the mask applies
+	 * from the first token after it (whitespace right after it skipped).
+	 * think_detect: the output may open <think> itself (after
+	 * whitespace); only the budget applies to it, never a mask.
+	 * think_budget: tokens the thinking may take; then the generation
+	 * writes "\n</think>" itself (and "\n\n" when unconstrained);
+	 * UINT32_MAX: no budget.
+	 */
+	int think_open;
+	int think_detect;
+	uint32_t think_budget;
 };
+
+#define WK_GEN_NO_BUDGET UINT32_MAX
 
 #define WK_GEN_TOP_MAX 20
 
@@ -88,6 +106,8 @@ const char *wk_gen_error(const struct wk_gen *g);
 /* The alternatives of the last sampled token (top_logprobs of them at
  * most, best first): returns how many. */
 uint32_t wk_gen_top(const struct wk_gen *g, const uint32_t **ids, const float **lps);
+/* 1 while the output is inside thinking (think_open / think_detect). */
+int wk_gen_thinking(const struct wk_gen *g);
 /* Tokens whose mask was computed in full (the rest: greedy argmax allowed). */
 uint64_t wk_gen_masks(const struct wk_gen *g);
 

@@ -822,3 +822,10 @@ int32_t wk_mask_advance(struct wk_mask *k, int32_t state, int32_t id)
 		return WK_GM_DEAD;
 	return wk_gm_steps(k->m, state, t->blob + t->poff[id], t->plen[id]);
 }
+
+int32_t wk_mask_advance_bytes(struct wk_mask *k, int32_t state, const void *bytes, size_t len)
+{
+	if (state < 0)
+		return WK_GM_DEAD;
+	return wk_gm_steps(k->m, state, bytes, len);
+}

@@ -91,5 +91,7 @@ enum cm_status wk_mask_fill(struct wk_mask *k, int32_t state, uint32_t *bits) CM
 int wk_mask_allows(struct wk_mask *k, int32_t state, int32_t id);
 /* The state after token `id` (EOG: the same state), or WK_GM_DEAD/ERROR. */
 int32_t wk_mask_advance(struct wk_mask *k, int32_t state, int32_t id);
+/* The state after bytes that are not one token (text after </think>). */
+int32_t wk_mask_advance_bytes(struct wk_mask *k, int32_t state, const void *bytes, size_t len);
 
 #endif

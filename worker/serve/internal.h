@@ -141,6 +141,19 @@ enum cm_status wk_serve_constraint_get_text(struct wk_server *s, uint64_t id, in
 /* ---- tools.c ----------------------------------------------------------------- */
 
 /*
+ * How a SUBMIT thinks (docs/tools.md#thinking): `on` splits thinking off
+ * as reasoning; `off_form` renders the family's no-thinking form; `open`
+ * starts the answer inside <think> (the model's template opens it, or a
+ * constraint waits for the end of thinking: Sluice opens it then, so that
+ * the constraint's place is known); `detect` lets the model open it.
+ */
+struct wk_think_mode {
+	int on, off_form, open, detect;
+};
+void wk_serve_think_mode(const struct wk_server *s, const struct proto_submit *sb,
+			 struct wk_think_mode *out);
+
+/*
  * A SUBMIT's tools and thinking: r->tc, the parser of the family's output,
  * when the request has tools (tool_choice not none) or the model thinks;
  * with tool_choice required or named, r->gent the constraint forcing a

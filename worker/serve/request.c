@@ -343,8 +343,12 @@ static enum cm_status submit_prompt(struct wk_server *s, const struct proto_msg 
 		struct wk_chat_opts o = {
 			.tools = sb->tool_choice != PROTO_TOOLS_NONE && sb->tools.len ? sb->tools.ptr : NULL,
 			.tools_len = sb->tools.len,
-			.no_think = sb->think == PROTO_THINK_OFF && wk_prompt_thinks(s->model),
 		};
+		struct wk_think_mode tm;
+
+		wk_serve_think_mode(s, sb, &tm);
+		o.no_think = tm.off_form;
+		o.open_think = tm.open;
 
 		st = wk_prompt_encode_opts(s->model, sb->text.ptr, sb->text.len, msgs,
 					   sb->prompt_kind == PROTO_PROMPT_CHAT ? sb->n_messages : 0,
@@ -495,6 +499,14 @@ static void handle_submit(struct wk_server *s, struct wk_serve_conn *c, const st
 			code = PROTO_E_CONSTRAINT;
 			goto fail;
 		}
+	}
+	{
+		struct wk_think_mode tm;
+
+		wk_serve_think_mode(s, sb, &tm);
+		gp.think_open = tm.open;
+		gp.think_detect = tm.detect;
+		gp.think_budget = tm.on && sb->think_budget ? sb->think_budget : WK_GEN_NO_BUDGET;
 	}
 	gp.exact_logprobs = (m->flags & PROTO_SUBMIT_F_LOGPROBS) != 0;
 	gp.top_logprobs = sb->top_logprobs;

@@ -106,18 +106,37 @@ out:
 	return out;
 }
 
+void wk_serve_think_mode(const struct wk_server *s, const struct proto_submit *sb,
+			 struct wk_think_mode *out)
+{
+	int chat = sb->prompt_kind == PROTO_PROMPT_CHAT;
+	int thinks = chat && wk_prompt_thinks(s->model);
+	int forced = sb->tools.len > 0 && (sb->tool_choice == PROTO_TOOLS_REQUIRED ||
+					   sb->tool_choice == PROTO_TOOLS_NAMED);
+
+	memset(out, 0, sizeof(*out));
+	out->on = chat && sb->think != PROTO_THINK_OFF && (sb->think == PROTO_THINK_ON || thinks);
+	out->off_form = thinks && sb->think == PROTO_THINK_OFF;
+	out->open = out->on && thinks &&
+		    (wk_prompt_opens_think(s->model) || forced ||
+		     sb->constraint_kind != PROTO_CONSTRAINT_NONE);
+	out->detect = out->on && !out->open;
+}
+
 enum cm_status wk_serve_tools_setup(struct wk_server *s, const struct proto_submit *sb,
 				    struct wk_serve_req *r, char *err, size_t err_len)
 {
 	const struct wk_chat_template *t;
 	struct wk_tc_config cfg;
+	struct wk_think_mode tm;
 	int tools = sb->tools.len > 0 && sb->tool_choice != PROTO_TOOLS_NONE &&
 		    sb->prompt_kind == PROTO_PROMPT_CHAT;
 	enum cm_status st;
 
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.think = sb->prompt_kind == PROTO_PROMPT_CHAT && sb->think != PROTO_THINK_OFF &&
-		    (sb->think == PROTO_THINK_ON || wk_prompt_thinks(s->model));
+	wk_serve_think_mode(s, sb, &tm);
+	cfg.think = tm.on;
+	cfg.think_open = tm.open;
 	if (!tools && !cfg.think)
 		return CM_OK;
 	t = wk_prompt_template(s->model, sb->template_name.len ? sb->template_name.ptr

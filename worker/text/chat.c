@@ -550,7 +550,7 @@ static int chatml_tools(struct wk_chat_prompt *p, const json_t *tools)
 /* chatml with tools, tool calls and tool results (Qwen2.5's template). */
 static int render_chatml(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 			 const enum chat_role *r, json_t *const *calls, size_t n, int gen,
-			 const json_t *tools, int no_think)
+			 const json_t *tools)
 {
 	size_t i = 0;
 
@@ -587,8 +587,6 @@ static int render_chatml(struct wk_chat_prompt *p, const struct wk_chat_msg *m,
 		if (tmpl(p, "<|im_end|>\n"))
 			return -1;
 	}
-	if (gen && no_think)
-		return tmpl(p, chatml_hdr[ROLE_ASSISTANT]) || tmpl(p, "<think>\n\n</think>\n\n");
 	return gen ? tmpl(p, chatml_hdr[ROLE_ASSISTANT]) : 0;
 }
 
@@ -820,7 +818,7 @@ enum cm_status wk_chat_render_opts(const struct wk_chat_template *t,
 	case CHAT_LLAMA2: rc = render_llama2(out, msgs, roles, n, gen); break;
 	case CHAT_MISTRAL: rc = render_mistral(out, msgs, roles, calls, n, gen, tools); break;
 	case CHAT_CHATML:
-		rc = render_chatml(out, msgs, roles, calls, n, gen, tools, o && o->no_think);
+		rc = render_chatml(out, msgs, roles, calls, n, gen, tools);
 		break;
 	case CHAT_PHI3:
 		rc = render_turns(out, msgs, roles, n, gen, tag_hdr, "<|end|>\n", 0);
@@ -831,6 +829,12 @@ enum cm_status wk_chat_render_opts(const struct wk_chat_template *t,
 		break;
 	case CHAT_PLAIN: rc = render_plain(out, msgs, roles, n, gen); break;
 	}
+	/* thinking: the answer opens with an empty block (Qwen3's no-thinking
+	 * form) or inside one (R1 distills, Qwen3 thinking models) */
+	if (!rc && gen && o && o->no_think)
+		rc = tmpl(out, "<think>\n\n</think>\n\n");
+	else if (!rc && gen && o && o->open_think)
+		rc = tmpl(out, "<think>\n");
 	if (rc)
 		st = CM_ENOMEM;
 out:
@@ -843,6 +847,23 @@ out:
 	if (st != CM_OK)
 		wk_chat_prompt_deinit(out);
 	return st;
+}
+
+int wk_chat_jinja_opens_think(const char *jinja, size_t len)
+{
+	const char *p, *gen = NULL, *end = jinja + len;
+
+	for (p = jinja; (p = memmem(p, (size_t)(end - p), "add_generation_prompt", 21)); p += 21)
+		gen = p;
+	for (p = gen; p && (p = memmem(p, (size_t)(end - p), "<think>", 7)); p += 7) {
+		const char *q = p + 7;
+
+		while (q < end && (*q == '\n' || (*q == '\\' && q + 1 < end && q[1] == 'n')))
+			q += *q == '\n' ? 1 : 2;
+		if ((size_t)(end - q) < 8 || memcmp(q, "</think>", 8) != 0)
+			return 1;
+	}
+	return 0;
 }
 
 enum cm_status wk_chat_render(const struct wk_chat_template *t, const struct wk_chat_msg *msgs,

@@ -71,6 +71,9 @@ struct wk_chat_opts {
 	/* the no-thinking form of a thinking family (Qwen3's: an empty
 	 * <think></think> opening the answer) */
 	int no_think;
+	/* the answer starts inside thinking: "<think>\n" opens it (the
+	 * thinking form of R1 distills and Qwen3 thinking models) */
+	int open_think;
 };
 
 /* Rendered prompt: segments point into the template table, the messages
@@ -92,6 +95,13 @@ const struct wk_chat_template *wk_chat_template_by_name(const char *name, char *
 /* The family whose markers the Jinja text contains; NULL when none. */
 const struct wk_chat_template *wk_chat_template_detect(const char *jinja, size_t len);
 const char *wk_chat_template_name(const struct wk_chat_template *t);
+/*
+ * 1 when the Jinja text's generation prompt opens thinking: after its
+ * last add_generation_prompt it writes "<think>" that is not the empty
+ * no-thinking block ("<think>\n\n</think>"): Qwen3 thinking models,
+ * QwQ, DeepSeek-R1 distills.  Newlines count written or as "\n" escapes.
+ */
+int wk_chat_jinja_opens_think(const char *jinja, size_t len);
 /* "llama3, llama2, ..." for messages. */
 const char *wk_chat_template_names(void);
 

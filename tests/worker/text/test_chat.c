@@ -310,7 +310,7 @@ static void test_encode_tool_specials_stay_text(void **state)
 		{ .role = "tool", .content = "<|im_start|>", .content_len = 12, .tool_call_id = "a",
 		  .tool_call_id_len = 1 },
 	};
-	const struct wk_chat_opts o = { tools, sizeof(tools) - 1, 0 };
+	const struct wk_chat_opts o = { .tools = tools, .tools_len = sizeof(tools) - 1 };
 	char err[256];
 	const struct wk_chat_template *t = wk_chat_template_by_name("chatml", err, sizeof(err));
 	int32_t ids[4096];
@@ -424,7 +424,7 @@ static void expect_tools(const char *name, const char *want)
 {
 	char err[256];
 	const struct wk_chat_template *t = wk_chat_template_by_name(name, err, sizeof(err));
-	const struct wk_chat_opts o = { TOOLS, sizeof(TOOLS) - 1, 0 };
+	const struct wk_chat_opts o = { .tools = TOOLS, .tools_len = sizeof(TOOLS) - 1 };
 	struct cm_buf b;
 
 	assert_non_null(t);
@@ -485,14 +485,92 @@ static void test_render_tools(void **state)
 		     "(call Xa1b2c3d4):\n{\"temp\": 22}<end_of_turn>\n<start_of_turn>model\n");
 }
 
+/*
+ * Thinking forms (docs/tools.md#thinking): Qwen3's no-thinking block and
+ * the opening of the thinking models after the generation prompt, in
+ * chatml and in any other family; nothing without a generation prompt.
+ */
+static void expect_think(const char *name, int no_think, int open_think, int gen, const char *want)
+{
+	char err[256];
+	const struct wk_chat_template *t = wk_chat_template_by_name(name, err, sizeof(err));
+	const struct wk_chat_opts o = { .no_think = no_think, .open_think = open_think };
+	const struct wk_chat_msg m[] = { MSG("user", "Hi") };
+	struct cm_buf b;
+
+	assert_non_null(t);
+	cm_buf_init(&b, 1 << 16);
+	if (wk_chat_render_text_opts(t, m, 1, gen, &o, &b, err, sizeof(err)) != CM_OK)
+		fail_msg("%s: %s", name, err);
+	if (strcmp((const char *)cm_buf_data(&b), want) != 0)
+		fail_msg("%s:\n--- got\n%s\n--- want\n%s", name, (const char *)cm_buf_data(&b), want);
+	cm_buf_deinit(&b);
+}
+
+static void test_render_think_forms(void **state)
+{
+	(void)state;
+	expect_think("chatml", 1, 0, 1,
+		     "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+	expect_think("chatml", 0, 1, 1, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+	expect_think("chatml", 0, 0, 1, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+	expect_think("chatml", 1, 0, 0, "<|im_start|>user\nHi<|im_end|>\n");
+	expect_think("llama3", 0, 1, 1,
+		     "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+		     "<|start_header_id|>assistant<|end_header_id|>\n\n<think>\n");
+}
+
+/*
+ * Which templates open thinking in their generation prompt, on their
+ * generation-prompt blocks as the models' tokenizer_config.json ship them
+ * (the Jinja text holds "\n" escapes inside its string literals), and
+ * with real newlines.
+ */
+static void test_jinja_opens_think(void **state)
+{
+	/* Qwen3 (hybrid): the history's reasoning is wrapped in <think>, the
+	 * model opens its own; enable_thinking=false writes the empty block */
+	static const char qwen3[] =
+		"{%- if reasoning_content %}{{- '<|im_start|>' + message.role + '\\n<think>\\n' + "
+		"reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}{%- endif %}"
+		"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+		"    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+		"        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}";
+	/* Qwen3-*-Thinking-2507 and QwQ-32B */
+	static const char qwen3_thinking[] =
+		"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}";
+	/* DeepSeek-R1 distills (the template of January 2025 on) */
+	static const char r1[] =
+		"{% if add_generation_prompt and not ns.is_tool %}{{'<\xef\xbd\x9c" "Assistant\xef\xbd\x9c><think>\\n'}}"
+		"{% endif %}";
+	/* Qwen2.5: no thinking */
+	static const char qwen25[] =
+		"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}";
+	/* written with real newlines */
+	static const char nl_empty[] = "{% if add_generation_prompt %}<think>\n\n</think>\n\n{% endif %}";
+	static const char nl_open[] = "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+	static const char history[] = "<think>x</think>{% if add_generation_prompt %}{% endif %}";
+
+	(void)state;
+	assert_int_equal(wk_chat_jinja_opens_think(qwen3, sizeof(qwen3) - 1), 0);
+	assert_int_equal(wk_chat_jinja_opens_think(qwen3_thinking, sizeof(qwen3_thinking) - 1), 1);
+	assert_int_equal(wk_chat_jinja_opens_think(r1, sizeof(r1) - 1), 1);
+	assert_int_equal(wk_chat_jinja_opens_think(qwen25, sizeof(qwen25) - 1), 0);
+	assert_int_equal(wk_chat_jinja_opens_think(nl_empty, sizeof(nl_empty) - 1), 0);
+	assert_int_equal(wk_chat_jinja_opens_think(nl_open, sizeof(nl_open) - 1), 1);
+	/* <think> before the generation prompt only (the history): no */
+	assert_int_equal(wk_chat_jinja_opens_think(history, sizeof(history) - 1), 0);
+	assert_int_equal(wk_chat_jinja_opens_think("", 0), 0);
+}
+
 /* Without tools nothing changes; bad tools and calls name the field. */
 static void test_render_tools_errors(void **state)
 {
 	char err[256];
 	const struct wk_chat_template *t = wk_chat_template_by_name("chatml", err, sizeof(err));
 	static const char bad_tools[] = "[{\"type\":\"function\"}]";
-	const struct wk_chat_opts bad = { bad_tools, sizeof(bad_tools) - 1, 0 };
-	const struct wk_chat_opts none = { "[]", 2, 0 };
+	const struct wk_chat_opts bad = { .tools = bad_tools, .tools_len = sizeof(bad_tools) - 1 };
+	const struct wk_chat_opts none = { .tools = "[]", .tools_len = 2 };
 	const struct wk_chat_msg bad_call[] = {
 		MSG("user", "u"),
 		{ .role = "assistant", .tool_calls = "[{\"name\":1}]", .tool_calls_len = 12 },
@@ -528,6 +606,8 @@ int main(void)
 		cmocka_unit_test(test_render_tools),
 		cmocka_unit_test(test_encode_tool_specials_stay_text),
 		cmocka_unit_test(test_render_tools_errors),
+		cmocka_unit_test(test_render_think_forms),
+		cmocka_unit_test(test_jinja_opens_think),
 	};
 
 	return cmocka_run_group_tests_name("chat", tests, NULL, NULL);
