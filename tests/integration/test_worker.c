@@ -14,6 +14,8 @@
  *    that batch change nothing of anyone's tokens; their text parses and
  *    keeps the schema, greedy and sampled; bad schemas and grammars get
  *    ERROR constraint naming what is wrong;
+ *  - a thinking model: budgets, a schema and a forced call after the
+ *    thinking, thinking off, in one batch: each request's solo output;
  *  - bad input (too long, bad parameters, unknown template, malformed
  *    frame, disallowed uid) gets its error and the worker keeps serving.
  */
@@ -46,6 +48,8 @@ struct outcome {
 	size_t text_len;
 	char calls[4096];       /* tool calls, one per line */
 	size_t calls_len;
+	char reasoning[4096];
+	size_t reasoning_len;
 	struct proto_done done;
 	int finished;
 	uint16_t err;
@@ -58,6 +62,10 @@ static void absorb(struct outcome *o, const struct pc_event *ev)
 		if (o->calls_len + ev->calls_len < sizeof(o->calls)) {
 			memcpy(o->calls + o->calls_len, ev->calls, ev->calls_len);
 			o->calls_len += ev->calls_len;
+		}
+		if (o->reasoning_len + ev->reasoning_len < sizeof(o->reasoning)) {
+			memcpy(o->reasoning + o->reasoning_len, ev->reasoning, ev->reasoning_len);
+			o->reasoning_len += ev->reasoning_len;
 		}
 		for (uint32_t i = 0; i < ev->n_ids && o->n_ids < 512; i++)
 			o->ids[o->n_ids++] = ev->ids[i];
@@ -609,6 +617,94 @@ static void test_tool_calls(void **state)
 	assert_int_equal(h_stop(&tw, 30000), 0);
 }
 
+/*
+ * A thinking model (Qwen3's thinking template on the random weights):
+ * thinking with a budget before a schema and before a forced call, plain
+ * thinking with and without a budget, thinking off under a schema, a raw
+ * text prompt; each alone and then all in one batch: the same tokens,
+ * reasoning, calls and text; the constraint holds after the thinking.
+ */
+static void test_thinking_batch_invariance(void **state)
+{
+	static struct proto_msg m[6];
+	static struct proto_submit sb[6];
+	static struct outcome o[6], solo[6];
+	struct h_proc tw;
+	char cfg[2048], sock5[600];
+	const char *model = h_model_template("tiny", "Q8_0", "llama", "qwen3-thinking");
+	struct pc_conn *c;
+	struct pc_event hello;
+	const char *name;
+
+	(void)state;
+	assert_non_null(model);
+	snprintf(sock5, sizeof(sock5), "%s/thinking.sock", h_tmpdir());
+	snprintf(cfg, sizeof(cfg),
+		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
+		 " \"kv_cache_bytes\": \"64MiB\", \"context\": 2048, \"max_running\": 8}}", model, sock5);
+	assert_int_equal(h_worker_start(&tw, "thinking", cfg), 0);
+	c = pc_connect(sock5, TIMEOUT_MS);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
+	for (uint32_t i = 0; i < 6; i++) {
+		if (i == 1) {
+			submit_tools(&m[i], &sb[i], 7200 + i, PROTO_TOOLS_REQUIRED, NULL, 0, 30 + i);
+		} else {
+			pc_submit_init(&m[i], &sb[i], 7200 + i, prompts[i], 160, 1);
+			if (i != 5) {
+				m[i].u.submit.prompt_kind = PROTO_PROMPT_CHAT;
+				m[i].u.submit.text = (struct proto_str){ "", 0 };
+				m[i].u.submit.n_messages = 1;
+				m[i].u.submit.messages = tool_msgs;
+			}
+		}
+		if (i == 0 || i == 4) {
+			m[i].u.submit.constraint_kind = PROTO_CONSTRAINT_JSON_SCHEMA;
+			m[i].u.submit.constraint = (struct proto_str){ SCHEMA_PERSON,
+								       (uint32_t)strlen(SCHEMA_PERSON) };
+		}
+		m[i].u.submit.think_budget = i <= 1 ? 6 : i == 2 ? 10 : 0;
+		m[i].u.submit.think = i == 4 ? PROTO_THINK_OFF : PROTO_THINK_DEFAULT;
+		if (i == 3)
+			m[i].u.submit.max_tokens = 30;
+		m[i].u.submit.sampling.temperature = 0.9f;
+		m[i].u.submit.sampling.seed = 40 + i;
+		m[i].flags |= PROTO_SUBMIT_F_HAS_SEED;
+	}
+	for (uint32_t i = 0; i < 6; i++)
+		run_requests(c, &m[i], 1, &solo[i]);
+	run_requests(c, m, 6, o);
+	for (uint32_t i = 0; i < 6; i++) {
+		if (o[i].err)
+			fail_msg("request %u: ERROR %u: %s", i, o[i].err, o[i].err_msg);
+		assert_int_equal(o[i].n_ids, solo[i].n_ids);
+		assert_memory_equal(o[i].ids, solo[i].ids, o[i].n_ids * sizeof(o[i].ids[0]));
+		assert_int_equal(o[i].reasoning_len, solo[i].reasoning_len);
+		assert_memory_equal(o[i].reasoning, solo[i].reasoning, o[i].reasoning_len);
+		assert_int_equal(o[i].text_len, solo[i].text_len);
+		assert_memory_equal(o[i].text, solo[i].text, o[i].text_len);
+		assert_int_equal(o[i].calls_len, solo[i].calls_len);
+	}
+	/* thinking, then the person; thinking, then the call */
+	assert_true(o[0].reasoning_len > 0);
+	assert_int_equal(o[0].done.finish, PROTO_FINISH_STOP);
+	assert_person(&o[0]);
+	assert_true(o[1].reasoning_len > 0);
+	assert_int_equal(assert_calls(&o[1], &name), 1);
+	/* the budget's tokens and the close the worker wrote */
+	if (o[2].done.reasoning_tokens < 10 || o[2].done.reasoning_tokens > 18)
+		fail_msg("reasoning_tokens %u with a budget of 10", o[2].done.reasoning_tokens);
+	assert_true(o[2].text_len > 0);
+	/* thinking off: the schema from the first token, no reasoning */
+	assert_int_equal(o[4].reasoning_len, 0);
+	assert_int_equal(o[4].done.reasoning_tokens, 0);
+	assert_person(&o[4]);
+	/* a raw prompt has no thinking */
+	assert_int_equal(o[5].reasoning_len, 0);
+	pc_close(c);
+	assert_int_equal(h_stop(&tw, 30000), 0);
+}
+
 static void test_ping_is_a_real_generation(void **state)
 {
 	struct pc_conn *c = connect_worker();
@@ -769,6 +865,47 @@ static void test_sigterm_drains(void **state)
 }
 
 /*
+ * SIGTERM on an idle worker with a SUBMIT already on its socket (sent
+ * while the worker was stopped, the signal pending): the worker answers
+ * it ERROR draining before it exits 0, not with a closed connection (the
+ * race test_sigterm_drains lost when its generation ended first).
+ */
+static void test_sigterm_idle_answers_pending(void **state)
+{
+	struct h_proc w;
+	char cfg[2048], sock6[600];
+	const char *model = h_model("tiny", "Q8_0", "llama");
+	struct pc_conn *c;
+	struct pc_event ev;
+	struct proto_msg m;
+	struct proto_submit sb;
+
+	(void)state;
+	snprintf(sock6, sizeof(sock6), "%s/idle.sock", h_tmpdir());
+	snprintf(cfg, sizeof(cfg),
+		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 1,"
+		 " \"kv_cache_bytes\": \"16MiB\"}}", model, sock6);
+	assert_int_equal(h_worker_start(&w, "idle", cfg), 0);
+	c = pc_connect(sock6, TIMEOUT_MS);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+	assert_int_equal(ev.type, PROTO_HELLO);
+	assert_int_equal(kill(w.pid, SIGSTOP), 0);
+	kill(w.pid, SIGTERM);
+	pc_submit_init(&m, &sb, 8100, prompts[3], 4, 1);
+	assert_int_equal(pc_send(c, &m), 0);
+	assert_int_equal(kill(w.pid, SIGCONT), 0);
+	do
+		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
+	while (ev.type == PROTO_STATS);
+	assert_int_equal(ev.type, PROTO_ERROR);
+	assert_int_equal(ev.request_id, 8100);
+	assert_int_equal(ev.err_code, PROTO_E_DRAINING);
+	pc_close(c);
+	assert_int_equal(h_stop(&w, 30000), 0);
+}
+
+/*
  * Issue 13, finding 17: worker.socket naming a regular file deleted that
  * file; a second worker on a live socket path silently took it over.  Both
  * are refused now, with a message; the file is intact and the first worker
@@ -858,9 +995,11 @@ int main(void)
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_constrained_output),
 		cmocka_unit_test(test_tool_calls),
+		cmocka_unit_test(test_thinking_batch_invariance),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
 		cmocka_unit_test(test_sigterm_drains),
+		cmocka_unit_test(test_sigterm_idle_answers_pending),
 		cmocka_unit_test(test_socket_path_guarded),
 	};
 

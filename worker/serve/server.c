@@ -274,6 +274,28 @@ int wk_serve_term_seen(struct wk_server *s)
 	return s->draining;
 }
 
+/*
+ * Drained, before the exit: frames already waiting on the connections
+ * are read (a SUBMIT gets its ERROR draining) and the answers flushed, so
+ * that a request sent as the signal came is refused, not lost to a
+ * closed connection.
+ */
+static void answer_pending(struct wk_server *s, struct pollfd *pfd)
+{
+	for (uint32_t i = 0; i < s->n_conns; i++) {
+		pfd[i].fd = s->conns[i]->fd;
+		pfd[i].events = POLLIN;
+		pfd[i].revents = 0;
+	}
+	if (s->n_conns == 0 || poll(pfd, s->n_conns, 0) <= 0)
+		return;
+	for (uint32_t i = 0; i < s->n_conns; i++) {
+		if (pfd[i].revents & POLLIN)
+			wk_serve_conn_read(s, s->conns[i]);
+		wk_serve_conn_flush(s->conns[i]);
+	}
+}
+
 int wk_server_run(const struct wk_server_cfg *cfg)
 {
 	struct wk_server srv;
@@ -317,8 +339,10 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 				wk_serve_conn_flush(s->conns[i]);
 			}
 		}
-		if (s->draining && wk_sched_idle(s->sched))
+		if (s->draining && wk_sched_idle(s->sched)) {
+			answer_pending(s, pfd);
 			break;
+		}
 		timeout = wk_sched_idle(s->sched)
 				  ? (int)((s->next_stats - now) / CM_NS_PER_MS + 1)
 				  : 0;
