@@ -200,3 +200,55 @@ void pc_submit_init(struct proto_msg *m, struct proto_submit *sb, uint64_t id,
 	sb->text.len = (uint32_t)strlen(text);
 	m->u.submit = *sb;
 }
+
+void pc_absorb(struct pc_outcome *o, const struct pc_event *ev)
+{
+	if (ev->type == PROTO_TOKEN) {
+		if (o->calls_len + ev->calls_len < sizeof(o->calls)) {
+			memcpy(o->calls + o->calls_len, ev->calls, ev->calls_len);
+			o->calls_len += ev->calls_len;
+		}
+		if (o->reasoning_len + ev->reasoning_len < sizeof(o->reasoning)) {
+			memcpy(o->reasoning + o->reasoning_len, ev->reasoning, ev->reasoning_len);
+			o->reasoning_len += ev->reasoning_len;
+		}
+		for (uint32_t i = 0; i < ev->n_ids && o->n_ids < 512; i++)
+			o->ids[o->n_ids++] = ev->ids[i];
+		if (o->text_len + ev->text_len < sizeof(o->text)) {
+			memcpy(o->text + o->text_len, ev->text, ev->text_len);
+			o->text_len += ev->text_len;
+		}
+	} else if (ev->type == PROTO_DONE) {
+		o->done = ev->done;
+		o->finished = 1;
+	} else if (ev->type == PROTO_ERROR) {
+		o->err = ev->err_code;
+		snprintf(o->err_msg, sizeof(o->err_msg), "%s", ev->err_msg);
+		o->finished = 1;
+	}
+}
+
+
+int pc_run(struct pc_conn *c, struct proto_msg *msgs, uint32_t n, struct pc_outcome *out,
+	   int timeout_ms)
+{
+	uint32_t left = n;
+	struct pc_event ev;
+
+	memset(out, 0, n * sizeof(*out));
+	for (uint32_t i = 0; i < n; i++)
+		if (pc_send(c, &msgs[i]) != 0)
+			return -1;
+	while (left > 0) {
+		if (pc_next(c, &ev, timeout_ms) != 1)
+			return -1;
+		if (ev.type == PROTO_STATS || ev.type == PROTO_HELLO)
+			continue;
+		if (ev.request_id < msgs[0].request_id || ev.request_id >= msgs[0].request_id + n)
+			return -1;
+		pc_absorb(&out[ev.request_id - msgs[0].request_id], &ev);
+		if (ev.type == PROTO_DONE || ev.type == PROTO_ERROR)
+			left--;
+	}
+	return 0;
+}

@@ -52,6 +52,34 @@ int pc_send_raw(struct pc_conn *c, const void *p, size_t n);
  */
 int pc_next(struct pc_conn *c, struct pc_event *ev, int timeout_ms);
 
+/* What came back for one request: its tokens' ids, text by channel (tool
+ * calls one per line), and its DONE or ERROR. */
+struct pc_outcome {
+	uint32_t ids[512];
+	uint32_t n_ids;
+	char text[8192];
+	size_t text_len;
+	char calls[4096];
+	size_t calls_len;
+	char reasoning[4096];
+	size_t reasoning_len;
+	struct proto_done done;
+	int finished;
+	uint16_t err;
+	char err_msg[256];
+};
+
+/* Adds one event to o (TOKEN, DONE, ERROR; others ignored). */
+void pc_absorb(struct pc_outcome *o, const struct pc_event *ev);
+/*
+ * Sends msgs[0..n) (consecutive request ids) on one connection and reads
+ * until each has its DONE or ERROR, into out[0..n): 0, or -1 (a send
+ * failed, the connection closed, an event for another request, the
+ * deadline per frame passed).
+ */
+int pc_run(struct pc_conn *c, struct proto_msg *msgs, uint32_t n, struct pc_outcome *out,
+	   int timeout_ms);
+
 /* A SUBMIT with sensible defaults: greedy, max_tokens, a tenant salt byte. */
 void pc_submit_init(struct proto_msg *m, struct proto_submit *sb, uint64_t id,
 		    const char *text, uint32_t max_tokens, uint8_t salt_byte);

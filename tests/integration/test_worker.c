@@ -41,48 +41,6 @@
 static struct h_proc worker;
 static char sock[512];
 
-struct outcome {
-	uint32_t ids[512];
-	uint32_t n_ids;
-	char text[8192];
-	size_t text_len;
-	char calls[4096];       /* tool calls, one per line */
-	size_t calls_len;
-	char reasoning[4096];
-	size_t reasoning_len;
-	struct proto_done done;
-	int finished;
-	uint16_t err;
-	char err_msg[256];
-};
-
-static void absorb(struct outcome *o, const struct pc_event *ev)
-{
-	if (ev->type == PROTO_TOKEN) {
-		if (o->calls_len + ev->calls_len < sizeof(o->calls)) {
-			memcpy(o->calls + o->calls_len, ev->calls, ev->calls_len);
-			o->calls_len += ev->calls_len;
-		}
-		if (o->reasoning_len + ev->reasoning_len < sizeof(o->reasoning)) {
-			memcpy(o->reasoning + o->reasoning_len, ev->reasoning, ev->reasoning_len);
-			o->reasoning_len += ev->reasoning_len;
-		}
-		for (uint32_t i = 0; i < ev->n_ids && o->n_ids < 512; i++)
-			o->ids[o->n_ids++] = ev->ids[i];
-		if (o->text_len + ev->text_len < sizeof(o->text)) {
-			memcpy(o->text + o->text_len, ev->text, ev->text_len);
-			o->text_len += ev->text_len;
-		}
-	} else if (ev->type == PROTO_DONE) {
-		o->done = ev->done;
-		o->finished = 1;
-	} else if (ev->type == PROTO_ERROR) {
-		o->err = ev->err_code;
-		snprintf(o->err_msg, sizeof(o->err_msg), "%s", ev->err_msg);
-		o->finished = 1;
-	}
-}
-
 static struct pc_conn *connect_worker(void)
 {
 	struct pc_conn *c = pc_connect(sock, TIMEOUT_MS);
@@ -96,26 +54,9 @@ static struct pc_conn *connect_worker(void)
 
 /* Runs the given requests concurrently on one connection until all end. */
 static void run_requests(struct pc_conn *c, struct proto_msg *msgs, uint32_t n,
-			 struct outcome *out)
+			 struct pc_outcome *out)
 {
-	uint32_t left = n;
-	struct pc_event ev;
-
-	memset(out, 0, n * sizeof(*out));
-	for (uint32_t i = 0; i < n; i++)
-		assert_int_equal(pc_send(c, &msgs[i]), 0);
-	while (left > 0) {
-		int r = pc_next(c, &ev, TIMEOUT_MS);
-
-		assert_int_equal(r, 1);
-		if (ev.type == PROTO_STATS || ev.type == PROTO_HELLO)
-			continue;
-		assert_true(ev.request_id >= msgs[0].request_id &&
-			    ev.request_id < msgs[0].request_id + n);
-		absorb(&out[ev.request_id - msgs[0].request_id], &ev);
-		if (ev.type == PROTO_DONE || ev.type == PROTO_ERROR)
-			left--;
-	}
+	assert_int_equal(pc_run(c, msgs, n, out, TIMEOUT_MS), 0);
 }
 
 /* Waits for a STATS frame satisfying kv_blocks_used == want_used. */
@@ -158,7 +99,7 @@ static void test_concurrent_equals_solo(void **state)
 	enum { N = 32 };
 	static struct proto_msg msgs[N];
 	static struct proto_submit sbs[N];
-	static struct outcome solo[N], conc[N];
+	static struct pc_outcome solo[N], conc[N];
 	struct pc_conn *c = connect_worker();
 
 	(void)state;
@@ -202,7 +143,7 @@ static void test_prefix_cache_isolated_by_tenant(void **state)
 {
 	struct proto_msg m;
 	struct proto_submit sb;
-	struct outcome a, b, other;
+	struct pc_outcome a, b, other;
 	struct pc_conn *c = connect_worker();
 	const char *p = prompts[39];
 
@@ -272,7 +213,7 @@ static void test_bad_requests(void **state)
 {
 	struct proto_msg m;
 	struct proto_submit sb;
-	struct outcome o;
+	struct pc_outcome o;
 	struct pc_conn *c = connect_worker(), *bad;
 	struct pc_event ev;
 	static char huge[20000];
@@ -328,7 +269,7 @@ static void test_bad_requests(void **state)
 }
 
 /* The constrained text of one request: it parses, and keeps the schema. */
-static void assert_person(const struct outcome *o)
+static void assert_person(const struct pc_outcome *o)
 {
 	json_error_t je;
 	json_t *j, *name, *age;
@@ -369,7 +310,7 @@ static void test_constrained_output(void **state)
 	};
 	struct proto_msg m;
 	struct proto_submit sb;
-	struct outcome o;
+	struct pc_outcome o;
 	struct pc_conn *c = connect_worker();
 	int stopped = 0;
 
@@ -486,7 +427,7 @@ static void submit_tools(struct proto_msg *m, struct proto_submit *sb, uint64_t 
 
 /* Each line of o->calls is a call of a tool whose arguments keep its
  * schema; returns how many, and the name of the first in *first. */
-static size_t assert_calls(const struct outcome *o, const char **first)
+static size_t assert_calls(const struct pc_outcome *o, const char **first)
 {
 	static char name0[64];
 	size_t n = 0;
@@ -539,7 +480,7 @@ static void test_tool_calls(void **state)
 {
 	static struct proto_msg m[6];
 	static struct proto_submit sb[6];
-	static struct outcome o[6], solo[6];
+	static struct pc_outcome o[6], solo[6];
 	struct h_proc tw;
 	char cfg[2048], sock4[600];
 	const char *model = h_model("tiny", "Q8_0", "llama");
@@ -628,7 +569,7 @@ static void test_thinking_batch_invariance(void **state)
 {
 	static struct proto_msg m[6];
 	static struct proto_submit sb[6];
-	static struct outcome o[6], solo[6];
+	static struct pc_outcome o[6], solo[6];
 	struct h_proc tw;
 	char cfg[2048], sock5[600];
 	const char *model = h_model_template("tiny", "Q8_0", "llama", "qwen3-thinking");
@@ -759,7 +700,7 @@ static void test_preemption_under_kv_pressure(void **state)
 	enum { N = 6 };
 	static struct proto_msg msgs[N];
 	static struct proto_submit sbs[N];
-	static struct outcome solo[N], conc[N];
+	static struct pc_outcome solo[N], conc[N];
 	struct h_proc small;
 	char cfg[2048];
 	const char *model = h_model("tiny", "Q8_0", "llama");
