@@ -492,12 +492,33 @@ static int q4km_more_bits(uint32_t layer, uint32_t n_layers)
 	       (layer - n_layers / 8) % 3 == 2;
 }
 
+/*
+ * The type a real quantizer gives a matrix whose rows (d0) are not a
+ * multiple of the K-quants' 256, as llama.cpp's llama-quantize does:
+ * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 when even 32 does not
+ * divide them.
+ */
+static uint32_t fit_type(uint32_t type, uint64_t d0)
+{
+	if (d0 % wk_qtype_block_elems(type) == 0)
+		return type;
+	switch (type) {
+	case WK_Q_Q4_K: type = WK_Q_Q5_0; break;
+	case WK_Q_Q5_K: type = WK_Q_Q5_1; break;
+	case WK_Q_Q6_K: type = WK_Q_Q8_0; break;
+	default: break;
+	}
+	return d0 % wk_qtype_block_elems(type) == 0 ? type : WK_Q_F16;
+}
+
 static void add_synth_tensor(struct synth *sy, const char *name, uint32_t type,
 			    uint32_t n_dims, uint64_t d0, uint64_t d1,
 			    enum synth_kind kind)
 {
 	struct synth_tensor *t = &sy->t[sy->n_t++];
 
+	if (kind == K_MATRIX)
+		type = fit_type(type, d0);
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->type = type;
 	t->n_dims = n_dims;
@@ -519,13 +540,15 @@ struct synth_opts {
 	uint32_t vocab, ctx;
 	const struct template_def *td;
 	int rope_freqs;
+	uint32_t embd, ff;      /* 0: the preset's */
 	const char *out;
 };
 
 static uint32_t file_type_id(const char *type_name)
 {
 	static const struct { const char *n; uint32_t id; } ft[] = {
-		{ "F32", 0 }, { "F16", 1 }, { "Q4_0", 2 }, { "Q8_0", 7 }, { "Q4_K", 14 },
+		{ "F32", 0 }, { "F16", 1 }, { "Q4_0", 2 }, { "Q4_1", 3 }, { "Q8_0", 7 },
+		{ "Q5_0", 8 }, { "Q5_1", 9 }, { "Q4_K", 14 },
 		{ "Q4_K_M", 15 }, { "Q5_K", 16 }, { "Q6_K", 18 }, { "BF16", 32 },
 	};
 
@@ -537,7 +560,8 @@ static uint32_t file_type_id(const char *type_name)
 
 static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t err_len)
 {
-	const struct preset *p = o->p;
+	struct preset shape = *o->p;
+	const struct preset *p = &shape;
 	const char *arch = o->arch_qwen2 ? "qwen2" : "llama";
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
@@ -548,6 +572,11 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	int q4km = strcasecmp(o->type_name, "Q4_K_M") == 0;
 	char key[96], name[64];
 
+	if (o->embd)
+		shape.embd = o->embd;
+	if (o->ff)
+		shape.ff = o->ff;
+	head_dim = p->embd / p->heads;
 	mtype = q4km ? WK_Q_Q4_K : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
@@ -685,7 +714,8 @@ int model_cmd_synth(int argc, char **argv)
 			if (strcasecmp(val, "Q4_K_M") != 0 &&
 			    (wk_qtype_parse(val) < 0 || !wk_qtype_supported((uint32_t)wk_qtype_parse(val)))) {
 				fprintf(stderr, "sluice-model: --type: expected F32, F16, BF16, "
-					"Q8_0, Q4_0, Q4_K, Q4_K_M, Q5_K or Q6_K, found '%s'\n", val);
+					"Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q4_K_M, Q5_K or Q6_K, "
+					"found '%s'\n", val);
 				return 2;
 			}
 			o.type_name = val;
@@ -710,6 +740,17 @@ int model_cmd_synth(int argc, char **argv)
 			}
 			o.vocab = (uint32_t)v;
 			have_vocab = 1;
+		} else if (strcmp(arg, "--embd") == 0 || strcmp(arg, "--ffn") == 0) {
+			/* a width a real model has (576: SmolLM2, 896: Qwen2.5-0.5B) */
+			if (model_parse_u64(val, 65536, &v) != 0 || v == 0 || v % 32 != 0) {
+				fprintf(stderr, "sluice-model: %s: expected a multiple of 32 up to "
+					"65536, found '%s'\n", arg, val);
+				return 2;
+			}
+			if (arg[2] == 'e')
+				o.embd = (uint32_t)v;
+			else
+				o.ff = (uint32_t)v;
 		} else if (strcmp(arg, "--ctx") == 0) {
 			if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
 				fprintf(stderr, "sluice-model: --ctx: expected 1..%u, found '%s'\n",

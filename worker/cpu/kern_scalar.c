@@ -86,6 +86,61 @@ static void ks_gemm_q4_0(const struct wk_cpu_gemm *g, int r0, int r1)
 	}
 }
 
+/*
+ * Q4_1, Q5_0, Q5_1: levels q (0..15 or 0..31) of 32 values; per block the
+ * integer dot s = sum q * xq, then acc += s * (d * xd) and, for the types
+ * with a minimum, acc += (m * xd) * sum(xq); Q5_0's -16 offset is folded
+ * into s as -16 * sum(xq).
+ */
+static void ks_gemm_q5(const struct wk_cpu_gemm *g, int r0, int r1, uint32_t type)
+{
+	const int nb = g->cols / 32, has_m = type != WK_Q_Q5_0, five = type != WK_Q_Q4_1;
+	const size_t bb = wk_qtype_block_bytes(type);
+	const size_t qs_at = type == WK_Q_Q4_1 ? 4 : type == WK_Q_Q5_0 ? 6 : 8;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			const int32_t *xs = (const int32_t *)(xr + g->cols + 4 * (size_t)nb);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + bb * b, *qs = blk + qs_at;
+				const uint8_t *qh = blk + (has_m ? 4 : 2);
+				uint32_t h = five ? (uint32_t)qh[0] | (uint32_t)qh[1] << 8 |
+							    (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24
+						  : 0;
+				int s = type == WK_Q_Q5_0 ? -16 * xs[b] : 0;
+				for (int i = 0; i < 16; i++) {
+					int q0 = (qs[i] & 15) | (int)(((h >> i) & 1) << 4);
+					int q1 = (qs[i] >> 4) | (int)(((h >> (i + 16)) & 1) << 4);
+					s += q0 * xq[32 * b + i] + q1 * xq[32 * b + 16 + i];
+				}
+				acc += (float)s * (ks_f16(blk) * xd[b]);
+				if (has_m)
+					acc += (ks_f16(blk + 2) * xd[b]) * (float)xs[b];
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+static void ks_gemm_q4_1(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	ks_gemm_q5(g, r0, r1, WK_Q_Q4_1);
+}
+
+static void ks_gemm_q5_0(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	ks_gemm_q5(g, r0, r1, WK_Q_Q5_0);
+}
+
+static void ks_gemm_q5_1(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	ks_gemm_q5(g, r0, r1, WK_Q_Q5_1);
+}
+
 static void ks_gemm_q8_0(const struct wk_cpu_gemm *g, int r0, int r1)
 {
 	int nb = g->cols / 32;
@@ -223,6 +278,9 @@ const struct wk_cpu_kernels wk_cpu_kernels_scalar = {
 		[WK_Q_F16] = ks_gemm_f16,
 		[WK_Q_BF16] = ks_gemm_bf16,
 		[WK_Q_Q4_0] = ks_gemm_q4_0,
+		[WK_Q_Q4_1] = ks_gemm_q4_1,
+		[WK_Q_Q5_0] = ks_gemm_q5_0,
+		[WK_Q_Q5_1] = ks_gemm_q5_1,
 		[WK_Q_Q8_0] = ks_gemm_q8_0,
 		[WK_Q_Q4_K] = ks_gemm_q4_k,
 		[WK_Q_Q5_K] = ks_gemm_q5_k,

@@ -418,6 +418,118 @@ KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
 #endif
 
+/* ==== Q4_1 / Q5_0 / Q5_1 x Q8_32 ========================================= */
+
+/*
+ * The same shape in both builds (these types are rare in files: the
+ * fallback of K-quant mixes for rows that are not a multiple of 256, so no
+ * 16-row kernel of their own): per block of 32 the unsigned levels q
+ * (nibbles, plus the fifth bits of qh expanded to 0x10 by byte compare)
+ * in u8 lanes, an exact integer dot with the activations
+ * (idot = dot(q, x), minus 16 * sum(x) for Q5_0, spread as -2 * sum per
+ * lane), acc += float(idot) * (d * dx); the minimum of Q4_1/Q5_1 adds
+ * (m * dx) * sum(x) to a scalar accumulator per output, added after the
+ * horizontal sum.  KIND: 1 Q4_1, 2 Q5_0, 3 Q5_1.
+ */
+KX_INLINE __m256i kx_q5_high(const uint8_t *qh)
+{
+	uint32_t h;
+	memcpy(&h, qh, 4);
+	const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+					     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), sel);
+	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+KX_INLINE void kx_q5x_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			   const int KIND)
+{
+	const int nb = g->cols / 32, has_m = KIND != 2, five = KIND != 1;
+	const size_t bb = KIND == 1 ? 20 : KIND == 2 ? 22 : 24;
+	const size_t qs_at = KIND == 1 ? 4 : KIND == 2 ? 6 : 8, qh_at = has_m ? 4 : 2;
+	__m256 acc[KX_MR][KX_MT];
+	float accm[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int32_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			acc[i][j] = _mm256_setzero_ps();
+			accm[i][j] = 0;
+		}
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	for (int b = 0; b < nb; b++) {
+		__m256i wq[KX_MR];
+		float wd[KX_MR], wm[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + bb * (size_t)b;
+			if (T == 1 && (b & 1) == 0)
+				kx_prefetch_block(blk, 64);
+			wd[i] = kx_f16(blk);
+			wm[i] = has_m ? kx_f16(blk + 2) : 0.0f;
+			__m128i v = _mm_loadu_si128((const __m128i *)(blk + qs_at));
+			__m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v),
+							       _mm_srli_epi16(v, 4), 1);
+			wq[i] = _mm256_and_si256(both, m4);
+			if (five)
+				wq[i] = _mm256_or_si256(wq[i], kx_q5_high(blk + qh_at));
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			__m256i xv = kx_load256(xq[j] + 32 * (size_t)b);
+			const float dx = xd[j][b];
+			const __m256i corr = _mm256_set1_epi32(KIND == 2 ? -2 * xs[j][b] : 0);
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+				__m256i id = kx_dpbusd(corr, wq[i], xv);
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id),
+							    _mm256_set1_ps(wd[i] * dx), acc[i][j]);
+				if (has_m)
+					accm[i][j] += (wm[i] * dx) * (float)xs[j][b];
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]) + accm[i][j];
+}
+
+KX_INLINE void kx_q4_1_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q5x_tile(g, r, t, R, T, 1);
+}
+KX_INLINE void kx_q5_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q5x_tile(g, r, t, R, T, 2);
+}
+KX_INLINE void kx_q5_1_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	kx_q5x_tile(g, r, t, R, T, 3);
+}
+
+#if KX_512
+KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_0, kx_q5_0_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_1, kx_q5_1_tile, 4, 4)
+#else
+KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 2, 4)
+KX_DRIVER(kx_gemm_q5_0, kx_q5_0_tile, 2, 4)
+KX_DRIVER(kx_gemm_q5_1, kx_q5_1_tile, 2, 4)
+#endif
+
 /* ==== K-quants x Q8_256 ================================================== */
 
 /* shuffle masks broadcasting int16 word k of each 128-bit lane */
@@ -677,6 +789,9 @@ const struct wk_cpu_kernels KX_TABLE = {
 		[WK_Q_F16] = kx_gemm_f16,
 		[WK_Q_BF16] = kx_gemm_bf16,
 		[WK_Q_Q4_0] = kx_gemm_q4_0,
+		[WK_Q_Q4_1] = kx_gemm_q4_1,
+		[WK_Q_Q5_0] = kx_gemm_q5_0,
+		[WK_Q_Q5_1] = kx_gemm_q5_1,
 		[WK_Q_Q8_0] = kx_gemm_q8_0,
 		[WK_Q_Q4_K] = kx_gemm_q4_k,
 		[WK_Q_Q5_K] = kx_gemm_q5_k,

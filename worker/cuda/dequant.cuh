@@ -3,8 +3,8 @@
  * the dequantise-to-BF16 (GEMM path) and the embedding kernels.
  *
  * A row is read in "units": 8 values (16 bytes) of F16/BF16, 4 values
- * (16 bytes) of F32, and 32 values for quantised types (one Q8_0/Q4_0
- * block, or one 32-value sub-block of a Q4_K/Q5_K/Q6_K super-block).
+ * (16 bytes) of F32, and 32 values for quantised types (one Q8_0, Q4_0,
+ * Q4_1, Q5_0 or Q5_1 block, or one 32-value sub-block of a Q4_K/Q5_K/Q6_K super-block).
  * Decoding follows worker/model/quant.c (the reference) value for value: the
  * same scale products in float, in the same order.  On the host the result
  * is bit-identical to wk_dequantize_row() (wk_cuda_dequant_selfcheck()
@@ -148,6 +148,58 @@ template <> struct wk_cu_unit<WK_Q_Q4_0> {
 	}
 };
 
+/* Q4_1, Q5_0, Q5_1: unsigned levels (nibbles, the fifth bits from qh),
+ * x = q * d + m (Q5_0: (q - 16) * d), as quant.c writes them. */
+WK_CU_HD uint32_t wk_cu_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+template <> struct wk_cu_unit<WK_Q_Q4_1> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		const uint8_t *b = row + (uint64_t)u * 20, *qs = b + 4;
+		float d = wk_cu_h2f(b), m = wk_cu_h2f(b + 2);
+		for (int i = 0; i < 16; i++) {
+			w[i] = (float)(qs[i] & 15) * d + m;
+			w[i + 16] = (float)(qs[i] >> 4) * d + m;
+		}
+	}
+};
+
+template <> struct wk_cu_unit<WK_Q_Q5_0> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		const uint8_t *b = row + (uint64_t)u * 22, *qs = b + 6;
+		uint32_t h = wk_cu_le32(b + 2);
+		float d = wk_cu_h2f(b);
+		for (int i = 0; i < 16; i++) {
+			int q0 = (qs[i] & 15) | (int)(((h >> i) & 1) << 4);
+			int q1 = (qs[i] >> 4) | (int)(((h >> (i + 16)) & 1) << 4);
+			w[i] = (float)(q0 - 16) * d;
+			w[i + 16] = (float)(q1 - 16) * d;
+		}
+	}
+};
+
+template <> struct wk_cu_unit<WK_Q_Q5_1> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		const uint8_t *b = row + (uint64_t)u * 24, *qs = b + 8;
+		uint32_t h = wk_cu_le32(b + 4);
+		float d = wk_cu_h2f(b), m = wk_cu_h2f(b + 2);
+		for (int i = 0; i < 16; i++) {
+			int q0 = (qs[i] & 15) | (int)(((h >> i) & 1) << 4);
+			int q1 = (qs[i] >> 4) | (int)(((h >> (i + 16)) & 1) << 4);
+			w[i] = (float)q0 * d + m;
+			w[i + 16] = (float)q1 * d + m;
+		}
+	}
+};
+
 template <> struct wk_cu_unit<WK_Q_Q4_K> {
 	static constexpr int N = 32;
 	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
@@ -210,6 +262,9 @@ template <> struct wk_cu_unit<WK_Q_Q6_K> {
 	case WK_Q_BF16: { constexpr int WT = WK_Q_BF16; BODY; } break;       \
 	case WK_Q_Q8_0: { constexpr int WT = WK_Q_Q8_0; BODY; } break;       \
 	case WK_Q_Q4_0: { constexpr int WT = WK_Q_Q4_0; BODY; } break;       \
+	case WK_Q_Q4_1: { constexpr int WT = WK_Q_Q4_1; BODY; } break;       \
+	case WK_Q_Q5_0: { constexpr int WT = WK_Q_Q5_0; BODY; } break;       \
+	case WK_Q_Q5_1: { constexpr int WT = WK_Q_Q5_1; BODY; } break;       \
 	case WK_Q_Q4_K: { constexpr int WT = WK_Q_Q4_K; BODY; } break;       \
 	case WK_Q_Q5_K: { constexpr int WT = WK_Q_Q5_K; BODY; } break;       \
 	case WK_Q_Q6_K: { constexpr int WT = WK_Q_Q6_K; BODY; } break;       \

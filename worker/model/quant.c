@@ -28,6 +28,9 @@ static const struct wk_qtype_info wk_qtypes[WK_Q_COUNT_] = {
 	[WK_Q_F32] = { "F32", 1, 4, 1 },
 	[WK_Q_F16] = { "F16", 1, 2, 1 },
 	[WK_Q_Q4_0] = { "Q4_0", 32, 18, 1 },
+	[WK_Q_Q4_1] = { "Q4_1", 32, 20, 1 },
+	[WK_Q_Q5_0] = { "Q5_0", 32, 22, 1 },
+	[WK_Q_Q5_1] = { "Q5_1", 32, 24, 1 },
 	[WK_Q_Q8_0] = { "Q8_0", 32, 34, 1 },
 	[WK_Q_Q4_K] = { "Q4_K", 256, 144, 1 },
 	[WK_Q_Q5_K] = { "Q5_K", 256, 176, 1 },
@@ -284,6 +287,122 @@ static void wk_dequant_q8_0(const uint8_t *b, float *y)
 		y[i] = d * (float)(int8_t)b[2 + i];
 }
 
+/* ---- Q4_1 / Q5_0 / Q5_1 ------------------------------------------------ */
+
+/*
+ * As llama.cpp's reference quantisers (what llama-quantize writes for
+ * these types without an importance matrix): the scale from the block's
+ * range unrounded, levels truncated after adding one half.
+ */
+static void wk_minmax32(const float *x, float *lo, float *hi)
+{
+	*lo = x[0];
+	*hi = x[0];
+	for (int i = 1; i < 32; i++) {
+		*lo = x[i] < *lo ? x[i] : *lo;
+		*hi = x[i] > *hi ? x[i] : *hi;
+	}
+}
+
+static void wk_quant_q4_1(const float *x, uint8_t *b)
+{
+	float lo, hi;
+	wk_minmax32(x, &lo, &hi);
+	float d = (hi - lo) / 15.0f, id = d != 0 ? 1.0f / d : 0;
+	wk_put_f16(b, d);
+	wk_put_f16(b + 2, lo);
+	for (int i = 0; i < 16; i++) {
+		int q0 = (int)(int8_t)((x[i] - lo) * id + 0.5f);
+		int q1 = (int)(int8_t)((x[i + 16] - lo) * id + 0.5f);
+		q0 = q0 > 15 ? 15 : q0;
+		q1 = q1 > 15 ? 15 : q1;
+		b[4 + i] = (uint8_t)(q0 | (q1 << 4));
+	}
+}
+
+static void wk_dequant_q4_1(const uint8_t *b, float *y)
+{
+	float d = wk_get_f16(b), m = wk_get_f16(b + 2);
+	for (int i = 0; i < 16; i++) {
+		y[i] = (float)(b[4 + i] & 15) * d + m;
+		y[i + 16] = (float)(b[4 + i] >> 4) * d + m;
+	}
+}
+
+/* Levels 0..31 of 32 values into qh (the fifth bits) and qs. */
+static void wk_put_q5(uint8_t *qh, uint8_t *qs, const int *q)
+{
+	uint32_t h = 0;
+	for (int i = 0; i < 16; i++) {
+		qs[i] = (uint8_t)((q[i] & 15) | ((q[i + 16] & 15) << 4));
+		h |= (uint32_t)((q[i] >> 4) & 1) << i;
+		h |= (uint32_t)((q[i + 16] >> 4) & 1) << (i + 16);
+	}
+	for (int k = 0; k < 4; k++)
+		qh[k] = (uint8_t)(h >> (8 * k));
+}
+
+static void wk_get_q5(const uint8_t *qh, const uint8_t *qs, int *q)
+{
+	uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+		     (uint32_t)qh[3] << 24;
+	for (int i = 0; i < 16; i++) {
+		q[i] = (qs[i] & 15) | (int)(((h >> i) & 1) << 4);
+		q[i + 16] = (qs[i] >> 4) | (int)(((h >> (i + 16)) & 1) << 4);
+	}
+}
+
+static void wk_quant_q5_0(const float *x, uint8_t *b)
+{
+	float amax = 0, vmax = 0;
+	int q[32];
+	for (int i = 0; i < 32; i++)
+		if (fabsf(x[i]) > amax) {
+			amax = fabsf(x[i]);
+			vmax = x[i];
+		}
+	float d = vmax / -16.0f, id = d != 0 ? 1.0f / d : 0;
+	wk_put_f16(b, d);
+	for (int i = 0; i < 32; i++) {
+		int v = (int)(int8_t)(x[i] * id + 16.5f);
+		q[i] = v > 31 ? 31 : v;
+	}
+	wk_put_q5(b + 2, b + 6, q);
+}
+
+static void wk_dequant_q5_0(const uint8_t *b, float *y)
+{
+	float d = wk_get_f16(b);
+	int q[32];
+	wk_get_q5(b + 2, b + 6, q);
+	for (int i = 0; i < 32; i++)
+		y[i] = (float)(q[i] - 16) * d;
+}
+
+static void wk_quant_q5_1(const float *x, uint8_t *b)
+{
+	float lo, hi;
+	int q[32];
+	wk_minmax32(x, &lo, &hi);
+	float d = (hi - lo) / 31.0f, id = d != 0 ? 1.0f / d : 0;
+	wk_put_f16(b, d);
+	wk_put_f16(b + 2, lo);
+	for (int i = 0; i < 32; i++) {
+		int v = (int)(uint8_t)((x[i] - lo) * id + 0.5f);
+		q[i] = v > 31 ? 31 : v;
+	}
+	wk_put_q5(b + 4, b + 8, q);
+}
+
+static void wk_dequant_q5_1(const uint8_t *b, float *y)
+{
+	float d = wk_get_f16(b), m = wk_get_f16(b + 2);
+	int q[32];
+	wk_get_q5(b + 4, b + 8, q);
+	for (int i = 0; i < 32; i++)
+		y[i] = (float)q[i] * d + m;
+}
+
 /* ---- Q4_K / Q5_K ------------------------------------------------------ */
 
 /*
@@ -522,6 +641,9 @@ void wk_quantize_row(uint32_t type, const float *x, void *dst, uint64_t n)
 	for (uint64_t k = 0; k < n / be; k++, x += be, p += bb) {
 		switch (type) {
 		case WK_Q_Q4_0: wk_quant_q4_0(x, p); break;
+		case WK_Q_Q4_1: wk_quant_q4_1(x, p); break;
+		case WK_Q_Q5_0: wk_quant_q5_0(x, p); break;
+		case WK_Q_Q5_1: wk_quant_q5_1(x, p); break;
 		case WK_Q_Q8_0: wk_quant_q8_0(x, p); break;
 		case WK_Q_Q4_K: wk_quant_q4_k(x, p); break;
 		case WK_Q_Q5_K: wk_quant_q5_k(x, p); break;
@@ -556,6 +678,9 @@ void wk_dequantize_row(uint32_t type, const void *src, float *y, uint64_t n)
 	for (uint64_t k = 0; k < n / be; k++, y += be, p += bb) {
 		switch (type) {
 		case WK_Q_Q4_0: wk_dequant_q4_0(p, y); break;
+		case WK_Q_Q4_1: wk_dequant_q4_1(p, y); break;
+		case WK_Q_Q5_0: wk_dequant_q5_0(p, y); break;
+		case WK_Q_Q5_1: wk_dequant_q5_1(p, y); break;
 		case WK_Q_Q8_0: wk_dequant_q8_0(p, y); break;
 		case WK_Q_Q4_K: wk_dequant_q4_k(p, y); break;
 		case WK_Q_Q5_K: wk_dequant_q5_k(p, y); break;

@@ -6,6 +6,11 @@
  *
  *   Q4_0  32 values, 18 bytes: f16 d; u8 qs[16] (low nibbles = values 0..15,
  *         high nibbles = 16..31); x = d * (q - 8)
+ *   Q4_1  32 values, 20 bytes: f16 d, m; u8 qs[16] (nibbles as Q4_0); x = d * q + m
+ *   Q5_0  32 values, 22 bytes: f16 d; u8 qh[4] (bit j of the little-endian
+ *         u32: the fifth bit of value j); u8 qs[16] (low four bits, as
+ *         Q4_0); x = d * (q - 16)
+ *   Q5_1  32 values, 24 bytes: f16 d, m; u8 qh[4]; u8 qs[16]; x = d * q + m
  *   Q8_0  32 values, 34 bytes: f16 d; i8 qs[32]; x = d * q
  *   Q4_K 256 values, 144 bytes: f16 d, dmin; u8 scales[12] (8 sub-blocks of
  *         32, 6-bit scale and min each); u8 qs[128]
@@ -28,6 +33,9 @@ enum wk_qtype {
 	WK_Q_F32 = 0,
 	WK_Q_F16 = 1,
 	WK_Q_Q4_0 = 2,
+	WK_Q_Q4_1 = 3,
+	WK_Q_Q5_0 = 6,
+	WK_Q_Q5_1 = 7,
 	WK_Q_Q8_0 = 8,
 	WK_Q_Q4_K = 12,
 	WK_Q_Q5_K = 13,
@@ -37,7 +45,8 @@ enum wk_qtype {
 	WK_Q_COUNT_ = 31, /* bound for tables indexed by id */
 };
 
-/* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K). */
+/* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_1
+ * Q5_0 Q5_1 Q4_K Q5_K Q6_K). */
 int wk_qtype_supported(uint32_t type);
 /* "F32", "Q4_K", ...; "?" for unknown ids. */
 const char *wk_qtype_name(uint32_t type);

@@ -40,18 +40,25 @@
 
 static char tmpdir[256];
 
-static int synth(const char *preset, const char *type, const char *arch, char *path,
-		 size_t len)
+/* `sluice-model synth` with more arguments (NULL: none); `tag` names them in the file. */
+static int synth_x(const char *preset, const char *type, const char *arch, const char *extra,
+		   const char *tag, char *path, size_t len)
 {
 	const char *bd = getenv("SLUICE_BUILD_DIR");
 	char cmd[1024];
 
-	snprintf(path, len, "%s/%s-%s-%s.gguf", tmpdir, preset, type, arch);
+	snprintf(path, len, "%s/%s-%s-%s%s.gguf", tmpdir, preset, type, arch, tag ? tag : "");
 	if (access(path, R_OK) == 0)
 		return 0;
-	snprintf(cmd, sizeof(cmd), "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 7 -o %s",
-		 bd ? bd : ".", preset, type, arch, path);
+	snprintf(cmd, sizeof(cmd), "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 7 %s -o %s",
+		 bd ? bd : ".", preset, type, arch, extra ? extra : "", path);
 	return system(cmd);
+}
+
+static int synth(const char *preset, const char *type, const char *arch, char *path,
+		 size_t len)
+{
+	return synth_x(preset, type, arch, NULL, NULL, path, len);
 }
 
 /* ---- the reference ---- */
@@ -265,7 +272,8 @@ static double rel_l2(const float *a, const double *ref, uint32_t n)
 	return sqrt(num / (den > 0 ? den : 1));
 }
 
-static void check_model(const char *type, const char *arch, double tol)
+static void check_model_x(const char *type, const char *arch, const char *extra, const char *tag,
+			  double tol)
 {
 	char path[512], err[512] = "";
 	struct wk_model *m = NULL;
@@ -278,7 +286,7 @@ static void check_model(const char *type, const char *arch, double tol)
 	double *rl, worst = 0;
 	uint32_t V;
 
-	assert_int_equal(synth("tiny", type, arch, path, sizeof(path)), 0);
+	assert_int_equal(synth_x("tiny", type, arch, extra, tag, path, sizeof(path)), 0);
 	assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
 	V = m->hp.n_vocab;
 	for (int i = 0; i < NT; i++)
@@ -302,8 +310,8 @@ static void check_model(const char *type, const char *arch, double tol)
 		if (e > worst)
 			worst = e;
 	}
-	printf("# %s/%s: worst relative L2 error of logits over %d positions: %.3g (tolerance %.3g)\n",
-	       type, arch, NT, worst, tol);
+	printf("# %s/%s%s: worst relative L2 error of logits over %d positions: %.3g (tolerance %.3g)\n",
+	       type, arch, tag ? tag : "", NT, worst, tol);
 	assert_true(worst < tol);
 	eng_free(&E);
 	free(R.kc);
@@ -311,6 +319,11 @@ static void check_model(const char *type, const char *arch, double tol)
 	free(lg);
 	free(rl);
 	wk_model_free(m);
+}
+
+static void check_model(const char *type, const char *arch, double tol)
+{
+	check_model_x(type, arch, NULL, NULL, tol);
 }
 
 static void test_ref_f32_llama(void **s) { (void)s; check_model("F32", "llama", 1e-4); }
@@ -321,16 +334,26 @@ static void test_ref_q4_0_llama(void **s) { (void)s; check_model("Q4_0", "llama"
 static void test_ref_q4_k_m_llama(void **s) { (void)s; check_model("Q4_K_M", "llama", 5e-2); }
 static void test_ref_q5_k_llama(void **s) { (void)s; check_model("Q5_K", "llama", 5e-2); }
 static void test_ref_q6_k_llama(void **s) { (void)s; check_model("Q6_K", "llama", 5e-2); }
+static void test_ref_q4_1_llama(void **s) { (void)s; check_model("Q4_1", "llama", 4e-2); }
+static void test_ref_q5_0_llama(void **s) { (void)s; check_model("Q5_0", "llama", 4e-2); }
+static void test_ref_q5_1_llama(void **s) { (void)s; check_model("Q5_1", "llama", 4e-2); }
+/* a 576-wide model (SmolLM2's width) in Q4_K_M: the rows of 576 take the
+ * fallback types a real quantizer gives them (Q5_0, Q8_0) */
+static void test_ref_q4_k_m_576(void **s)
+{
+	(void)s;
+	check_model_x("Q4_K_M", "llama", "--embd 576 --ffn 1536", "-576", 5e-2);
+}
 static void test_ref_f32_qwen2(void **s) { (void)s; check_model("F32", "qwen2", 1e-4); }
 static void test_ref_q8_0_qwen2(void **s) { (void)s; check_model("Q8_0", "qwen2", 4e-2); }
 
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
 {
-	const char *types[] = { "F16", "Q8_0", "Q4_K_M" };
+	const char *types[] = { "F16", "Q8_0", "Q4_K_M", "Q5_1" };
 
 	(void)state;
-	for (size_t ti = 0; ti < 3; ti++) {
+	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
 		char path[512], err[512] = "";
 		struct wk_model *m = NULL;
 		struct wk_model_opts opts = { 0 };
@@ -391,6 +414,10 @@ int main(void)
 		cmocka_unit_test(test_ref_q4_k_m_llama),
 		cmocka_unit_test(test_ref_q5_k_llama),
 		cmocka_unit_test(test_ref_q6_k_llama),
+		cmocka_unit_test(test_ref_q4_1_llama),
+		cmocka_unit_test(test_ref_q5_0_llama),
+		cmocka_unit_test(test_ref_q5_1_llama),
+		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
 		cmocka_unit_test(test_ref_q8_0_qwen2),
 		cmocka_unit_test(test_batch_and_thread_invariance),

@@ -29,8 +29,9 @@
 #include "worker/cpu/pool.h"
 #include "worker/model/quant.h"
 
-static const uint32_t types[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q4_0,
-				  WK_Q_Q8_0, WK_Q_Q4_K, WK_Q_Q5_K, WK_Q_Q6_K };
+static const uint32_t types[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q4_0, WK_Q_Q4_1,
+				  WK_Q_Q5_0, WK_Q_Q5_1, WK_Q_Q8_0, WK_Q_Q4_K, WK_Q_Q5_K,
+				  WK_Q_Q6_K };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float rnd(void)
@@ -98,7 +99,7 @@ static void check_accuracy(struct wk_cpu_mm *mm, uint32_t type, int rows, int co
 		x[i] = rnd() * (i % 17 == 0 ? 4.0f : 1.0f);
 	assert_int_equal(wk_cpu_matmul(mm, type, w, rows, cols, x, n, y), CM_OK);
 	int quant = type != WK_Q_F32 && type != WK_Q_F16 && type != WK_Q_BF16;
-	int qb = (type == WK_Q_Q4_0 || type == WK_Q_Q8_0) ? 32 : 256;
+	int qb = (int)(wk_qtype_block_elems(type) == 32 ? 32 : 256);
 	for (int r = 0; r < rows; r++) {
 		wk_dequantize_row(type, w + rb * (size_t)r, wf, (uint64_t)cols);
 		for (int t = 0; t < n; t++) {
@@ -267,7 +268,7 @@ static void test_refusals(void **state)
 	float x[256] = { 0 }, y[4];
 	uint8_t w[4 * 292] = { 0 };
 	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_Q8_K, w, 1, 256, x, 1, y), CM_EUNSUPPORTED);
-	assert_int_equal(wk_cpu_matmul(f->mm2, 3, w, 1, 256, x, 1, y), CM_EUNSUPPORTED);
+	assert_int_equal(wk_cpu_matmul(f->mm2, 4, w, 1, 256, x, 1, y), CM_EUNSUPPORTED);
 	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_Q4_K, w, 1, 200, x, 1, y), CM_EINVAL);
 	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_Q4_0, w, 0, 32, x, 1, y), CM_EINVAL);
 	assert_int_equal(wk_cpu_matmul(f->mm2, WK_Q_F32, w, 1, 32, x, 0, y), CM_EINVAL);

@@ -505,8 +505,8 @@ static void test_synth_tiny(void **state)
 
 static void test_synth_types_and_archs(void **state)
 {
-	static const char *const types[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_K",
-					     "Q4_K_M", "Q5_K", "Q6_K" };
+	static const char *const types[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
+					     "Q5_1", "Q4_K", "Q4_K_M", "Q5_K", "Q6_K" };
 	struct wk_gguf *g = NULL;
 	struct wk_mcfg *c = NULL;
 	char err[512], a[128], out[8192];
@@ -531,6 +531,20 @@ static void test_synth_types_and_archs(void **state)
 		wk_mcfg_free(c);
 		wk_gguf_close(g);
 	}
+	/* 576 wide in Q4_K_M: rows of 576 take llama-quantize's fallbacks
+	 * (Q4_K -> Q5_0, Q6_K -> Q8_0), rows of 1536 stay K-quants */
+	path = synth("w.gguf", "--preset tiny --type Q4_K_M --embd 576 --ffn 1536");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->hp.n_embd, 576);
+	assert_int_equal(c->layers[0].wq.type, WK_Q_Q5_0);
+	assert_int_equal(c->layers[0].wv.type, WK_Q_Q5_0);
+	assert_int_equal(c->layers[1].wv.type, WK_Q_Q8_0);  /* Q4_K_M's more bits */
+	assert_int_equal(c->layers[0].w_down.type, WK_Q_Q4_K);
+	assert_int_equal(c->layers[1].w_down.type, WK_Q_Q6_K);
+	assert_int_equal(c->output.type, WK_Q_Q8_0);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
 	/* qwen2 with the llama3 template: biases, bos = <|begin_of_text|> */
 	path = synth("q.gguf", "--preset tiny --arch qwen2 --template llama3 --seed 7 --rope-freqs");
 	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);

@@ -58,10 +58,16 @@ static void test_table(void **state)
 	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q4_0, 64), 36);
 	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q4_0, 48), 0);
 	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q6_K, 2048), 8 * 210);
-	assert_int_equal(wk_qtype_row_bytes(3, 32), 0);
+	/* 4 and 5 (Q4_2, Q4_3) left ggml long ago: no file has them */
+	assert_int_equal(wk_qtype_row_bytes(4, 32), 0);
+	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q4_1, 64), 40);
+	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q5_0, 64), 44);
+	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q5_1, 64), 48);
 	assert_int_equal(wk_qtype_row_bytes(999, 32), 0);
 	assert_int_equal(wk_qtype_row_bytes(WK_Q_F32, UINT64_MAX / 2), 0);
-	assert_int_equal(wk_qtype_block_elems(7), 0);
+	assert_int_equal(wk_qtype_block_elems(5), 0);
+	assert_int_equal(wk_qtype_block_elems(WK_Q_Q5_1), 32);
+	assert_int_equal(wk_qtype_parse("q5_0"), WK_Q_Q5_0);
 	assert_string_equal(wk_qtype_name(WK_Q_Q5_K), "Q5_K");
 	assert_string_equal(wk_qtype_name(31), "?");
 	assert_string_equal(wk_qtype_name(UINT32_MAX), "?");
@@ -72,7 +78,8 @@ static void test_table(void **state)
 	assert_true(wk_qtype_supported(WK_Q_Q6_K));
 	assert_true(wk_qtype_supported(WK_Q_BF16));
 	assert_false(wk_qtype_supported(WK_Q_Q8_K));
-	assert_false(wk_qtype_supported(3));
+	assert_false(wk_qtype_supported(4));
+	assert_true(wk_qtype_supported(WK_Q_Q4_1));
 	assert_false(wk_qtype_supported(1000));
 }
 
@@ -171,6 +178,7 @@ static void test_round_trip(void **state)
 		{ WK_Q_F32, 0.0 },    { WK_Q_F16, 1e-3 },  { WK_Q_BF16, 5e-3 },
 		{ WK_Q_Q8_0, 0.01 },  { WK_Q_Q4_0, 0.10 }, { WK_Q_Q4_K, 0.10 },
 		{ WK_Q_Q5_K, 0.05 },  { WK_Q_Q6_K, 0.02 }, { WK_Q_Q8_K, 0.01 },
+		{ WK_Q_Q4_1, 0.10 },  { WK_Q_Q5_0, 0.05 }, { WK_Q_Q5_1, 0.05 },
 	};
 	enum { N = 4096 };
 	float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
@@ -228,6 +236,65 @@ static void test_known_q4_0_q8_0(void **state)
 	wk_dequantize_row(WK_Q_Q8_0, b, y, 32);
 	for (int i = 0; i < 32; i++)
 		assert_true(y[i] == 0.25f * (float)(i * 8 - 128));
+}
+
+/*
+ * Q4_1, Q5_0, Q5_1 blocks written by hand from the format notes (GGUF's
+ * block_q4_1 / block_q5_0 / block_q5_1): value i's fifth bit is bit i of
+ * the little-endian qh word; x = q * d + m, Q5_0 (q - 16) * d.
+ */
+static void test_known_q4_1_q5(void **state)
+{
+	uint8_t b[24];
+	float y[32];
+	uint32_t h = 0xA5C3F00Fu;
+
+	(void)state;
+	put16(b, 0x3800);     /* d = 0.5 */
+	put16(b + 2, 0xBC00); /* m = -1 */
+	for (int i = 0; i < 16; i++)
+		b[4 + i] = (uint8_t)(i | ((15 - i) << 4));
+	wk_dequantize_row(WK_Q_Q4_1, b, y, 32);
+	for (int i = 0; i < 16; i++) {
+		assert_true(y[i] == 0.5f * (float)i - 1.0f);
+		assert_true(y[i + 16] == 0.5f * (float)(15 - i) - 1.0f);
+	}
+	put16(b, 0x3400); /* d = 0.25 */
+	for (int k = 0; k < 4; k++)
+		b[2 + k] = (uint8_t)(h >> (8 * k));
+	for (int i = 0; i < 16; i++)
+		b[6 + i] = (uint8_t)(i | ((15 - i) << 4));
+	wk_dequantize_row(WK_Q_Q5_0, b, y, 32);
+	for (int i = 0; i < 16; i++) {
+		int q0 = i | (int)((h >> i) & 1) << 4, q1 = (15 - i) | (int)((h >> (i + 16)) & 1) << 4;
+		assert_true(y[i] == 0.25f * (float)(q0 - 16));
+		assert_true(y[i + 16] == 0.25f * (float)(q1 - 16));
+	}
+	put16(b, 0x3C00);     /* d = 1 */
+	put16(b + 2, 0x4000); /* m = 2 */
+	for (int k = 0; k < 4; k++)
+		b[4 + k] = (uint8_t)(h >> (8 * k));
+	for (int i = 0; i < 16; i++)
+		b[8 + i] = (uint8_t)((15 - i) | (i << 4));
+	wk_dequantize_row(WK_Q_Q5_1, b, y, 32);
+	for (int i = 0; i < 16; i++) {
+		int q0 = (15 - i) | (int)((h >> i) & 1) << 4, q1 = i | (int)((h >> (i + 16)) & 1) << 4;
+		assert_true(y[i] == (float)q0 + 2.0f);
+		assert_true(y[i + 16] == (float)q1 + 2.0f);
+	}
+	/* the quantisers use every level: the block's extremes map to 0 and
+	 * 15 / 31 (Q4_1, Q5_1) and to level 0 (Q5_0, the largest magnitude) */
+	for (int i = 0; i < 32; i++)
+		y[i] = (float)i - 10.0f;
+	wk_quantize_row(WK_Q_Q5_1, y, b, 32);
+	assert_int_equal(b[8] & 15, 0);
+	assert_int_equal(b[8 + 15] >> 4, 15);
+	assert_int_equal(b[7] >> 7, 1); /* value 31: fifth bit set */
+	wk_quantize_row(WK_Q_Q5_0, y, b, 32);
+	assert_int_equal(b[6 + 15] >> 4, 0); /* 21 is the largest magnitude: -16 * d */
+	wk_quantize_row(WK_Q_Q4_1, y, b, 32);
+	assert_int_equal(b[4] & 15, 0);
+	assert_int_equal(b[4 + 15] >> 4, 15);
 }
 
 /* Q4_K / Q5_K 12-byte scale packing, written out from the format notes. */
@@ -337,6 +404,7 @@ int main(void)
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_known_q4_0_q8_0),
+		cmocka_unit_test(test_known_q4_1_q5),
 		cmocka_unit_test(test_known_q4_k_q5_k),
 		cmocka_unit_test(test_known_q6_k),
 		cmocka_unit_test(test_known_q8_k),
