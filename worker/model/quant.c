@@ -387,10 +387,10 @@ static void wk_quant_q5_1(const float *x, uint8_t *b)
 	float d = (hi - lo) / 31.0f, id = d != 0 ? 1.0f / d : 0;
 	wk_put_f16(b, d);
 	wk_put_f16(b + 2, lo);
-	for (int i = 0; i < 32; i++) {
-		int v = (int)(uint8_t)((x[i] - lo) * id + 0.5f);
-		q[i] = v > 31 ? 31 : v;
-	}
+	/* no clamp, as llama.cpp's: a level that rounds up to 32 keeps its
+	 * low five bits (0) */
+	for (int i = 0; i < 32; i++)
+		q[i] = (int)(uint8_t)((x[i] - lo) * id + 0.5f);
 	wk_put_q5(b + 4, b + 8, q);
 }
 
