@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,6 +298,59 @@ static void test_known_q4_1_q5(void **state)
 	assert_int_equal(b[4 + 15] >> 4, 15);
 }
 
+/* The whole of a file of the source tree ($SLUICE_SOURCE_DIR) into buf. */
+static size_t read_fixture(const char *name, void *buf, size_t cap)
+{
+	const char *src = getenv("SLUICE_SOURCE_DIR");
+	char path[1024];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/tests/worker/model/llamacpp/%s", src ? src : ".", name);
+	f = fopen(path, "rb");
+	if (!f)
+		fail_msg("cannot open %s", path);
+	n = fread(buf, 1, cap, f);
+	fclose(f);
+	return n;
+}
+
+/*
+ * Against llama.cpp (tests/worker/model/llamacpp/README.md says how the
+ * bytes were made): our quantiser on the source floats writes exactly
+ * llama-quantize's blocks, and our dequantiser on those blocks gives
+ * exactly ggml's floats.
+ */
+static void test_llamacpp_blocks(void **state)
+{
+	static const struct { const char *file; uint32_t type; } cases[] = {
+		{ "attn_q-q4_1.bin", WK_Q_Q4_1 },
+		{ "attn_q-q5_0.bin", WK_Q_Q5_0 },
+		{ "attn_q-q5_1.bin", WK_Q_Q5_1 },
+	};
+	static float src[1024], ours[1024], ggml[1024];
+	static uint8_t fix[8192], q[1024];
+
+	(void)state;
+	assert_int_equal(read_fixture("attn_q-f32.bin", src, sizeof(src)), sizeof(src));
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		size_t rb = wk_qtype_row_bytes(cases[c].type, 1024);
+
+		assert_int_equal(read_fixture(cases[c].file, fix, sizeof(fix)), rb + sizeof(ggml));
+		memcpy(ggml, fix + rb, sizeof(ggml));
+		wk_quantize_row(cases[c].type, src, q, 1024);
+		for (size_t i = 0; i < rb; i++)
+			if (q[i] != fix[i])
+				fail_msg("%s: byte %zu is 0x%02x, llama-quantize wrote 0x%02x",
+					 wk_qtype_name(cases[c].type), i, q[i], fix[i]);
+		wk_dequantize_row(cases[c].type, fix, ours, 1024);
+		for (int i = 0; i < 1024; i++)
+			if (memcmp(&ours[i], &ggml[i], 4) != 0)
+				fail_msg("%s: value %d is %.9g, ggml gives %.9g",
+					 wk_qtype_name(cases[c].type), i, ours[i], ggml[i]);
+	}
+}
+
 /* Q4_K / Q5_K 12-byte scale packing, written out from the format notes. */
 static void pack_k4(uint8_t *s, const int *sc, const int *m)
 {
@@ -405,6 +459,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_known_q4_0_q8_0),
 		cmocka_unit_test(test_known_q4_1_q5),
+		cmocka_unit_test(test_llamacpp_blocks),
 		cmocka_unit_test(test_known_q4_k_q5_k),
 		cmocka_unit_test(test_known_q6_k),
 		cmocka_unit_test(test_known_q8_k),
