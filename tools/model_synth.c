@@ -535,7 +535,8 @@ static void add_synth_tensor(struct synth *sy, const char *name, uint32_t type,
 struct synth_opts {
 	const struct preset *p;
 	const char *type_name;
-	int arch_qwen2;
+	int arch_qwen2;         /* qwen2 or qwen3: NEOX rope, base 1e6, eps 1e-6 */
+	int arch_qwen3;         /* no biases, per-head q/k norms */
 	uint64_t seed;
 	uint32_t vocab, ctx;
 	const struct template_def *td;
@@ -562,7 +563,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 {
 	struct preset shape = *o->p;
 	const struct preset *p = &shape;
-	const char *arch = o->arch_qwen2 ? "qwen2" : "llama";
+	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2" : "llama";
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -609,7 +610,10 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		T("attn_q.weight", mtype, 2, p->embd, q, K_MATRIX);
 		T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
 		T("attn_v.weight", more, 2, p->embd, kv, K_MATRIX);
-		if (o->arch_qwen2) {
+		if (o->arch_qwen3) {
+			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
+			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
+		} else if (o->arch_qwen2) {
 			T("attn_q.bias", WK_Q_F32, 1, q, 1, K_BIAS);
 			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
 			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
@@ -720,12 +724,13 @@ int model_cmd_synth(int argc, char **argv)
 			}
 			o.type_name = val;
 		} else if (strcmp(arg, "--arch") == 0) {
-			if (strcmp(val, "llama") && strcmp(val, "qwen2")) {
-				fprintf(stderr, "sluice-model: --arch: expected llama or qwen2, "
+			if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3")) {
+				fprintf(stderr, "sluice-model: --arch: expected llama, qwen2 or qwen3, "
 					"found '%s'\n", val);
 				return 2;
 			}
-			o.arch_qwen2 = strcmp(val, "qwen2") == 0;
+			o.arch_qwen3 = strcmp(val, "qwen3") == 0;
+			o.arch_qwen2 = o.arch_qwen3 || strcmp(val, "qwen2") == 0;
 		} else if (strcmp(arg, "--seed") == 0) {
 			if (model_parse_u64(val, UINT64_MAX, &o.seed) != 0) {
 				fprintf(stderr, "sluice-model: --seed: expected an integer, found "

@@ -5,8 +5,9 @@
  *   sluice-model inspect PATH [--sha]
  *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]
  *   sluice-model sha256 PATH
- *   sluice-model synth --preset tiny|1b|8b [--type T] [--arch llama|qwen2]
- *                      [--seed N] [--vocab N] [--ctx N] [--template NAME]
+ *   sluice-model synth --preset tiny|1b|8b [--type T] [--arch llama|qwen2|qwen3]
+ *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N]
+ *                      [--template NAME]
  *                      [--rope-freqs] -o PATH
  *   sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH
  *
@@ -47,8 +48,9 @@ void model_usage(FILE *f)
 	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]\n"
 	      "  sluice-model sha256 PATH\n"
 	      "  sluice-model synth --preset tiny|1b|8b [--type F32|F16|BF16|Q8_0|Q4_0|"
-	      "Q4_K|Q4_K_M|Q5_K|Q6_K]\n"
-	      "                     [--arch llama|qwen2] [--seed N] [--vocab N] [--ctx N]\n"
+	      "Q4_1|Q5_0|Q5_1|Q4_K|Q4_K_M|Q5_K|Q6_K]\n"
+	      "                     [--arch llama|qwen2|qwen3] [--seed N] [--vocab N] [--ctx N]\n"
+	      "                     [--embd N] [--ffn N]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|"
 	      "gemma|qwen3|qwen3-thinking|none]\n"
 	      "                     [--rope-freqs] -o PATH\n"

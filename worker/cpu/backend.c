@@ -1,6 +1,6 @@
 /*
  * backend.c - the CPU backend: the transformer forward pass of the llama
- * family (llama, qwen2) over a paged KV cache, behind wk_cpu_backend_ops.
+ * family (llama, qwen2, qwen3) over a paged KV cache, behind wk_cpu_backend_ops.
  *
  * Owns: the KV storage (per layer, K and V: [n_blocks][block_tokens][kv_dim]
  * in F16 or F32), activation scratch sized for the largest batch seen, and
@@ -10,6 +10,7 @@
  *   x = embed(tokens)                                  (T, embd)
  *   each layer: h = rmsnorm(x) * attn_norm
  *               q,k,v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)
+ *               qwen3: q, k = rmsnorm per head * q_norm, k_norm
  *               rope(q, k) at each token's position
  *               k, v -> KV blocks of the token's sequence
  *               a = causal attention of each token over its sequence
@@ -349,6 +350,16 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		    (st = mm(be, &L->wk, be->h, T, be->kk, &L->bk)) != CM_OK ||
 		    (st = mm(be, &L->wv, be->h, T, be->vv, &L->bv)) != CM_OK)
 			return st;
+		if (L->q_norm.data) /* qwen3: each head's q and k normalised before RoPE */
+			for (uint32_t t = 0; t < T * hp->n_head; t++)
+				wk_cpu_rmsnorm(be->q + (uint64_t)t * hp->head_dim,
+					       be->q + (uint64_t)t * hp->head_dim, L->q_norm.data,
+					       (int)hp->head_dim, hp->rms_eps);
+		if (L->k_norm.data)
+			for (uint32_t t = 0; t < T * hp->n_head_kv; t++)
+				wk_cpu_rmsnorm(be->kk + (uint64_t)t * hp->head_dim,
+					       be->kk + (uint64_t)t * hp->head_dim, L->k_norm.data,
+					       (int)hp->head_dim, hp->rms_eps);
 		if (T == 1) /* decode of one sequence: not worth a dispatch */
 			rope_store_task(&tc, 0, 0);
 		else

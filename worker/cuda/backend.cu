@@ -72,6 +72,7 @@ struct dev_layer {
 	const float *attn_norm, *ffn_norm;
 	struct dev_tensor wq, wk, wv, wo, w_gate, w_up, w_down;
 	const float *bq, *bk, *bv;   /* F32 biases or NULL */
+	const float *q_norm, *k_norm; /* qwen3 per-head norms or NULL */
 };
 
 struct cuda_backend {
@@ -138,6 +139,7 @@ static uint64_t model_device_bytes(const struct wk_model *m)
 		n += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo);
 		n += mat_bytes(&L->w_gate) + mat_bytes(&L->w_up) + mat_bytes(&L->w_down);
 		n += vec_bytes(&L->bq) + vec_bytes(&L->bk) + vec_bytes(&L->bv);
+		n += vec_bytes(&L->q_norm) + vec_bytes(&L->k_norm);
 	}
 	return n + align_up((uint64_t)m->hp.rope_dim / 2 * sizeof(double));
 }
@@ -252,7 +254,9 @@ static enum cm_status upload(struct cuda_backend *be)
 		    (st = up_mat(be, &off, &L->w_down, &D->w_down)) != CM_OK ||
 		    (st = up_vec(be, &off, &L->bq, &D->bq)) != CM_OK ||
 		    (st = up_vec(be, &off, &L->bk, &D->bk)) != CM_OK ||
-		    (st = up_vec(be, &off, &L->bv, &D->bv)) != CM_OK)
+		    (st = up_vec(be, &off, &L->bv, &D->bv)) != CM_OK ||
+		    (st = up_vec(be, &off, &L->q_norm, &D->q_norm)) != CM_OK ||
+		    (st = up_vec(be, &off, &L->k_norm, &D->k_norm)) != CM_OK)
 			return st;
 		/* a pending async copy reads the mapping: wait per layer so the
 		 * page cache, not pinned memory, bounds host use */
@@ -450,6 +454,11 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 		    (st = mm(be, &L->wq, be->h, T, nd, be->q, L->bq)) != CM_OK ||
 		    (st = mm(be, &L->wk, be->h, T, nd, be->k, L->bk)) != CM_OK ||
 		    (st = mm(be, &L->wv, be->h, T, nd, be->v, L->bv)) != CM_OK ||
+		    /* qwen3: each head of q and k normalised in place before RoPE */
+		    (L->q_norm && (st = wk_cu_rmsnorm(be->q, NULL, L->q_norm, hp->rms_eps, hp->head_dim,
+						      T * hp->n_head, be->q, be->s)) != CM_OK) ||
+		    (L->k_norm && (st = wk_cu_rmsnorm(be->k, NULL, L->k_norm, hp->rms_eps, hp->head_dim,
+						      T * hp->n_head_kv, be->k, be->s)) != CM_OK) ||
 		    (st = wk_cu_rope_store(be->q, be->k, be->v, M_POS(be), M_SEQ(be), M_TAB(be),
 					   &be->geo, hp->rope_dim, hp->rope_style == WK_ROPE_NEOX,
 					   be->inv_freq, hp->rope_pos_scale, kc, vc, T,

@@ -1,5 +1,5 @@
 /*
- * model_config.c - hyperparameters and weight tensors of llama / qwen2
+ * model_config.c - hyperparameters and weight tensors of llama / qwen2 / qwen3
  * GGUF models (see model_config.h).
  *
  * Owns: the wk_mcfg and its layer array.  Everything else points into the
@@ -149,10 +149,14 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->hp.arch = WK_ARCH_QWEN2;
 		l->c->arch_name = "qwen2";
 		l->c->has_qkv_bias = 1;
+	} else if (s.len == 5 && memcmp(s.ptr, "qwen3", 5) == 0) {
+		l->c->hp.arch = WK_ARCH_QWEN3;
+		l->c->arch_name = "qwen3";
+		l->c->has_qk_norm = 1;
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return mcfg_fail(l, CM_EUNSUPPORTED,
-			    "unsupported architecture '%s' (supported: llama, qwen2)", shown);
+			    "unsupported architecture '%s' (supported: llama, qwen2, qwen3)", shown);
 	}
 	return CM_OK;
 }
@@ -383,6 +387,12 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "attn_v.bias"), b, 1, v, 0, 1, &ly->bv);
 	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_q_norm.weight"), c->has_qk_norm, 1, c->hp.head_dim, 0, 1,
+			    &ly->q_norm);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "attn_k_norm.weight"), c->has_qk_norm, 1, c->hp.head_dim, 0, 1,
+			    &ly->k_norm);
+	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_gate);
@@ -532,7 +542,8 @@ static enum cm_status read_misc(struct mcfg_load *l)
 	c->hp.rope_pos_scale = c->hp.rope_scaling == WK_ROPE_SCALING_LINEAR &&
 					       c->hp.rope_scale_factor > 0
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
-	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 ? WK_ROPE_NEOX : WK_ROPE_NORM;
+	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3
+				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {
 		c->has_chat_template = c->chat_template.len > 0;

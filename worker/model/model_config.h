@@ -36,6 +36,7 @@
 enum wk_arch {
 	WK_ARCH_LLAMA = 0,
 	WK_ARCH_QWEN2 = 1,
+	WK_ARCH_QWEN3 = 2,  /* qwen2 without biases, RMSNorm per head on Q and K */
 };
 
 enum wk_rope_scaling {
@@ -99,6 +100,8 @@ struct wk_layer {
 	struct wk_tensor attn_norm;            /* (embd) */
 	struct wk_tensor wq, wk, wv;           /* (n_head*hd, embd), (n_kv*hd, embd) x2 */
 	struct wk_tensor bq, bk, bv;           /* qwen2 biases, else data NULL */
+	struct wk_tensor q_norm, k_norm;       /* qwen3: (hd) per-head RMSNorm weights
+					        * before RoPE, else data NULL */
 	struct wk_tensor wo;                   /* (embd, n_head*hd) */
 	struct wk_tensor ffn_norm;             /* (embd) */
 	struct wk_tensor w_gate, w_up;         /* (ff, embd) */
@@ -106,11 +109,12 @@ struct wk_layer {
 };
 
 struct wk_mcfg {
-	const char *arch_name;        /* "llama" or "qwen2" (static) */
+	const char *arch_name;        /* "llama", "qwen2" or "qwen3" (static) */
 	struct wk_hparams hp;
 
 	int tied_embeddings;          /* output.weight absent: output = token_embd */
 	int has_qkv_bias;             /* qwen2 */
+	int has_qk_norm;              /* qwen3 */
 
 	/* the weights, viewed as matrices over the mapped file: the one
 	 * description struct wk_model and the backends use */

@@ -162,6 +162,12 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 		ref_mv(&L->wq, h, q, &L->bq);
 		ref_mv(&L->wk, h, k, &L->bk);
 		ref_mv(&L->wv, h, v, &L->bv);
+		if (L->q_norm.data) /* qwen3: RMSNorm per head before RoPE */
+			for (uint32_t hh = 0; hh < hp->n_head; hh++)
+				ref_rmsnorm(q + hh * hd, &L->q_norm, q + hh * hd, hd, hp->rms_eps);
+		if (L->k_norm.data)
+			for (uint32_t hh = 0; hh < hp->n_head_kv; hh++)
+				ref_rmsnorm(k + hh * hd, &L->k_norm, k + hh * hd, hd, hp->rms_eps);
 		for (uint32_t hh = 0; hh < hp->n_head; hh++)
 			ref_rope(q + hh * hd, hp, pos);
 		for (uint32_t hh = 0; hh < hp->n_head_kv; hh++)
@@ -346,6 +352,8 @@ static void test_ref_q4_k_m_576(void **s)
 }
 static void test_ref_f32_qwen2(void **s) { (void)s; check_model("F32", "qwen2", 1e-4); }
 static void test_ref_q8_0_qwen2(void **s) { (void)s; check_model("Q8_0", "qwen2", 4e-2); }
+static void test_ref_f32_qwen3(void **s) { (void)s; check_model("F32", "qwen3", 1e-4); }
+static void test_ref_q4_k_m_qwen3(void **s) { (void)s; check_model("Q4_K_M", "qwen3", 5e-2); }
 
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
@@ -420,6 +428,8 @@ int main(void)
 		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
 		cmocka_unit_test(test_ref_q8_0_qwen2),
+		cmocka_unit_test(test_ref_f32_qwen3),
+		cmocka_unit_test(test_ref_q4_k_m_qwen3),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 

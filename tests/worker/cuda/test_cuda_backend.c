@@ -42,17 +42,19 @@
 
 static char tmpdir[256];
 
+/* type "T" or "T:ARCH" (llama when no architecture is named) */
 static int synth(const char *preset, const char *type, char *path, size_t len)
 {
-	const char *bd = getenv("SLUICE_BUILD_DIR");
-	char cmd[1024];
+	const char *bd = getenv("SLUICE_BUILD_DIR"), *colon = strchr(type, ':');
+	char cmd[1024], t[32];
 
-	snprintf(path, len, "%s/%s-%s.gguf", tmpdir, preset, type);
+	snprintf(t, sizeof(t), "%.*s", colon ? (int)(colon - type) : (int)strlen(type), type);
+	snprintf(path, len, "%s/%s-%s-%s.gguf", tmpdir, preset, t, colon ? colon + 1 : "llama");
 	if (access(path, R_OK) == 0)
 		return 0;
 	snprintf(cmd, sizeof(cmd),
-		 "%s/tools/sluice-model synth --preset %s --type %s --seed 11 -o %s >/dev/null",
-		 bd ? bd : ".", preset, type, path);
+		 "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 11 -o %s >/dev/null",
+		 bd ? bd : ".", preset, t, colon ? colon + 1 : "llama", path);
 	return system(cmd);
 }
 
@@ -151,6 +153,7 @@ static void test_logits_tiny(void **state)
 		{ "F32", 1e-3 }, { "F16", 1e-2 }, { "BF16", 1e-2 }, { "Q8_0", 6e-2 },
 		{ "Q4_0", 6e-2 }, { "Q4_K", 6e-2 }, { "Q5_K", 6e-2 }, { "Q6_K", 6e-2 },
 		{ "Q4_1", 6e-2 }, { "Q5_0", 6e-2 }, { "Q5_1", 6e-2 },
+		{ "F32:qwen3", 1e-3 }, { "Q4_K_M:qwen3", 6e-2 },
 	};
 
 	(void)state;

@@ -271,7 +271,10 @@ static void test_bad_models(void **state)
 	(void)state;
 	o = (struct mopts){ .arch = "gemma2" };
 	expect_load_error(&o, CM_EUNSUPPORTED,
-			  "unsupported architecture 'gemma2' (supported: llama, qwen2)");
+			  "unsupported architecture 'gemma2' (supported: llama, qwen2, qwen3)");
+	/* qwen3 needs its per-head norms */
+	o = (struct mopts){ .arch = "qwen3" };
+	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.attn_q_norm.weight': missing (expected shape [");
 	o = (struct mopts){ .drop = "blk.1.ffn_up.weight" };
 	expect_load_error(&o, CM_EFORMAT,
 			  "tensor 'blk.1.ffn_up.weight': missing (expected shape [32, 64])");
@@ -543,6 +546,18 @@ static void test_synth_types_and_archs(void **state)
 	assert_int_equal(c->layers[0].w_down.type, WK_Q_Q4_K);
 	assert_int_equal(c->layers[1].w_down.type, WK_Q_Q6_K);
 	assert_int_equal(c->output.type, WK_Q_Q8_0);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	/* qwen3: per-head q/k norms of head_dim, no biases, NEOX rope */
+	path = synth("q3.gguf", "--preset tiny --arch qwen3");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->hp.arch, WK_ARCH_QWEN3);
+	assert_string_equal(c->arch_name, "qwen3");
+	assert_non_null(c->layers[1].q_norm.data);
+	assert_int_equal(c->layers[1].k_norm.cols, c->hp.head_dim);
+	assert_null(c->layers[0].bq.data);
+	assert_int_equal(c->hp.rope_style, WK_ROPE_NEOX);
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	/* qwen2 with the llama3 template: biases, bos = <|begin_of_text|> */
