@@ -542,6 +542,7 @@ struct synth_opts {
 	const struct template_def *td;
 	int rope_freqs;
 	uint32_t embd, ff;      /* 0: the preset's */
+	uint32_t head_dim;      /* 0: embd / heads; else written as attention.key_length */
 	const char *out;
 };
 
@@ -577,7 +578,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		shape.embd = o->embd;
 	if (o->ff)
 		shape.ff = o->ff;
-	head_dim = p->embd / p->heads;
+	head_dim = o->head_dim ? o->head_dim : p->embd / p->heads;
 	mtype = q4km ? WK_Q_Q4_K : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
@@ -647,6 +648,12 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count"), p->heads));
 	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count_kv"), p->kv_heads));
 	CHK(wk_gguf_writer_add_u32(w, K("rope.dimension_count"), head_dim));
+	if (o->head_dim) {
+		/* heads wider than embd / heads (Qwen3: 128 with a 1024 embedding
+		 * and 16 heads) */
+		CHK(wk_gguf_writer_add_u32(w, K("attention.key_length"), head_dim));
+		CHK(wk_gguf_writer_add_u32(w, K("attention.value_length"), head_dim));
+	}
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
 				   o->arch_qwen2 ? 1e-6f : 1e-5f));
@@ -756,6 +763,13 @@ int model_cmd_synth(int argc, char **argv)
 				o.embd = (uint32_t)v;
 			else
 				o.ff = (uint32_t)v;
+		} else if (strcmp(arg, "--head-dim") == 0) {
+			if (model_parse_u64(val, 512, &v) != 0 || v < 2 || v % 2 != 0) {
+				fprintf(stderr, "sluice-model: --head-dim: expected an even number "
+					"2..512, found '%s'\n", val);
+				return 2;
+			}
+			o.head_dim = (uint32_t)v;
 		} else if (strcmp(arg, "--ctx") == 0) {
 			if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
 				fprintf(stderr, "sluice-model: --ctx: expected 1..%u, found '%s'\n",

@@ -354,6 +354,12 @@ static void test_ref_f32_qwen2(void **s) { (void)s; check_model("F32", "qwen2", 
 static void test_ref_q8_0_qwen2(void **s) { (void)s; check_model("Q8_0", "qwen2", 4e-2); }
 static void test_ref_f32_qwen3(void **s) { (void)s; check_model("F32", "qwen3", 1e-4); }
 static void test_ref_q4_k_m_qwen3(void **s) { (void)s; check_model("Q4_K_M", "qwen3", 5e-2); }
+/* Qwen3's shape: heads wider than embd / heads (4 x 128 over a 256 embedding) */
+static void test_ref_f32_qwen3_wide_heads(void **s)
+{
+	(void)s;
+	check_model_x("F32", "qwen3", "--head-dim 128", "-hd128", 1e-4);
+}
 
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
@@ -430,6 +436,7 @@ int main(void)
 		cmocka_unit_test(test_ref_q8_0_qwen2),
 		cmocka_unit_test(test_ref_f32_qwen3),
 		cmocka_unit_test(test_ref_q4_k_m_qwen3),
+		cmocka_unit_test(test_ref_f32_qwen3_wide_heads),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 
