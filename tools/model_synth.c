@@ -550,7 +550,7 @@ static uint32_t file_type_id(const char *type_name)
 {
 	static const struct { const char *n; uint32_t id; } ft[] = {
 		{ "F32", 0 }, { "F16", 1 }, { "Q4_0", 2 }, { "Q4_1", 3 }, { "Q8_0", 7 },
-		{ "Q5_0", 8 }, { "Q5_1", 9 }, { "Q4_K", 14 },
+		{ "Q5_0", 8 }, { "Q5_1", 9 }, { "Q4_K", 14 }, { "IQ4_NL", 25 },
 		{ "Q4_K_M", 15 }, { "Q5_K", 16 }, { "Q6_K", 18 }, { "BF16", 32 },
 	};
 
@@ -725,8 +725,8 @@ int model_cmd_synth(int argc, char **argv)
 			if (strcasecmp(val, "Q4_K_M") != 0 &&
 			    (wk_qtype_parse(val) < 0 || !wk_qtype_supported((uint32_t)wk_qtype_parse(val)))) {
 				fprintf(stderr, "sluice-model: --type: expected F32, F16, BF16, "
-					"Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q4_K_M, Q5_K or Q6_K, "
-					"found '%s'\n", val);
+					"Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q4_K_M, Q5_K or "
+					"Q6_K, found '%s'\n", val);
 				return 2;
 			}
 			o.type_name = val;

@@ -5,7 +5,7 @@
  * Activation formats (one row per token, row stride a multiple of 64):
  *   WK_CPU_ACT_F32   float[cols]                         (F32, F16, BF16 weights)
  *   WK_CPU_ACT_Q8_32 i8 qs[cols] | f32 d[cols/32] | i32 s[cols/32]
- *                    (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights; x = d * q;
+ *                    (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0 weights; x = d * q;
  *                    s = sum of the 32 qs)
  *   WK_CPU_ACT_Q8_256 i8 qs[cols] | f32 d[cols/256] | i16 bsums[cols/16]
  *                    (Q4_K, Q5_K, Q6_K weights; the Q8_K format split into arrays)

@@ -141,6 +141,31 @@ static void ks_gemm_q5_1(const struct wk_cpu_gemm *g, int r0, int r1)
 	ks_gemm_q5(g, r0, r1, WK_Q_Q5_1);
 }
 
+/* IQ4_NL: the nibbles index the 16 levels; per block s = sum level * xq. */
+static void ks_gemm_iq4_nl(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 32;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 18 * b;
+				int s = 0;
+				for (int i = 0; i < 16; i++) {
+					s += wk_iq4nl_levels[blk[2 + i] & 15] * xq[32 * b + i];
+					s += wk_iq4nl_levels[blk[2 + i] >> 4] * xq[32 * b + 16 + i];
+				}
+				acc += (float)s * (ks_f16(blk) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
 static void ks_gemm_q8_0(const struct wk_cpu_gemm *g, int r0, int r1)
 {
 	int nb = g->cols / 32;
@@ -281,6 +306,7 @@ const struct wk_cpu_kernels wk_cpu_kernels_scalar = {
 		[WK_Q_Q4_1] = ks_gemm_q4_1,
 		[WK_Q_Q5_0] = ks_gemm_q5_0,
 		[WK_Q_Q5_1] = ks_gemm_q5_1,
+		[WK_Q_IQ4_NL] = ks_gemm_iq4_nl,
 		[WK_Q_Q8_0] = ks_gemm_q8_0,
 		[WK_Q_Q4_K] = ks_gemm_q4_k,
 		[WK_Q_Q5_K] = ks_gemm_q5_k,

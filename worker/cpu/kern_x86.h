@@ -520,6 +520,80 @@ KX_INLINE void kx_q5_1_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	kx_q5x_tile(g, r, t, R, T, 3);
 }
 
+/*
+ * IQ4_NL: the nibbles become their signed levels by a byte shuffle of the
+ * 16-entry table; then as Q8_0: VNNI dot(level ^ 0x80, x) - 128 * sum(x)
+ * (-16 * sum per lane), AVX2 maddubs(|level|, sign(x, level)).
+ */
+KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+{
+	const int nb = g->cols / 32;
+	__m256 acc[KX_MR][KX_MT];
+	const uint8_t *w[KX_MR];
+	const int8_t *xq[KX_MT];
+	const float *xd[KX_MT];
+	const int32_t *xs[KX_MT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	const __m256i lv = _mm256_broadcastsi128_si256(
+		_mm_loadu_si128((const __m128i *)wk_iq4nl_levels));
+	for (int b = 0; b < nb; b++) {
+		__m256i wq[KX_MR];
+		float wd[KX_MR];
+		KX_UNROLL
+		for (int i = 0; i < R; i++) {
+			const uint8_t *blk = w[i] + 18 * (size_t)b;
+			if (T == 1 && (b & 1) == 0)
+				kx_prefetch_block(blk, 64);
+			wd[i] = kx_f16(blk);
+			__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+			__m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v),
+							       _mm_srli_epi16(v, 4), 1);
+			wq[i] = _mm256_shuffle_epi8(lv, _mm256_and_si256(both, m4));
+#if KX_512
+			wq[i] = _mm256_xor_si256(wq[i], _mm256_set1_epi8((char)0x80));
+#endif
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			__m256i xv = kx_load256(xq[j] + 32 * (size_t)b);
+			const float dx = xd[j][b];
+			KX_UNROLL
+			for (int i = 0; i < R; i++) {
+#if KX_512
+				__m256i id = kx_dpbusd(_mm256_set1_epi32(-16 * xs[j][b]), wq[i], xv);
+#else
+				__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[i], wq[i]),
+								 _mm256_sign_epi8(xv, wq[i]));
+				__m256i id = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id),
+							    _mm256_set1_ps(wd[i] * dx), acc[i][j]);
+			}
+		}
+	}
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+}
+
+#if KX_512
+KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 4, 4)
+#else
+KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)
+#endif
+
 #if KX_512
 KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_0, kx_q5_0_tile, 4, 4)
@@ -792,6 +866,7 @@ const struct wk_cpu_kernels KX_TABLE = {
 		[WK_Q_Q4_1] = kx_gemm_q4_1,
 		[WK_Q_Q5_0] = kx_gemm_q5_0,
 		[WK_Q_Q5_1] = kx_gemm_q5_1,
+		[WK_Q_IQ4_NL] = kx_gemm_iq4_nl,
 		[WK_Q_Q8_0] = kx_gemm_q8_0,
 		[WK_Q_Q4_K] = kx_gemm_q4_k,
 		[WK_Q_Q5_K] = kx_gemm_q5_k,

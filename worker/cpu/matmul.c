@@ -101,6 +101,7 @@ enum wk_cpu_act wk_cpu_act_of(uint32_t wtype)
 	case WK_Q_Q4_1:
 	case WK_Q_Q5_0:
 	case WK_Q_Q5_1:
+	case WK_Q_IQ4_NL:
 	case WK_Q_Q8_0:
 		return WK_CPU_ACT_Q8_32;
 	case WK_Q_Q4_K:

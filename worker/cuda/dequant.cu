@@ -46,7 +46,7 @@ static enum cm_status wk_cu_selfcheck_type(uint32_t seed, char *err, size_t len)
 extern "C" enum cm_status wk_cuda_dequant_selfcheck(char *err, size_t len)
 {
 	static const uint32_t types[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q8_0,
-					  WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1,
+					  WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1, WK_Q_IQ4_NL,
 					  WK_Q_Q4_K, WK_Q_Q5_K, WK_Q_Q6_K };
 
 	if (len > 0)

@@ -200,6 +200,22 @@ template <> struct wk_cu_unit<WK_Q_Q5_1> {
 	}
 };
 
+template <> struct wk_cu_unit<WK_Q_IQ4_NL> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		/* the levels of quant.c's wk_iq4nl_levels */
+		const int8_t lv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+					1, 13, 25, 38, 53, 69, 89, 113 };
+		const uint8_t *b = row + (uint64_t)u * 18, *qs = b + 2;
+		float d = wk_cu_h2f(b);
+		for (int i = 0; i < 16; i++) {
+			w[i] = d * (float)lv[qs[i] & 15];
+			w[i + 16] = d * (float)lv[qs[i] >> 4];
+		}
+	}
+};
+
 template <> struct wk_cu_unit<WK_Q_Q4_K> {
 	static constexpr int N = 32;
 	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
@@ -265,6 +281,7 @@ template <> struct wk_cu_unit<WK_Q_Q6_K> {
 	case WK_Q_Q4_1: { constexpr int WT = WK_Q_Q4_1; BODY; } break;       \
 	case WK_Q_Q5_0: { constexpr int WT = WK_Q_Q5_0; BODY; } break;       \
 	case WK_Q_Q5_1: { constexpr int WT = WK_Q_Q5_1; BODY; } break;       \
+	case WK_Q_IQ4_NL: { constexpr int WT = WK_Q_IQ4_NL; BODY; } break;   \
 	case WK_Q_Q4_K: { constexpr int WT = WK_Q_Q4_K; BODY; } break;       \
 	case WK_Q_Q5_K: { constexpr int WT = WK_Q_Q5_K; BODY; } break;       \
 	case WK_Q_Q6_K: { constexpr int WT = WK_Q_Q6_K; BODY; } break;       \

@@ -31,6 +31,7 @@ static const struct wk_qtype_info wk_qtypes[WK_Q_COUNT_] = {
 	[WK_Q_Q4_1] = { "Q4_1", 32, 20, 1 },
 	[WK_Q_Q5_0] = { "Q5_0", 32, 22, 1 },
 	[WK_Q_Q5_1] = { "Q5_1", 32, 24, 1 },
+	[WK_Q_IQ4_NL] = { "IQ4_NL", 32, 18, 1 },
 	[WK_Q_Q8_0] = { "Q8_0", 32, 34, 1 },
 	[WK_Q_Q4_K] = { "Q4_K", 256, 144, 1 },
 	[WK_Q_Q5_K] = { "Q5_K", 256, 176, 1 },
@@ -403,6 +404,64 @@ static void wk_dequant_q5_1(const uint8_t *b, float *y)
 		y[i] = (float)q[i] * d + m;
 }
 
+/* ---- IQ4_NL --------------------------------------------------------------- */
+
+const int8_t wk_iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+				     1,    13,   25,  38,  53,  69,  89,  113 };
+
+static int wk_iq4nl_nearest(float v)
+{
+	int best = 0;
+	float be = fabsf(v - (float)wk_iq4nl_levels[0]);
+	for (int k = 1; k < 16; k++) {
+		float e = fabsf(v - (float)wk_iq4nl_levels[k]);
+		if (e < be) {
+			be = e;
+			best = k;
+		}
+	}
+	return best;
+}
+
+/*
+ * Our own (not llama.cpp's search): the value of largest magnitude maps to
+ * level -127, every value to its nearest level, then the scale is refitted
+ * by least squares weighted by x^2 (the large values matter most).
+ */
+static void wk_quant_iq4_nl(const float *x, uint8_t *b)
+{
+	float amax = 0, vmax = 0, sqx = 0, sqq = 0;
+	int l[32];
+	for (int i = 0; i < 32; i++)
+		if (fabsf(x[i]) > amax) {
+			amax = fabsf(x[i]);
+			vmax = x[i];
+		}
+	memset(b, 0, 18);
+	if (amax == 0)
+		return;
+	float id = -127.0f / vmax;
+	for (int i = 0; i < 32; i++) {
+		float q;
+		l[i] = wk_iq4nl_nearest(x[i] * id);
+		q = (float)wk_iq4nl_levels[l[i]];
+		sqx += x[i] * x[i] * q * x[i];
+		sqq += x[i] * x[i] * q * q;
+	}
+	wk_put_f16(b, sqq > 0 ? sqx / sqq : vmax / -127.0f);
+	for (int i = 0; i < 16; i++)
+		b[2 + i] = (uint8_t)(l[i] | (l[i + 16] << 4));
+}
+
+static void wk_dequant_iq4_nl(const uint8_t *b, float *y)
+{
+	float d = wk_get_f16(b);
+	for (int i = 0; i < 16; i++) {
+		y[i] = d * (float)wk_iq4nl_levels[b[2 + i] & 15];
+		y[i + 16] = d * (float)wk_iq4nl_levels[b[2 + i] >> 4];
+	}
+}
+
 /* ---- Q4_K / Q5_K ------------------------------------------------------ */
 
 /*
@@ -644,6 +703,7 @@ void wk_quantize_row(uint32_t type, const float *x, void *dst, uint64_t n)
 		case WK_Q_Q4_1: wk_quant_q4_1(x, p); break;
 		case WK_Q_Q5_0: wk_quant_q5_0(x, p); break;
 		case WK_Q_Q5_1: wk_quant_q5_1(x, p); break;
+		case WK_Q_IQ4_NL: wk_quant_iq4_nl(x, p); break;
 		case WK_Q_Q8_0: wk_quant_q8_0(x, p); break;
 		case WK_Q_Q4_K: wk_quant_q4_k(x, p); break;
 		case WK_Q_Q5_K: wk_quant_q5_k(x, p); break;
@@ -681,6 +741,7 @@ void wk_dequantize_row(uint32_t type, const void *src, float *y, uint64_t n)
 		case WK_Q_Q4_1: wk_dequant_q4_1(p, y); break;
 		case WK_Q_Q5_0: wk_dequant_q5_0(p, y); break;
 		case WK_Q_Q5_1: wk_dequant_q5_1(p, y); break;
+		case WK_Q_IQ4_NL: wk_dequant_iq4_nl(p, y); break;
 		case WK_Q_Q8_0: wk_dequant_q8_0(p, y); break;
 		case WK_Q_Q4_K: wk_dequant_q4_k(p, y); break;
 		case WK_Q_Q5_K: wk_dequant_q5_k(p, y); break;

@@ -11,6 +11,9 @@
  *         u32: the fifth bit of value j); u8 qs[16] (low four bits, as
  *         Q4_0); x = d * (q - 16)
  *   Q5_1  32 values, 24 bytes: f16 d, m; u8 qh[4]; u8 qs[16]; x = d * q + m
+ *   IQ4_NL 32 values, 18 bytes: f16 d; u8 qs[16] (nibbles as Q4_0, each an
+ *         index into the 16 non-linear levels wk_iq4nl_levels);
+ *         x = d * levels[q]
  *   Q8_0  32 values, 34 bytes: f16 d; i8 qs[32]; x = d * q
  *   Q4_K 256 values, 144 bytes: f16 d, dmin; u8 scales[12] (8 sub-blocks of
  *         32, 6-bit scale and min each); u8 qs[128]
@@ -41,12 +44,16 @@ enum wk_qtype {
 	WK_Q_Q5_K = 13,
 	WK_Q_Q6_K = 14,
 	WK_Q_Q8_K = 15,
+	WK_Q_IQ4_NL = 20,
 	WK_Q_BF16 = 30,
 	WK_Q_COUNT_ = 31, /* bound for tables indexed by id */
 };
 
+/* IQ4_NL's 16 levels (ggml's kvalues_iq4nl), ascending. */
+extern const int8_t wk_iq4nl_levels[16];
+
 /* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_1
- * Q5_0 Q5_1 Q4_K Q5_K Q6_K). */
+ * Q5_0 Q5_1 IQ4_NL Q4_K Q5_K Q6_K). */
 int wk_qtype_supported(uint32_t type);
 /* "F32", "Q4_K", ...; "?" for unknown ids. */
 const char *wk_qtype_name(uint32_t type);

@@ -343,6 +343,7 @@ static void test_ref_q6_k_llama(void **s) { (void)s; check_model("Q6_K", "llama"
 static void test_ref_q4_1_llama(void **s) { (void)s; check_model("Q4_1", "llama", 4e-2); }
 static void test_ref_q5_0_llama(void **s) { (void)s; check_model("Q5_0", "llama", 4e-2); }
 static void test_ref_q5_1_llama(void **s) { (void)s; check_model("Q5_1", "llama", 4e-2); }
+static void test_ref_iq4_nl_llama(void **s) { (void)s; check_model("IQ4_NL", "llama", 4e-2); }
 /* a 576-wide model (SmolLM2's width) in Q4_K_M: the rows of 576 take the
  * fallback types a real quantizer gives them (Q5_0, Q8_0) */
 static void test_ref_q4_k_m_576(void **s)
@@ -431,6 +432,7 @@ int main(void)
 		cmocka_unit_test(test_ref_q4_1_llama),
 		cmocka_unit_test(test_ref_q5_0_llama),
 		cmocka_unit_test(test_ref_q5_1_llama),
+		cmocka_unit_test(test_ref_iq4_nl_llama),
 		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
 		cmocka_unit_test(test_ref_q8_0_qwen2),

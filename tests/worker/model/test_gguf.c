@@ -289,7 +289,7 @@ static void test_roundtrip_values(void **state)
 static void test_roundtrip_tensors(void **state)
 {
 	static const uint32_t types[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q8_0,
-					  WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1,
+					  WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1, WK_Q_IQ4_NL,
 					  WK_Q_Q4_K, WK_Q_Q5_K, WK_Q_Q6_K };
 	struct wk_gguf_writer *w = new_writer();
 	struct wk_gguf *g = NULL;

@@ -509,7 +509,7 @@ static void test_synth_tiny(void **state)
 static void test_synth_types_and_archs(void **state)
 {
 	static const char *const types[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
-					     "Q5_1", "Q4_K", "Q4_K_M", "Q5_K", "Q6_K" };
+					     "Q5_1", "IQ4_NL", "Q4_K", "Q4_K_M", "Q5_K", "Q6_K" };
 	struct wk_gguf *g = NULL;
 	struct wk_mcfg *c = NULL;
 	char err[512], a[128], out[8192];
