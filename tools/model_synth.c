@@ -335,15 +335,18 @@ struct preset {
 	uint32_t embd, layers, heads, kv_heads, ff, vocab, ctx;
 	float rope_base;
 	int rope_freqs;
+	const char *arch;  /* the architecture it implies without --arch (NULL: llama) */
 };
 
 static const struct preset presets[] = {
 	/* tiny: every row length a multiple of 256 (K-quants); < 5 MB in F32 */
-	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0 },
+	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL },
 	/* TinyLlama-1.1B shape */
-	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0 },
+	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0, NULL },
+	/* Qwen3-1.7B shape (heads of 128, Qwen's 151936-token vocabulary) */
+	{ "qwen3-1b", 2048, 28, 16, 8, 6144, 151936, 4096, 1000000.0f, 0, "qwen3" },
 	/* Llama-3.1-8B shape */
-	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1 },
+	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1, NULL },
 };
 
 enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS };
@@ -697,7 +700,7 @@ int model_cmd_synth(int argc, char **argv)
 {
 	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = &templates[0] };
 	uint64_t v;
-	int have_vocab = 0, have_ctx = 0, ctl = 0;
+	int have_vocab = 0, have_ctx = 0, have_arch = 0, ctl = 0;
 	char err[ERR_LEN];
 
 	for (int a = 0; a < argc; a++) {
@@ -717,7 +720,7 @@ int model_cmd_synth(int argc, char **argv)
 				if (strcmp(val, presets[i].name) == 0)
 					o.p = &presets[i];
 			if (!o.p) {
-				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b or 8b, "
+				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b, qwen3-1b or 8b, "
 					"found '%s'\n", val);
 				return 2;
 			}
@@ -737,6 +740,7 @@ int model_cmd_synth(int argc, char **argv)
 				return 2;
 			}
 			o.arch_qwen3 = strcmp(val, "qwen3") == 0;
+			have_arch = 1;
 			o.arch_qwen2 = o.arch_qwen3 || strcmp(val, "qwen2") == 0;
 		} else if (strcmp(arg, "--seed") == 0) {
 			if (model_parse_u64(val, UINT64_MAX, &o.seed) != 0) {
@@ -808,6 +812,8 @@ int model_cmd_synth(int argc, char **argv)
 		o.ctx = o.p->ctx;
 	if (o.p->rope_freqs)
 		o.rope_freqs = 1;
+	if (!have_arch && o.p->arch && strcmp(o.p->arch, "qwen3") == 0)
+		o.arch_qwen3 = o.arch_qwen2 = 1;
 	while (o.td->controls[ctl])
 		ctl++;
 	if (o.vocab < 259u + (uint32_t)ctl + 32) {
