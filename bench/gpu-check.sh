@@ -19,7 +19,8 @@
 #   synth    8b BF16, 8b Q8_0 and 1b BF16 models, in the background
 #   tests    the gpu-labelled tests (CUDA probe; CUDA backend vs CPU)
 #   ceil     device-to-device copy bandwidth; cuBLAS BF16 GEMM rate
-#   engine   8b BF16: prefill of 2048 tokens, batch-1 decode (then Q8_0, 1b)
+#   engine   8b BF16: prefill of 2048 tokens, batch-1 decode; again with the
+#            SIMT GEMV (SLUICE_CUDA_GEMV=simt); then Q8_0, 1b
 #   serve    sluice-worker serve on 8b BF16: 1, 8, 32, 128 concurrent
 #            sequences (64 tokens each); TTFT at 32 x 1024 prompt tokens
 # then one table.  Logs go to $OUT/gpu-check/ when $OUT is set (device
@@ -163,11 +164,11 @@ if [ "$DRY" = 0 ] && stage ceil 40; then
 fi
 
 # ---- engine ------------------------------------------------------------------------------
-engine() { # NAME FILE WAIT_S NEED_S
+engine() { # NAME FILE WAIT_S NEED_S [GEMV]: GEMV=simt keeps BF16 decode on the SIMT kernel
 	local n=$1 f=$2
 	stage "engine $n" "$4" || return 1
 	if ! wait_model "$f" "$3"; then say "engine $n: model not ready ($f)"; return 1; fi
-	timeout $(( $4 + 60 )) "$BGPU" engine --model "$MODELS/$f" --prompt 2048 --gen 64 --reps 2 \
+	SLUICE_CUDA_GEMV=${5:-} timeout $(( $4 + 60 )) "$BGPU" engine --model "$MODELS/$f" --prompt 2048 --gen 64 --reps 2 \
 		>"$LOG/engine-$n.log" 2>&1
 	say "engine $n: rc=$?"; cat "$LOG/engine-$n.log"
 	R[dec_$n]=$(kv "$LOG/engine-$n.log" decode_tok_s)
@@ -177,6 +178,8 @@ engine() { # NAME FILE WAIT_S NEED_S
 }
 if [ "$DRY" = 0 ]; then
 	[ "$NO8B" = 0 ] && engine 8b-BF16 8b-BF16.gguf 300 90
+	# the same model with decode on the SIMT GEMV: the tensor-core kernel's ratio, side by side
+	[ "$NO8B" = 0 ] && engine 8b-BF16-simt 8b-BF16.gguf 30 70 simt
 fi
 
 # ---- serve ---------------------------------------------------------------------------------
@@ -240,7 +243,7 @@ printf '%-34s %s\n' "test_worker_cuda_probe" "${R[test_worker_cuda_probe]:-not r
 printf '%-34s %s\n' "test_worker_cuda_backend" "${R[test_worker_cuda_backend]:-not run}"
 printf '%-34s %s\n' "copy bandwidth (GB/s, r+w)" "${R[membw]:-not run}"
 printf '%-34s %s\n' "cuBLAS BF16 GEMM (TFLOP/s)" "${R[gemm]:-not run}"
-for n in 8b-BF16 8b-Q8_0 1b-BF16; do
+for n in 8b-BF16 8b-BF16-simt 8b-Q8_0 1b-BF16; do
 	[ -z "${R[dec_$n]:-}" ] && continue
 	printf '%-34s %s tok/s, %s GB/s = %s of copy bw (target >= 85%% for 8b-BF16)\n' \
 		"$n batch-1 decode" "${R[dec_$n]}" "${R[gbs_$n]}" "$(frac "${R[gbs_$n]}" "${R[membw]:-}")"

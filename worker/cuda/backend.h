@@ -49,6 +49,16 @@ enum cm_status wk_cuda_kv_blocks_for(int device, const struct wk_model *model,
  */
 enum cm_status wk_cuda_dequant_selfcheck(char *err, size_t len) CM_WUR;
 
+/*
+ * The decode matmul over host buffers (a test hook): W is rows x cols of
+ * weight `type` (row_bytes a row), x n_tok x cols FP32, y n_tok x rows
+ * FP32.  simt != 0 forces the SIMT kernel; else the backend's choice (the
+ * tensor-core kernel for BF16, gemv_mma.cuh).  CM_EIO on a CUDA error.
+ */
+enum cm_status wk_cuda_gemv_host(int device, uint32_t type, const void *w, uint64_t rows,
+				 uint64_t cols, uint64_t row_bytes, const float *x,
+				 uint32_t n_tok, float *y, int simt) CM_WUR;
+
 /* create() on a chosen device. */
 enum cm_status wk_cuda_backend_create(const struct wk_model *model, int device,
 				      uint32_t n_blocks, uint32_t block_tokens,

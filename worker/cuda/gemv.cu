@@ -3,8 +3,13 @@
  */
 #include "worker/cuda/gemv.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "worker/cuda/backend.h"
 #include "worker/cuda/check.cuh"
 #include "worker/cuda/dequant.cuh"
+#include "worker/cuda/gemv_mma.cuh"
 
 #define WK_CU_GEMV_WARPS 4  /* rows per thread block */
 #define WK_CU_GEMV_TOK 8    /* tokens per thread block */
@@ -92,14 +97,72 @@ static void wk_cu_gemv_launch(const uint8_t *w, uint64_t rows, uint64_t cols,
 			w, rows, cols, row_bytes, x, n_tok, y);
 }
 
-enum cm_status wk_cu_gemv(uint32_t type, const void *w, uint64_t rows, uint64_t cols,
-			  uint64_t row_bytes, const float *x, uint32_t n_tok, float *y,
-			  cudaStream_t s)
+/* SLUICE_CUDA_GEMV=simt keeps BF16 weights on the SIMT kernel (a
+ * benchmarking switch, read once; docs/engine-cuda.md) */
+static int gemv_simt_only(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("SLUICE_CUDA_GEMV");
+
+		v = e && strcmp(e, "simt") == 0;
+	}
+	return v;
+}
+
+static enum cm_status gemv_path(uint32_t type, const void *w, uint64_t rows, uint64_t cols,
+				uint64_t row_bytes, const float *x, uint32_t n_tok, float *y,
+				cudaStream_t s, int simt)
 {
 	if (n_tok == 0 || rows == 0)
 		return CM_OK;
+	if (!simt && wk_cu_gemv_mma_ok(type, cols, row_bytes, w))
+		return wk_cu_gemv_mma(w, rows, cols, row_bytes, x, n_tok, y, s);
 	WK_CU_DISPATCH(type, (wk_cu_gemv_launch<WT>((const uint8_t *)w, rows, cols, row_bytes, x,
 						    n_tok, y, s)));
 	WK_CU_LAUNCH();
 	return CM_OK;
+}
+
+enum cm_status wk_cu_gemv(uint32_t type, const void *w, uint64_t rows, uint64_t cols,
+			  uint64_t row_bytes, const float *x, uint32_t n_tok, float *y,
+			  cudaStream_t s)
+{
+	return gemv_path(type, w, rows, cols, row_bytes, x, n_tok, y, s, gemv_simt_only());
+}
+
+static enum cm_status gemv_host_inner(uint32_t type, const void *w, uint64_t rows, uint64_t cols,
+				      uint64_t row_bytes, const float *x, uint32_t n_tok, float *y,
+				      int simt, void **dw, float **dx, float **dy)
+{
+	WK_CU(cudaMalloc(dw, rows * row_bytes));
+	WK_CU(cudaMalloc((void **)dx, (uint64_t)n_tok * cols * sizeof(float)));
+	WK_CU(cudaMalloc((void **)dy, (uint64_t)n_tok * rows * sizeof(float)));
+	WK_CU(cudaMemcpy(*dw, w, rows * row_bytes, cudaMemcpyHostToDevice));
+	WK_CU(cudaMemcpy(*dx, x, (uint64_t)n_tok * cols * sizeof(float), cudaMemcpyHostToDevice));
+	/* poisoned: an output the kernel does not write shows as NaN */
+	WK_CU(cudaMemset(*dy, 0xff, (uint64_t)n_tok * rows * sizeof(float)));
+	enum cm_status st = gemv_path(type, *dw, rows, cols, row_bytes, *dx, n_tok, *dy, 0, simt);
+	if (st != CM_OK)
+		return st;
+	WK_CU(cudaDeviceSynchronize());
+	WK_CU(cudaMemcpy(y, *dy, (uint64_t)n_tok * rows * sizeof(float), cudaMemcpyDeviceToHost));
+	return CM_OK;
+}
+
+extern "C" enum cm_status wk_cuda_gemv_host(int device, uint32_t type, const void *w,
+					    uint64_t rows, uint64_t cols, uint64_t row_bytes,
+					    const float *x, uint32_t n_tok, float *y, int simt)
+{
+	void *dw = NULL;
+	float *dx = NULL, *dy = NULL;
+	enum cm_status st;
+
+	WK_CU(cudaSetDevice(device));
+	st = gemv_host_inner(type, w, rows, cols, row_bytes, x, n_tok, y, simt, &dw, &dx, &dy);
+	cudaFree(dw);
+	cudaFree(dx);
+	cudaFree(dy);
+	return st;
 }

@@ -113,7 +113,7 @@ static void compare_type(const char *preset, const char *type, double tol)
 	char err[256];
 	float *lc = malloc(sizeof(float) * V * 8), *lg = malloc(sizeof(float) * V * 8);
 	int32_t prompt[12];
-	double worst = 0;
+	double worst = 0, worst_pre = 0;
 
 	assert_non_null(lc);
 	assert_non_null(lg);
@@ -128,7 +128,7 @@ static void compare_type(const char *preset, const char *type, double tol)
 	for (int i = 0; i < 8; i++) {
 		double e = rel_l2(lg + (uint64_t)i * V, lc + (uint64_t)i * V, V);
 
-		worst = e > worst ? e : worst;
+		worst_pre = e > worst_pre ? e : worst_pre;
 	}
 	for (uint32_t p = 8; p < 12; p++) {
 		double e;
@@ -138,7 +138,9 @@ static void compare_type(const char *preset, const char *type, double tol)
 		e = rel_l2(lg, lc, V);
 		worst = e > worst ? e : worst;
 	}
-	printf("  %-5s %-5s worst relative L2 %.3g (tolerance %.0e)\n", preset, type, worst, tol);
+	printf("  %-5s %-5s worst relative L2: prefill rows %.3g, decode rows %.3g (tolerance %.0e)\n",
+	       preset, type, worst_pre, worst, tol);
+	assert_true(worst_pre < tol);
 	assert_true(worst < tol);
 	gpu->ops->destroy(gpu);
 	cpu->ops->destroy(cpu);
@@ -161,10 +163,18 @@ static void test_logits_tiny(void **state)
 		compare_type("tiny", types[i].t, types[i].tol);
 }
 
+/*
+ * 1b BF16: 2e-2.  The GPU rounds every matmul's activations to BF16 (the
+ * GEMM path for prefill rows, the tensor-core GEMV for decode rows), the
+ * CPU backend keeps them FP32; on the first device run (2026-12-04, H200)
+ * that alone gave 6.5e-3 on tiny (2 layers) and 1.11e-2 on 1b (22 layers,
+ * prefill rows), over the 1e-2 first guessed.  A wrong kernel is off by
+ * orders of magnitude, and test_gemv_bf16 holds the kernel itself to 1e-5.
+ */
 static void test_logits_1b(void **state)
 {
 	(void)state;
-	compare_type("1b", "BF16", 1e-2);
+	compare_type("1b", "BF16", 2e-2);
 	compare_type("1b", "Q8_0", 6e-2);
 }
 
@@ -345,6 +355,97 @@ static void test_batch_invariance_and_leaks(void **state)
 	wk_model_free(m);
 }
 
+/* deterministic pseudo-random floats in [-1, 1) */
+static float frand(uint64_t *st)
+{
+	*st = *st * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((double)(*st >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+/*
+ * The decode matmul on its own, BF16 weights: the tensor-core kernel
+ * against a double reference on BF16-rounded activations, the SIMT kernel
+ * against one on FP32 activations (both accumulate in FP32: ~1e-6), every
+ * output written (the output is poisoned with NaN first), and a token's
+ * result bit-identical alone, in a group of 9 at another place, and among
+ * 130 (three launches of different tile counts and grid.y).  Shapes: rows
+ * not a multiple of 16, and a K of 3 blocks (most of the 8 K slices empty).
+ */
+static void gemv_shape(uint32_t rows, uint32_t cols)
+{
+	const uint32_t N = 130;
+	uint16_t *w = malloc((size_t)rows * cols * 2);
+	float *x = malloc(sizeof(float) * N * cols), *y = malloc(sizeof(float) * N * rows);
+	float *y1 = malloc(sizeof(float) * 9 * rows), *ys = malloc(sizeof(float) * N * rows);
+	uint64_t st = rows * 31ull + cols;
+	double num = 0, den = 0, nums = 0, dens = 0;
+
+	assert_non_null(w);
+	assert_non_null(x);
+	assert_non_null(y);
+	assert_non_null(y1);
+	assert_non_null(ys);
+	for (size_t i = 0; i < (size_t)rows * cols; i++)
+		w[i] = wk_f32_to_bf16(frand(&st) * 0.05f);
+	for (size_t i = 0; i < (size_t)N * cols; i++)
+		x[i] = frand(&st) * 3.0f;
+	assert_int_equal(wk_cuda_gemv_host(0, WK_Q_BF16, w, rows, cols, cols * 2ull, x, N, y, 0),
+			 CM_OK);
+	assert_int_equal(wk_cuda_gemv_host(0, WK_Q_BF16, w, rows, cols, cols * 2ull, x, N, ys, 1),
+			 CM_OK);
+	for (uint32_t t = 0; t < N; t++)
+		for (uint32_t r = 0; r < rows; r++) {
+			double ref = 0, refs = 0, got = y[(size_t)t * rows + r];
+
+			for (uint32_t k = 0; k < cols; k++) {
+				double wv = wk_bf16_to_f32(w[(size_t)r * cols + k]);
+				float xv = x[(size_t)t * cols + k];
+
+				ref += wv * wk_bf16_to_f32(wk_f32_to_bf16(xv));
+				refs += wv * xv;
+			}
+			if (isnan(got) || isnan(ys[(size_t)t * rows + r]))
+				fail_msg("rows %u cols %u: token %u row %u not written", rows, cols, t, r);
+			num += (got - ref) * (got - ref);
+			den += ref * ref;
+			nums += (ys[(size_t)t * rows + r] - refs) * (ys[(size_t)t * rows + r] - refs);
+			dens += refs * refs;
+		}
+	printf("  gemv %ux%u, %u tokens: tensor-core relative L2 %.3g, SIMT %.3g\n", rows, cols, N,
+	       sqrt(num / den), sqrt(nums / dens));
+	assert_true(sqrt(num / den) < 1e-5);
+	assert_true(sqrt(nums / dens) < 1e-5);
+	/* the same token alone and at another place of a smaller batch */
+	static const uint32_t pick[] = { 0, 7, 8, 63, 64, 121 };
+	for (size_t i = 0; i < sizeof(pick) / sizeof(pick[0]); i++) {
+		uint32_t j = pick[i];
+
+		assert_int_equal(wk_cuda_gemv_host(0, WK_Q_BF16, w, rows, cols, cols * 2ull,
+						   x + (size_t)j * cols, 1, y1, 0), CM_OK);
+		if (memcmp(y1, y + (size_t)j * rows, sizeof(float) * rows) != 0)
+			fail_msg("rows %u cols %u: token %u alone differs from the batch of %u", rows,
+				 cols, j, N);
+		assert_int_equal(wk_cuda_gemv_host(0, WK_Q_BF16, w, rows, cols, cols * 2ull,
+						   x + (size_t)j * cols, 9, y1, 0), CM_OK);
+		if (memcmp(y1, y + (size_t)j * rows, sizeof(float) * rows) != 0)
+			fail_msg("rows %u cols %u: token %u first of 9 differs from the batch of %u",
+				 rows, cols, j, N);
+	}
+	free(w);
+	free(x);
+	free(y);
+	free(y1);
+	free(ys);
+}
+
+static void test_gemv_bf16(void **state)
+{
+	(void)state;
+	gemv_shape(1000, 4096);
+	gemv_shape(130, 96);
+	gemv_shape(64, 14336);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -364,6 +465,7 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gemv_bf16),
 		cmocka_unit_test(test_logits_tiny),
 		cmocka_unit_test(test_greedy_64),
 		cmocka_unit_test(test_batch_invariance_and_leaks),
