@@ -215,7 +215,11 @@ EOF
 		R[ttft_$n]="$tconc $(kv "$LOG/serve-$n-ttft.log" prompt_tokens) $(kv "$LOG/serve-$n-ttft.log" ttft_p50_ms) $(kv "$LOG/serve-$n-ttft.log" ttft_p99_ms)"
 	fi
 	kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-	grep -m1 worker_ready "$LOG/worker-$n.log" | cut -c1-400 | sed 's/^/    /'
+	grep -m1 worker_ready "$LOG/worker-$n.log" | cut -c1-600 | sed 's/^/    /'
+	# host time per emitted token (sampling + emit) against forward time, all runs together
+	local tl
+	tl=$(grep -m1 worker_totals "$LOG/worker-$n.log")
+	R[tot_$n]=$(echo "$tl" | sed -n 's/.*"steps":\([0-9]*\).*"decode_tokens":\([0-9]*\).*"forward_ns":\([0-9]*\).*"emit_ns":\([0-9]*\).*/\1 \2 \3 \4/p')
 }
 if [ "$DRY" = 1 ]; then
 	# tiny model: 512-token context, so the TTFT prompt is 256 tokens; 64 MiB of KV
@@ -260,6 +264,12 @@ if [ -n "${SERVE_N:-}" ]; then
 	if [ -n "${R[s_${SERVE_N}_1]:-}" ] && [ -n "${R[s_${SERVE_N}_128]:-}" ]; then
 		printf '%-34s %s (target >= 20x)\n' "  128 vs 1 throughput" \
 			"$(awk -v a="$(echo ${R[s_${SERVE_N}_128]} | cut -d' ' -f1)" -v b="$(echo ${R[s_${SERVE_N}_1]} | cut -d' ' -f1)" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }')"
+	fi
+	if [ -n "${R[tot_$SERVE_N]:-}" ]; then
+		set -- ${R[tot_$SERVE_N]}
+		printf '%-34s %s steps, %s decode tokens: forward %s s, sample+emit %s s (%s us a token)\n' "  scheduler time" "$1" "$2" \
+			"$(awk -v a="$3" 'BEGIN { printf "%.2f", a / 1e9 }')" "$(awk -v a="$4" 'BEGIN { printf "%.2f", a / 1e9 }')" \
+			"$(awk -v a="$4" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f", a / b / 1e3; else print "-" }')"
 	fi
 	if [ -n "${R[ttft_$SERVE_N]:-}" ]; then
 		set -- ${R[ttft_$SERVE_N]}

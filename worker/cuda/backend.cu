@@ -640,11 +640,15 @@ static enum cm_status cuda_forward_inner(struct cuda_backend *be, const struct w
 		if (st != CM_OK)
 			return st;
 	}
-	/* the small logits copy: n_out rows back to the caller's order */
-	for (uint32_t o = 0; o < b->n_out; o++)
+	/* the logits copy: n_out rows back to the caller's order, one copy per
+	 * run of rows that stay consecutive (a decode-only step: one copy) */
+	for (uint32_t o = 0, n; o < b->n_out; o += n) {
+		for (n = 1; o + n < b->n_out && be->out_orig[o + n] == be->out_orig[o] + n; n++)
+			;
 		WK_CU(cudaMemcpyAsync(logits + (uint64_t)be->out_orig[o] * hp->n_vocab,
 				      be->d_logits + (uint64_t)o * hp->n_vocab,
-				      (uint64_t)hp->n_vocab * 4, cudaMemcpyDeviceToHost, be->s));
+				      (uint64_t)n * hp->n_vocab * 4, cudaMemcpyDeviceToHost, be->s));
+	}
 	WK_CU(cudaStreamSynchronize(be->s));
 	return CM_OK;
 }
@@ -900,6 +904,24 @@ static void cuda_info(const struct wk_backend *base, struct wk_backend_info *out
 	}
 }
 
+/* page-locked host memory for the logits (sched.c asks for it) */
+static void *cuda_host_alloc(struct wk_backend *base, size_t bytes)
+{
+	struct cuda_backend *be = (struct cuda_backend *)base;
+	void *p = NULL;
+
+	if (cudaSetDevice(be->dev) != cudaSuccess || cudaMallocHost(&p, bytes) != cudaSuccess)
+		return NULL;
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void cuda_host_free(struct wk_backend *base, void *p)
+{
+	(void)base;
+	cudaFreeHost(p);
+}
+
 const struct wk_backend_ops wk_cuda_backend_ops = {
 	"cuda",
 	cuda_create,
@@ -909,4 +931,6 @@ const struct wk_backend_ops wk_cuda_backend_ops = {
 	cuda_info,
 	wk_cuda_device_count,
 	cuda_kv_blocks_for,
+	cuda_host_alloc,
+	cuda_host_free,
 };

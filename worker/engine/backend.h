@@ -92,6 +92,14 @@ struct wk_backend_ops {
 	enum cm_status (*kv_blocks_for)(const struct wk_model *model,
 					const struct wk_backend_params *p, double fraction,
 					uint32_t *out);
+	/*
+	 * Optional (NULL: the heap): zeroed host memory that forward() copies
+	 * logits into fastest (CUDA: page-locked, so the device writes it at
+	 * full link speed instead of through a staging buffer).  The caller
+	 * frees it with host_free before destroying the backend.
+	 */
+	void *(*host_alloc)(struct wk_backend *be, size_t bytes);
+	void (*host_free)(struct wk_backend *be, void *p);
 };
 
 /* Every backend struct starts with this header so that generic code can

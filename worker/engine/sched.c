@@ -136,7 +136,10 @@ struct wk_sched *wk_sched_new(const struct wk_sched_config *cfg,
 	s->b_seqs = cm_calloc(nr, sizeof(struct wk_batch_seq));
 	s->b_seqp = cm_calloc(nr, sizeof(struct wk_seq *));
 	s->out_seq = cm_calloc(nr, sizeof(struct wk_seq *));
-	s->logits = cm_calloc((uint64_t)nr * cfg->n_vocab, sizeof(float));
+	if (be->ops->host_alloc)
+		s->logits = be->ops->host_alloc(be, (uint64_t)nr * cfg->n_vocab * sizeof(float));
+	else
+		s->logits = cm_calloc((uint64_t)nr * cfg->n_vocab, sizeof(float));
 	if (!s->b_tokens || !s->b_pos || !s->b_seq || !s->b_out || !s->b_seqs ||
 	    !s->b_seqp || !s->out_seq || !s->logits) {
 		wk_sched_free(s);
@@ -188,7 +191,10 @@ void wk_sched_free(struct wk_sched *s)
 	cm_free(s->b_seqs);
 	cm_free(s->b_seqp);
 	cm_free(s->out_seq);
-	cm_free(s->logits);
+	if (s->logits && s->be->ops->host_free)
+		s->be->ops->host_free(s->be, s->logits);
+	else
+		cm_free(s->logits);
 	cm_free(s);
 }
 
@@ -562,7 +568,10 @@ enum cm_status wk_sched_step(struct wk_sched *s)
 		return st;
 	}
 	step_account(s, &b, dt);
+	t0 = cm_mono_ns();
 	step_emit(s, &b);
+	s->st.forward_ns += (uint64_t)dt;
+	s->st.emit_ns += (uint64_t)(cm_mono_ns() - t0);
 	return CM_OK;
 }
 

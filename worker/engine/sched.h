@@ -126,6 +126,8 @@ struct wk_sched_stats {
 	uint64_t decode_tokens;    /* cumulative */
 	uint64_t prefix_hit_tokens;
 	uint64_t preemptions;
+	uint64_t forward_ns;       /* cumulative: in the backend's forward() */
+	uint64_t emit_ns;          /* cumulative: sampling and emitting the step's tokens */
 };
 
 void wk_sched_stats(const struct wk_sched *s, struct wk_sched_stats *out);

@@ -239,10 +239,29 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	return do_listen ? listen_socket(s, err, err_len) : 0;
 }
 
+/* One line at exit: where the scheduler's time went (no request data). */
+static void log_totals(const struct wk_server *s)
+{
+	struct cm_log_rec lr;
+	struct wk_sched_stats ss;
+
+	wk_sched_stats(s->sched, &ss);
+	cm_log_begin(&lr, CM_LOG_INFO, "worker_totals");
+	cm_log_str(&lr, "worker", s->cfg->name);
+	cm_log_u64(&lr, "steps", ss.steps);
+	cm_log_u64(&lr, "prefill_tokens", ss.prefill_tokens);
+	cm_log_u64(&lr, "decode_tokens", ss.decode_tokens);
+	cm_log_u64(&lr, "forward_ns", ss.forward_ns);
+	cm_log_u64(&lr, "emit_ns", ss.emit_ns);
+	cm_log_end(&lr);
+}
+
 static void teardown(struct wk_server *s)
 {
 	while (s->n_conns)
 		wk_serve_conn_close(s, s->n_conns - 1);
+	if (s->sched)
+		log_totals(s);
 	wk_sched_free(s->sched);
 	wk_kv_free(s->kv);
 	wk_sampler_ws_free(s->ws);
