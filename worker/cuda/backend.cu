@@ -41,6 +41,7 @@
 #include "worker/cuda/check.cuh"
 #include "worker/cuda/gemm.cuh"
 #include "worker/cuda/gemv.cuh"
+#include "worker/cuda/gemv_mma.cuh"
 #include "worker/cuda/ops.cuh"
 
 /* C headers: a struct and a function share a name there (legal C,
@@ -428,6 +429,49 @@ static enum cm_status mm(struct cuda_backend *be, const struct dev_tensor *w, co
 }
 
 /*
+ * n matmuls of one width over the same x (Q, K, V; gate, up): the decode
+ * rows in one tensor-core launch when every weight takes it (the same
+ * per-row result as separate launches), else as mm() each.
+ */
+static enum cm_status mm_multi(struct cuda_backend *be, uint32_t n, const struct dev_tensor *const *w,
+			       const float *x, uint32_t T, uint32_t nd, float *const *y,
+			       const float *const *bias)
+{
+	const void *wd[3];
+	uint64_t rows[3];
+	int fuse = nd > 0 && n <= 3;
+	enum cm_status st;
+
+	for (uint32_t i = 0; i < n && fuse; i++) {
+		fuse = w[i]->cols == w[0]->cols && w[i]->row_bytes == w[0]->row_bytes &&
+		       wk_cu_gemv_is_mma(w[i]->type, w[i]->cols, w[i]->row_bytes, w[i]->d);
+		wd[i] = w[i]->d;
+		rows[i] = w[i]->rows;
+	}
+	if (!fuse) {
+		for (uint32_t i = 0; i < n; i++)
+			if ((st = mm(be, w[i], x, T, nd, y[i], bias[i])) != CM_OK)
+				return st;
+		return CM_OK;
+	}
+	st = wk_cu_gemv_mma_multi(n, wd, rows, w[0]->cols, w[0]->row_bytes, x, nd, y, be->s);
+	if (st != CM_OK)
+		return st;
+	for (uint32_t i = 0; i < n; i++) {
+		if (T > nd) {
+			st = wk_cu_gemm_run(be->gemm, w[i]->type, w[i]->d, w[i]->rows, w[i]->cols,
+					    w[i]->row_bytes, x + (uint64_t)nd * w[i]->cols, T - nd,
+					    y[i] + (uint64_t)nd * w[i]->rows);
+			if (st != CM_OK)
+				return st;
+		}
+		if (bias[i] && (st = wk_cu_add_bias(y[i], bias[i], (uint32_t)w[i]->rows, T, be->s)) != CM_OK)
+			return st;
+	}
+	return CM_OK;
+}
+
+/*
  * Enqueues the whole step for T rows (nd of them decode rows) and n_out
  * output rows (nd_out of them from decode rows) whose logits land in
  * d_logits.  Everything it reads comes from the metadata buffers, so the
@@ -448,12 +492,13 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
 		const struct dev_layer *L = &be->layers[l];
 		__half *kc = be->kv + 2 * l * layer_kv, *vc = kc + layer_kv;
+		const struct dev_tensor *qkv[3] = { &L->wq, &L->wk, &L->wv }, *gu[2] = { &L->w_gate, &L->w_up };
+		float *qkv_y[3] = { be->q, be->k, be->v }, *gu_y[2] = { be->g, be->u };
+		const float *qkv_b[3] = { L->bq, L->bk, L->bv }, *gu_b[2] = { NULL, NULL };
 
 		if ((st = wk_cu_rmsnorm(be->x, NULL, L->attn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
-		    (st = mm(be, &L->wq, be->h, T, nd, be->q, L->bq)) != CM_OK ||
-		    (st = mm(be, &L->wk, be->h, T, nd, be->k, L->bk)) != CM_OK ||
-		    (st = mm(be, &L->wv, be->h, T, nd, be->v, L->bv)) != CM_OK ||
+		    (st = mm_multi(be, 3, qkv, be->h, T, nd, qkv_y, qkv_b)) != CM_OK ||
 		    /* qwen3: each head of q and k normalised in place before RoPE */
 		    (L->q_norm && (st = wk_cu_rmsnorm(be->q, NULL, L->q_norm, hp->rms_eps, hp->head_dim,
 						      T * hp->n_head, be->q, be->s)) != CM_OK) ||
@@ -472,8 +517,7 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, be->s)) != CM_OK ||
 		    (st = wk_cu_rmsnorm(be->x, NULL, L->ffn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
-		    (st = mm(be, &L->w_gate, be->h, T, nd, be->g, NULL)) != CM_OK ||
-		    (st = mm(be, &L->w_up, be->h, T, nd, be->u, NULL)) != CM_OK ||
+		    (st = mm_multi(be, 2, gu, be->h, T, nd, gu_y, gu_b)) != CM_OK ||
 		    (st = wk_cu_silu_mul(be->g, be->u, (uint64_t)T * hp->n_ff, be->s)) != CM_OK ||
 		    (st = mm(be, &L->w_down, be->g, T, nd, be->h, NULL)) != CM_OK ||
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, be->s)) != CM_OK)

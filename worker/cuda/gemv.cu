@@ -125,6 +125,11 @@ static enum cm_status gemv_path(uint32_t type, const void *w, uint64_t rows, uin
 	return CM_OK;
 }
 
+int wk_cu_gemv_is_mma(uint32_t type, uint64_t cols, uint64_t row_bytes, const void *w)
+{
+	return !gemv_simt_only() && wk_cu_gemv_mma_ok(type, cols, row_bytes, w);
+}
+
 enum cm_status wk_cu_gemv(uint32_t type, const void *w, uint64_t rows, uint64_t cols,
 			  uint64_t row_bytes, const float *x, uint32_t n_tok, float *y,
 			  cudaStream_t s)

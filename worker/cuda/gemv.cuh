@@ -24,4 +24,8 @@ enum cm_status wk_cu_gemv(uint32_t type, const void *w, uint64_t rows, uint64_t 
 			  uint64_t row_bytes, const float *x, uint32_t n_tok, float *y,
 			  cudaStream_t s);
 
+/* 1 when wk_cu_gemv() runs this weight on the tensor-core kernel
+ * (gemv_mma.cuh), so that several such weights may share one launch. */
+int wk_cu_gemv_is_mma(uint32_t type, uint64_t cols, uint64_t row_bytes, const void *w);
+
 #endif

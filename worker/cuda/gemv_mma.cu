@@ -34,12 +34,19 @@ __device__ __forceinline__ void wk_mma_16816(float c[4], uint32_t a0, uint32_t a
 
 template <int NT>
 __global__ void __launch_bounds__(WK_MMA_WARPS * 32)
-wk_cu_gemv_mma_kernel(const uint8_t *w, uint32_t rows, uint32_t cols, uint64_t row_bytes,
-		      const float *x, uint32_t n_tok, float *y)
+wk_cu_gemv_mma_kernel(struct wk_cu_mma_set set, uint32_t cols, uint64_t row_bytes,
+		      const float *x, uint32_t n_tok)
 {
 	__shared__ float4 part[WK_MMA_WARPS][NT][32];
 	uint32_t lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-	uint32_t r0 = blockIdx.x * WK_MMA_ROWS, t0 = blockIdx.y * (NT * 8);
+	/* which matrix of the set this block works on: blocks [end[m-1], end[m]) */
+	/* (selects, not indexing: a parameter indexed at run time goes to local memory) */
+	uint32_t m = blockIdx.x >= set.blk_end[0] ? (blockIdx.x >= set.blk_end[1] ? 2 : 1) : 0;
+	uint32_t blk = blockIdx.x - (m == 0 ? 0 : m == 1 ? set.blk_end[0] : set.blk_end[1]);
+	uint32_t rows = m == 0 ? set.rows[0] : m == 1 ? set.rows[1] : set.rows[2];
+	const uint8_t *w = m == 0 ? set.w[0] : m == 1 ? set.w[1] : set.w[2];
+	float *y = m == 0 ? set.y[0] : m == 1 ? set.y[1] : set.y[2];
+	uint32_t r0 = blk * WK_MMA_ROWS, t0 = blockIdx.y * (NT * 8);
 	uint32_t nt = n_tok - t0 < NT * 8 ? n_tok - t0 : NT * 8;
 	uint32_t ra = r0 + g < rows ? r0 + g : rows - 1;
 	uint32_t rb = r0 + g + 8 < rows ? r0 + g + 8 : rows - 1;
@@ -133,28 +140,54 @@ int wk_cu_gemv_mma_ok(uint32_t type, uint64_t cols, uint64_t row_bytes, const vo
 enum cm_status wk_cu_gemv_mma(const void *w, uint64_t rows, uint64_t cols, uint64_t row_bytes,
 			      const float *x, uint32_t n_tok, float *y, cudaStream_t s)
 {
+	const void *ws[1] = { w };
+	uint64_t rs[1] = { rows };
+	float *ys[1] = { y };
+
+	return wk_cu_gemv_mma_multi(1, ws, rs, cols, row_bytes, x, n_tok, ys, s);
+}
+
+enum cm_status wk_cu_gemv_mma_multi(uint32_t n, const void *const *w, const uint64_t *rows,
+				    uint64_t cols, uint64_t row_bytes, const float *x,
+				    uint32_t n_tok, float *const *y, cudaStream_t s)
+{
+	struct wk_cu_mma_set set = {};
+	uint64_t blocks = 0;
 	dim3 grid;
 
-	if (n_tok == 0 || rows == 0)
+	if (n_tok == 0 || n == 0)
 		return CM_OK;
-	if (rows > UINT32_MAX || cols > UINT32_MAX)
+	if (n > 3 || cols > UINT32_MAX)
 		return CM_EUNSUPPORTED;
-	grid = dim3((unsigned)((rows + WK_MMA_ROWS - 1) / WK_MMA_ROWS), 1);
+	for (uint32_t m = 0; m < 3; m++) {
+		if (m < n) {
+			if (rows[m] == 0 || rows[m] > UINT32_MAX)
+				return CM_EUNSUPPORTED;
+			set.w[m] = (const uint8_t *)w[m];
+			set.y[m] = y[m];
+			set.rows[m] = (uint32_t)rows[m];
+			blocks += (rows[m] + WK_MMA_ROWS - 1) / WK_MMA_ROWS;
+		}
+		set.blk_end[m] = (uint32_t)blocks; /* past n: never below blockIdx.x */
+	}
+	if (blocks > INT32_MAX)
+		return CM_EUNSUPPORTED;
+	grid = dim3((unsigned)blocks, 1);
 	/* one tile per 8 tokens up to 64; a launch's tile count is only how
 	 * many columns each mma computes, never a token's sum */
 	if (n_tok <= 8)
 		wk_cu_gemv_mma_kernel<1><<<grid, WK_MMA_WARPS * 32, 0, s>>>(
-			(const uint8_t *)w, (uint32_t)rows, (uint32_t)cols, row_bytes, x, n_tok, y);
+			set, (uint32_t)cols, row_bytes, x, n_tok);
 	else if (n_tok <= 16)
 		wk_cu_gemv_mma_kernel<2><<<grid, WK_MMA_WARPS * 32, 0, s>>>(
-			(const uint8_t *)w, (uint32_t)rows, (uint32_t)cols, row_bytes, x, n_tok, y);
+			set, (uint32_t)cols, row_bytes, x, n_tok);
 	else if (n_tok <= 32)
 		wk_cu_gemv_mma_kernel<4><<<grid, WK_MMA_WARPS * 32, 0, s>>>(
-			(const uint8_t *)w, (uint32_t)rows, (uint32_t)cols, row_bytes, x, n_tok, y);
+			set, (uint32_t)cols, row_bytes, x, n_tok);
 	else {
 		grid.y = (n_tok + 8 * WK_MMA_TILES - 1) / (8 * WK_MMA_TILES);
 		wk_cu_gemv_mma_kernel<WK_MMA_TILES><<<grid, WK_MMA_WARPS * 32, 0, s>>>(
-			(const uint8_t *)w, (uint32_t)rows, (uint32_t)cols, row_bytes, x, n_tok, y);
+			set, (uint32_t)cols, row_bytes, x, n_tok);
 	}
 	WK_CU_LAUNCH();
 	return CM_OK;

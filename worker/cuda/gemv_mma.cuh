@@ -39,4 +39,19 @@ int wk_cu_gemv_mma_ok(uint32_t type, uint64_t cols, uint64_t row_bytes, const vo
 enum cm_status wk_cu_gemv_mma(const void *w, uint64_t rows, uint64_t cols, uint64_t row_bytes,
 			      const float *x, uint32_t n_tok, float *y, cudaStream_t s);
 
+/* Up to 3 matrices of one width over the same x in one launch (Q, K, V;
+ * gate, up): y[m] = x W[m]^T.  The same per-(row, token) computation as
+ * one launch each, so the result is bit for bit the same; it saves the
+ * launches and the tail of the small matrices (K and V). */
+struct wk_cu_mma_set {
+	const uint8_t *w[3];
+	float *y[3];
+	uint32_t rows[3];
+	uint32_t blk_end[3]; /* cumulative block counts */
+};
+
+enum cm_status wk_cu_gemv_mma_multi(uint32_t n, const void *const *w, const uint64_t *rows,
+				    uint64_t cols, uint64_t row_bytes, const float *x,
+				    uint32_t n_tok, float *const *y, cudaStream_t s);
+
 #endif

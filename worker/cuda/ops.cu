@@ -94,6 +94,8 @@ __device__ __forceinline__ void wk_cu_rope_head(float *v, uint32_t rope_dim, int
 	v[i1] = a * sf + b * c;
 }
 
+#define WK_CU_ROPE_TABLE 256 /* pairs whose angles a block computes once */
+
 __global__ void wk_cu_rope_store_kernel(float *q, float *k, const float *v, const uint32_t *pos,
 					const uint32_t *seq, const uint32_t *tables,
 					struct wk_cu_kvgeo g, uint32_t rope_dim, int neox,
@@ -107,14 +109,36 @@ __global__ void wk_cu_rope_store_kernel(float *q, float *k, const float *v, cons
 	const float *vt = v + (uint64_t)t * g.kv_dim;
 	double pp = (double)p * pos_scale;
 	uint64_t slot;
+	__shared__ float tc[WK_CU_ROPE_TABLE], ts[WK_CU_ROPE_TABLE];
+	int table = half <= WK_CU_ROPE_TABLE;
 
 	if (p == WK_CU_POS_NONE)
 		return;
+	/* the angle of pair i is the same for every head: its cosine and sine
+	 * once per token (the same double sincos as wk_cu_rope_head) */
+	if (table) {
+		for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
+			double sn, cs;
+
+			sincos(pp * inv_freq[i], &sn, &cs);
+			tc[i] = (float)cs;
+			ts[i] = (float)sn;
+		}
+		__syncthreads();
+	}
 	/* each (head, pair) is independent: no ordering concerns */
 	for (uint32_t w = threadIdx.x; w < (g.n_head + g.n_head_kv) * half; w += blockDim.x) {
 		uint32_t h = w / half, i = w % half;
 
-		if (h < g.n_head)
+		if (table) {
+			float *hv = h < g.n_head ? qt + (uint64_t)h * hd
+						 : kt + (uint64_t)(h - g.n_head) * hd;
+			uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+			float a = hv[i0], b = hv[i1];
+
+			hv[i0] = a * tc[i] - b * ts[i];
+			hv[i1] = a * ts[i] + b * tc[i];
+		} else if (h < g.n_head)
 			wk_cu_rope_head(qt + (uint64_t)h * hd, rope_dim, neox, inv_freq, pp, i);
 		else
 			wk_cu_rope_head(kt + (uint64_t)(h - g.n_head) * hd, rope_dim, neox,
