@@ -487,25 +487,74 @@ out:
 	return st;
 }
 
-/* Q4_K_M: Q6_K for attn_v / ffn_down in the first and last eighth of the
- * layers and every third layer between, and for output.weight. */
-static int q4km_more_bits(uint32_t layer, uint32_t n_layers)
+/* llama-quantize's "more bits" layers: the first and last eighth and every
+ * third layer between */
+static int more_bits_layer(uint32_t layer, uint32_t n_layers)
 {
 	return layer < n_layers / 8 || layer >= 7 * n_layers / 8 ||
 	       (layer - n_layers / 8) % 3 == 2;
 }
 
 /*
+ * The K-quant mixes as llama-quantize composes them for a dense llama-like
+ * model (one expert, not Falcon): a base type, attn_v, ffn_down and
+ * attn_output by layer, output.weight Q6_K.
+ *   Q3_K_M: attn_v Q5_K in layers 0-1 else Q4_K; ffn_down Q5_K in the first
+ *           sixteenth else Q4_K; attn_output Q4_K.
+ *   Q4_K_M: attn_v and ffn_down Q6_K in the more-bits layers.
+ *   Q5_K_M: the same with Q5_K as the base.
+ */
+enum mix_tensor { MIX_V, MIX_DOWN, MIX_OUT_PROJ, MIX_OTHER };
+
+struct mix {
+	const char *name;
+	uint32_t base;
+	uint32_t file_type; /* llama.cpp's general.file_type */
+};
+
+static const struct mix mixes[] = {
+	{ "Q3_K_M", WK_Q_Q3_K, 12 },
+	{ "Q4_K_M", WK_Q_Q4_K, 15 },
+	{ "Q5_K_M", WK_Q_Q5_K, 17 },
+};
+
+static const struct mix *find_mix(const char *name)
+{
+	for (size_t i = 0; i < sizeof(mixes) / sizeof(mixes[0]); i++)
+		if (strcasecmp(mixes[i].name, name) == 0)
+			return &mixes[i];
+	return NULL;
+}
+
+static uint32_t mix_type(const struct mix *m, enum mix_tensor what, uint32_t layer,
+			 uint32_t n_layers)
+{
+	if (m->base == WK_Q_Q3_K) {
+		if (what == MIX_V)
+			return layer < 2 ? WK_Q_Q5_K : WK_Q_Q4_K;
+		if (what == MIX_DOWN)
+			return layer < n_layers / 16 ? WK_Q_Q5_K : WK_Q_Q4_K;
+		if (what == MIX_OUT_PROJ)
+			return WK_Q_Q4_K;
+		return m->base;
+	}
+	if ((what == MIX_V || what == MIX_DOWN) && more_bits_layer(layer, n_layers))
+		return WK_Q_Q6_K;
+	return m->base;
+}
+
+/*
  * The type a real quantizer gives a matrix whose rows (d0) are not a
  * multiple of the K-quants' 256, as llama.cpp's llama-quantize does:
- * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; F16 when even 32 does not
- * divide them.
+ * Q2_K, Q3_K, IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0;
+ * F16 when even 32 does not divide them.
  */
 static uint32_t fit_type(uint32_t type, uint64_t d0)
 {
 	if (d0 % wk_qtype_block_elems(type) == 0)
 		return type;
 	switch (type) {
+	case WK_Q_Q2_K: case WK_Q_Q3_K: case WK_Q_IQ4_XS: type = WK_Q_IQ4_NL; break;
 	case WK_Q_Q4_K: type = WK_Q_Q5_0; break;
 	case WK_Q_Q5_K: type = WK_Q_Q5_1; break;
 	case WK_Q_Q6_K: type = WK_Q_Q8_0; break;
@@ -553,9 +602,13 @@ static uint32_t file_type_id(const char *type_name)
 {
 	static const struct { const char *n; uint32_t id; } ft[] = {
 		{ "F32", 0 }, { "F16", 1 }, { "Q4_0", 2 }, { "Q4_1", 3 }, { "Q8_0", 7 },
-		{ "Q5_0", 8 }, { "Q5_1", 9 }, { "Q4_K", 14 }, { "IQ4_NL", 25 },
-		{ "Q4_K_M", 15 }, { "Q5_K", 16 }, { "Q6_K", 18 }, { "BF16", 32 },
+		{ "Q5_0", 8 }, { "Q5_1", 9 }, { "Q2_K", 10 }, { "Q3_K", 11 }, { "Q4_K", 14 },
+		{ "IQ4_NL", 25 }, { "Q5_K", 16 }, { "Q6_K", 18 }, { "IQ4_XS", 30 }, { "BF16", 32 },
 	};
+	const struct mix *m = find_mix(type_name);
+
+	if (m)
+		return m->file_type;
 
 	for (size_t i = 0; i < sizeof(ft) / sizeof(ft[0]); i++)
 		if (strcasecmp(ft[i].n, type_name) == 0)
@@ -574,7 +627,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	enum cm_status st;
 	uint32_t bos, eos, head_dim = p->embd / p->heads, mtype, l;
 	int64_t eot;
-	int q4km = strcasecmp(o->type_name, "Q4_K_M") == 0;
+	const struct mix *mix = find_mix(o->type_name);
 	char key[96], name[64];
 
 	if (o->embd)
@@ -582,7 +635,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	if (o->ff)
 		shape.ff = o->ff;
 	head_dim = o->head_dim ? o->head_dim : p->embd / p->heads;
-	mtype = q4km ? WK_Q_Q4_K : (uint32_t)wk_qtype_parse(o->type_name);
+	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
 	sy.rope_base = o->arch_qwen2 ? 1000000.0f : p->rope_base;
@@ -604,7 +657,9 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		add_synth_tensor(&sy, "rope_freqs.weight", WK_Q_F32, 1, head_dim / 2, 1,
 				 K_ROPE_FREQS);
 	for (l = 0; l < p->layers; l++) {
-		uint32_t more = q4km && q4km_more_bits(l, p->layers) ? WK_Q_Q6_K : mtype;
+		uint32_t vtype = mix ? mix_type(mix, MIX_V, l, p->layers) : mtype;
+		uint32_t dtype = mix ? mix_type(mix, MIX_DOWN, l, p->layers) : mtype;
+		uint32_t otype = mix ? mix_type(mix, MIX_OUT_PROJ, l, p->layers) : mtype;
 		uint64_t q = (uint64_t)p->heads * head_dim, kv = (uint64_t)p->kv_heads * head_dim;
 
 #define T(what, ty, nd, d0, d1, kind) \
@@ -613,7 +668,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		T("attn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 		T("attn_q.weight", mtype, 2, p->embd, q, K_MATRIX);
 		T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
-		T("attn_v.weight", more, 2, p->embd, kv, K_MATRIX);
+		T("attn_v.weight", vtype, 2, p->embd, kv, K_MATRIX);
 		if (o->arch_qwen3) {
 			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
@@ -622,15 +677,15 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
 			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
 		}
-		T("attn_output.weight", mtype, 2, q, p->embd, K_MATRIX);
+		T("attn_output.weight", otype, 2, q, p->embd, K_MATRIX);
 		T("ffn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 		T("ffn_gate.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 		T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
-		T("ffn_down.weight", more, 2, p->ff, p->embd, K_MATRIX);
+		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
 #undef T
 	}
 	add_synth_tensor(&sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-	add_synth_tensor(&sy, "output.weight", q4km ? WK_Q_Q6_K : mtype, 2, p->embd, o->vocab,
+	add_synth_tensor(&sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd, o->vocab,
 			 K_MATRIX);
 
 	st = wk_gguf_writer_new(&w);
@@ -725,11 +780,11 @@ int model_cmd_synth(int argc, char **argv)
 				return 2;
 			}
 		} else if (strcmp(arg, "--type") == 0) {
-			if (strcasecmp(val, "Q4_K_M") != 0 &&
+			if (!find_mix(val) &&
 			    (wk_qtype_parse(val) < 0 || !wk_qtype_supported((uint32_t)wk_qtype_parse(val)))) {
 				fprintf(stderr, "sluice-model: --type: expected F32, F16, BF16, "
-					"Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q4_K_M, Q5_K or "
-					"Q6_K, found '%s'\n", val);
+					"Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, "
+					"Q3_K_M, Q4_K, Q4_K_M, Q5_K, Q5_K_M or Q6_K, found '%s'\n", val);
 				return 2;
 			}
 			o.type_name = val;

@@ -48,7 +48,7 @@ void model_usage(FILE *f)
 	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]\n"
 	      "  sluice-model sha256 PATH\n"
 	      "  sluice-model synth --preset tiny|1b|qwen3-1b|8b [--type F32|F16|BF16|Q8_0|Q4_0|"
-	      "Q4_1|Q5_0|Q5_1|IQ4_NL|Q4_K|Q4_K_M|Q5_K|Q6_K]\n"
+	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
 	      "                     [--arch llama|qwen2|qwen3] [--seed N] [--vocab N] [--ctx N]\n"
 	      "                     [--embd N] [--ffn N] [--head-dim N]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|"

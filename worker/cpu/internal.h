@@ -8,7 +8,8 @@
  *                    (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0 weights; x = d * q;
  *                    s = sum of the 32 qs)
  *   WK_CPU_ACT_Q8_256 i8 qs[cols] | f32 d[cols/256] | i16 bsums[cols/16]
- *                    (Q4_K, Q5_K, Q6_K weights; the Q8_K format split into arrays)
+ *                    (Q2_K, Q3_K, IQ4_XS, Q4_K, Q5_K, Q6_K weights; the Q8_K
+ *                    format split into arrays)
  * qs are in -127..127.
  */
 #ifndef SLUICE_WORKER_CPU_INTERNAL_H

@@ -296,6 +296,114 @@ static void ks_gemm_q6_k(const struct wk_cpu_gemm *g, int r0, int r1)
 	}
 }
 
+/*
+ * Q2_K: value = d*sc_j*q - dmin*m_j over 16-value sub-blocks j, so a block
+ * contributes d*dx*sum_j sc_j*dot_j - dmin*dx*sum_j m_j*bsum_j.
+ */
+static void ks_gemm_q2_k(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 256;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			const int16_t *bs = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 84 * (size_t)b, *qs = blk + 16;
+				const int8_t *x = xq + 256 * b;
+				int isum = 0, imin = 0;
+				for (int j = 0; j < 16; j++) {
+					int h = j / 8, k = (j % 8) / 2, o = 16 * (j % 2), s = 0;
+					for (int l = 0; l < 16; l++)
+						s += ((qs[32 * h + o + l] >> (2 * k)) & 3) *
+						     x[128 * h + 32 * k + o + l];
+					isum += (blk[j] & 15) * s;
+					imin += (blk[j] >> 4) * bs[16 * b + j];
+				}
+				acc += (float)isum * (ks_f16(blk + 80) * xd[b]);
+				acc -= (float)imin * (ks_f16(blk + 82) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+/* Q3_K's six-bit scale j (offset 32 removed), as quant_low.c */
+static int ks_q3_scale(const uint8_t *s, int j)
+{
+	int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+	int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+	return (lo | (hi << 4)) - 32;
+}
+
+/* Q3_K: value = d*sc_j*(q3 - 4): a block contributes
+ * d*dx*sum_j sc_j*(dot_j(q3) - 4*bsum_j). */
+static void ks_gemm_q3_k(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 256;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			const int16_t *bs = (const int16_t *)(xr + g->cols + 4 * (size_t)nb);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 110 * (size_t)b, *hm = blk, *qs = blk + 32;
+				const int8_t *x = xq + 256 * b;
+				int isum = 0;
+				for (int j = 0; j < 16; j++) {
+					int h = j / 8, k = (j % 8) / 2, o = 16 * (j % 2), s = 0;
+					for (int l = o; l < o + 16; l++) {
+						int q = ((qs[32 * h + l] >> (2 * k)) & 3) |
+							(((hm[l] >> (4 * h + k)) & 1) << 2);
+						s += q * x[128 * h + 32 * k + l];
+					}
+					isum += ks_q3_scale(blk + 96, j) * (s - 4 * bs[16 * b + j]);
+				}
+				acc += (float)isum * (ks_f16(blk + 108) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
+/* IQ4_XS: value = d*(ls_j - 32)*levels[q] over 32-value sub-blocks. */
+static void ks_gemm_iq4_xs(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	int nb = g->cols / 256;
+	for (int r = r0; r < r1; r++) {
+		const uint8_t *w = g->w + (size_t)r * g->w_stride;
+		for (int t = 0; t < g->n; t++) {
+			const uint8_t *xr = g->x + (size_t)t * g->x_stride;
+			const int8_t *xq = (const int8_t *)xr;
+			const float *xd = (const float *)(xr + g->cols);
+			float acc = 0;
+			for (int b = 0; b < nb; b++) {
+				const uint8_t *blk = w + 136 * (size_t)b, *qs = blk + 8;
+				int sh = blk[2] | (blk[3] << 8);
+				const int8_t *x = xq + 256 * b;
+				int isum = 0;
+				for (int j = 0; j < 8; j++) {
+					int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) |
+						 (((sh >> (2 * j)) & 3) << 4);
+					int s = 0;
+					for (int l = 0; l < 16; l++)
+						s += wk_iq4nl_levels[qs[16 * j + l] & 15] * x[32 * j + l] +
+						     wk_iq4nl_levels[qs[16 * j + l] >> 4] * x[32 * j + 16 + l];
+					isum += (ls - 32) * s;
+				}
+				acc += (float)isum * (ks_f16(blk) * xd[b]);
+			}
+			g->y[(size_t)t * g->y_stride + r] = acc;
+		}
+	}
+}
+
 const struct wk_cpu_kernels wk_cpu_kernels_scalar = {
 	.name = "scalar",
 	.gemm = {
@@ -308,6 +416,9 @@ const struct wk_cpu_kernels wk_cpu_kernels_scalar = {
 		[WK_Q_Q5_1] = ks_gemm_q5_1,
 		[WK_Q_IQ4_NL] = ks_gemm_iq4_nl,
 		[WK_Q_Q8_0] = ks_gemm_q8_0,
+		[WK_Q_Q2_K] = ks_gemm_q2_k,
+		[WK_Q_Q3_K] = ks_gemm_q3_k,
+		[WK_Q_IQ4_XS] = ks_gemm_iq4_xs,
 		[WK_Q_Q4_K] = ks_gemm_q4_k,
 		[WK_Q_Q5_K] = ks_gemm_q5_k,
 		[WK_Q_Q6_K] = ks_gemm_q6_k,

@@ -856,6 +856,8 @@ KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 2, 4)
 #endif
 
+#include "worker/cpu/kern_x86_low.h"
+
 const struct wk_cpu_kernels KX_TABLE = {
 	.name = KX_512 ? "avx512" : "avx2",
 	.gemm = {
@@ -868,6 +870,9 @@ const struct wk_cpu_kernels KX_TABLE = {
 		[WK_Q_Q5_1] = kx_gemm_q5_1,
 		[WK_Q_IQ4_NL] = kx_gemm_iq4_nl,
 		[WK_Q_Q8_0] = kx_gemm_q8_0,
+		[WK_Q_Q2_K] = kx_gemm_q2_k,
+		[WK_Q_Q3_K] = kx_gemm_q3_k,
+		[WK_Q_IQ4_XS] = kx_gemm_iq4_xs,
 		[WK_Q_Q4_K] = kx_gemm_q4_k,
 		[WK_Q_Q5_K] = kx_gemm_q5_k,
 		[WK_Q_Q6_K] = kx_gemm_q6_k,

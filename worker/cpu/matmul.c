@@ -104,6 +104,9 @@ enum wk_cpu_act wk_cpu_act_of(uint32_t wtype)
 	case WK_Q_IQ4_NL:
 	case WK_Q_Q8_0:
 		return WK_CPU_ACT_Q8_32;
+	case WK_Q_Q2_K:
+	case WK_Q_Q3_K:
+	case WK_Q_IQ4_XS:
 	case WK_Q_Q4_K:
 	case WK_Q_Q5_K:
 	case WK_Q_Q6_K:

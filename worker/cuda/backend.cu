@@ -173,7 +173,8 @@ static int type_ok(const struct wk_tensor *t)
 	case WK_Q_F32: n = 4; break;
 	case WK_Q_F16: case WK_Q_BF16: n = 8; break;
 	case WK_Q_Q8_0: case WK_Q_Q4_0: case WK_Q_Q4_1: case WK_Q_Q5_0: case WK_Q_Q5_1: case WK_Q_IQ4_NL:
-	case WK_Q_Q4_K: case WK_Q_Q5_K: case WK_Q_Q6_K: n = 32; break;
+	case WK_Q_Q4_K: case WK_Q_Q5_K: case WK_Q_Q6_K:
+	case WK_Q_Q2_K: case WK_Q_Q3_K: case WK_Q_IQ4_XS: n = 32; break;
 	default: return 0;
 	}
 	return t->cols % n == 0;

@@ -4,7 +4,8 @@
  *
  * A row is read in "units": 8 values (16 bytes) of F16/BF16, 4 values
  * (16 bytes) of F32, and 32 values for quantised types (one Q8_0, Q4_0,
- * Q4_1, Q5_0 or Q5_1 block, or one 32-value sub-block of a Q4_K/Q5_K/Q6_K super-block).
+ * Q4_1, Q5_0 or Q5_1 block, or one 32-value sub-block of a Q2_K, Q3_K,
+ * IQ4_XS, Q4_K, Q5_K or Q6_K super-block).
  * Decoding follows worker/model/quant.c (the reference) value for value: the
  * same scale products in float, in the same order.  On the host the result
  * is bit-identical to wk_dequantize_row() (wk_cuda_dequant_selfcheck()
@@ -270,6 +271,70 @@ template <> struct wk_cu_unit<WK_Q_Q6_K> {
 	}
 };
 
+/* Q2_K unit j of a block: h = j / 4, k = j % 4, values 128h + 32k + l */
+template <> struct wk_cu_unit<WK_Q_Q2_K> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		const uint8_t *b = row + (uint64_t)(u >> 3) * 84;
+		int j = (int)(u & 7), h = j >> 2, k = j & 3;
+		const uint8_t *qs = b + 16 + 32 * h;
+		float d = wk_cu_h2f(b + 80), dmin = wk_cu_h2f(b + 82);
+
+		for (int hf = 0; hf < 2; hf++) {
+			int sc = b[8 * h + 2 * k + hf];
+			float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+
+			for (int l = 16 * hf; l < 16 * hf + 16; l++)
+				w[l] = dl * (float)((qs[l] >> (2 * k)) & 3) - ml;
+		}
+	}
+};
+
+template <> struct wk_cu_unit<WK_Q_Q3_K> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		const uint8_t *b = row + (uint64_t)(u >> 3) * 110;
+		int j = (int)(u & 7), h = j >> 2, k = j & 3;
+		const uint8_t *hm = b, *qs = b + 32 + 32 * h, *s = b + 96;
+		float d = wk_cu_h2f(b + 108);
+
+		for (int hf = 0; hf < 2; hf++) {
+			int si = 8 * h + 2 * k + hf;
+			int lo = si < 8 ? s[si] & 15 : s[si - 8] >> 4;
+			int hi = (s[8 + si % 4] >> (2 * (si / 4))) & 3;
+			float dl = d * (float)((lo | (hi << 4)) - 32);
+
+			for (int l = 16 * hf; l < 16 * hf + 16; l++) {
+				int q = ((qs[l] >> (2 * k)) & 3) - (((hm[l] >> (4 * h + k)) & 1) ? 0 : 4);
+
+				w[l] = dl * (float)q;
+			}
+		}
+	}
+};
+
+template <> struct wk_cu_unit<WK_Q_IQ4_XS> {
+	static constexpr int N = 32;
+	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
+	{
+		/* the levels of quant.c's wk_iq4nl_levels */
+		const int8_t lv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+					1, 13, 25, 38, 53, 69, 89, 113 };
+		const uint8_t *b = row + (uint64_t)(u >> 3) * 136;
+		int j = (int)(u & 7), sh = b[2] | (b[3] << 8);
+		int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
+		const uint8_t *qs = b + 8 + 16 * j;
+		float dl = wk_cu_h2f(b) * (float)(ls - 32);
+
+		for (int i = 0; i < 16; i++) {
+			w[i] = dl * (float)lv[qs[i] & 15];
+			w[i + 16] = dl * (float)lv[qs[i] >> 4];
+		}
+	}
+};
+
 /* Calls F.template operator()<T>() for a runtime type; returns 0 for unsupported types. */
 #define WK_CU_DISPATCH(type, BODY)                                           \
 	switch (type) {                                                      \
@@ -282,6 +347,9 @@ template <> struct wk_cu_unit<WK_Q_Q6_K> {
 	case WK_Q_Q5_0: { constexpr int WT = WK_Q_Q5_0; BODY; } break;       \
 	case WK_Q_Q5_1: { constexpr int WT = WK_Q_Q5_1; BODY; } break;       \
 	case WK_Q_IQ4_NL: { constexpr int WT = WK_Q_IQ4_NL; BODY; } break;   \
+	case WK_Q_Q2_K: { constexpr int WT = WK_Q_Q2_K; BODY; } break;       \
+	case WK_Q_Q3_K: { constexpr int WT = WK_Q_Q3_K; BODY; } break;       \
+	case WK_Q_IQ4_XS: { constexpr int WT = WK_Q_IQ4_XS; BODY; } break;   \
 	case WK_Q_Q4_K: { constexpr int WT = WK_Q_Q4_K; BODY; } break;       \
 	case WK_Q_Q5_K: { constexpr int WT = WK_Q_Q5_K; BODY; } break;       \
 	case WK_Q_Q6_K: { constexpr int WT = WK_Q_Q6_K; BODY; } break;       \

@@ -1,7 +1,7 @@
 /*
  * gemv.cuh - the decode matmul: y[t][r] = dot(W row r, x[t]) for a few
- * tokens, reading the weight in its stored type (F32, F16, BF16, Q8_0,
- * Q4_0, Q4_K, Q5_K, Q6_K) and dequantising in registers.
+ * tokens, reading the weight in its stored type (every type of
+ * dequant.cuh) and dequantising in registers.
  *
  * One warp per weight row; lane l takes the row's units l, l+32, ...
  * (16-byte loads for float types, 32-value blocks for quantised ones, four

@@ -496,7 +496,7 @@ static enum cm_status read_tensor_info(struct gguf_parse *p, uint64_t i, uint64_
 	if (!wk_qtype_supported(type))
 		return gguf_fail(p, CM_EUNSUPPORTED,
 			    "tensor '%s': weight type %s (id %u) is not supported (supported: "
-			    "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q4_K Q5_K Q6_K)", name,
+			    "F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K)", name,
 			    ggml_type_name(type), type);
 	t->type = (enum wk_qtype)type;
 	if (t->dims[0] % wk_qtype_block_elems(type))

@@ -10,6 +10,7 @@
  * and for activations.  Pure functions, no state, any thread.
  */
 #include "worker/model/quant.h"
+#include "worker/model/quant_low.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,6 +34,9 @@ static const struct wk_qtype_info wk_qtypes[WK_Q_COUNT_] = {
 	[WK_Q_Q5_1] = { "Q5_1", 32, 24, 1 },
 	[WK_Q_IQ4_NL] = { "IQ4_NL", 32, 18, 1 },
 	[WK_Q_Q8_0] = { "Q8_0", 32, 34, 1 },
+	[WK_Q_Q2_K] = { "Q2_K", 256, 84, 1 },
+	[WK_Q_Q3_K] = { "Q3_K", 256, 110, 1 },
+	[WK_Q_IQ4_XS] = { "IQ4_XS", 256, 136, 1 },
 	[WK_Q_Q4_K] = { "Q4_K", 256, 144, 1 },
 	[WK_Q_Q5_K] = { "Q5_K", 256, 176, 1 },
 	[WK_Q_Q6_K] = { "Q6_K", 256, 210, 1 },
@@ -705,6 +709,9 @@ void wk_quantize_row(uint32_t type, const float *x, void *dst, uint64_t n)
 		case WK_Q_Q5_1: wk_quant_q5_1(x, p); break;
 		case WK_Q_IQ4_NL: wk_quant_iq4_nl(x, p); break;
 		case WK_Q_Q8_0: wk_quant_q8_0(x, p); break;
+		case WK_Q_Q2_K: wk_quant_q2_k(x, p); break;
+		case WK_Q_Q3_K: wk_quant_q3_k(x, p); break;
+		case WK_Q_IQ4_XS: wk_quant_iq4_xs(x, p); break;
 		case WK_Q_Q4_K: wk_quant_q4_k(x, p); break;
 		case WK_Q_Q5_K: wk_quant_q5_k(x, p); break;
 		case WK_Q_Q6_K: wk_quant_q6_k(x, p); break;
@@ -743,6 +750,9 @@ void wk_dequantize_row(uint32_t type, const void *src, float *y, uint64_t n)
 		case WK_Q_Q5_1: wk_dequant_q5_1(p, y); break;
 		case WK_Q_IQ4_NL: wk_dequant_iq4_nl(p, y); break;
 		case WK_Q_Q8_0: wk_dequant_q8_0(p, y); break;
+		case WK_Q_Q2_K: wk_dequant_q2_k(p, y); break;
+		case WK_Q_Q3_K: wk_dequant_q3_k(p, y); break;
+		case WK_Q_IQ4_XS: wk_dequant_iq4_xs(p, y); break;
 		case WK_Q_Q4_K: wk_dequant_q4_k(p, y); break;
 		case WK_Q_Q5_K: wk_dequant_q5_k(p, y); break;
 		case WK_Q_Q6_K: wk_dequant_q6_k(p, y); break;

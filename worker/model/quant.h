@@ -15,6 +15,17 @@
  *         index into the 16 non-linear levels wk_iq4nl_levels);
  *         x = d * levels[q]
  *   Q8_0  32 values, 34 bytes: f16 d; i8 qs[32]; x = d * q
+ *   Q2_K 256 values, 84 bytes: u8 scales[16] (16 sub-blocks of 16: low
+ *         nibble scale, high nibble min); u8 qs[64] (value 128h+32k+l: bits
+ *         2k..2k+1 of qs[32h+l]); f16 d, dmin;
+ *         x = d*sc*q - dmin*m
+ *   Q3_K 256 values, 110 bytes: u8 hmask[32] (the third bit of value
+ *         128h+32k+l: bit 4h+k of hmask[l]); u8 qs[64] (low two bits, as
+ *         Q2_K); u8 scales[12] (16 six-bit scales, offset 32); f16 d;
+ *         x = d*(sc-32)*(q-4)
+ *   IQ4_XS 256 values, 136 bytes: f16 d; u16 scales_h (two high bits of
+ *         each of 8 six-bit scales); u8 scales_l[4] (their low nibbles);
+ *         u8 qs[128] (nibbles as IQ4_NL per 32); x = d*(ls-32)*levels[q]
  *   Q4_K 256 values, 144 bytes: f16 d, dmin; u8 scales[12] (8 sub-blocks of
  *         32, 6-bit scale and min each); u8 qs[128]
  *   Q5_K 256 values, 176 bytes: f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
@@ -40,11 +51,14 @@ enum wk_qtype {
 	WK_Q_Q5_0 = 6,
 	WK_Q_Q5_1 = 7,
 	WK_Q_Q8_0 = 8,
+	WK_Q_Q2_K = 10,
+	WK_Q_Q3_K = 11,
 	WK_Q_Q4_K = 12,
 	WK_Q_Q5_K = 13,
 	WK_Q_Q6_K = 14,
 	WK_Q_Q8_K = 15,
 	WK_Q_IQ4_NL = 20,
+	WK_Q_IQ4_XS = 23,
 	WK_Q_BF16 = 30,
 	WK_Q_COUNT_ = 31, /* bound for tables indexed by id */
 };
@@ -53,7 +67,7 @@ enum wk_qtype {
 extern const int8_t wk_iq4nl_levels[16];
 
 /* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_1
- * Q5_0 Q5_1 IQ4_NL Q4_K Q5_K Q6_K). */
+ * Q5_0 Q5_1 IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K). */
 int wk_qtype_supported(uint32_t type);
 /* "F32", "Q4_K", ...; "?" for unknown ids. */
 const char *wk_qtype_name(uint32_t type);

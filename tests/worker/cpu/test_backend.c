@@ -344,6 +344,11 @@ static void test_ref_q4_1_llama(void **s) { (void)s; check_model("Q4_1", "llama"
 static void test_ref_q5_0_llama(void **s) { (void)s; check_model("Q5_0", "llama", 4e-2); }
 static void test_ref_q5_1_llama(void **s) { (void)s; check_model("Q5_1", "llama", 4e-2); }
 static void test_ref_iq4_nl_llama(void **s) { (void)s; check_model("IQ4_NL", "llama", 4e-2); }
+static void test_ref_iq4_xs_llama(void **s) { (void)s; check_model("IQ4_XS", "llama", 5e-2); }
+static void test_ref_q2_k_llama(void **s) { (void)s; check_model("Q2_K", "llama", 5e-2); }
+static void test_ref_q3_k_llama(void **s) { (void)s; check_model("Q3_K", "llama", 5e-2); }
+static void test_ref_q3_k_m_llama(void **s) { (void)s; check_model("Q3_K_M", "llama", 5e-2); }
+static void test_ref_q5_k_m_llama(void **s) { (void)s; check_model("Q5_K_M", "llama", 5e-2); }
 /* a 576-wide model (SmolLM2's width) in Q4_K_M: the rows of 576 take the
  * fallback types a real quantizer gives them (Q5_0, Q8_0) */
 static void test_ref_q4_k_m_576(void **s)
@@ -365,7 +370,7 @@ static void test_ref_f32_qwen3_wide_heads(void **s)
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
 {
-	const char *types[] = { "F16", "Q8_0", "Q4_K_M", "Q5_1" };
+	const char *types[] = { "F16", "Q8_0", "Q4_K_M", "Q5_1", "Q2_K", "Q3_K_M", "IQ4_XS" };
 
 	(void)state;
 	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
@@ -433,6 +438,11 @@ int main(void)
 		cmocka_unit_test(test_ref_q5_0_llama),
 		cmocka_unit_test(test_ref_q5_1_llama),
 		cmocka_unit_test(test_ref_iq4_nl_llama),
+		cmocka_unit_test(test_ref_iq4_xs_llama),
+		cmocka_unit_test(test_ref_q2_k_llama),
+		cmocka_unit_test(test_ref_q3_k_llama),
+		cmocka_unit_test(test_ref_q3_k_m_llama),
+		cmocka_unit_test(test_ref_q5_k_m_llama),
 		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
 		cmocka_unit_test(test_ref_q8_0_qwen2),

@@ -31,7 +31,7 @@
 
 static const uint32_t types[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q4_0, WK_Q_Q4_1,
 				  WK_Q_Q5_0, WK_Q_Q5_1, WK_Q_IQ4_NL, WK_Q_Q8_0, WK_Q_Q4_K, WK_Q_Q5_K,
-				  WK_Q_Q6_K };
+				  WK_Q_Q6_K, WK_Q_Q2_K, WK_Q_Q3_K, WK_Q_IQ4_XS };
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float rnd(void)

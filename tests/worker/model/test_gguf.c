@@ -611,8 +611,8 @@ static void test_bad_types(void **state)
 	assert_int_equal(wk_gguf_writer_add_tensor_raw(w, "u", 99, 1, dims, NULL, 256), CM_OK);
 	expect_writer_error(w, "tensor 'u': unknown type id 99");
 	w = new_writer();
-	assert_int_equal(wk_gguf_writer_add_tensor_raw(w, "q2", 10, 1, dims, NULL, 256), CM_OK);
-	expect_writer_error(w, "tensor 'q2': weight type Q2_K (id 10) is not supported");
+	assert_int_equal(wk_gguf_writer_add_tensor_raw(w, "iq2", 16, 1, dims, NULL, 66), CM_OK);
+	expect_writer_error(w, "tensor 'iq2': weight type IQ2_XXS (id 16) is not supported");
 	w = new_writer();
 	assert_int_equal(wk_gguf_writer_add_tensor_raw(w, "q8k", WK_Q_Q8_K, 1, dims, NULL, 292),
 			 CM_OK);

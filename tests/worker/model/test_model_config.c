@@ -509,7 +509,8 @@ static void test_synth_tiny(void **state)
 static void test_synth_types_and_archs(void **state)
 {
 	static const char *const types[] = { "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0",
-					     "Q5_1", "IQ4_NL", "Q4_K", "Q4_K_M", "Q5_K", "Q6_K" };
+					     "Q5_1", "IQ4_NL", "Q4_K", "Q4_K_M", "Q5_K", "Q6_K",
+					     "Q2_K", "Q3_K", "IQ4_XS", "Q3_K_M", "Q5_K_M" };
 	struct wk_gguf *g = NULL;
 	struct wk_mcfg *c = NULL;
 	char err[512], a[128], out[8192];
@@ -523,10 +524,19 @@ static void test_synth_types_and_archs(void **state)
 		path = synth("t.gguf", a);
 		assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
 		assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
-		if (strcmp(types[i], "Q4_K_M") == 0) {
+		if (strcmp(types[i], "Q4_K_M") == 0 || strcmp(types[i], "Q5_K_M") == 0) {
 			assert_int_equal(c->output.type, WK_Q_Q6_K);
-			assert_int_equal(c->layers[0].wq.type, WK_Q_Q4_K);
+			assert_int_equal(c->layers[0].wq.type, types[i][1] == '4' ? WK_Q_Q4_K : WK_Q_Q5_K);
 			assert_int_equal(c->layers[1].w_down.type, WK_Q_Q6_K);
+		} else if (strcmp(types[i], "Q3_K_M") == 0) {
+			/* llama-quantize's Q3_K_M: attn_v Q5_K in layers 0-1,
+			 * attn_output and ffn_down Q4_K, output Q6_K */
+			assert_int_equal(c->output.type, WK_Q_Q6_K);
+			assert_int_equal(c->layers[0].wq.type, WK_Q_Q3_K);
+			assert_int_equal(c->layers[1].wv.type, WK_Q_Q5_K);
+			assert_int_equal(c->layers[0].wo.type, WK_Q_Q4_K);
+			assert_int_equal(c->layers[0].w_down.type, WK_Q_Q4_K);
+			assert_int_equal(c->layers[0].w_up.type, WK_Q_Q3_K);
 		} else {
 			assert_string_equal(wk_qtype_name(c->layers[0].wq.type), types[i]);
 		}
@@ -546,6 +556,15 @@ static void test_synth_types_and_archs(void **state)
 	assert_int_equal(c->layers[0].w_down.type, WK_Q_Q4_K);
 	assert_int_equal(c->layers[1].w_down.type, WK_Q_Q6_K);
 	assert_int_equal(c->output.type, WK_Q_Q8_0);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	/* 576 wide in Q2_K: llama-quantize's fallback for the low-bit
+	 * super-block types is IQ4_NL */
+	path = synth("w2.gguf", "--preset tiny --type Q2_K --embd 576 --ffn 1536");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->layers[0].wq.type, WK_Q_IQ4_NL);
+	assert_int_equal(c->layers[0].w_down.type, WK_Q_Q2_K);
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	/* qwen3: per-head q/k norms of head_dim, no biases, NEOX rope */
@@ -577,7 +596,7 @@ static void test_synth_types_and_archs(void **state)
 	assert_non_null(strstr(out, "family guess: llama3"));
 	/* bad options */
 	assert_int_equal(run_tool("synth --preset huge -o /dev/null", NULL, 0), 2);
-	assert_int_equal(run_tool("synth --preset tiny --type Q2_K -o /dev/null", NULL, 0), 2);
+	assert_int_equal(run_tool("synth --preset tiny --type IQ2_XXS -o /dev/null", NULL, 0), 2);
 	assert_int_equal(run_tool("synth --preset tiny --arch gemma2 -o /dev/null", NULL, 0), 2);
 }
 

@@ -74,7 +74,15 @@ static void test_table(void **state)
 	assert_string_equal(wk_qtype_name(UINT32_MAX), "?");
 	assert_int_equal(wk_qtype_parse("q4_k"), WK_Q_Q4_K);
 	assert_int_equal(wk_qtype_parse("BF16"), WK_Q_BF16);
-	assert_int_equal(wk_qtype_parse("Q3_K"), -1);
+	assert_int_equal(wk_qtype_parse("Q3_K"), WK_Q_Q3_K);
+	assert_int_equal(wk_qtype_parse("IQ2_XXS"), -1);
+	assert_int_equal(wk_qtype_block_bytes(WK_Q_Q2_K), 84);
+	assert_int_equal(wk_qtype_block_bytes(WK_Q_Q3_K), 110);
+	assert_int_equal(wk_qtype_block_bytes(WK_Q_IQ4_XS), 136);
+	assert_int_equal(wk_qtype_row_bytes(WK_Q_IQ4_XS, 512), 272);
+	assert_int_equal(wk_qtype_row_bytes(WK_Q_Q3_K, 96), 0);
+	assert_true(wk_qtype_supported(WK_Q_Q2_K));
+	assert_true(wk_qtype_supported(WK_Q_IQ4_XS));
 	assert_int_equal(wk_qtype_parse(NULL), -1);
 	assert_true(wk_qtype_supported(WK_Q_Q6_K));
 	assert_true(wk_qtype_supported(WK_Q_BF16));
@@ -180,7 +188,8 @@ static void test_round_trip(void **state)
 		{ WK_Q_Q8_0, 0.01 },  { WK_Q_Q4_0, 0.10 }, { WK_Q_Q4_K, 0.10 },
 		{ WK_Q_Q5_K, 0.05 },  { WK_Q_Q6_K, 0.02 }, { WK_Q_Q8_K, 0.01 },
 		{ WK_Q_Q4_1, 0.10 },  { WK_Q_Q5_0, 0.05 }, { WK_Q_Q5_1, 0.05 },
-		{ WK_Q_IQ4_NL, 0.10 },
+		{ WK_Q_IQ4_NL, 0.10 }, { WK_Q_IQ4_XS, 0.10 }, { WK_Q_Q3_K, 0.18 },
+		{ WK_Q_Q2_K, 0.32 },
 	};
 	enum { N = 4096 };
 	float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
@@ -324,13 +333,17 @@ static size_t read_fixture(const char *name, void *buf, size_t cap)
  */
 static void test_llamacpp_blocks(void **state)
 {
-	/* same_quant: our quantiser is llama.cpp's reference one (IQ4_NL's
-	 * is a search of its own: only the decoding is compared) */
+	/* same_quant: our quantiser is llama.cpp's reference one (IQ4_NL's,
+	 * IQ4_XS's, Q2_K's and Q3_K's are searches of their own: only the
+	 * decoding is compared, and our error against theirs) */
 	static const struct { const char *file; uint32_t type; int same_quant; } cases[] = {
 		{ "attn_q-q4_1.bin", WK_Q_Q4_1, 1 },
 		{ "attn_q-q5_0.bin", WK_Q_Q5_0, 1 },
 		{ "attn_q-q5_1.bin", WK_Q_Q5_1, 1 },
 		{ "attn_q-iq4_nl.bin", WK_Q_IQ4_NL, 0 },
+		{ "attn_q-q2_k.bin", WK_Q_Q2_K, 0 },
+		{ "attn_q-q3_k.bin", WK_Q_Q3_K, 0 },
+		{ "attn_q-iq4_xs.bin", WK_Q_IQ4_XS, 0 },
 	};
 	static float src[1024], ours[1024], ggml[1024];
 	static uint8_t fix[8192], q[1024];

@@ -24,7 +24,7 @@ run() { # model threads [args...] -> stdout in $tmp/out, stderr in $tmp/err
 }
 
 for spec in F32:llama F16:llama BF16:llama Q8_0:llama Q4_0:llama Q4_1:llama Q5_0:llama \
-	    Q5_1:qwen2 IQ4_NL:llama Q4_K_M:llama \
+	    Q5_1:qwen2 IQ4_NL:llama IQ4_XS:llama Q2_K:llama Q3_K_M:llama Q4_K_M:llama \
 	    Q5_K:llama Q6_K:llama F16:qwen2 Q8_0:qwen2 Q4_K_M:qwen2 F32:qwen3 Q4_K_M:qwen3; do
 	type=${spec%%:*} arch=${spec##*:}
 	m=$tmp/tiny-$type-$arch.gguf
