@@ -589,6 +589,7 @@ struct synth_opts {
 	const char *type_name;
 	int arch_qwen2;         /* qwen2 or qwen3: NEOX rope, base 1e6, eps 1e-6 */
 	int arch_qwen3;         /* no biases, per-head q/k norms */
+	int arch_granite;       /* llama plus granite's four scales */
 	uint64_t seed;
 	uint32_t vocab, ctx;
 	const struct template_def *td;
@@ -620,7 +621,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 {
 	struct preset shape = *o->p;
 	const struct preset *p = &shape;
-	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2" : "llama";
+	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2"
+			 : o->arch_granite ? "granite" : "llama";
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -715,6 +717,14 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
 				   o->arch_qwen2 ? 1e-6f : 1e-5f));
+	if (o->arch_granite) {
+		/* Granite 3.0 2B's multipliers (embedding, residual, attention,
+		 * logits scaling) */
+		CHK(wk_gguf_writer_add_f32(w, K("embedding_scale"), 12.0f));
+		CHK(wk_gguf_writer_add_f32(w, K("residual_scale"), 0.22f));
+		CHK(wk_gguf_writer_add_f32(w, K("attention.scale"), 0.015625f));
+		CHK(wk_gguf_writer_add_f32(w, K("logit_scale"), 8.0f));
+	}
 	CHK(wk_gguf_writer_add_u32(w, K("vocab_size"), o->vocab));
 	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama"));
 	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.pre", "default"));
@@ -789,12 +799,14 @@ int model_cmd_synth(int argc, char **argv)
 			}
 			o.type_name = val;
 		} else if (strcmp(arg, "--arch") == 0) {
-			if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3")) {
-				fprintf(stderr, "sluice-model: --arch: expected llama, qwen2 or qwen3, "
-					"found '%s'\n", val);
+			if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3") &&
+			    strcmp(val, "granite")) {
+				fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3 or "
+					"granite, found '%s'\n", val);
 				return 2;
 			}
 			o.arch_qwen3 = strcmp(val, "qwen3") == 0;
+			o.arch_granite = strcmp(val, "granite") == 0;
 			have_arch = 1;
 			o.arch_qwen2 = o.arch_qwen3 || strcmp(val, "qwen2") == 0;
 		} else if (strcmp(arg, "--seed") == 0) {

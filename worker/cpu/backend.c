@@ -1,23 +1,26 @@
 /*
  * backend.c - the CPU backend: the transformer forward pass of the llama
- * family (llama, qwen2, qwen3) over a paged KV cache, behind wk_cpu_backend_ops.
+ * family (llama, qwen2, qwen3, granite) over a paged KV cache, behind
+ * wk_cpu_backend_ops.
  *
  * Owns: the KV storage (per layer, K and V: [n_blocks][block_tokens][kv_dim]
  * in F16 or F32), activation scratch sized for the largest batch seen, and
  * a compute thread pool.  Weights are read in place from the model mapping.
  *
  * Per step, for the batch's T tokens (shapes in comments):
- *   x = embed(tokens)                                  (T, embd)
+ *   x = embed(tokens) * embd_scale                     (T, embd)
  *   each layer: h = rmsnorm(x) * attn_norm
  *               q,k,v = h Wq^T (+bq), h Wk^T (+bk), h Wv^T (+bv)
  *               qwen3: q, k = rmsnorm per head * q_norm, k_norm
  *               rope(q, k) at each token's position
  *               k, v -> KV blocks of the token's sequence
  *               a = causal attention of each token over its sequence
- *               x += a Wo^T
+ *                   (q.k times attn_scale, 1/sqrt(head_dim) but for granite)
+ *               x += (a Wo^T) * residual_scale
  *               h = rmsnorm(x) * ffn_norm
- *               x += (silu(h Wg^T) * (h Wu^T)) Wd^T
- *   logits of the requested rows = rmsnorm(x) * output_norm  Wout^T
+ *               x += (silu(h Wg^T) * (h Wu^T)) Wd^T * residual_scale
+ *   logits of the requested rows = rmsnorm(x) * output_norm  Wout^T / logit_scale
+ *   (granite's four scales; 1 for the other architectures)
  *
  * Batch invariance: every per-token operation (norms, rope, attention) is
  * computed for one token at a time in a fixed order, and the matmuls are
@@ -98,6 +101,15 @@ static void embed_row(const struct wk_tensor *t, int32_t tok, float *out)
 	wk_dequantize_row(t->type, row, out, t->cols);
 }
 
+/* x[0..n) *= s, skipped when s is 1 (every architecture but granite) */
+static void scale_vec(float *x, uint64_t n, float s)
+{
+	if (s == 1.0f)
+		return;
+	for (uint64_t i = 0; i < n; i++)
+		x[i] *= s;
+}
+
 static void vec_from_tensor(const struct wk_tensor *t, float *out)
 {
 	wk_dequantize_row(t->type, t->data, out, t->cols);
@@ -159,7 +171,7 @@ static void att_task(void *arg, int task_i, int thread)
 	uint32_t pos = c->b->pos[t];
 	const struct wk_batch_seq *s = &c->b->seqs[c->b->seq[t]];
 	float *scores = be->att_scratch + (uint64_t)thread * group * be->att_scratch_ctx;
-	const float scale = 1.0f / sqrtf((float)hd);
+	const float scale = hp->attn_scale;
 	uint32_t q_dim = hp->n_head * hd;
 	const float *q0 = be->q + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
 	float *out0 = be->att + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
@@ -333,6 +345,7 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 
 	for (uint32_t t = 0; t < T; t++) {
 		embed_row(&m->tok_embd, b->tokens[t], be->x + (uint64_t)t * e);
+		scale_vec(be->x + (uint64_t)t * e, e, hp->embd_scale);
 		/* the rotation angles depend only on the position: once per step */
 		wk_cpu_rope_sincos(&be->rope, (int)b->pos[t],
 				   be->rope_cs + (uint64_t)t * hp->rope_dim);
@@ -367,6 +380,7 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		wk_pool_run(be->pool, att_task, &ac, (int)(T * hp->n_head_kv));
 		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
 			return st;
+		scale_vec(be->h, (uint64_t)T * e, hp->residual_scale);
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
 
@@ -381,6 +395,7 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 					be->u + (uint64_t)t * hp->n_ff, (int)hp->n_ff);
 		if ((st = mm(be, &L->w_down, be->g, T, be->h, NULL)) != CM_OK)
 			return st;
+		scale_vec(be->h, (uint64_t)T * e, hp->residual_scale);
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
 	}
@@ -390,8 +405,12 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 	for (uint32_t o = 0; o < b->n_out; o++)
 		wk_cpu_rmsnorm(be->h + (uint64_t)o * e, be->x + (uint64_t)b->out[o] * e,
 			       m->output_norm.data, (int)e, hp->rms_eps);
-	if (b->n_out)
-		return mm(be, &m->output, be->h, b->n_out, logits, NULL);
+	if (b->n_out) {
+		st = mm(be, &m->output, be->h, b->n_out, logits, NULL);
+		if (st == CM_OK && hp->logit_scale != 1.0f)
+			scale_vec(logits, (uint64_t)b->n_out * hp->n_vocab, 1.0f / hp->logit_scale);
+		return st;
+	}
 	return CM_OK;
 }
 

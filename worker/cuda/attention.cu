@@ -28,7 +28,7 @@ wk_cu_att_kernel(const float *q, const uint32_t *pos, const uint32_t *seq,
 	uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	uint32_t p = pos[t], hd = g.head_dim, qd = g.n_head * hd;
 	const uint32_t *table = tables + (uint64_t)seq[t] * g.table_stride;
-	const float scale = 1.0f / sqrtf((float)hd);
+	const float scale = g.scale;
 	float qr[GRP][DPL], acc[GRP][DPL], m[GRP], l[GRP];
 	uint32_t j0 = 0, j1 = p;
 

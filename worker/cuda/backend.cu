@@ -488,6 +488,8 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 
 	st = wk_cu_embed(be->tok_embd.type, be->tok_embd.d, be->tok_embd.row_bytes, e, M_TOK(be),
 			 T, be->x, be->s);
+	if (st == CM_OK)
+		st = wk_cu_scale(be->x, (uint64_t)T * e, hp->embd_scale, be->s);
 	if (st != CM_OK)
 		return st;
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
@@ -515,13 +517,13 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 					  M_SEQ(be) + nd, M_TAB(be), &be->geo, kc, vc,
 					  be->att + (uint64_t)nd * qd, T - nd, be->s)) != CM_OK ||
 		    (st = mm(be, &L->wo, be->att, T, nd, be->h, NULL)) != CM_OK ||
-		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, be->s)) != CM_OK ||
+		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, hp->residual_scale, be->s)) != CM_OK ||
 		    (st = wk_cu_rmsnorm(be->x, NULL, L->ffn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
 		    (st = mm_multi(be, 2, gu, be->h, T, nd, gu_y, gu_b)) != CM_OK ||
 		    (st = wk_cu_silu_mul(be->g, be->u, (uint64_t)T * hp->n_ff, be->s)) != CM_OK ||
 		    (st = mm(be, &L->w_down, be->g, T, nd, be->h, NULL)) != CM_OK ||
-		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, be->s)) != CM_OK)
+		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, hp->residual_scale, be->s)) != CM_OK)
 			return st;
 	}
 	if (n_out == 0)
@@ -529,7 +531,11 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 	st = wk_cu_rmsnorm(be->x, M_OUT(be), be->output_norm, hp->rms_eps, e, n_out, be->h, be->s);
 	if (st != CM_OK)
 		return st;
-	return mm(be, &be->output, be->h, n_out, nd_out, be->d_logits, NULL);
+	st = mm(be, &be->output, be->h, n_out, nd_out, be->d_logits, NULL);
+	if (st == CM_OK && hp->logit_scale != 1.0f)
+		st = wk_cu_scale(be->d_logits, (uint64_t)n_out * hp->n_vocab, 1.0f / hp->logit_scale,
+				 be->s);
+	return st;
 }
 
 static int bucket_of(uint32_t T, uint32_t *B)
@@ -838,6 +844,7 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	be->geo.n_head = hp->n_head;
 	be->geo.n_head_kv = hp->n_head_kv;
 	be->geo.head_dim = hp->head_dim;
+	be->geo.scale = hp->attn_scale;
 	be->geo.kv_dim = hp->n_head_kv * hp->head_dim;
 	be->geo.block_tokens = be->block_tokens;
 	{

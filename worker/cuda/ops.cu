@@ -174,11 +174,19 @@ __global__ void wk_cu_silu_mul_kernel(float *g, const float *u, uint64_t n)
 		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-__global__ void wk_cu_add_kernel(float *y, const float *x, uint64_t n)
+__global__ void wk_cu_add_kernel(float *y, const float *x, uint64_t n, float scale)
+{
+	/* x * scale rounded first (as the CPU: scale, then add), no FMA */
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		y[i] = __fadd_rn(y[i], __fmul_rn(x[i], scale));
+}
+
+__global__ void wk_cu_scale_kernel(float *x, uint64_t n, float scale)
 {
 	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (uint64_t)gridDim.x * blockDim.x)
-		y[i] += x[i];
+		x[i] *= scale;
 }
 
 __global__ void wk_cu_add_bias_kernel(float *y, const float *b, uint32_t dim, uint64_t n)
@@ -202,9 +210,18 @@ enum cm_status wk_cu_silu_mul(float *g, const float *u, uint64_t n, cudaStream_t
 	return CM_OK;
 }
 
-enum cm_status wk_cu_add(float *y, const float *x, uint64_t n, cudaStream_t s)
+enum cm_status wk_cu_add(float *y, const float *x, uint64_t n, float scale, cudaStream_t s)
 {
-	wk_cu_add_kernel<<<wk_cu_grid(n), 256, 0, s>>>(y, x, n);
+	wk_cu_add_kernel<<<wk_cu_grid(n), 256, 0, s>>>(y, x, n, scale);
+	WK_CU_LAUNCH();
+	return CM_OK;
+}
+
+enum cm_status wk_cu_scale(float *x, uint64_t n, float scale, cudaStream_t s)
+{
+	if (scale == 1.0f || n == 0)
+		return CM_OK;
+	wk_cu_scale_kernel<<<wk_cu_grid(n), 256, 0, s>>>(x, n, scale);
 	WK_CU_LAUNCH();
 	return CM_OK;
 }

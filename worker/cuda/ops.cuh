@@ -25,6 +25,7 @@
 struct wk_cu_kvgeo {
 	uint32_t n_head, n_head_kv, head_dim, kv_dim;
 	uint32_t block_tokens, table_stride; /* block table row length per sequence */
+	float scale;                         /* of q.k: 1/sqrt(head_dim), granite's own */
 };
 
 /* x[t] = embedding row tokens[t] (any weight type), F32. */
@@ -44,9 +45,11 @@ enum cm_status wk_cu_rope_store(float *q, float *k, const float *v, const uint32
 				const struct wk_cu_kvgeo *g, uint32_t rope_dim, int neox,
 				const double *inv_freq, double pos_scale, __half *kc, __half *vc,
 				uint32_t n, cudaStream_t s);
-/* g[t][i] = silu(g) * u; y[t][i] += x[t][i]; y[t][i] += b[i]. */
+/* g[t][i] = silu(g) * u; y[t][i] += x[t][i] * scale (scale 1: exactly y += x);
+ * y[t][i] += b[i]; x[i] *= scale. */
 enum cm_status wk_cu_silu_mul(float *g, const float *u, uint64_t n, cudaStream_t s);
-enum cm_status wk_cu_add(float *y, const float *x, uint64_t n, cudaStream_t s);
+enum cm_status wk_cu_add(float *y, const float *x, uint64_t n, float scale, cudaStream_t s);
+enum cm_status wk_cu_scale(float *x, uint64_t n, float scale, cudaStream_t s);
 enum cm_status wk_cu_add_bias(float *y, const float *b, uint32_t dim, uint32_t n, cudaStream_t s);
 
 #endif

@@ -153,12 +153,48 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->hp.arch = WK_ARCH_QWEN3;
 		l->c->arch_name = "qwen3";
 		l->c->has_qk_norm = 1;
+	} else if (s.len == 7 && memcmp(s.ptr, "granite", 7) == 0) {
+		l->c->hp.arch = WK_ARCH_GRANITE;
+		l->c->arch_name = "granite";
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return mcfg_fail(l, CM_EUNSUPPORTED,
-			    "unsupported architecture '%s' (supported: llama, qwen2, qwen3)", shown);
+			    "unsupported architecture '%s' (supported: llama, qwen2, qwen3, granite)",
+			    shown);
 	}
 	return CM_OK;
+}
+
+/* A float key that must be present (granite's scales). */
+static enum cm_status key_f32_req(struct mcfg_load *l, const char *key, float lo, float hi,
+				  float *out)
+{
+	if (wk_gguf_find_key(l->g, key) < 0)
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for %s)", key,
+			    l->c->arch_name);
+	return key_f32(l, key, 0.0f, lo, hi, out);
+}
+
+/* granite's four scales; 1 (and 1/sqrt(head_dim)) for the others */
+static enum cm_status read_scales(struct mcfg_load *l)
+{
+	struct wk_hparams *hp = &l->c->hp;
+	enum cm_status st;
+
+	hp->embd_scale = 1.0f;
+	hp->residual_scale = 1.0f;
+	hp->logit_scale = 1.0f;
+	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+	if (hp->arch != WK_ARCH_GRANITE)
+		return CM_OK;
+	st = key_f32_req(l, arch_key(l, "embedding_scale"), 0.0f, 1e6f, &hp->embd_scale);
+	if (st == CM_OK)
+		st = key_f32_req(l, arch_key(l, "residual_scale"), 0.0f, 1e6f, &hp->residual_scale);
+	if (st == CM_OK)
+		st = key_f32_req(l, arch_key(l, "attention.scale"), 0.0f, 1e6f, &hp->attn_scale);
+	if (st == CM_OK)
+		st = key_f32_req(l, arch_key(l, "logit_scale"), 0.0f, 1e6f, &hp->logit_scale);
+	return st;
 }
 
 static enum cm_status read_rope_scaling(struct mcfg_load *l)
@@ -261,6 +297,8 @@ static enum cm_status read_keys(struct mcfg_load *l)
 			     0.5f, &c->hp.rms_eps);
 	if (st == CM_OK)
 		st = read_rope_scaling(l);
+	if (st == CM_OK)
+		st = read_scales(l);
 	return st;
 }
 

@@ -12,9 +12,11 @@
  *
  * Supported architectures: `llama` (Llama 2/3/3.1, Mistral, TinyLlama,
  * SmolLM; GQA; tied embeddings when output.weight is absent; Llama 3.1 rope
- * scaling through the rope_freqs.weight tensor or {arch}.rope.scaling.*)
- * and `qwen2` (as llama, plus Q/K/V biases).  Anything else is refused by
- * name.
+ * scaling through the rope_freqs.weight tensor or {arch}.rope.scaling.*),
+ * `qwen2` (as llama, plus Q/K/V biases), `qwen3` (qwen2 without biases,
+ * RMSNorm per head on Q and K) and `granite` (llama with an embedding,
+ * a residual, an attention and a logit scale, all four keys required).
+ * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
  * maps an n_in vector to an n_out vector.  Norm, bias and rope_freqs
@@ -37,6 +39,7 @@ enum wk_arch {
 	WK_ARCH_LLAMA = 0,
 	WK_ARCH_QWEN2 = 1,
 	WK_ARCH_QWEN3 = 2,  /* qwen2 without biases, RMSNorm per head on Q and K */
+	WK_ARCH_GRANITE = 3, /* llama with four scales (IBM Granite 3.x dense) */
 };
 
 enum wk_rope_scaling {
@@ -75,6 +78,13 @@ struct wk_hparams {
 	float rms_eps;           /* .attention.layer_norm_rms_epsilon (default 1e-5) */
 	enum wk_rope_style rope_style; /* NEOX for qwen2, NORM for llama */
 	const float *rope_freqs; /* [rope_dim/2] divisors (rope_freqs.weight), or NULL */
+	/* granite's scales (1 for the other architectures, and attn_scale
+	 * 1/sqrt(head_dim)) */
+	float embd_scale;        /* .embedding_scale: the token embedding is multiplied */
+	float residual_scale;    /* .residual_scale: attention and FFN outputs multiplied
+				  * before their residual add */
+	float attn_scale;        /* .attention.scale: multiplies q.k (default 1/sqrt(head_dim)) */
+	float logit_scale;       /* .logit_scale: the logits are divided by it */
 };
 
 /* Bounds checked at load (inclusive). */

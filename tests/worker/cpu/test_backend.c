@@ -153,6 +153,8 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 	double *g = calloc(hp->n_ff, sizeof(double)), *u = calloc(hp->n_ff, sizeof(double));
 	double *sc = calloc(pos + 1, sizeof(double));
 
+	for (uint32_t i = 0; i < e; i++) /* granite: embedding, residual, attention, logit scales */
+		x[i] *= hp->embd_scale;
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
 		const struct wk_layer *L = &m->layers[l];
 		double *kc = R->kc + ((uint64_t)l * R->max_pos) * kvd;
@@ -183,7 +185,8 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 
 				for (uint32_t i = 0; i < hd; i++)
 					d += q[hh * hd + i] * kc[(uint64_t)j * kvd + gk * hd + i];
-				sc[j] = d / sqrt((double)hd);
+				sc[j] = hp->arch == WK_ARCH_GRANITE ? d * hp->attn_scale
+								    : d / sqrt((double)hd);
 				if (sc[j] > mx)
 					mx = sc[j];
 			}
@@ -201,7 +204,7 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 		}
 		ref_mv(&L->wo, a, o, NULL);
 		for (uint32_t i = 0; i < e; i++)
-			x[i] += o[i];
+			x[i] += o[i] * hp->residual_scale;
 		ref_rmsnorm(x, &L->ffn_norm, h, e, hp->rms_eps);
 		ref_mv(&L->w_gate, h, g, NULL);
 		ref_mv(&L->w_up, h, u, NULL);
@@ -209,10 +212,12 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
 		ref_mv(&L->w_down, g, o, NULL);
 		for (uint32_t i = 0; i < e; i++)
-			x[i] += o[i];
+			x[i] += o[i] * hp->residual_scale;
 	}
 	ref_rmsnorm(x, &m->output_norm, h, e, hp->rms_eps);
 	ref_mv(&m->output, h, logits, NULL);
+	for (uint32_t i = 0; i < hp->n_vocab; i++)
+		logits[i] /= hp->logit_scale;
 	free(x); free(h); free(q); free(k); free(v); free(a); free(o); free(g); free(u); free(sc);
 }
 
@@ -357,6 +362,8 @@ static void test_ref_q4_k_m_576(void **s)
 	check_model_x("Q4_K_M", "llama", "--embd 576 --ffn 1536", "-576", 5e-2);
 }
 static void test_ref_f32_qwen2(void **s) { (void)s; check_model("F32", "qwen2", 1e-4); }
+static void test_ref_f32_granite(void **s) { (void)s; check_model("F32", "granite", 1e-4); }
+static void test_ref_q4_k_m_granite(void **s) { (void)s; check_model("Q4_K_M", "granite", 5e-2); }
 static void test_ref_q8_0_qwen2(void **s) { (void)s; check_model("Q8_0", "qwen2", 4e-2); }
 static void test_ref_f32_qwen3(void **s) { (void)s; check_model("F32", "qwen3", 1e-4); }
 static void test_ref_q4_k_m_qwen3(void **s) { (void)s; check_model("Q4_K_M", "qwen3", 5e-2); }
@@ -366,6 +373,64 @@ static void test_ref_f32_qwen3_wide_heads(void **s)
 	(void)s;
 	check_model_x("F32", "qwen3", "--head-dim 128", "-hd128", 1e-4);
 }
+
+/*
+ * Greedy against llama.cpp: the 64 tokens llama.cpp's CPU backend picks
+ * after the prompt ids (37 i + 5) % V, i < 8, on the same synthesized F32
+ * file (tests/worker/model/llamacpp/README.md says how they were recorded);
+ * ours, prompt in one step then one token a step, must be the same ids.
+ */
+static void check_greedy_llamacpp(const char *arch)
+{
+	char path[512], fix[1024], err[512] = "";
+	const char *src = getenv("SLUICE_SOURCE_DIR");
+	struct wk_model *m = NULL;
+	struct wk_model_opts opts = { 0 };
+	struct eng E;
+	int32_t toks[8 + 64];
+	int ref[64];
+	float *lg;
+	uint32_t V;
+	FILE *f;
+
+	snprintf(fix, sizeof(fix), "%s/tests/worker/model/llamacpp/greedy-tiny-f32-%s.txt",
+		 src ? src : ".", arch);
+	f = fopen(fix, "r");
+	if (!f)
+		fail_msg("cannot open %s", fix);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(fscanf(f, "%d", &ref[i]), 1);
+	fclose(f);
+	assert_int_equal(synth("tiny", "F32", arch, path, sizeof(path)), 0);
+	assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
+	V = m->hp.n_vocab;
+	for (uint32_t i = 0; i < 8; i++)
+		toks[i] = (int32_t)((i * 37 + 5) % V);
+	lg = malloc((size_t)8 * V * sizeof(float));
+	assert_non_null(lg);
+	eng_init(&E, m, 2, WK_Q_F16);
+	for (uint32_t g = 0; g < 64; g++) {
+		uint32_t from = g == 0 ? 0 : 7 + g, to = 8 + g;
+		const float *row;
+		int best = 0;
+
+		eng_run(&E, toks, from, to, lg);
+		row = lg + (size_t)(to - from - 1) * V;
+		for (uint32_t i = 1; i < V; i++)
+			if (row[i] > row[best])
+				best = (int)i;
+		if (best != ref[g])
+			fail_msg("%s: greedy token %u is %d, llama.cpp's is %d", arch, g, best, ref[g]);
+		toks[8 + g] = best;
+	}
+	printf("# %s: 64 greedy tokens equal llama.cpp's\n", arch);
+	eng_free(&E);
+	free(lg);
+	wk_model_free(m);
+}
+
+static void test_greedy_llamacpp_llama(void **s) { (void)s; check_greedy_llamacpp("llama"); }
+static void test_greedy_llamacpp_granite(void **s) { (void)s; check_greedy_llamacpp("granite"); }
 
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
@@ -445,10 +510,14 @@ int main(void)
 		cmocka_unit_test(test_ref_q5_k_m_llama),
 		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
+		cmocka_unit_test(test_ref_f32_granite),
+		cmocka_unit_test(test_ref_q4_k_m_granite),
 		cmocka_unit_test(test_ref_q8_0_qwen2),
 		cmocka_unit_test(test_ref_f32_qwen3),
 		cmocka_unit_test(test_ref_q4_k_m_qwen3),
 		cmocka_unit_test(test_ref_f32_qwen3_wide_heads),
+		cmocka_unit_test(test_greedy_llamacpp_llama),
+		cmocka_unit_test(test_greedy_llamacpp_granite),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 

@@ -85,6 +85,16 @@ static void addk(struct wk_gguf_writer *w, const struct mopts *o, const char *su
 	assert_int_equal(wk_gguf_writer_add_u32(w, key, v), CM_OK);
 }
 
+static void addf(struct wk_gguf_writer *w, const struct mopts *o, const char *suffix, float v)
+{
+	char key[96];
+
+	if (o->skip_key && strcmp(o->skip_key, suffix) == 0)
+		return;
+	snprintf(key, sizeof(key), "%s.%s", o->arch ? o->arch : "llama", suffix);
+	assert_int_equal(wk_gguf_writer_add_f32(w, key, v), CM_OK);
+}
+
 static uint8_t *build_model(const struct mopts *o, size_t *len)
 {
 	struct wk_gguf_writer *w = NULL;
@@ -105,6 +115,12 @@ static uint8_t *build_model(const struct mopts *o, size_t *len)
 	addk(w, o, "attention.head_count", 4);
 	addk(w, o, "attention.head_count_kv", kvh);
 	addk(w, o, "context_length", 128);
+	if (o->arch && strcmp(o->arch, "granite") == 0) {
+		addf(w, o, "embedding_scale", 12.0f);
+		addf(w, o, "residual_scale", 0.22f);
+		addf(w, o, "attention.scale", 0.015625f);
+		addf(w, o, "logit_scale", 8.0f);
+	}
 	assert_int_equal(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, ntok),
 			 CM_OK);
 	assert_int_equal(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama"), CM_OK);
@@ -243,6 +259,40 @@ static void test_tied_embeddings_and_rope(void **state)
 	cm_free(buf);
 }
 
+static void test_granite_scales(void **state)
+{
+	struct mopts o = { .arch = "granite" };
+	struct wk_mcfg *c = NULL;
+	struct wk_gguf *g = NULL;
+	uint8_t *buf = NULL;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
+	assert_int_equal(c->hp.arch, WK_ARCH_GRANITE);
+	assert_string_equal(c->arch_name, "granite");
+	assert_true(c->hp.embd_scale == 12.0f);
+	assert_true(c->hp.residual_scale == 0.22f);
+	assert_true(c->hp.attn_scale == 0.015625f);
+	assert_true(c->hp.logit_scale == 8.0f);
+	assert_int_equal(c->hp.rope_style, WK_ROPE_NORM);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	cm_free(buf);
+	/* llama: no scales, q.k by 1/sqrt(head_dim) */
+	o = (struct mopts){ 0 };
+	assert_int_equal(load(&o, &c, err, sizeof(err), &buf, &g), CM_OK);
+	assert_true(c->hp.embd_scale == 1.0f && c->hp.logit_scale == 1.0f &&
+		    c->hp.residual_scale == 1.0f);
+	assert_true(c->hp.attn_scale == 1.0f / sqrtf((float)c->hp.head_dim));
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	cm_free(buf);
+	/* each of the four is required */
+	o = (struct mopts){ .arch = "granite", .skip_key = "residual_scale" };
+	expect_load_error(&o, CM_EFORMAT, "key 'granite.residual_scale': missing");
+}
+
 static void test_qwen2_biases(void **state)
 {
 	struct mopts o = { .arch = "qwen2", .qwen_bias = 1 };
@@ -270,8 +320,11 @@ static void test_bad_models(void **state)
 
 	(void)state;
 	o = (struct mopts){ .arch = "gemma2" };
-	expect_load_error(&o, CM_EUNSUPPORTED,
-			  "unsupported architecture 'gemma2' (supported: llama, qwen2, qwen3)");
+	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'gemma2' (supported: "
+			  "llama, qwen2, qwen3, granite)");
+	/* granite needs its four scales */
+	o = (struct mopts){ .arch = "granite", .skip_key = "logit_scale" };
+	expect_load_error(&o, CM_EFORMAT, "key 'granite.logit_scale': missing (required for granite)");
 	/* qwen3 needs its per-head norms */
 	o = (struct mopts){ .arch = "qwen3" };
 	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.attn_q_norm.weight': missing (expected shape [");
@@ -780,6 +833,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crafted_llama),
 		cmocka_unit_test(test_tied_embeddings_and_rope),
+		cmocka_unit_test(test_granite_scales),
 		cmocka_unit_test(test_qwen2_biases),
 		cmocka_unit_test(test_bad_models),
 		cmocka_unit_test(test_kv_bytes),
