@@ -349,7 +349,7 @@ static const struct preset presets[] = {
 	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1, NULL },
 };
 
-enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS };
+enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS, K_ROPE_LONG, K_ROPE_SHORT };
 
 struct synth_tensor {
 	char name[64];
@@ -421,6 +421,14 @@ static void gen_row(const struct synth *sy, const struct synth_tensor *t, uint64
 		case K_BIAS: out[i] = 0.02f * approx_normal(&s); break;
 		case K_ROPE_FREQS:
 			out[i] = llama31_freq_factor((uint32_t)i, sy->n_rot, sy->rope_base);
+			break;
+		/* LongRoPE divisors rising with the dimension, as Phi-3's:
+		 * long 1..8, short 1..1.2 */
+		case K_ROPE_LONG:
+			out[i] = 1.0f + 7.0f * (float)i / (float)(t->dims[0] > 1 ? t->dims[0] - 1 : 1);
+			break;
+		case K_ROPE_SHORT:
+			out[i] = 1.0f + 0.2f * (float)i / (float)(t->dims[0] > 1 ? t->dims[0] - 1 : 1);
 			break;
 		}
 	}
@@ -590,6 +598,8 @@ struct synth_opts {
 	int arch_qwen2;         /* qwen2 or qwen3: NEOX rope, base 1e6, eps 1e-6 */
 	int arch_qwen3;         /* no biases, per-head q/k norms */
 	int arch_granite;       /* llama plus granite's four scales */
+	int arch_phi3;          /* fused QKV and gate|up, NEOX rope, LongRoPE, a window */
+	uint32_t swa;           /* phi3's sliding window (0: the default 2047) */
 	uint64_t seed;
 	uint32_t vocab, ctx;
 	const struct template_def *td;
@@ -617,17 +627,81 @@ static uint32_t file_type_id(const char *type_name)
 	return 0;
 }
 
+/* The tensor list, in llama.cpp's usual order. */
+static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const struct preset *p,
+			    uint32_t head_dim, uint32_t mtype, const struct mix *mix)
+{
+	char name[64];
+	uint32_t l;
+
+	/* tensors, in llama.cpp's usual order */
+	add_synth_tensor(sy, "token_embd.weight", mtype, 2, p->embd, o->vocab, K_MATRIX);
+	if (o->rope_freqs)
+		add_synth_tensor(sy, "rope_freqs.weight", WK_Q_F32, 1, head_dim / 2, 1,
+				 K_ROPE_FREQS);
+	if (o->arch_phi3) {
+		add_synth_tensor(sy, "rope_factors_long.weight", WK_Q_F32, 1, head_dim / 2, 1,
+				 K_ROPE_LONG);
+		add_synth_tensor(sy, "rope_factors_short.weight", WK_Q_F32, 1, head_dim / 2, 1,
+				 K_ROPE_SHORT);
+	}
+	for (l = 0; l < p->layers; l++) {
+		uint32_t vtype = mix ? mix_type(mix, MIX_V, l, p->layers) : mtype;
+		uint32_t dtype = mix ? mix_type(mix, MIX_DOWN, l, p->layers) : mtype;
+		uint32_t otype = mix ? mix_type(mix, MIX_OUT_PROJ, l, p->layers) : mtype;
+		uint64_t q = (uint64_t)p->heads * head_dim, kv = (uint64_t)p->kv_heads * head_dim;
+
+#define T(what, ty, nd, d0, d1, kind) \
+		snprintf(name, sizeof(name), "blk.%u.%s", l, what); \
+		add_synth_tensor(sy, name, ty, nd, d0, d1, kind)
+		T("attn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+		if (o->arch_phi3) {
+			/* llama-quantize gives the fused QKV one step more than the base */
+			uint32_t qkvt = !mix ? mtype : mix->base == WK_Q_Q3_K ? WK_Q_Q4_K
+					: mix->base == WK_Q_Q4_K ? WK_Q_Q5_K : WK_Q_Q6_K;
+
+			T("attn_qkv.weight", qkvt, 2, p->embd, q + 2 * kv, K_MATRIX);
+		} else {
+			T("attn_q.weight", mtype, 2, p->embd, q, K_MATRIX);
+			T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
+			T("attn_v.weight", vtype, 2, p->embd, kv, K_MATRIX);
+		}
+		if (o->arch_qwen3) {
+			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
+			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
+		} else if (o->arch_qwen2) {
+			T("attn_q.bias", WK_Q_F32, 1, q, 1, K_BIAS);
+			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
+			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
+		}
+		T("attn_output.weight", otype, 2, q, p->embd, K_MATRIX);
+		T("ffn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+		if (o->arch_phi3) {
+			T("ffn_up.weight", mtype, 2, p->embd, 2ull * p->ff, K_MATRIX);
+		} else {
+			T("ffn_gate.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
+			T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
+		}
+		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
+#undef T
+	}
+	add_synth_tensor(sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+	add_synth_tensor(sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd, o->vocab,
+			 K_MATRIX);
+
+}
+
 static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t err_len)
 {
 	struct preset shape = *o->p;
 	const struct preset *p = &shape;
 	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2"
-			 : o->arch_granite ? "granite" : "llama";
+			 : o->arch_granite ? "granite" : o->arch_phi3 ? "phi3" : "llama";
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
 	enum cm_status st;
-	uint32_t bos, eos, head_dim = p->embd / p->heads, mtype, l;
+	uint32_t bos, eos, head_dim = p->embd / p->heads, mtype;
 	int64_t eot;
 	const struct mix *mix = find_mix(o->type_name);
 	char key[96], name[64];
@@ -653,42 +727,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		goto out;
 	}
 
-	/* tensors, in llama.cpp's usual order */
-	add_synth_tensor(&sy, "token_embd.weight", mtype, 2, p->embd, o->vocab, K_MATRIX);
-	if (o->rope_freqs)
-		add_synth_tensor(&sy, "rope_freqs.weight", WK_Q_F32, 1, head_dim / 2, 1,
-				 K_ROPE_FREQS);
-	for (l = 0; l < p->layers; l++) {
-		uint32_t vtype = mix ? mix_type(mix, MIX_V, l, p->layers) : mtype;
-		uint32_t dtype = mix ? mix_type(mix, MIX_DOWN, l, p->layers) : mtype;
-		uint32_t otype = mix ? mix_type(mix, MIX_OUT_PROJ, l, p->layers) : mtype;
-		uint64_t q = (uint64_t)p->heads * head_dim, kv = (uint64_t)p->kv_heads * head_dim;
-
-#define T(what, ty, nd, d0, d1, kind) \
-		snprintf(name, sizeof(name), "blk.%u.%s", l, what); \
-		add_synth_tensor(&sy, name, ty, nd, d0, d1, kind)
-		T("attn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-		T("attn_q.weight", mtype, 2, p->embd, q, K_MATRIX);
-		T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
-		T("attn_v.weight", vtype, 2, p->embd, kv, K_MATRIX);
-		if (o->arch_qwen3) {
-			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
-			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
-		} else if (o->arch_qwen2) {
-			T("attn_q.bias", WK_Q_F32, 1, q, 1, K_BIAS);
-			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
-			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
-		}
-		T("attn_output.weight", otype, 2, q, p->embd, K_MATRIX);
-		T("ffn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-		T("ffn_gate.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
-		T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
-		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
-#undef T
-	}
-	add_synth_tensor(&sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-	add_synth_tensor(&sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd, o->vocab,
-			 K_MATRIX);
+	add_all_tensors(&sy, o, p, head_dim, mtype, mix);
 
 	st = wk_gguf_writer_new(&w);
 	if (st != CM_OK)
@@ -717,6 +756,17 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
 				   o->arch_qwen2 ? 1e-6f : 1e-5f));
+	if (o->arch_phi3) {
+		/* a Phi-3-128k-like LongRoPE: the long factors above half the
+		 * training context, the magnitude scale its converter writes */
+		uint32_t orig = o->ctx / 2 ? o->ctx / 2 : 1;
+
+		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 2047));
+		CHK(wk_gguf_writer_add_u32(w, K("rope.scaling.original_context_length"), orig));
+		CHK(wk_gguf_writer_add_f32(w, K("rope.scaling.attn_factor"),
+					   orig > 1 ? sqrtf(1.0f + logf((float)o->ctx / (float)orig) /
+							       logf((float)orig)) : 1.0f));
+	}
 	if (o->arch_granite) {
 		/* Granite 3.0 2B's multipliers (embedding, residual, attention,
 		 * logits scaling) */
@@ -800,11 +850,12 @@ int model_cmd_synth(int argc, char **argv)
 			o.type_name = val;
 		} else if (strcmp(arg, "--arch") == 0) {
 			if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3") &&
-			    strcmp(val, "granite")) {
-				fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3 or "
-					"granite, found '%s'\n", val);
+			    strcmp(val, "granite") && strcmp(val, "phi3")) {
+				fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, "
+					"granite or phi3, found '%s'\n", val);
 				return 2;
 			}
+			o.arch_phi3 = strcmp(val, "phi3") == 0;
 			o.arch_qwen3 = strcmp(val, "qwen3") == 0;
 			o.arch_granite = strcmp(val, "granite") == 0;
 			have_arch = 1;
@@ -834,6 +885,13 @@ int model_cmd_synth(int argc, char **argv)
 				o.embd = (uint32_t)v;
 			else
 				o.ff = (uint32_t)v;
+		} else if (strcmp(arg, "--swa") == 0) {
+			if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
+				fprintf(stderr, "sluice-model: --swa: expected 1..%u, found '%s'\n",
+					WK_MCFG_MAX_CTX, val);
+				return 2;
+			}
+			o.swa = (uint32_t)v;
 		} else if (strcmp(arg, "--head-dim") == 0) {
 			if (model_parse_u64(val, 512, &v) != 0 || v < 2 || v % 2 != 0) {
 				fprintf(stderr, "sluice-model: --head-dim: expected an even number "

@@ -179,13 +179,15 @@ static void att_task(void *arg, int task_i, int thread)
 	const uint32_t bt = be->block_tokens;
 	const uint64_t row_bytes = (uint64_t)be->kv_dim * be->kv_elem;
 	const uint8_t *kbase = be->k[c->layer], *vbase = be->v[c->layer];
+	/* a sliding window sees positions lo..pos only */
+	const uint32_t lo = hp->n_swa && pos >= hp->n_swa ? pos + 1 - hp->n_swa : 0;
 
 	/* scores, one KV block at a time */
-	for (uint32_t j0 = 0; j0 <= pos; j0 += bt) {
+	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
 		const uint8_t *blk = kbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
 
-		for (uint32_t j = j0; j <= j1; j++) {
+		for (uint32_t j = j0 < lo ? lo : j0; j <= j1; j++) {
 			const uint8_t *kr = blk + (uint64_t)(j - j0) * row_bytes;
 
 			for (uint32_t hh = 0; hh < group; hh++) {
@@ -201,14 +203,14 @@ static void att_task(void *arg, int task_i, int thread)
 		}
 	}
 	for (uint32_t hh = 0; hh < group; hh++) {
-		wk_cpu_softmax(scores + (uint64_t)hh * be->att_scratch_ctx, (int)pos + 1);
+		wk_cpu_softmax(scores + (uint64_t)hh * be->att_scratch_ctx + lo, (int)(pos + 1 - lo));
 		memset(out0 + (uint64_t)hh * hd, 0, hd * sizeof(float));
 	}
-	for (uint32_t j0 = 0; j0 <= pos; j0 += bt) {
+	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
 		const uint8_t *blk = vbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
 
-		for (uint32_t j = j0; j <= j1; j++) {
+		for (uint32_t j = j0 < lo ? lo : j0; j <= j1; j++) {
 			const uint8_t *vr = blk + (uint64_t)(j - j0) * row_bytes;
 
 			for (uint32_t hh = 0; hh < group; hh++) {
@@ -471,6 +473,7 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	be->rope.base = hp->rope_base;
 	be->rope.freq_scale = hp->rope_pos_scale;
 	be->rope.freq_factors = hp->rope_freqs;
+	be->rope.mscale = hp->rope_attn_factor;
 	st = wk_pool_new(be->n_threads, &be->pool);
 	if (st != CM_OK)
 		goto out;

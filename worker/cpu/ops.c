@@ -98,13 +98,14 @@ float wk_cpu_expf(float x)
 void wk_cpu_rope_sincos(const struct wk_cpu_rope *rope, int pos, float *cs)
 {
 	int half = rope->n_rot / 2;
+	double ms = rope->mscale > 0 ? (double)rope->mscale : 1.0;
 	for (int i = 0; i < half; i++) {
 		double inv = pow((double)rope->base, -2.0 * i / rope->n_rot);
 		double theta = (double)pos * rope->freq_scale * inv;
 		if (rope->freq_factors)
 			theta /= rope->freq_factors[i];
-		cs[2 * i] = (float)cos(theta);
-		cs[2 * i + 1] = (float)sin(theta);
+		cs[2 * i] = (float)(cos(theta) * ms);
+		cs[2 * i + 1] = (float)(sin(theta) * ms);
 	}
 }
 

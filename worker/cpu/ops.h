@@ -46,6 +46,8 @@ struct wk_cpu_rope {
 	float base;                /* rope_freq_base (theta), e.g. 10000 */
 	float freq_scale;          /* 1 / linear scaling factor; 1 for none */
 	const float *freq_factors; /* n_rot/2 divisors or NULL */
+	float mscale;              /* multiplies cos and sin (LongRoPE's attention
+				    * factor); 0 or 1: none */
 };
 
 /* cs[2i] = cos, cs[2i+1] = sin of pair i's angle at pos (n_rot floats). */

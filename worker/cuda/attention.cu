@@ -30,7 +30,7 @@ wk_cu_att_kernel(const float *q, const uint32_t *pos, const uint32_t *seq,
 	const uint32_t *table = tables + (uint64_t)seq[t] * g.table_stride;
 	const float scale = g.scale;
 	float qr[GRP][DPL], acc[GRP][DPL], m[GRP], l[GRP];
-	uint32_t j0 = 0, j1 = p;
+	uint32_t j0, j1 = p, lo;
 
 	if (p == WK_CU_POS_NONE) {
 		if (!SPLIT)
@@ -38,11 +38,15 @@ wk_cu_att_kernel(const float *q, const uint32_t *pos, const uint32_t *seq,
 				out[(uint64_t)t * qd + (uint64_t)kvh * GRP * hd + i] = 0.0f;
 		return;
 	}
+	/* a sliding window sees positions lo..p only */
+	lo = g.n_swa && p >= g.n_swa ? p + 1 - g.n_swa : 0;
+	j0 = lo;
 	if (SPLIT) {
 		j0 = c * WK_CU_ATT_CHUNK;
-		if (j0 > p)
-			return; /* beyond the token's position: the merge skips it */
+		if (j0 > p || j0 + WK_CU_ATT_CHUNK <= lo)
+			return; /* outside the token's positions: the merge skips it */
 		j1 = j0 + WK_CU_ATT_CHUNK - 1 < p ? j0 + WK_CU_ATT_CHUNK - 1 : p;
+		j0 = j0 < lo ? lo : j0;
 	}
 	for (int h = 0; h < GRP; h++) {
 		const float *qh = q + (uint64_t)t * qd + (uint64_t)(kvh * GRP + h) * hd + lane * DPL;
@@ -118,7 +122,7 @@ wk_cu_att_kernel(const float *q, const uint32_t *pos, const uint32_t *seq,
 	}
 }
 
-/* out[t][head] = merge of the token's chunks 0..pos/CHUNK, in that order */
+/* out[t][head] = merge of the token's chunks lo/CHUNK..pos/CHUNK, in that order */
 __global__ void wk_cu_att_merge_kernel(const uint32_t *pos, struct wk_cu_kvgeo g,
 				       const float *part, uint32_t nch, float *out)
 {
@@ -129,16 +133,17 @@ __global__ void wk_cu_att_merge_kernel(const uint32_t *pos, struct wk_cu_kvgeo g
 
 	for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
 		float mx = -INFINITY, ls = 0.0f, acc = 0.0f;
-		uint32_t n;
+		uint32_t n, c0;
 
 		if (p == WK_CU_POS_NONE) {
 			o[d] = 0.0f;
 			continue;
 		}
 		n = p / WK_CU_ATT_CHUNK + 1;
-		for (uint32_t c = 0; c < n; c++)
+		c0 = g.n_swa && p >= g.n_swa ? (p + 1 - g.n_swa) / WK_CU_ATT_CHUNK : 0;
+		for (uint32_t c = c0; c < n; c++)
 			mx = fmaxf(mx, part[(base + c) * (hd + 2)]);
-		for (uint32_t c = 0; c < n; c++) {
+		for (uint32_t c = c0; c < n; c++) {
 			const float *pc = part + (base + c) * (hd + 2);
 			float w = expf(pc[0] - mx);
 
@@ -180,6 +185,7 @@ static enum cm_status wk_cu_att_launch(const float *q, const uint32_t *pos, cons
 	switch (g->head_dim) {
 	case 32: st = wk_cu_att_group<1, SPLIT>(grp, grid, q, pos, seq, tables, g, kc, vc, out, part, nch, s); break;
 	case 64: st = wk_cu_att_group<2, SPLIT>(grp, grid, q, pos, seq, tables, g, kc, vc, out, part, nch, s); break;
+	case 96: st = wk_cu_att_group<3, SPLIT>(grp, grid, q, pos, seq, tables, g, kc, vc, out, part, nch, s); break;
 	case 128: st = wk_cu_att_group<4, SPLIT>(grp, grid, q, pos, seq, tables, g, kc, vc, out, part, nch, s); break;
 	case 256: st = wk_cu_att_group<8, SPLIT>(grp, grid, q, pos, seq, tables, g, kc, vc, out, part, nch, s); break;
 	default: st = CM_EUNSUPPORTED; break;

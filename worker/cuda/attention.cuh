@@ -18,7 +18,9 @@
  * chunks 0..pos/CHUNK in order.  That puts pos/CHUNK+1 blocks per KV head
  * on a long context instead of one.  Prefill rows (many tokens: enough
  * blocks already) use the single-pass form.
- * Limits: head_dim 32, 64, 128 or 256; group size 1, 2, 4 or 8.
+ * A sliding window (g->n_swa) starts the positions at pos + 1 - n_swa; the
+ * split form skips the chunks wholly before it.
+ * Limits: head_dim 32, 64, 96 (Phi-3), 128 or 256; group size 1, 2, 4 or 8.
  */
 #ifndef SLUICE_WORKER_CUDA_ATTENTION_CUH
 #define SLUICE_WORKER_CUDA_ATTENTION_CUH

@@ -789,11 +789,15 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	enum cm_status st;
 	const struct wk_tensor *check[9];
 
-	if (hp->head_dim % 32 || hp->head_dim > WK_CU_ATT_MAX_HD ||
-	    hp->n_head % hp->n_head_kv || hp->n_head / hp->n_head_kv > WK_CU_ATT_MAX_GROUP ||
-	    hp->rope_dim % 2) {
+	uint32_t grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
+
+	/* exactly the shapes attention.cu instantiates */
+	if ((hp->head_dim != 32 && hp->head_dim != 64 && hp->head_dim != 96 &&
+	     hp->head_dim != 128 && hp->head_dim != 256) ||
+	    hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv ||
+	    (grp != 1 && grp != 2 && grp != 4 && grp != 8) || hp->rope_dim % 2) {
 		snprintf(err, err_len, "cuda backend: unsupported shape (head_dim %u, heads %u/%u): "
-			 "expected head_dim 32/64/128/256 and a GQA group of 1, 2, 4 or 8",
+			 "expected head_dim 32/64/96/128/256 and a GQA group of 1, 2, 4 or 8",
 			 hp->head_dim, hp->n_head, hp->n_head_kv);
 		return CM_EUNSUPPORTED;
 	}
@@ -845,6 +849,8 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	be->geo.n_head_kv = hp->n_head_kv;
 	be->geo.head_dim = hp->head_dim;
 	be->geo.scale = hp->attn_scale;
+	be->geo.n_swa = hp->n_swa;
+	be->geo.rope_mscale = hp->rope_attn_factor;
 	be->geo.kv_dim = hp->n_head_kv * hp->head_dim;
 	be->geo.block_tokens = be->block_tokens;
 	{

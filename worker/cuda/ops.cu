@@ -78,7 +78,8 @@ enum cm_status wk_cu_rmsnorm(const float *x, const uint32_t *src, const float *w
 
 /* Rotates one head vector v at position p (as worker/cpu/backend.c op_rope, in double). */
 __device__ __forceinline__ void wk_cu_rope_head(float *v, uint32_t rope_dim, int neox,
-						const double *inv_freq, double p, uint32_t i)
+						const double *inv_freq, double p, uint32_t i,
+						double ms)
 {
 	uint32_t d = rope_dim;
 	uint32_t i0 = neox ? i : 2 * i, i1 = neox ? i + d / 2 : 2 * i + 1;
@@ -86,8 +87,8 @@ __device__ __forceinline__ void wk_cu_rope_head(float *v, uint32_t rope_dim, int
 	float c, sf, a, b;
 
 	sincos(p * inv_freq[i], &sn, &cs);
-	c = (float)cs;
-	sf = (float)sn;
+	c = (float)(cs * ms);
+	sf = (float)(sn * ms);
 	a = v[i0];
 	b = v[i1];
 	v[i0] = a * c - b * sf;
@@ -121,8 +122,8 @@ __global__ void wk_cu_rope_store_kernel(float *q, float *k, const float *v, cons
 			double sn, cs;
 
 			sincos(pp * inv_freq[i], &sn, &cs);
-			tc[i] = (float)cs;
-			ts[i] = (float)sn;
+			tc[i] = (float)(cs * (double)g.rope_mscale);
+			ts[i] = (float)(sn * (double)g.rope_mscale);
 		}
 		__syncthreads();
 	}
@@ -139,10 +140,11 @@ __global__ void wk_cu_rope_store_kernel(float *q, float *k, const float *v, cons
 			hv[i0] = a * tc[i] - b * ts[i];
 			hv[i1] = a * ts[i] + b * tc[i];
 		} else if (h < g.n_head)
-			wk_cu_rope_head(qt + (uint64_t)h * hd, rope_dim, neox, inv_freq, pp, i);
+			wk_cu_rope_head(qt + (uint64_t)h * hd, rope_dim, neox, inv_freq, pp, i,
+					(double)g.rope_mscale);
 		else
 			wk_cu_rope_head(kt + (uint64_t)(h - g.n_head) * hd, rope_dim, neox,
-					inv_freq, pp, i);
+					inv_freq, pp, i, (double)g.rope_mscale);
 	}
 	__syncthreads();
 	slot = (uint64_t)tables[(uint64_t)seq[t] * g.table_stride + p / g.block_tokens] *

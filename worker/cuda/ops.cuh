@@ -26,6 +26,9 @@ struct wk_cu_kvgeo {
 	uint32_t n_head, n_head_kv, head_dim, kv_dim;
 	uint32_t block_tokens, table_stride; /* block table row length per sequence */
 	float scale;                         /* of q.k: 1/sqrt(head_dim), granite's own */
+	uint32_t n_swa;                      /* sliding window (0: none): a query sees the
+					      * n_swa positions up to its own */
+	float rope_mscale;                   /* multiplies RoPE's cos and sin (1: none) */
 };
 
 /* x[t] = embedding row tokens[t] (any weight type), F32. */

@@ -18,7 +18,8 @@
 #include "worker/model/quant.h"
 #include "worker/text/tokenizer.h"
 
-static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_len)
+static enum cm_status build_weights(struct wk_model *m, uint32_t n_ctx, char *err,
+				    size_t err_len)
 {
 	const struct wk_mcfg *c = m->cfg;
 	struct wk_hparams *hp = &m->hp;
@@ -38,6 +39,12 @@ static enum cm_status build_weights(struct wk_model *m, char *err, size_t err_le
 		return CM_EFORMAT;
 	}
 	*hp = c->hp;
+	if (c->rope_long) {
+		uint32_t orig = hp->rope_orig_ctx ? hp->rope_orig_ctx : hp->n_ctx_train;
+		uint32_t served = n_ctx ? n_ctx : hp->n_ctx_train;
+
+		hp->rope_freqs = served > orig ? c->rope_long : c->rope_short;
+	}
 
 	m->tok_embd = c->tok_embd;
 	m->output_norm = c->output_norm;
@@ -124,7 +131,7 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 	st = wk_mcfg_load(m->gguf, &m->cfg, err, err_len);
 	if (st != CM_OK)
 		goto out;
-	st = build_weights(m, err, err_len);
+	st = build_weights(m, opts ? opts->n_ctx : 0, err, err_len);
 	if (st != CM_OK)
 		goto out;
 	st = wk_tok_new_from_gguf(m->gguf, &m->tok, err, err_len);

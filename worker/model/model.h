@@ -29,6 +29,10 @@ struct wk_model_opts {
 	const char *sha256_hex;      /* pinned digest: refuse on mismatch; NULL = none */
 	int compute_sha256;          /* hash the file even when nothing is pinned */
 	const char *chat_template;   /* override by family name; NULL = detect */
+	uint32_t n_ctx;              /* the context that will be served (0: the training
+				      * context): phi3's LongRoPE picks its long factors
+				      * above rope.scaling.original_context_length, as
+				      * llama.cpp does by its configured context */
 };
 
 struct wk_model {

@@ -156,11 +156,14 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else if (s.len == 7 && memcmp(s.ptr, "granite", 7) == 0) {
 		l->c->hp.arch = WK_ARCH_GRANITE;
 		l->c->arch_name = "granite";
+	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
+		l->c->hp.arch = WK_ARCH_PHI3;
+		l->c->arch_name = "phi3";
+		l->c->fused_gate_up = 1;
 	} else {
 		printable(&s, shown, sizeof(shown));
-		return mcfg_fail(l, CM_EUNSUPPORTED,
-			    "unsupported architecture '%s' (supported: llama, qwen2, qwen3, granite)",
-			    shown);
+		return mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
+			    "llama, qwen2, qwen3, granite, phi3)", shown);
 	}
 	return CM_OK;
 }
@@ -173,6 +176,36 @@ static enum cm_status key_f32_req(struct mcfg_load *l, const char *key, float lo
 		return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for %s)", key,
 			    l->c->arch_name);
 	return key_f32(l, key, 0.0f, lo, hi, out);
+}
+
+/*
+ * The sliding window: {arch}.attention.sliding_window when present (0: no
+ * window).  phi3 files of Phi-3 mini / medium carry none: llama.cpp gives
+ * them their released windows by shape (4k context, 32 or 40 layers: 2047;
+ * 128k: 262144 for mini, 131072 for medium) and refuses a phi3 file with
+ * neither, as this does.
+ */
+static enum cm_status read_swa(struct mcfg_load *l)
+{
+	struct wk_hparams *hp = &l->c->hp;
+	const char *key = arch_key(l, "attention.sliding_window");
+	int found = wk_gguf_find_key(l->g, key) >= 0;
+
+	hp->n_swa = 0;
+	if (hp->arch == WK_ARCH_PHI3) {
+		if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096)
+			hp->n_swa = 2047;
+		else if (hp->n_layer == 32 && hp->n_head_kv == 32 && hp->n_ctx_train == 131072)
+			hp->n_swa = 262144;
+		else if (hp->n_layer == 40 && hp->n_ctx_train == 131072)
+			hp->n_swa = 131072;
+		if (!found && hp->n_swa == 0)
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for phi3 "
+				    "files of this shape)", key);
+	}
+	if (found)
+		return key_u32(l, key, 0, 0, 0, WK_MCFG_MAX_CTX, &hp->n_swa);
+	return CM_OK;
 }
 
 /* granite's four scales; 1 (and 1/sqrt(head_dim)) for the others */
@@ -299,6 +332,11 @@ static enum cm_status read_keys(struct mcfg_load *l)
 		st = read_rope_scaling(l);
 	if (st == CM_OK)
 		st = read_scales(l);
+	if (st == CM_OK)
+		st = key_f32(l, arch_key(l, "rope.scaling.attn_factor"), 1.0f, 0.0f, 1024.0f,
+			     &c->hp.rope_attn_factor);
+	if (st == CM_OK)
+		st = read_swa(l);
 	return st;
 }
 
@@ -397,6 +435,14 @@ static const char *blk(struct mcfg_load *l, uint32_t i, const char *what)
 	return l->tname;
 }
 
+/* rows [r0, r0 + n) of a matrix, as a matrix of its own (fused tensors) */
+static void row_view(const struct wk_tensor *whole, uint64_t r0, uint64_t n, struct wk_tensor *out)
+{
+	*out = *whole;
+	out->rows = n;
+	out->data = (const uint8_t *)whole->data + r0 * whole->row_bytes;
+}
+
 static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 {
 	struct wk_mcfg *c = l->c;
@@ -409,12 +455,23 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 	enum cm_status st;
 
 	st = expect(l, blk(l, i, "attn_norm.weight"), 1, 1, e, 0, 1, &ly->attn_norm);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_q.weight"), 1, 2, e, q, 0, &ly->wq);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_k.weight"), 1, 2, e, k, 0, &ly->wk);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_v.weight"), 1, 2, e, v, 0, &ly->wv);
+	if (st == CM_OK && c->fused_qkv) {
+		struct wk_tensor qkv;
+
+		st = expect(l, blk(l, i, "attn_qkv.weight"), 1, 2, e, q + k + v, 0, &qkv);
+		if (st == CM_OK) {
+			row_view(&qkv, 0, q, &ly->wq);
+			row_view(&qkv, q, k, &ly->wk);
+			row_view(&qkv, q + k, v, &ly->wv);
+		}
+	} else {
+		if (st == CM_OK)
+			st = expect(l, blk(l, i, "attn_q.weight"), 1, 2, e, q, 0, &ly->wq);
+		if (st == CM_OK)
+			st = expect(l, blk(l, i, "attn_k.weight"), 1, 2, e, k, 0, &ly->wk);
+		if (st == CM_OK)
+			st = expect(l, blk(l, i, "attn_v.weight"), 1, 2, e, v, 0, &ly->wv);
+	}
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "attn_output.weight"), 1, 2, o, e, 0,
 			    &ly->wo);
@@ -432,10 +489,21 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 			    &ly->k_norm);
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_gate);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_up);
+	if (st == CM_OK && c->fused_gate_up) {
+		struct wk_tensor gu;
+
+		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, 2ull * c->hp.n_ff, 0, &gu);
+		if (st == CM_OK) {
+			row_view(&gu, 0, c->hp.n_ff, &ly->w_gate);
+			row_view(&gu, c->hp.n_ff, c->hp.n_ff, &ly->w_up);
+		}
+	} else {
+		if (st == CM_OK)
+			st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0,
+				    &ly->w_gate);
+		if (st == CM_OK)
+			st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_up);
+	}
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->w_down);
 	return st;
@@ -551,6 +619,27 @@ static enum cm_status read_tensors(struct mcfg_load *l)
 		c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
 		c->hp.rope_freqs = freqs.data;
 	}
+	if (c->hp.arch == WK_ARCH_PHI3) {
+		struct wk_tensor lf, sf;
+
+		/* fused QKV unless the file has the three apart (llama.cpp reads both) */
+		c->fused_qkv = wk_gguf_find_tensor(l->g, "blk.0.attn_qkv.weight") != NULL;
+		st = expect(l, "rope_factors_long.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &lf);
+		if (st == CM_OK)
+			st = expect(l, "rope_factors_short.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &sf);
+		if (st != CM_OK)
+			return st;
+		if (!lf.data != !sf.data)
+			return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (LongRoPE needs both "
+				    "rope_factors_long.weight and rope_factors_short.weight)",
+				    lf.data ? "rope_factors_short.weight" : "rope_factors_long.weight");
+		if (lf.data) {
+			c->rope_long = lf.data;
+			c->rope_short = sf.data;
+			c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
+			c->hp.rope_freqs = c->rope_short;
+		}
+	}
 	c->layers = cm_calloc(c->hp.n_layer, sizeof(*c->layers));
 	if (!c->layers)
 		return mcfg_fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
@@ -580,7 +669,8 @@ static enum cm_status read_misc(struct mcfg_load *l)
 	c->hp.rope_pos_scale = c->hp.rope_scaling == WK_ROPE_SCALING_LINEAR &&
 					       c->hp.rope_scale_factor > 0
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
-	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3
+	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
+					   c->hp.arch == WK_ARCH_PHI3
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {

@@ -14,8 +14,10 @@
  * SmolLM; GQA; tied embeddings when output.weight is absent; Llama 3.1 rope
  * scaling through the rope_freqs.weight tensor or {arch}.rope.scaling.*),
  * `qwen2` (as llama, plus Q/K/V biases), `qwen3` (qwen2 without biases,
- * RMSNorm per head on Q and K) and `granite` (llama with an embedding,
- * a residual, an attention and a logit scale, all four keys required).
+ * RMSNorm per head on Q and K), `granite` (llama with an embedding,
+ * a residual, an attention and a logit scale, all four keys required) and
+ * `phi3` (Phi-3, Phi-4: fused QKV and gate|up tensors read as views,
+ * NEOX rope, LongRoPE factors, a sliding window).
  * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
@@ -40,6 +42,7 @@ enum wk_arch {
 	WK_ARCH_QWEN2 = 1,
 	WK_ARCH_QWEN3 = 2,  /* qwen2 without biases, RMSNorm per head on Q and K */
 	WK_ARCH_GRANITE = 3, /* llama with four scales (IBM Granite 3.x dense) */
+	WK_ARCH_PHI3 = 4,    /* fused QKV and gate|up, NEOX rope, LongRoPE, sliding window */
 };
 
 enum wk_rope_scaling {
@@ -85,6 +88,10 @@ struct wk_hparams {
 				  * before their residual add */
 	float attn_scale;        /* .attention.scale: multiplies q.k (default 1/sqrt(head_dim)) */
 	float logit_scale;       /* .logit_scale: the logits are divided by it */
+	float rope_attn_factor;  /* .rope.scaling.attn_factor (default 1): multiplies the
+				  * rotation's cos and sin (LongRoPE's magnitude scale) */
+	uint32_t n_swa;          /* sliding window: a query sees the n_swa positions up to
+				  * its own (0: the whole sequence) */
 };
 
 /* Bounds checked at load (inclusive). */
@@ -125,6 +132,12 @@ struct wk_mcfg {
 	int tied_embeddings;          /* output.weight absent: output = token_embd */
 	int has_qkv_bias;             /* qwen2 */
 	int has_qk_norm;              /* qwen3 */
+	int fused_qkv;                /* phi3: attn_qkv.weight split into wq, wk, wv views */
+	int fused_gate_up;            /* phi3: ffn_up.weight [embd, 2 ff], gate rows first */
+	/* phi3 LongRoPE: per-dimension divisors for a served context above
+	 * rope_orig_ctx (long) and up to it (short); NULL when absent.
+	 * hp.rope_freqs is short until the model picks (wk_model_load) */
+	const float *rope_long, *rope_short;
 
 	/* the weights, viewed as matrices over the mapped file: the one
 	 * description struct wk_model and the backends use */

@@ -259,6 +259,7 @@ int wk_cli_generate(int argc, char **argv)
 		a.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	t0 = cm_mono_ns();
 	mo.chat_template = a.tmpl;
+	mo.n_ctx = (uint32_t)a.ctx;
 	if (wk_model_load(a.model_path, &mo, &m, err, sizeof(err)) != CM_OK)
 		goto out;
 	if (a.ctx == 0 || a.ctx > m->hp.n_ctx_train)

@@ -197,6 +197,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	mo.sha256_hex = s->cfg->model_sha256;
 	mo.compute_sha256 = 1;
 	mo.chat_template = s->cfg->chat_template;
+	mo.n_ctx = (uint32_t)s->cfg->context;
 	if (wk_model_load(s->cfg->model, &mo, &s->model, err, err_len) != CM_OK)
 		return -1;
 	if (!s->cfg->model_sha256)

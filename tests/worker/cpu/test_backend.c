@@ -123,8 +123,8 @@ static void ref_rope(double *v, const struct wk_hparams *hp, uint32_t pos)
 		if (hp->rope_freqs)
 			freq /= hp->rope_freqs[i];
 		ang = pos * (double)hp->rope_pos_scale * freq;
-		c = cos(ang);
-		s = sin(ang);
+		c = cos(ang) * hp->rope_attn_factor; /* LongRoPE's magnitude scale */
+		s = sin(ang) * hp->rope_attn_factor;
 		if (hp->rope_style == WK_ROPE_NEOX) {
 			i0 = i;
 			i1 = i + d / 2;
@@ -176,11 +176,14 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 			ref_rope(k + hh * hd, hp, pos);
 		memcpy(kc + (uint64_t)pos * kvd, k, kvd * sizeof(double));
 		memcpy(vc + (uint64_t)pos * kvd, v, kvd * sizeof(double));
+		/* a sliding window: the n_swa positions up to this one */
+		uint32_t lo = hp->n_swa && pos >= hp->n_swa ? pos + 1 - hp->n_swa : 0;
+
 		for (uint32_t hh = 0; hh < hp->n_head; hh++) {
 			uint32_t gk = hh / group;
 			double mx = -INFINITY, sum = 0;
 
-			for (uint32_t j = 0; j <= pos; j++) {
+			for (uint32_t j = lo; j <= pos; j++) {
 				double d = 0;
 
 				for (uint32_t i = 0; i < hd; i++)
@@ -190,14 +193,14 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 				if (sc[j] > mx)
 					mx = sc[j];
 			}
-			for (uint32_t j = 0; j <= pos; j++) {
+			for (uint32_t j = lo; j <= pos; j++) {
 				sc[j] = exp(sc[j] - mx);
 				sum += sc[j];
 			}
 			for (uint32_t i = 0; i < hd; i++) {
 				double acc = 0;
 
-				for (uint32_t j = 0; j <= pos; j++)
+				for (uint32_t j = lo; j <= pos; j++)
 					acc += sc[j] / sum * vc[(uint64_t)j * kvd + gk * hd + i];
 				a[hh * hd + i] = acc;
 			}
@@ -363,6 +366,18 @@ static void test_ref_q4_k_m_576(void **s)
 }
 static void test_ref_f32_qwen2(void **s) { (void)s; check_model("F32", "qwen2", 1e-4); }
 static void test_ref_f32_granite(void **s) { (void)s; check_model("F32", "granite", 1e-4); }
+/* phi3: fused QKV and gate|up, LongRoPE (long factors: the served context is
+ * above the original one), a window of 5 positions over the 12 checked */
+static void test_ref_f32_phi3(void **s)
+{
+	(void)s;
+	check_model_x("F32", "phi3", "--swa 5", "-swa5", 1e-4);
+}
+static void test_ref_q4_k_m_phi3(void **s)
+{
+	(void)s;
+	check_model_x("Q4_K_M", "phi3", "--swa 5", "-swa5", 5e-2);
+}
 static void test_ref_q4_k_m_granite(void **s) { (void)s; check_model("Q4_K_M", "granite", 5e-2); }
 static void test_ref_q8_0_qwen2(void **s) { (void)s; check_model("Q8_0", "qwen2", 4e-2); }
 static void test_ref_f32_qwen3(void **s) { (void)s; check_model("F32", "qwen3", 1e-4); }
@@ -380,7 +395,7 @@ static void test_ref_f32_qwen3_wide_heads(void **s)
  * file (tests/worker/model/llamacpp/README.md says how they were recorded);
  * ours, prompt in one step then one token a step, must be the same ids.
  */
-static void check_greedy_llamacpp(const char *arch)
+static void check_greedy_llamacpp(const char *arch, const char *extra, const char *tag)
 {
 	char path[512], fix[1024], err[512] = "";
 	const char *src = getenv("SLUICE_SOURCE_DIR");
@@ -401,7 +416,7 @@ static void check_greedy_llamacpp(const char *arch)
 	for (int i = 0; i < 64; i++)
 		assert_int_equal(fscanf(f, "%d", &ref[i]), 1);
 	fclose(f);
-	assert_int_equal(synth("tiny", "F32", arch, path, sizeof(path)), 0);
+	assert_int_equal(synth_x("tiny", "F32", arch, extra, tag, path, sizeof(path)), 0);
 	assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
 	V = m->hp.n_vocab;
 	for (uint32_t i = 0; i < 8; i++)
@@ -429,8 +444,18 @@ static void check_greedy_llamacpp(const char *arch)
 	wk_model_free(m);
 }
 
-static void test_greedy_llamacpp_llama(void **s) { (void)s; check_greedy_llamacpp("llama"); }
-static void test_greedy_llamacpp_granite(void **s) { (void)s; check_greedy_llamacpp("granite"); }
+static void test_greedy_llamacpp_llama(void **s) { (void)s; check_greedy_llamacpp("llama", NULL, NULL); }
+static void test_greedy_llamacpp_granite(void **s)
+{
+	(void)s;
+	check_greedy_llamacpp("granite", NULL, NULL);
+}
+/* phi3 with a window of 5 (the 72 positions run far past it) and LongRoPE */
+static void test_greedy_llamacpp_phi3(void **s)
+{
+	(void)s;
+	check_greedy_llamacpp("phi3", "--swa 5", "-swa5");
+}
 
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
@@ -511,6 +536,8 @@ int main(void)
 		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
 		cmocka_unit_test(test_ref_f32_granite),
+		cmocka_unit_test(test_ref_f32_phi3),
+		cmocka_unit_test(test_ref_q4_k_m_phi3),
 		cmocka_unit_test(test_ref_q4_k_m_granite),
 		cmocka_unit_test(test_ref_q8_0_qwen2),
 		cmocka_unit_test(test_ref_f32_qwen3),
@@ -518,6 +545,7 @@ int main(void)
 		cmocka_unit_test(test_ref_f32_qwen3_wide_heads),
 		cmocka_unit_test(test_greedy_llamacpp_llama),
 		cmocka_unit_test(test_greedy_llamacpp_granite),
+		cmocka_unit_test(test_greedy_llamacpp_phi3),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 

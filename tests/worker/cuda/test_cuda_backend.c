@@ -161,6 +161,7 @@ static void test_logits_tiny(void **state)
 		{ "F32:qwen3", 1e-3 }, { "Q4_K_M:qwen3", 6e-2 }, { "Q2_K", 6e-2 },
 		{ "Q3_K", 6e-2 }, { "IQ4_XS", 6e-2 }, { "Q3_K_M", 6e-2 },
 		{ "F32:granite", 1e-3 }, { "Q4_K_M:granite", 6e-2 },
+		{ "F32:phi3", 1e-3 }, { "Q4_K_M:phi3", 6e-2 },
 	};
 
 	(void)state;

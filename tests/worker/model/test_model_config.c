@@ -21,6 +21,7 @@
 #include "worker/model/gguf.h"
 #include "tools/gguf_write.h"
 #include "worker/model/model_config.h"
+#include "worker/model/model.h"
 
 /* ---- crafted models: embd 32, 4 heads (dim 8), 2 kv heads, ff 64, vocab 40 ---- */
 
@@ -321,7 +322,11 @@ static void test_bad_models(void **state)
 	(void)state;
 	o = (struct mopts){ .arch = "gemma2" };
 	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'gemma2' (supported: "
-			  "llama, qwen2, qwen3, granite)");
+			  "llama, qwen2, qwen3, granite, phi3)");
+	/* a phi3 file of no released shape needs its window key */
+	o = (struct mopts){ .arch = "phi3" };
+	expect_load_error(&o, CM_EFORMAT, "key 'phi3.attention.sliding_window': missing (required "
+			  "for phi3 files of this shape)");
 	/* granite needs its four scales */
 	o = (struct mopts){ .arch = "granite", .skip_key = "logit_scale" };
 	expect_load_error(&o, CM_EFORMAT, "key 'granite.logit_scale': missing (required for granite)");
@@ -653,6 +658,59 @@ static void test_synth_types_and_archs(void **state)
 	assert_int_equal(run_tool("synth --preset tiny --arch gemma2 -o /dev/null", NULL, 0), 2);
 }
 
+/*
+ * phi3: the fused tensors read as row views, NEOX rope, the window and
+ * LongRoPE's factors picked by the served context.
+ */
+static void test_phi3(void **state)
+{
+	struct wk_gguf *g = NULL;
+	struct wk_mcfg *c = NULL;
+	struct wk_model *m = NULL;
+	struct wk_model_opts mo = { 0 };
+	const struct wk_gguf_tensor *qkv, *up;
+	char err[512];
+	const char *path;
+
+	(void)state;
+	NEED_TOOL();
+	path = synth("phi3.gguf", "--preset tiny --arch phi3 --swa 9");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->hp.arch, WK_ARCH_PHI3);
+	assert_int_equal(c->hp.rope_style, WK_ROPE_NEOX);
+	assert_int_equal(c->hp.n_swa, 9);
+	assert_true(fabsf(c->hp.rope_attn_factor - sqrtf(1.0f + logf(2.0f) / logf(256.0f))) < 1e-6f);
+	assert_true(c->fused_qkv && c->fused_gate_up);
+	qkv = wk_gguf_find_tensor(g, "blk.1.attn_qkv.weight");
+	up = wk_gguf_find_tensor(g, "blk.1.ffn_up.weight");
+	assert_non_null(qkv);
+	assert_non_null(up);
+	assert_ptr_equal(c->layers[1].wq.data, qkv->data);
+	assert_int_equal(c->layers[1].wq.rows, c->hp.n_head * c->hp.head_dim);
+	assert_ptr_equal(c->layers[1].wk.data,
+			 (const uint8_t *)qkv->data + c->layers[1].wq.rows * c->layers[1].wq.row_bytes);
+	assert_ptr_equal(c->layers[1].wv.data,
+			 (const uint8_t *)c->layers[1].wk.data +
+				 c->layers[1].wk.rows * c->layers[1].wk.row_bytes);
+	assert_ptr_equal(c->layers[1].w_gate.data, up->data);
+	assert_ptr_equal(c->layers[1].w_up.data,
+			 (const uint8_t *)up->data + (uint64_t)c->hp.n_ff * c->layers[1].w_gate.row_bytes);
+	assert_non_null(c->rope_long);
+	assert_non_null(c->rope_short);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	/* served context 512 (the training one) > original 256: long factors */
+	assert_int_equal(wk_model_load(path, &mo, &m, err, sizeof(err)), CM_OK);
+	assert_ptr_equal(m->hp.rope_freqs, m->cfg->rope_long);
+	wk_model_free(m);
+	/* 256 or less: short */
+	mo.n_ctx = 256;
+	assert_int_equal(wk_model_load(path, &mo, &m, err, sizeof(err)), CM_OK);
+	assert_ptr_equal(m->hp.rope_freqs, m->cfg->rope_short);
+	wk_model_free(m);
+}
+
 static void test_synth_deterministic(void **state)
 {
 	char a[1024], out1[256], out2[256], out3[256];
@@ -840,6 +898,7 @@ int main(void)
 		cmocka_unit_test(test_alloc_failures),
 		cmocka_unit_test(test_synth_tiny),
 		cmocka_unit_test(test_synth_types_and_archs),
+		cmocka_unit_test(test_phi3),
 		cmocka_unit_test(test_synth_deterministic),
 		cmocka_unit_test(test_inspect_and_plan),
 		cmocka_unit_test(test_import_llama2c),
