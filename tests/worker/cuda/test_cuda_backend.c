@@ -56,8 +56,10 @@ static int synth(const char *preset, const char *type, char *path, size_t len)
 	if (access(path, R_OK) == 0)
 		return 0;
 	snprintf(cmd, sizeof(cmd),
-		 "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 11 -o %s >/dev/null",
-		 bd ? bd : ".", preset, t, colon ? colon + 1 : "llama", path);
+		 "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 11%s -o %s >/dev/null",
+		 bd ? bd : ".", preset, t, colon ? colon + 1 : "llama",
+		 /* phi3: a window of 5, inside the 12 positions compared */
+		 colon && strcmp(colon + 1, "phi3") == 0 ? " --swa 5" : "", path);
 	return system(cmd);
 }
 
