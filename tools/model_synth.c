@@ -43,6 +43,9 @@ static const char *const ctl_llama3[] = { "<|begin_of_text|>", "<|start_header_i
 static const char *const ctl_phi3[] = { "<|system|>", "<|user|>", "<|assistant|>",
 					"<|end|>", NULL };
 static const char *const ctl_gemma[] = { "<start_of_turn>", "<end_of_turn>", NULL };
+static const char *const ctl_phi4[] = { "<|im_start|>", "<|im_sep|>", "<|im_end|>", NULL };
+static const char *const ctl_granite[] = { "<|start_of_role|>", "<|end_of_role|>",
+					   "<|end_of_text|>", NULL };
 static const char *const ctl_none[] = { NULL };
 /* Qwen3's added tokens: whole tokens in the text, not control tokens */
 static const char *const added_qwen3[] = { "<think>", "</think>", "<tool_call>", "</tool_call>",
@@ -102,6 +105,17 @@ static const struct template_def templates[] = {
 	  "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
 	  "{{ '<start_of_turn>model\\n' }}{% endif %}",
 	  ctl_gemma, "<end_of_turn>", 0, NULL },
+	{ "phi4",
+	  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '<|im_sep|>' + "
+	  "message['content'] + '<|im_end|>' }}{% endfor %}{% if add_generation_prompt %}"
+	  "{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}",
+	  ctl_phi4, "<|im_end|>", 0, NULL },
+	{ "granite",
+	  "{%- for message in messages %}{{- '<|start_of_role|>' + message['role'] + "
+	  "'<|end_of_role|>' + message['content'] + '<|end_of_text|>\n' }}"
+	  "{%- if loop.last and add_generation_prompt %}"
+	  "{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}{%- endfor %}",
+	  ctl_granite, "<|end_of_text|>", 0, NULL },
 	{ "qwen3",
 	  QWEN3_TURNS "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
 	  QWEN3_NO_THINK "{%- endif %}{%- endif %}",
@@ -914,7 +928,7 @@ int model_cmd_synth(int argc, char **argv)
 					o.td = &templates[i];
 			if (!o.td) {
 				fprintf(stderr, "sluice-model: --template: expected chatml, llama3, "
-					"llama2, mistral, zephyr, phi3, gemma, qwen3, qwen3-thinking or none, "
+					"llama2, mistral, zephyr, phi3, phi4, granite, gemma, qwen3, qwen3-thinking or none, "
 					"found '%s'\n",
 					val);
 				return 2;

@@ -38,6 +38,7 @@
 #include "tools/gguf_write.h"
 #include "worker/model/model_config.h"
 #include "worker/model/quant.h"
+#include "worker/text/chat.h"
 #include "tools/model_cli.h"
 
 
@@ -51,8 +52,8 @@ void model_usage(FILE *f)
 	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
 	      "                     [--arch llama|qwen2|qwen3|granite|phi3] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
 	      "                     [--embd N] [--ffn N] [--head-dim N]\n"
-	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|"
-	      "gemma|qwen3|qwen3-thinking|none]\n"
+	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|phi4|"
+	      "granite|gemma|qwen3|qwen3-thinking|none]\n"
 	      "                     [--rope-freqs] -o PATH\n"
 	      "  sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH\n"
 	      "  sluice-model grammar --vocab MODEL.gguf MASKBENCH.json...\n"
@@ -159,23 +160,13 @@ static int sha256_hex(const char *path, char hex[CM_SHA256_HEX_LEN + 1])
 /* A first guess at the chat template family from markers in its text. */
 static const char *template_family(const struct wk_gguf_str *t)
 {
-	static const struct { const char *marker, *family; } m[] = {
-		{ "<|start_header_id|>", "llama3" },
-		{ "<|im_start|>", "chatml" },
-		{ "<start_of_turn>", "gemma" },
-		{ "<|end|>", "phi3" },
-		{ "<|assistant|>", "zephyr" },
-		{ "<<SYS>>", "llama2" },
-		{ "[INST]", "mistral" },
-	};
-	size_t i;
+	const struct wk_chat_template *ct;
 
 	if (!t->len)
 		return "none";
-	for (i = 0; i < sizeof(m) / sizeof(m[0]); i++)
-		if (memmem(t->ptr, (size_t)t->len, m[i].marker, strlen(m[i].marker)))
-			return m[i].family;
-	return "unknown";
+	/* the worker's own detection (worker/text/chat.c) */
+	ct = wk_chat_template_detect(t->ptr, (size_t)t->len);
+	return ct ? wk_chat_template_name(ct) : "unknown";
 }
 
 /* ==== inspect ======================================================= */

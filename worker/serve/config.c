@@ -55,7 +55,7 @@ static const struct cm_cfg_key wk_server_keys[] = {
 	CM_CFG_INT(struct wk_server_cfg, context, 0, 0, 1 << 24,
 		   "Context length served; 0 = the model's training context (capped by the KV cache)."),
 	CM_CFG_STRING(struct wk_server_cfg, chat_template, NULL, 32,
-		      "Chat template family overriding the model's own (llama3, llama2, mistral, chatml, phi3, gemma, zephyr, plain)."),
+		      "Chat template family overriding the model's own (llama3, llama2, mistral, chatml, phi3, phi4, granite, gemma, zephyr, plain)."),
 	CM_CFG_INT(struct wk_server_cfg, max_connections, CM_LIM_WORKER_CONNECTIONS, 1, 1024,
 		   "Gateway connections accepted at once."),
 	CM_CFG_DURATION(struct wk_server_cfg, stats_interval_ms, 1000, 50, 60000,

@@ -25,6 +25,8 @@ enum chat_family {
 	CHAT_MISTRAL,
 	CHAT_CHATML,
 	CHAT_PHI3,
+	CHAT_PHI4,
+	CHAT_GRANITE,
 	CHAT_GEMMA,
 	CHAT_ZEPHYR,
 	CHAT_PLAIN,
@@ -41,13 +43,16 @@ static const struct wk_chat_template chat_templates[] = {
 	{ CHAT_MISTRAL, "mistral" },
 	{ CHAT_CHATML, "chatml" },
 	{ CHAT_PHI3, "phi3" },
+	{ CHAT_PHI4, "phi4" },
+	{ CHAT_GRANITE, "granite" },
 	{ CHAT_GEMMA, "gemma" },
 	{ CHAT_ZEPHYR, "zephyr" },
 	{ CHAT_PLAIN, "plain" },
 };
 #define N_TEMPLATES (sizeof(chat_templates) / sizeof(chat_templates[0]))
 
-static const char chat_names[] = "llama3, llama2, mistral, chatml, phi3, gemma, zephyr, plain";
+static const char chat_names[] =
+	"llama3, llama2, mistral, chatml, phi3, phi4, granite, gemma, zephyr, plain";
 
 enum chat_role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL };
 #define N_ROLES 4
@@ -97,6 +102,10 @@ const struct wk_chat_template *wk_chat_template_detect(const char *j, size_t len
 		return NULL;
 	if (has(j, len, "<|start_header_id|>"))
 		f = CHAT_LLAMA3;
+	else if (has(j, len, "<|im_sep|>"))
+		f = CHAT_PHI4; /* chatml's tags, <|im_sep|> after the role */
+	else if (has(j, len, "<|start_of_role|>"))
+		f = CHAT_GRANITE;
 	else if (has(j, len, "<|im_start|>"))
 		f = CHAT_CHATML;
 	else if (has(j, len, "<start_of_turn>"))
@@ -306,6 +315,16 @@ static const char *const llama3_hdr[] = {
 };
 static const char *const chatml_hdr[] = {
 	"<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n",
+};
+/* Phi-4: chatml's tags with <|im_sep|> after the role, no newlines */
+static const char *const phi4_hdr[] = {
+	"<|im_start|>system<|im_sep|>", "<|im_start|>user<|im_sep|>",
+	"<|im_start|>assistant<|im_sep|>",
+};
+/* IBM Granite 3.x */
+static const char *const granite_hdr[] = {
+	"<|start_of_role|>system<|end_of_role|>", "<|start_of_role|>user<|end_of_role|>",
+	"<|start_of_role|>assistant<|end_of_role|>",
 };
 /* phi3 and zephyr share the tags; their turns end differently */
 static const char *const tag_hdr[] = { "<|system|>\n", "<|user|>\n", "<|assistant|>\n" };
@@ -822,6 +841,12 @@ enum cm_status wk_chat_render_opts(const struct wk_chat_template *t,
 		break;
 	case CHAT_PHI3:
 		rc = render_turns(out, msgs, roles, n, gen, tag_hdr, "<|end|>\n", 0);
+		break;
+	case CHAT_PHI4:
+		rc = render_turns(out, msgs, roles, n, gen, phi4_hdr, "<|im_end|>", 0);
+		break;
+	case CHAT_GRANITE:
+		rc = render_turns(out, msgs, roles, n, gen, granite_hdr, "<|end_of_text|>\n", 0);
 		break;
 	case CHAT_GEMMA: rc = render_gemma(out, msgs, roles, n, gen); break;
 	case CHAT_ZEPHYR:

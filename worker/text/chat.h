@@ -7,6 +7,8 @@
  *
  *   family   marker(s) in tokenizer.chat_template
  *   llama3   <|start_header_id|>
+ *   phi4     <|im_sep|>                         (chatml's tags + <|im_sep|>)
+ *   granite  <|start_of_role|>                  (IBM Granite 3.x)
  *   chatml   <|im_start|>                       (Qwen, SmolLM, ...)
  *   gemma    <start_of_turn>
  *   phi3     <|end|> and role tags (<|user|>, <|assistant|> or

@@ -55,6 +55,16 @@ static void test_render_families(void **state)
 	expect_render("phi3",
 		      "<|system|>\nS<|end|>\n<|user|>\nU1<|end|>\n<|assistant|>\nA1<|end|>\n"
 		      "<|user|>\nU2<|end|>\n<|assistant|>\n");
+	expect_render("phi4",
+		      "<|im_start|>system<|im_sep|>S<|im_end|><|im_start|>user<|im_sep|>U1<|im_end|>"
+		      "<|im_start|>assistant<|im_sep|>A1<|im_end|><|im_start|>user<|im_sep|>U2"
+		      "<|im_end|><|im_start|>assistant<|im_sep|>");
+	expect_render("granite",
+		      "<|start_of_role|>system<|end_of_role|>S<|end_of_text|>\n"
+		      "<|start_of_role|>user<|end_of_role|>U1<|end_of_text|>\n"
+		      "<|start_of_role|>assistant<|end_of_role|>A1<|end_of_text|>\n"
+		      "<|start_of_role|>user<|end_of_role|>U2<|end_of_text|>\n"
+		      "<|start_of_role|>assistant<|end_of_role|>");
 	expect_render("zephyr",
 		      "<|system|>\nS</s>\n<|user|>\nU1</s>\n<|assistant|>\nA1</s>\n"
 		      "<|user|>\nU2</s>\n<|assistant|>\n");
@@ -163,6 +173,20 @@ static void test_detect(void **state)
 		  "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
 		  "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
 		  "'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}", "mistral" },
+		/* Phi-4's (chatml's tags and <|im_sep|>) */
+		{ "{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>"
+		  "system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == "
+		  "'user') %}{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif "
+		  "(message['role'] == 'assistant') %}{{'<|im_start|>assistant<|im_sep|>' + "
+		  "message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}{% if add_generation_prompt "
+		  "%}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}", "phi4" },
+		/* Granite 3.0's */
+		{ "{%- for message in messages %}{%- if message['role'] == 'system' %}{{- '<|start_of_"
+		  "role|>system<|end_of_role|>' + message['content'] + '<|end_of_text|>\n' }}{%- elif "
+		  "message['role'] == 'user' %}{{- '<|start_of_role|>user<|end_of_role|>' + "
+		  "message['content'] + '<|end_of_text|>\n' }}{%- endif %}{%- if loop.last and "
+		  "add_generation_prompt %}{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif "
+		  "%}{%- endfor %}", "granite" },
 		/* role tags built from the role name */
 		{ "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
 		  "message['content'] + '<|end|>\\n' }}{% endfor %}", "phi3" },
