@@ -1,7 +1,7 @@
 /*
  * model_cli.h - what the files of `sluice-model` share: sluice-model.c
- * (inspect, plan, sha256 and main), model_synth.c (synth) and
- * model_import.c (import llama2c) and model_grammar.c (grammar).
+ * (inspect, plan, sha256 and main), model_synth.c and synth_vocab.c
+ * (synth), model_import.c (import llama2c) and model_grammar.c (grammar).
  */
 #ifndef SLUICE_TOOLS_MODEL_CLI_H
 #define SLUICE_TOOLS_MODEL_CLI_H

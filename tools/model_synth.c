@@ -24,325 +24,8 @@
 #include "worker/model/model_config.h"
 #include "worker/model/quant.h"
 #include "tools/model_cli.h"
+#include "tools/synth_vocab.h"
 
-
-/* ==== synth: vocabulary ============================================= */
-
-struct template_def {
-	const char *name;
-	const char *text;          /* NULL: no tokenizer.chat_template */
-	const char *const *controls; /* control tokens the template needs */
-	const char *eot;           /* end-of-turn token or NULL */
-	int bos_is_first_control;  /* bos = controls[0] (llama3) */
-	const char *const *added;  /* added (user-defined) tokens, NULL: none */
-};
-
-static const char *const ctl_chatml[] = { "<|im_start|>", "<|im_end|>", NULL };
-static const char *const ctl_llama3[] = { "<|begin_of_text|>", "<|start_header_id|>",
-					  "<|end_header_id|>", "<|eot_id|>", NULL };
-static const char *const ctl_phi3[] = { "<|system|>", "<|user|>", "<|assistant|>",
-					"<|end|>", NULL };
-static const char *const ctl_gemma[] = { "<start_of_turn>", "<end_of_turn>", NULL };
-static const char *const ctl_phi4[] = { "<|im_start|>", "<|im_sep|>", "<|im_end|>", NULL };
-static const char *const ctl_granite[] = { "<|start_of_role|>", "<|end_of_role|>",
-					   "<|end_of_text|>", NULL };
-static const char *const ctl_none[] = { NULL };
-/* Qwen3's added tokens: whole tokens in the text, not control tokens */
-static const char *const added_qwen3[] = { "<think>", "</think>", "<tool_call>", "</tool_call>",
-					   NULL };
-
-/* Qwen3's generation prompt: the answer after "<think>\n" (thinking
- * models) or the model opens thinking itself (hybrid); both write the
- * empty block for enable_thinking=false. */
-#define QWEN3_TURNS \
-	"{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + " \
-	"message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}"
-#define QWEN3_NO_THINK \
-	"{%- if enable_thinking is defined and enable_thinking is false %}" \
-	"{{- '<think>\\n\\n</think>\\n\\n' }}"
-
-static const struct template_def templates[] = {
-	{ "chatml",
-	  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
-	  "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
-	  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
-	  ctl_chatml, "<|im_end|>", 0, NULL },
-	{ "llama3",
-	  "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + "
-	  "message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + "
-	  "'<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
-	  "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}",
-	  ctl_llama3, "<|eot_id|>", 1, NULL },
-	{ "llama2",
-	  "{% if messages[0]['role'] == 'system' %}{% set sys = '<<SYS>>\\n' + "
-	  "messages[0]['content'] + '\\n<</SYS>>\\n\\n' %}{% set rest = messages[1:] %}"
-	  "{% else %}{% set sys = '' %}{% set rest = messages %}{% endif %}"
-	  "{% for message in rest %}{% if message['role'] == 'user' %}"
-	  "{% if loop.index0 == 0 %}{{ bos_token + '[INST] ' + sys + message['content'] | trim "
-	  "+ ' [/INST]' }}{% else %}{{ bos_token + '[INST] ' + message['content'] | trim + "
-	  "' [/INST]' }}{% endif %}{% elif message['role'] == 'assistant' %}"
-	  "{{ ' ' + message['content'] | trim + ' ' + eos_token }}{% endif %}{% endfor %}",
-	  ctl_none, NULL, 0, NULL },
-	{ "mistral",
-	  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
-	  "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == "
-	  "'assistant' %}{{ message['content'] + eos_token }}{% endif %}{% endfor %}",
-	  ctl_none, NULL, 0, NULL },
-	{ "zephyr",
-	  "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
-	  "message['content'] + eos_token + '\\n' }}{% endfor %}"
-	  "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}",
-	  ctl_none, NULL, 0, NULL },
-	{ "phi3",
-	  "{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + "
-	  "message['content'] + '<|end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
-	  "{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}",
-	  ctl_phi3, "<|end|>", 0, NULL },
-	{ "gemma",
-	  "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'assistant' %}"
-	  "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
-	  "{{ '<start_of_turn>' + role + '\\n' + message['content'] | trim + "
-	  "'<end_of_turn>\\n' }}{% endfor %}{% if add_generation_prompt %}"
-	  "{{ '<start_of_turn>model\\n' }}{% endif %}",
-	  ctl_gemma, "<end_of_turn>", 0, NULL },
-	{ "phi4",
-	  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '<|im_sep|>' + "
-	  "message['content'] + '<|im_end|>' }}{% endfor %}{% if add_generation_prompt %}"
-	  "{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}",
-	  ctl_phi4, "<|im_end|>", 0, NULL },
-	{ "granite",
-	  "{%- for message in messages %}{{- '<|start_of_role|>' + message['role'] + "
-	  "'<|end_of_role|>' + message['content'] + '<|end_of_text|>\n' }}"
-	  "{%- if loop.last and add_generation_prompt %}"
-	  "{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}{%- endfor %}",
-	  ctl_granite, "<|end_of_text|>", 0, NULL },
-	{ "qwen3",
-	  QWEN3_TURNS "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-	  QWEN3_NO_THINK "{%- endif %}{%- endif %}",
-	  ctl_chatml, "<|im_end|>", 0, added_qwen3 },
-	{ "qwen3-thinking",
-	  QWEN3_TURNS "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
-	  QWEN3_NO_THINK "{%- else %}{{- '<think>\\n' }}{%- endif %}{%- endif %}",
-	  ctl_chatml, "<|im_end|>", 0, added_qwen3 },
-	{ "none", NULL, ctl_none, NULL, 0, NULL },
-};
-
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_BYTE = 6 };
-
-/* The generated vocabulary: pieces in one pool, unique (hash set). */
-struct vocab {
-	uint32_t n, cap;
-	char **tok;
-	size_t *len;
-	float *score;
-	int32_t *type;
-	uint32_t *set;    /* open addressing: index + 1 */
-	uint32_t set_mask;
-};
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (n--) {
-		h ^= (unsigned char)*s++;
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
-static int vocab_init(struct vocab *v, uint32_t cap)
-{
-	uint32_t slots = 16;
-
-	while (slots < 2 * cap)
-		slots <<= 1;
-	v->n = 0;
-	v->cap = cap;
-	v->tok = cm_calloc(cap, sizeof(*v->tok));
-	v->len = cm_calloc(cap, sizeof(*v->len));
-	v->score = cm_calloc(cap, sizeof(*v->score));
-	v->type = cm_calloc(cap, sizeof(*v->type));
-	v->set = cm_calloc(slots, sizeof(*v->set));
-	v->set_mask = slots - 1;
-	return v->tok && v->len && v->score && v->type && v->set ? 0 : -1;
-}
-
-static void vocab_deinit(struct vocab *v)
-{
-	for (uint32_t i = 0; i < v->n; i++)
-		cm_free(v->tok[i]);
-	cm_free(v->tok);
-	cm_free(v->len);
-	cm_free(v->score);
-	cm_free(v->type);
-	cm_free(v->set);
-}
-
-/* Adds a token unless present or full; returns its id, -1 when skipped. */
-static int64_t vocab_add(struct vocab *v, const char *s, size_t n, int32_t type)
-{
-	uint32_t i = (uint32_t)hash_bytes(s, n) & v->set_mask;
-
-	while (v->set[i]) {
-		uint32_t e = v->set[i] - 1;
-
-		if (v->len[e] == n && memcmp(v->tok[e], s, n) == 0)
-			return -1;
-		i = (i + 1) & v->set_mask;
-	}
-	if (v->n == v->cap)
-		return -1;
-	v->tok[v->n] = cm_strndup(s, n);
-	if (!v->tok[v->n])
-		return -1;
-	v->len[v->n] = n;
-	v->type[v->n] = type;
-	v->score[v->n] = 0.0f;
-	v->set[i] = v->n + 1;
-	return v->n++;
-}
-
-#define SPM_SPACE "\xe2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK */
-
-static void add_piece(struct vocab *v, uint32_t limit, const char *prefix, const char *s)
-{
-	char buf[64];
-	int n;
-
-	if (v->n >= limit)
-		return;
-	n = snprintf(buf, sizeof(buf), "%s%s", prefix, s);
-	if (n > 0 && (size_t)n < sizeof(buf))
-		(void)vocab_add(v, buf, (size_t)n, TT_NORMAL);
-}
-
-/*
- * Pieces in rough order of usefulness: single characters, "▁"+character,
- * common words, common letter pairs and triples, then every lower-case
- * pair, triple and quadruple (with and without "▁") until `limit` tokens.
- * Every piece can be built by merging two shorter pieces.
- */
-static void vocab_pieces(struct vocab *v, uint32_t limit)
-{
-	static const char *const words[] = {
-		"the", "and", "of", "to", "in", "is", "it", "that", "for", "was", "on",
-		"are", "as", "with", "he", "she", "they", "be", "at", "one", "have",
-		"this", "from", "or", "had", "by", "not", "but", "what", "all", "were",
-		"we", "when", "your", "can", "said", "there", "use", "an", "each",
-		"which", "do", "how", "their", "if", "will", "up", "other", "about",
-		"out", "many", "then", "them", "these", "so", "some", "her", "would",
-		"make", "like", "him", "into", "time", "has", "look", "two", "more",
-		"write", "go", "see", "number", "no", "way", "could", "people", "my",
-		"than", "first", "water", "been", "call", "who", "its", "now", "find",
-		"long", "down", "day", "did", "get", "come", "made", "may", "part",
-		"hello", "world", "you", "I", "a",
-	};
-	static const char *const grams[] = {
-		"th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es",
-		"or", "te", "of", "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng",
-		"se", "ha", "as", "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri",
-		"ro", "ic", "ne", "ea", "ra", "ce", "the", "ing", "and", "ion", "tio",
-		"ent", "ati", "for", "her", "ter", "hat", "tha", "ere", "ate", "his",
-		"con", "res", "ver", "all", "ons", "nce", "men", "ith", "ted", "ers",
-		"pro", "thi", "wit", "are", "ess", "not", "ive", "was", "ect", "rea",
-	};
-	char s[8];
-	size_t i;
-
-	for (int ch = 0x21; ch < 0x7f; ch++) {
-		s[0] = (char)ch;
-		s[1] = '\0';
-		add_piece(v, limit, "", s);
-	}
-	if (v->n < limit)
-		(void)vocab_add(v, SPM_SPACE, strlen(SPM_SPACE), TT_NORMAL);
-	for (int ch = 0x21; ch < 0x7f; ch++) {
-		s[0] = (char)ch;
-		s[1] = '\0';
-		add_piece(v, limit, SPM_SPACE, s);
-	}
-	for (i = 0; i < sizeof(grams) / sizeof(grams[0]); i++)
-		add_piece(v, limit, "", grams[i]);
-	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		/* "▁th" before "▁the" keeps every word reachable by merges */
-		if (strlen(words[i]) > 2) {
-			snprintf(s, sizeof(s), "%.2s", words[i]);
-			add_piece(v, limit, SPM_SPACE, s);
-		}
-		add_piece(v, limit, SPM_SPACE, words[i]);
-	}
-	for (int len = 2; len <= 4 && v->n < limit; len++) {
-		uint32_t total = 1;
-
-		for (int k = 0; k < len; k++)
-			total *= 26;
-		for (uint32_t c = 0; c < total && v->n < limit; c++) {
-			uint32_t x = c;
-
-			for (int k = len - 1; k >= 0; k--) {
-				s[k] = (char)('a' + x % 26);
-				x /= 26;
-			}
-			s[len] = '\0';
-			add_piece(v, limit, "", s);
-			add_piece(v, limit, SPM_SPACE, s);
-		}
-	}
-	/* still short (huge --vocab): numbered filler pieces */
-	for (uint32_t k = 0; v->n < limit; k++) {
-		snprintf(s, sizeof(s), "%u", k);
-		add_piece(v, limit, "#", s);
-	}
-}
-
-/*
- * Layout: <unk> <s> </s>, the 256 byte tokens, pieces (scores descending),
- * then the template's control tokens at the end (as real models do).
- */
-static int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_def *td,
-		       uint32_t *bos, uint32_t *eos, int64_t *eot)
-{
-	uint32_t n_ctl = 0, n_added = 0, first_piece;
-	char b[8];
-
-	while (td->controls[n_ctl])
-		n_ctl++;
-	while (td->added && td->added[n_added])
-		n_added++;
-	if (vocab_init(v, n_vocab) != 0)
-		return -1;
-	(void)vocab_add(v, "<unk>", 5, TT_UNKNOWN);
-	(void)vocab_add(v, "<s>", 3, TT_CONTROL);
-	(void)vocab_add(v, "</s>", 4, TT_CONTROL);
-	for (int i = 0; i < 256; i++) {
-		snprintf(b, sizeof(b), "<0x%02X>", i);
-		(void)vocab_add(v, b, 6, TT_BYTE);
-	}
-	first_piece = v->n;
-	vocab_pieces(v, n_vocab - n_ctl - n_added);
-	for (uint32_t i = first_piece; i < v->n; i++)
-		v->score[i] = -(float)(i - first_piece);
-	*bos = 1;
-	*eos = 2;
-	*eot = -1;
-	for (uint32_t i = 0; i < n_ctl; i++) {
-		int64_t id = vocab_add(v, td->controls[i], strlen(td->controls[i]), TT_CONTROL);
-
-		if (id < 0)
-			return -1;
-		if (i == 0 && td->bos_is_first_control)
-			*bos = (uint32_t)id;
-		if (td->eot && strcmp(td->eot, td->controls[i]) == 0)
-			*eot = id;
-	}
-	for (uint32_t i = 0; i < n_added; i++)
-		if (vocab_add(v, td->added[i], strlen(td->added[i]), TT_USER) < 0)
-			return -1;
-	return v->n == n_vocab ? 0 : -1;
-}
-
-/* ==== synth: weights ================================================ */
 
 struct preset {
 	const char *name;
@@ -613,12 +296,14 @@ struct synth_opts {
 	int arch_qwen3;         /* no biases, per-head q/k norms */
 	int arch_granite;       /* llama plus granite's four scales */
 	int arch_phi3;          /* fused QKV and gate|up, NEOX rope, LongRoPE, a window */
+	int arch_gemma2;        /* sandwich norms, tied output, soft-capping, a window */
 	uint32_t swa;           /* phi3's sliding window (0: the default 2047) */
 	uint64_t seed;
 	uint32_t vocab, ctx;
 	const struct template_def *td;
 	int rope_freqs;
 	uint32_t embd, ff;      /* 0: the preset's */
+	uint32_t layers;        /* 0: the preset's */
 	uint32_t head_dim;      /* 0: embd / heads; else written as attention.key_length */
 	const char *out;
 };
@@ -697,11 +382,16 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 			T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 		}
 		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
+		if (o->arch_gemma2) {
+			T("post_attention_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+			T("post_ffw_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+		}
 #undef T
 	}
 	add_synth_tensor(sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-	add_synth_tensor(sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd, o->vocab,
-			 K_MATRIX);
+	if (!o->arch_gemma2) /* gemma ties the output to the embedding */
+		add_synth_tensor(sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd,
+				 o->vocab, K_MATRIX);
 
 }
 
@@ -710,7 +400,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	struct preset shape = *o->p;
 	const struct preset *p = &shape;
 	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2"
-			 : o->arch_granite ? "granite" : o->arch_phi3 ? "phi3" : "llama";
+			 : o->arch_granite ? "granite" : o->arch_phi3 ? "phi3"
+			 : o->arch_gemma2 ? "gemma2" : "llama";
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -724,6 +415,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		shape.embd = o->embd;
 	if (o->ff)
 		shape.ff = o->ff;
+	if (o->layers)
+		shape.layers = o->layers;
 	head_dim = o->head_dim ? o->head_dim : p->embd / p->heads;
 	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
@@ -769,7 +462,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	}
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
-				   o->arch_qwen2 ? 1e-6f : 1e-5f));
+				   o->arch_qwen2 || o->arch_gemma2 ? 1e-6f : 1e-5f));
 	if (o->arch_phi3) {
 		/* a Phi-3-128k-like LongRoPE: the long factors above half the
 		 * training context, the magnitude scale its converter writes */
@@ -780,6 +473,12 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		CHK(wk_gguf_writer_add_f32(w, K("rope.scaling.attn_factor"),
 					   orig > 1 ? sqrtf(1.0f + logf((float)o->ctx / (float)orig) /
 							       logf((float)orig)) : 1.0f));
+	}
+	if (o->arch_gemma2) {
+		/* Gemma 2's caps; the window on even layers */
+		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 4096));
+		CHK(wk_gguf_writer_add_f32(w, K("attn_logit_softcapping"), 50.0f));
+		CHK(wk_gguf_writer_add_f32(w, K("final_logit_softcapping"), 30.0f));
 	}
 	if (o->arch_granite) {
 		/* Granite 3.0 2B's multipliers (embedding, residual, attention,
@@ -825,9 +524,26 @@ out:
 	return st;
 }
 
+/* --arch NAME into the option flags; 2 (after a message) for an unknown one */
+static int set_arch(struct synth_opts *o, const char *val)
+{
+	if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3") &&
+	    strcmp(val, "granite") && strcmp(val, "phi3") && strcmp(val, "gemma2")) {
+		fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, granite, phi3 "
+			"or gemma2, found '%s'\n", val);
+		return 2;
+	}
+	o->arch_gemma2 = strcmp(val, "gemma2") == 0;
+	o->arch_phi3 = strcmp(val, "phi3") == 0;
+	o->arch_qwen3 = strcmp(val, "qwen3") == 0;
+	o->arch_granite = strcmp(val, "granite") == 0;
+	o->arch_qwen2 = o->arch_qwen3 || strcmp(val, "qwen2") == 0;
+	return 0;
+}
+
 int model_cmd_synth(int argc, char **argv)
 {
-	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = &templates[0] };
+	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = synth_template(NULL) };
 	uint64_t v;
 	int have_vocab = 0, have_ctx = 0, have_arch = 0, ctl = 0;
 	char err[ERR_LEN];
@@ -863,17 +579,9 @@ int model_cmd_synth(int argc, char **argv)
 			}
 			o.type_name = val;
 		} else if (strcmp(arg, "--arch") == 0) {
-			if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3") &&
-			    strcmp(val, "granite") && strcmp(val, "phi3")) {
-				fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, "
-					"granite or phi3, found '%s'\n", val);
+			if (set_arch(&o, val) != 0)
 				return 2;
-			}
-			o.arch_phi3 = strcmp(val, "phi3") == 0;
-			o.arch_qwen3 = strcmp(val, "qwen3") == 0;
-			o.arch_granite = strcmp(val, "granite") == 0;
 			have_arch = 1;
-			o.arch_qwen2 = o.arch_qwen3 || strcmp(val, "qwen2") == 0;
 		} else if (strcmp(arg, "--seed") == 0) {
 			if (model_parse_u64(val, UINT64_MAX, &o.seed) != 0) {
 				fprintf(stderr, "sluice-model: --seed: expected an integer, found "
@@ -888,6 +596,13 @@ int model_cmd_synth(int argc, char **argv)
 			}
 			o.vocab = (uint32_t)v;
 			have_vocab = 1;
+		} else if (strcmp(arg, "--layers") == 0) {
+			if (model_parse_u64(val, WK_MCFG_MAX_LAYERS, &v) != 0 || v == 0) {
+				fprintf(stderr, "sluice-model: --layers: expected 1..%u, found '%s'\n",
+					WK_MCFG_MAX_LAYERS, val);
+				return 2;
+			}
+			o.layers = (uint32_t)v;
 		} else if (strcmp(arg, "--embd") == 0 || strcmp(arg, "--ffn") == 0) {
 			/* a width a real model has (576: SmolLM2, 896: Qwen2.5-0.5B) */
 			if (model_parse_u64(val, 65536, &v) != 0 || v == 0 || v % 32 != 0) {
@@ -923,9 +638,8 @@ int model_cmd_synth(int argc, char **argv)
 			have_ctx = 1;
 		} else if (strcmp(arg, "--template") == 0) {
 			o.td = NULL;
-			for (size_t i = 0; i < sizeof(templates) / sizeof(templates[0]); i++)
-				if (strcmp(val, templates[i].name) == 0)
-					o.td = &templates[i];
+			if (synth_template(val))
+				o.td = synth_template(val);
 			if (!o.td) {
 				fprintf(stderr, "sluice-model: --template: expected chatml, llama3, "
 					"llama2, mistral, zephyr, phi3, phi4, granite, gemma, qwen3, qwen3-thinking or none, "

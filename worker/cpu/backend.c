@@ -101,6 +101,24 @@ static void embed_row(const struct wk_tensor *t, int32_t tok, float *out)
 	wk_dequantize_row(t->type, row, out, t->cols);
 }
 
+/* out = gelu_tanh(gate) * up (gemma's GeGLU), ggml's constants */
+static void gelu_mul(float *out, const float *gate, const float *up, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		float x = gate[i];
+
+		out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x))) *
+			 up[i];
+	}
+}
+
+/* c * tanh(x / c) over n values (gemma2's final soft-capping) */
+static void softcap(float *x, uint64_t n, float c)
+{
+	for (uint64_t i = 0; i < n; i++)
+		x[i] = c * tanhf(x[i] / c);
+}
+
 /* x[0..n) *= s, skipped when s is 1 (every architecture but granite) */
 static void scale_vec(float *x, uint64_t n, float s)
 {
@@ -179,8 +197,10 @@ static void att_task(void *arg, int task_i, int thread)
 	const uint32_t bt = be->block_tokens;
 	const uint64_t row_bytes = (uint64_t)be->kv_dim * be->kv_elem;
 	const uint8_t *kbase = be->k[c->layer], *vbase = be->v[c->layer];
-	/* a sliding window sees positions lo..pos only */
-	const uint32_t lo = hp->n_swa && pos >= hp->n_swa ? pos + 1 - hp->n_swa : 0;
+	/* a sliding window (this layer's, if any) sees positions lo..pos only */
+	const uint32_t swa = wk_layer_swa(hp, c->layer);
+	const uint32_t lo = swa && pos >= swa ? pos + 1 - swa : 0;
+	const float cap = hp->attn_softcap;
 
 	/* scores, one KV block at a time */
 	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
@@ -198,7 +218,10 @@ static void att_task(void *arg, int task_i, int thread)
 					d = wk_cpu_dot_f16((const uint16_t *)kr + koff, q, (int)hd);
 				else
 					d = op_dot_f32((const float *)kr + koff, q, hd);
-				scores[(uint64_t)hh * be->att_scratch_ctx + j] = d * scale;
+				d *= scale;
+				if (cap > 0) /* gemma2: soft-capped scores */
+					d = cap * tanhf(d / cap);
+				scores[(uint64_t)hh * be->att_scratch_ctx + j] = d;
 			}
 		}
 	}
@@ -382,6 +405,10 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		wk_pool_run(be->pool, att_task, &ac, (int)(T * hp->n_head_kv));
 		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
 			return st;
+		if (L->attn_post_norm.data) /* gemma2: the output normalised before the add */
+			for (uint32_t t = 0; t < T; t++)
+				wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->h + (uint64_t)t * e,
+					       L->attn_post_norm.data, (int)e, hp->rms_eps);
 		scale_vec(be->h, (uint64_t)T * e, hp->residual_scale);
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
@@ -392,11 +419,21 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
 		    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
 			return st;
-		for (uint32_t t = 0; t < T; t++)
-			wk_cpu_silu_mul(be->g + (uint64_t)t * hp->n_ff, be->g + (uint64_t)t * hp->n_ff,
-					be->u + (uint64_t)t * hp->n_ff, (int)hp->n_ff);
+		for (uint32_t t = 0; t < T; t++) {
+			float *g = be->g + (uint64_t)t * hp->n_ff;
+			const float *u = be->u + (uint64_t)t * hp->n_ff;
+
+			if (hp->ffn_act == WK_FFN_GELU_TANH)
+				gelu_mul(g, g, u, hp->n_ff);
+			else
+				wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
+		}
 		if ((st = mm(be, &L->w_down, be->g, T, be->h, NULL)) != CM_OK)
 			return st;
+		if (L->ffn_post_norm.data)
+			for (uint32_t t = 0; t < T; t++)
+				wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->h + (uint64_t)t * e,
+					       L->ffn_post_norm.data, (int)e, hp->rms_eps);
 		scale_vec(be->h, (uint64_t)T * e, hp->residual_scale);
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
@@ -411,6 +448,8 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		st = mm(be, &m->output, be->h, b->n_out, logits, NULL);
 		if (st == CM_OK && hp->logit_scale != 1.0f)
 			scale_vec(logits, (uint64_t)b->n_out * hp->n_vocab, 1.0f / hp->logit_scale);
+		if (st == CM_OK && hp->final_softcap > 0)
+			softcap(logits, (uint64_t)b->n_out * hp->n_vocab, hp->final_softcap);
 		return st;
 	}
 	return CM_OK;

@@ -77,6 +77,8 @@ wk_cu_att_kernel(const float *q, const uint32_t *pos, const uint32_t *seq,
 			for (int o = 16; o > 0; o >>= 1)
 				sdot += __shfl_xor_sync(0xffffffffu, sdot, o);
 			sdot *= scale;
+			if (g.softcap > 0.0f) /* gemma2 */
+				sdot = g.softcap * tanhf(sdot / g.softcap);
 			mn = fmaxf(m[h], sdot);
 			corr = expf(m[h] - mn);
 			pj = expf(sdot - mn);

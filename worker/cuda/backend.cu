@@ -74,6 +74,7 @@ struct dev_layer {
 	struct dev_tensor wq, wk, wv, wo, w_gate, w_up, w_down;
 	const float *bq, *bk, *bv;   /* F32 biases or NULL */
 	const float *q_norm, *k_norm; /* qwen3 per-head norms or NULL */
+	const float *attn_post_norm, *ffn_post_norm; /* gemma2's, or NULL */
 };
 
 struct cuda_backend {
@@ -141,6 +142,7 @@ static uint64_t model_device_bytes(const struct wk_model *m)
 		n += mat_bytes(&L->w_gate) + mat_bytes(&L->w_up) + mat_bytes(&L->w_down);
 		n += vec_bytes(&L->bq) + vec_bytes(&L->bk) + vec_bytes(&L->bv);
 		n += vec_bytes(&L->q_norm) + vec_bytes(&L->k_norm);
+		n += vec_bytes(&L->attn_post_norm) + vec_bytes(&L->ffn_post_norm);
 	}
 	return n + align_up((uint64_t)m->hp.rope_dim / 2 * sizeof(double));
 }
@@ -258,7 +260,9 @@ static enum cm_status upload(struct cuda_backend *be)
 		    (st = up_vec(be, &off, &L->bk, &D->bk)) != CM_OK ||
 		    (st = up_vec(be, &off, &L->bv, &D->bv)) != CM_OK ||
 		    (st = up_vec(be, &off, &L->q_norm, &D->q_norm)) != CM_OK ||
-		    (st = up_vec(be, &off, &L->k_norm, &D->k_norm)) != CM_OK)
+		    (st = up_vec(be, &off, &L->k_norm, &D->k_norm)) != CM_OK ||
+		    (st = up_vec(be, &off, &L->attn_post_norm, &D->attn_post_norm)) != CM_OK ||
+		    (st = up_vec(be, &off, &L->ffn_post_norm, &D->ffn_post_norm)) != CM_OK)
 			return st;
 		/* a pending async copy reads the mapping: wait per layer so the
 		 * page cache, not pinned memory, bounds host use */
@@ -498,6 +502,9 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 		const struct dev_tensor *qkv[3] = { &L->wq, &L->wk, &L->wv }, *gu[2] = { &L->w_gate, &L->w_up };
 		float *qkv_y[3] = { be->q, be->k, be->v }, *gu_y[2] = { be->g, be->u };
 		const float *qkv_b[3] = { L->bq, L->bk, L->bv }, *gu_b[2] = { NULL, NULL };
+		struct wk_cu_kvgeo geo = be->geo;
+
+		geo.n_swa = wk_layer_swa(hp, l); /* gemma2: the window on even layers only */
 
 		if ((st = wk_cu_rmsnorm(be->x, NULL, L->attn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
@@ -511,18 +518,23 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 					   &be->geo, hp->rope_dim, hp->rope_style == WK_ROPE_NEOX,
 					   be->inv_freq, hp->rope_pos_scale, kc, vc, T,
 					   be->s)) != CM_OK ||
-		    (st = wk_cu_attention_split(be->q, M_POS(be), M_SEQ(be), M_TAB(be), &be->geo,
+		    (st = wk_cu_attention_split(be->q, M_POS(be), M_SEQ(be), M_TAB(be), &geo,
 						kc, vc, be->att, be->att_part, nd, be->s)) != CM_OK ||
 		    (st = wk_cu_attention(be->q + (uint64_t)nd * qd, M_POS(be) + nd,
-					  M_SEQ(be) + nd, M_TAB(be), &be->geo, kc, vc,
+					  M_SEQ(be) + nd, M_TAB(be), &geo, kc, vc,
 					  be->att + (uint64_t)nd * qd, T - nd, be->s)) != CM_OK ||
 		    (st = mm(be, &L->wo, be->att, T, nd, be->h, NULL)) != CM_OK ||
+		    (L->attn_post_norm && (st = wk_cu_rmsnorm(be->h, NULL, L->attn_post_norm, hp->rms_eps,
+							      e, T, be->h, be->s)) != CM_OK) ||
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, hp->residual_scale, be->s)) != CM_OK ||
 		    (st = wk_cu_rmsnorm(be->x, NULL, L->ffn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
 		    (st = mm_multi(be, 2, gu, be->h, T, nd, gu_y, gu_b)) != CM_OK ||
-		    (st = wk_cu_silu_mul(be->g, be->u, (uint64_t)T * hp->n_ff, be->s)) != CM_OK ||
+		    (st = (hp->ffn_act == WK_FFN_GELU_TANH ? wk_cu_gelu_mul : wk_cu_silu_mul)(
+			     be->g, be->u, (uint64_t)T * hp->n_ff, be->s)) != CM_OK ||
 		    (st = mm(be, &L->w_down, be->g, T, nd, be->h, NULL)) != CM_OK ||
+		    (L->ffn_post_norm && (st = wk_cu_rmsnorm(be->h, NULL, L->ffn_post_norm, hp->rms_eps,
+							     e, T, be->h, be->s)) != CM_OK) ||
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, hp->residual_scale, be->s)) != CM_OK)
 			return st;
 	}
@@ -535,6 +547,9 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 	if (st == CM_OK && hp->logit_scale != 1.0f)
 		st = wk_cu_scale(be->d_logits, (uint64_t)n_out * hp->n_vocab, 1.0f / hp->logit_scale,
 				 be->s);
+	if (st == CM_OK && hp->final_softcap > 0)
+		st = wk_cu_softcap(be->d_logits, (uint64_t)n_out * hp->n_vocab, hp->final_softcap,
+				   be->s);
 	return st;
 }
 
@@ -851,6 +866,7 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	be->geo.scale = hp->attn_scale;
 	be->geo.n_swa = hp->n_swa;
 	be->geo.rope_mscale = hp->rope_attn_factor;
+	be->geo.softcap = hp->attn_softcap;
 	be->geo.kv_dim = hp->n_head_kv * hp->head_dim;
 	be->geo.block_tokens = be->block_tokens;
 	{

@@ -176,6 +176,24 @@ __global__ void wk_cu_silu_mul_kernel(float *g, const float *u, uint64_t n)
 		g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+__global__ void wk_cu_gelu_mul_kernel(float *g, const float *u, uint64_t n)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		float x = g[i];
+
+		g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x))) *
+		       u[i];
+	}
+}
+
+__global__ void wk_cu_softcap_kernel(float *x, uint64_t n, float c)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (uint64_t)gridDim.x * blockDim.x)
+		x[i] = c * tanhf(x[i] / c);
+}
+
 __global__ void wk_cu_add_kernel(float *y, const float *x, uint64_t n, float scale)
 {
 	/* x * scale rounded first (as the CPU: scale, then add), no FMA */
@@ -208,6 +226,22 @@ static unsigned wk_cu_grid(uint64_t n)
 enum cm_status wk_cu_silu_mul(float *g, const float *u, uint64_t n, cudaStream_t s)
 {
 	wk_cu_silu_mul_kernel<<<wk_cu_grid(n), 256, 0, s>>>(g, u, n);
+	WK_CU_LAUNCH();
+	return CM_OK;
+}
+
+enum cm_status wk_cu_gelu_mul(float *g, const float *u, uint64_t n, cudaStream_t s)
+{
+	wk_cu_gelu_mul_kernel<<<wk_cu_grid(n), 256, 0, s>>>(g, u, n);
+	WK_CU_LAUNCH();
+	return CM_OK;
+}
+
+enum cm_status wk_cu_softcap(float *x, uint64_t n, float c, cudaStream_t s)
+{
+	if (n == 0)
+		return CM_OK;
+	wk_cu_softcap_kernel<<<wk_cu_grid(n), 256, 0, s>>>(x, n, c);
 	WK_CU_LAUNCH();
 	return CM_OK;
 }

@@ -29,6 +29,7 @@ struct wk_cu_kvgeo {
 	uint32_t n_swa;                      /* sliding window (0: none): a query sees the
 					      * n_swa positions up to its own */
 	float rope_mscale;                   /* multiplies RoPE's cos and sin (1: none) */
+	float softcap;                       /* scores become c * tanh(s / c) (0: none) */
 };
 
 /* x[t] = embedding row tokens[t] (any weight type), F32. */
@@ -51,6 +52,9 @@ enum cm_status wk_cu_rope_store(float *q, float *k, const float *v, const uint32
 /* g[t][i] = silu(g) * u; y[t][i] += x[t][i] * scale (scale 1: exactly y += x);
  * y[t][i] += b[i]; x[i] *= scale. */
 enum cm_status wk_cu_silu_mul(float *g, const float *u, uint64_t n, cudaStream_t s);
+/* g = gelu_tanh(g) * u (gemma); x = c * tanh(x / c) */
+enum cm_status wk_cu_gelu_mul(float *g, const float *u, uint64_t n, cudaStream_t s);
+enum cm_status wk_cu_softcap(float *x, uint64_t n, float c, cudaStream_t s);
 enum cm_status wk_cu_add(float *y, const float *x, uint64_t n, float scale, cudaStream_t s);
 enum cm_status wk_cu_scale(float *x, uint64_t n, float scale, cudaStream_t s);
 enum cm_status wk_cu_add_bias(float *y, const float *b, uint32_t dim, uint32_t n, cudaStream_t s);

@@ -156,6 +156,9 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else if (s.len == 7 && memcmp(s.ptr, "granite", 7) == 0) {
 		l->c->hp.arch = WK_ARCH_GRANITE;
 		l->c->arch_name = "granite";
+	} else if (s.len == 6 && memcmp(s.ptr, "gemma2", 6) == 0) {
+		l->c->hp.arch = WK_ARCH_GEMMA2;
+		l->c->arch_name = "gemma2";
 	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
 		l->c->hp.arch = WK_ARCH_PHI3;
 		l->c->arch_name = "phi3";
@@ -163,7 +166,7 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
-			    "llama, qwen2, qwen3, granite, phi3)", shown);
+			    "llama, qwen2, qwen3, granite, phi3, gemma2)", shown);
 	}
 	return CM_OK;
 }
@@ -192,6 +195,11 @@ static enum cm_status read_swa(struct mcfg_load *l)
 	int found = wk_gguf_find_key(l->g, key) >= 0;
 
 	hp->n_swa = 0;
+	hp->swa_pattern = 0;
+	if (hp->arch == WK_ARCH_GEMMA2) {
+		hp->n_swa = 4096; /* Gemma 2's, when the file does not say */
+		hp->swa_pattern = 2;
+	}
 	if (hp->arch == WK_ARCH_PHI3) {
 		if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096)
 			hp->n_swa = 2047;
@@ -208,6 +216,29 @@ static enum cm_status read_swa(struct mcfg_load *l)
 	return CM_OK;
 }
 
+/*
+ * gemma2: the embedding times sqrt(embd), the query scale llama.cpp gives
+ * by size (46 layers, the 27B: 1/sqrt(embd / heads); else
+ * 1/sqrt(head_dim)), soft-capping of the attention scores and the logits
+ * (optional keys, Gemma 2's 50 and 30 when absent), GELU.
+ */
+static enum cm_status read_gemma2(struct mcfg_load *l)
+{
+	struct wk_hparams *hp = &l->c->hp;
+	enum cm_status st;
+
+	hp->embd_scale = sqrtf((float)hp->n_embd);
+	if (hp->n_layer == 46)
+		hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+	hp->ffn_act = WK_FFN_GELU_TANH;
+	st = key_f32(l, arch_key(l, "attn_logit_softcapping"), 50.0f, 0.0f, 1e6f,
+		     &hp->attn_softcap);
+	if (st == CM_OK)
+		st = key_f32(l, arch_key(l, "final_logit_softcapping"), 30.0f, 0.0f, 1e6f,
+			     &hp->final_softcap);
+	return st;
+}
+
 /* granite's four scales; 1 (and 1/sqrt(head_dim)) for the others */
 static enum cm_status read_scales(struct mcfg_load *l)
 {
@@ -218,6 +249,11 @@ static enum cm_status read_scales(struct mcfg_load *l)
 	hp->residual_scale = 1.0f;
 	hp->logit_scale = 1.0f;
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+	hp->attn_softcap = 0.0f;
+	hp->final_softcap = 0.0f;
+	hp->ffn_act = WK_FFN_SILU;
+	if (hp->arch == WK_ARCH_GEMMA2)
+		return read_gemma2(l);
 	if (hp->arch != WK_ARCH_GRANITE)
 		return CM_OK;
 	st = key_f32_req(l, arch_key(l, "embedding_scale"), 0.0f, 1e6f, &hp->embd_scale);
@@ -506,6 +542,11 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 	}
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->w_down);
+	if (st == CM_OK && c->hp.arch == WK_ARCH_GEMMA2)
+		st = expect(l, blk(l, i, "post_attention_norm.weight"), 1, 1, e, 0, 1,
+			    &ly->attn_post_norm);
+	if (st == CM_OK && c->hp.arch == WK_ARCH_GEMMA2)
+		st = expect(l, blk(l, i, "post_ffw_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_post_norm);
 	return st;
 }
 
@@ -670,7 +711,7 @@ static enum cm_status read_misc(struct mcfg_load *l)
 					       c->hp.rope_scale_factor > 0
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
-					   c->hp.arch == WK_ARCH_PHI3
+					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {

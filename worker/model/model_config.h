@@ -17,7 +17,9 @@
  * RMSNorm per head on Q and K), `granite` (llama with an embedding,
  * a residual, an attention and a logit scale, all four keys required) and
  * `phi3` (Phi-3, Phi-4: fused QKV and gate|up tensors read as views,
- * NEOX rope, LongRoPE factors, a sliding window).
+ * NEOX rope, LongRoPE factors, a sliding window) and `gemma2` (embedding
+ * times sqrt(embd), GELU gate, norms after attention and FFN, attention and
+ * final logit soft-capping, a window on even layers, NEOX rope).
  * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
@@ -43,6 +45,12 @@ enum wk_arch {
 	WK_ARCH_QWEN3 = 2,  /* qwen2 without biases, RMSNorm per head on Q and K */
 	WK_ARCH_GRANITE = 3, /* llama with four scales (IBM Granite 3.x dense) */
 	WK_ARCH_PHI3 = 4,    /* fused QKV and gate|up, NEOX rope, LongRoPE, sliding window */
+	WK_ARCH_GEMMA2 = 5,  /* GELU, sandwich norms, soft-capping, window on even layers */
+};
+
+enum wk_ffn_act {
+	WK_FFN_SILU = 0,      /* silu(gate) * up (SwiGLU) */
+	WK_FFN_GELU_TANH = 1, /* gelu_tanh(gate) * up (GeGLU, gemma) */
 };
 
 enum wk_rope_scaling {
@@ -92,7 +100,22 @@ struct wk_hparams {
 				  * rotation's cos and sin (LongRoPE's magnitude scale) */
 	uint32_t n_swa;          /* sliding window: a query sees the n_swa positions up to
 				  * its own (0: the whole sequence) */
+	uint32_t swa_pattern;    /* which layers have the window: 0 every layer; N >= 2
+				  * layer l when l % N < N - 1 (gemma2: 2, even layers) */
+	float attn_softcap;      /* scores become c * tanh(s / c) (0: none): gemma2 */
+	float final_softcap;     /* the same on the logits (0: none): gemma2 */
+	enum wk_ffn_act ffn_act;
 };
+
+/* The window of layer l (0: it sees the whole sequence). */
+static inline uint32_t wk_layer_swa(const struct wk_hparams *hp, uint32_t l)
+{
+	if (hp->n_swa == 0)
+		return 0;
+	if (hp->swa_pattern >= 2 && l % hp->swa_pattern == hp->swa_pattern - 1)
+		return 0;
+	return hp->n_swa;
+}
 
 /* Bounds checked at load (inclusive). */
 #define WK_MCFG_MAX_LAYERS 1024
@@ -123,6 +146,9 @@ struct wk_layer {
 	struct wk_tensor ffn_norm;             /* (embd) */
 	struct wk_tensor w_gate, w_up;         /* (ff, embd) */
 	struct wk_tensor w_down;               /* (embd, ff) */
+	struct wk_tensor attn_post_norm;       /* gemma2: (embd) RMSNorm of the attention
+						* output before its residual add, else data NULL */
+	struct wk_tensor ffn_post_norm;        /* gemma2: the same for the FFN output */
 };
 
 struct wk_mcfg {

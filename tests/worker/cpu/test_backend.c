@@ -176,8 +176,9 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 			ref_rope(k + hh * hd, hp, pos);
 		memcpy(kc + (uint64_t)pos * kvd, k, kvd * sizeof(double));
 		memcpy(vc + (uint64_t)pos * kvd, v, kvd * sizeof(double));
-		/* a sliding window: the n_swa positions up to this one */
-		uint32_t lo = hp->n_swa && pos >= hp->n_swa ? pos + 1 - hp->n_swa : 0;
+		/* a sliding window (this layer's): the positions up to this one */
+		uint32_t swa = wk_layer_swa(hp, l);
+		uint32_t lo = swa && pos >= swa ? pos + 1 - swa : 0;
 
 		for (uint32_t hh = 0; hh < hp->n_head; hh++) {
 			uint32_t gk = hh / group;
@@ -188,8 +189,10 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 
 				for (uint32_t i = 0; i < hd; i++)
 					d += q[hh * hd + i] * kc[(uint64_t)j * kvd + gk * hd + i];
-				sc[j] = hp->arch == WK_ARCH_GRANITE ? d * hp->attn_scale
-								    : d / sqrt((double)hd);
+				sc[j] = hp->arch == WK_ARCH_GRANITE || hp->arch == WK_ARCH_GEMMA2
+						? d * hp->attn_scale : d / sqrt((double)hd);
+				if (hp->attn_softcap > 0) /* gemma2 */
+					sc[j] = hp->attn_softcap * tanh(sc[j] / hp->attn_softcap);
 				if (sc[j] > mx)
 					mx = sc[j];
 			}
@@ -206,21 +209,33 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 			}
 		}
 		ref_mv(&L->wo, a, o, NULL);
+		if (L->attn_post_norm.data)
+			ref_rmsnorm(o, &L->attn_post_norm, o, e, hp->rms_eps);
 		for (uint32_t i = 0; i < e; i++)
 			x[i] += o[i] * hp->residual_scale;
 		ref_rmsnorm(x, &L->ffn_norm, h, e, hp->rms_eps);
 		ref_mv(&L->w_gate, h, g, NULL);
 		ref_mv(&L->w_up, h, u, NULL);
 		for (uint32_t i = 0; i < hp->n_ff; i++)
-			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+			if (hp->ffn_act == WK_FFN_GELU_TANH) /* gemma: GELU, tanh form */
+				g[i] = 0.5 * g[i] *
+				       (1 + tanh(0.7978845608028654 *
+						 (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i];
+			else
+				g[i] = g[i] / (1 + exp(-g[i])) * u[i];
 		ref_mv(&L->w_down, g, o, NULL);
+		if (L->ffn_post_norm.data)
+			ref_rmsnorm(o, &L->ffn_post_norm, o, e, hp->rms_eps);
 		for (uint32_t i = 0; i < e; i++)
 			x[i] += o[i] * hp->residual_scale;
 	}
 	ref_rmsnorm(x, &m->output_norm, h, e, hp->rms_eps);
 	ref_mv(&m->output, h, logits, NULL);
-	for (uint32_t i = 0; i < hp->n_vocab; i++)
+	for (uint32_t i = 0; i < hp->n_vocab; i++) {
 		logits[i] /= hp->logit_scale;
+		if (hp->final_softcap > 0)
+			logits[i] = hp->final_softcap * tanh(logits[i] / hp->final_softcap);
+	}
 	free(x); free(h); free(q); free(k); free(v); free(a); free(o); free(g); free(u); free(sc);
 }
 
@@ -366,6 +381,17 @@ static void test_ref_q4_k_m_576(void **s)
 }
 static void test_ref_f32_qwen2(void **s) { (void)s; check_model("F32", "qwen2", 1e-4); }
 static void test_ref_f32_granite(void **s) { (void)s; check_model("F32", "granite", 1e-4); }
+/* gemma2 with a window of 5 on the even layers, inside the 12 positions */
+static void test_ref_f32_gemma2(void **s)
+{
+	(void)s;
+	check_model_x("F32", "gemma2", "--swa 5", "-swa5", 1e-4);
+}
+static void test_ref_q4_k_m_gemma2(void **s)
+{
+	(void)s;
+	check_model_x("Q4_K_M", "gemma2", "--swa 5", "-swa5", 5e-2);
+}
 /* phi3: fused QKV and gate|up, LongRoPE (long factors: the served context is
  * above the original one), a window of 5 positions over the 12 checked */
 static void test_ref_f32_phi3(void **s)
@@ -449,6 +475,13 @@ static void test_greedy_llamacpp_granite(void **s)
 {
 	(void)s;
 	check_greedy_llamacpp("granite", NULL, NULL);
+}
+/* gemma2 as llama.cpp knows it: 26 layers (its 2B; llama.cpp refuses other
+ * depths), the window of 5 on the even layers */
+static void test_greedy_llamacpp_gemma2(void **s)
+{
+	(void)s;
+	check_greedy_llamacpp("gemma2", "--swa 5 --layers 26", "-swa5-l26");
 }
 /* phi3 with a window of 5 (the 72 positions run far past it) and LongRoPE */
 static void test_greedy_llamacpp_phi3(void **s)
@@ -536,6 +569,8 @@ int main(void)
 		cmocka_unit_test(test_ref_q4_k_m_576),
 		cmocka_unit_test(test_ref_f32_qwen2),
 		cmocka_unit_test(test_ref_f32_granite),
+		cmocka_unit_test(test_ref_f32_gemma2),
+		cmocka_unit_test(test_ref_q4_k_m_gemma2),
 		cmocka_unit_test(test_ref_f32_phi3),
 		cmocka_unit_test(test_ref_q4_k_m_phi3),
 		cmocka_unit_test(test_ref_q4_k_m_granite),
@@ -546,6 +581,7 @@ int main(void)
 		cmocka_unit_test(test_greedy_llamacpp_llama),
 		cmocka_unit_test(test_greedy_llamacpp_granite),
 		cmocka_unit_test(test_greedy_llamacpp_phi3),
+		cmocka_unit_test(test_greedy_llamacpp_gemma2),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 

@@ -58,8 +58,9 @@ static int synth(const char *preset, const char *type, char *path, size_t len)
 	snprintf(cmd, sizeof(cmd),
 		 "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 11%s -o %s >/dev/null",
 		 bd ? bd : ".", preset, t, colon ? colon + 1 : "llama",
-		 /* phi3: a window of 5, inside the 12 positions compared */
-		 colon && strcmp(colon + 1, "phi3") == 0 ? " --swa 5" : "", path);
+		 /* phi3, gemma2: a window of 5, inside the 12 positions compared */
+		 colon && (strcmp(colon + 1, "phi3") == 0 || strcmp(colon + 1, "gemma2") == 0)
+			 ? " --swa 5" : "", path);
 	return system(cmd);
 }
 
@@ -164,6 +165,7 @@ static void test_logits_tiny(void **state)
 		{ "Q3_K", 6e-2 }, { "IQ4_XS", 6e-2 }, { "Q3_K_M", 6e-2 },
 		{ "F32:granite", 1e-3 }, { "Q4_K_M:granite", 6e-2 },
 		{ "F32:phi3", 1e-3 }, { "Q4_K_M:phi3", 6e-2 },
+		{ "F32:gemma2", 1e-3 }, { "Q4_K_M:gemma2", 6e-2 },
 	};
 
 	(void)state;

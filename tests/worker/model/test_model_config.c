@@ -320,9 +320,13 @@ static void test_bad_models(void **state)
 	struct mopts o;
 
 	(void)state;
+	o = (struct mopts){ .arch = "falcon" };
+	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'falcon' (supported: "
+			  "llama, qwen2, qwen3, granite, phi3, gemma2)");
+	/* gemma2 needs its norms after attention and FFN */
 	o = (struct mopts){ .arch = "gemma2" };
-	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'gemma2' (supported: "
-			  "llama, qwen2, qwen3, granite, phi3)");
+	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.post_attention_norm.weight': missing "
+			  "(expected shape [32])");
 	/* a phi3 file of no released shape needs its window key */
 	o = (struct mopts){ .arch = "phi3" };
 	expect_load_error(&o, CM_EFORMAT, "key 'phi3.attention.sliding_window': missing (required "
@@ -655,7 +659,7 @@ static void test_synth_types_and_archs(void **state)
 	/* bad options */
 	assert_int_equal(run_tool("synth --preset huge -o /dev/null", NULL, 0), 2);
 	assert_int_equal(run_tool("synth --preset tiny --type IQ2_XXS -o /dev/null", NULL, 0), 2);
-	assert_int_equal(run_tool("synth --preset tiny --arch gemma2 -o /dev/null", NULL, 0), 2);
+	assert_int_equal(run_tool("synth --preset tiny --arch falcon -o /dev/null", NULL, 0), 2);
 }
 
 /*
@@ -709,6 +713,36 @@ static void test_phi3(void **state)
 	assert_int_equal(wk_model_load(path, &mo, &m, err, sizeof(err)), CM_OK);
 	assert_ptr_equal(m->hp.rope_freqs, m->cfg->rope_short);
 	wk_model_free(m);
+}
+
+/* gemma2: the scales, caps and the window on even layers; tied output */
+static void test_gemma2(void **state)
+{
+	struct wk_gguf *g = NULL;
+	struct wk_mcfg *c = NULL;
+	char err[512];
+	const char *path;
+
+	(void)state;
+	NEED_TOOL();
+	path = synth("gemma2.gguf", "--preset tiny --arch gemma2 --layers 3");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->hp.arch, WK_ARCH_GEMMA2);
+	assert_int_equal(c->hp.n_layer, 3);
+	assert_int_equal(c->hp.rope_style, WK_ROPE_NEOX);
+	assert_int_equal(c->hp.ffn_act, WK_FFN_GELU_TANH);
+	assert_true(c->hp.embd_scale == 16.0f);
+	assert_true(c->hp.attn_softcap == 50.0f && c->hp.final_softcap == 30.0f);
+	assert_true(c->hp.attn_scale == 1.0f / sqrtf((float)c->hp.head_dim));
+	assert_int_equal(c->hp.n_swa, 4096);
+	assert_int_equal(wk_layer_swa(&c->hp, 0), 4096);
+	assert_int_equal(wk_layer_swa(&c->hp, 1), 0);
+	assert_int_equal(wk_layer_swa(&c->hp, 2), 4096);
+	assert_true(c->tied_embeddings);
+	assert_non_null(c->layers[2].ffn_post_norm.data);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
 }
 
 static void test_synth_deterministic(void **state)
@@ -899,6 +933,7 @@ int main(void)
 		cmocka_unit_test(test_synth_tiny),
 		cmocka_unit_test(test_synth_types_and_archs),
 		cmocka_unit_test(test_phi3),
+		cmocka_unit_test(test_gemma2),
 		cmocka_unit_test(test_synth_deterministic),
 		cmocka_unit_test(test_inspect_and_plan),
 		cmocka_unit_test(test_import_llama2c),
