@@ -297,6 +297,7 @@ struct synth_opts {
 	int arch_granite;       /* llama plus granite's four scales */
 	int arch_phi3;          /* fused QKV and gate|up, NEOX rope, LongRoPE, a window */
 	int arch_gemma2;        /* sandwich norms, tied output, soft-capping, a window */
+	int arch_gemma3;        /* gemma2's layout, QK norms, 5 local : 1 global, no caps */
 	uint32_t swa;           /* phi3's sliding window (0: the default 2047) */
 	uint64_t seed;
 	uint32_t vocab, ctx;
@@ -365,7 +366,7 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 			T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
 			T("attn_v.weight", vtype, 2, p->embd, kv, K_MATRIX);
 		}
-		if (o->arch_qwen3) {
+		if (o->arch_qwen3 || o->arch_gemma3) {
 			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 		} else if (o->arch_qwen2) {
@@ -382,14 +383,14 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 			T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 		}
 		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
-		if (o->arch_gemma2) {
+		if (o->arch_gemma2 || o->arch_gemma3) {
 			T("post_attention_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 			T("post_ffw_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 		}
 #undef T
 	}
 	add_synth_tensor(sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-	if (!o->arch_gemma2) /* gemma ties the output to the embedding */
+	if (!o->arch_gemma2 && !o->arch_gemma3) /* gemma ties the output to the embedding */
 		add_synth_tensor(sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd,
 				 o->vocab, K_MATRIX);
 
@@ -401,7 +402,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	const struct preset *p = &shape;
 	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2"
 			 : o->arch_granite ? "granite" : o->arch_phi3 ? "phi3"
-			 : o->arch_gemma2 ? "gemma2" : "llama";
+			 : o->arch_gemma2 ? "gemma2" : o->arch_gemma3 ? "gemma3" : "llama";
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -421,7 +422,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
-	sy.rope_base = o->arch_qwen2 ? 1000000.0f : p->rope_base;
+	sy.rope_base = o->arch_qwen2 || o->arch_gemma3 ? 1000000.0f : p->rope_base;
 	sy.n_threads = 2;
 	sy.t = cm_calloc(8 + 16ull * p->layers, sizeof(*sy.t));
 	if (!sy.t) {
@@ -462,7 +463,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	}
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
-				   o->arch_qwen2 || o->arch_gemma2 ? 1e-6f : 1e-5f));
+				   o->arch_qwen2 || o->arch_gemma2 || o->arch_gemma3 ? 1e-6f : 1e-5f));
 	if (o->arch_phi3) {
 		/* a Phi-3-128k-like LongRoPE: the long factors above half the
 		 * training context, the magnitude scale its converter writes */
@@ -479,6 +480,13 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 4096));
 		CHK(wk_gguf_writer_add_f32(w, K("attn_logit_softcapping"), 50.0f));
 		CHK(wk_gguf_writer_add_f32(w, K("final_logit_softcapping"), 30.0f));
+	}
+	if (o->arch_gemma3) {
+		/* Gemma 3 4B's: a window of 1024, the global layers' base 1e6 scaled
+		 * linearly by 8 (the local layers' 10000 is the architecture's) */
+		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 1024));
+		CHK(wk_gguf_writer_add_str(w, K("rope.scaling.type"), "linear"));
+		CHK(wk_gguf_writer_add_f32(w, K("rope.scaling.factor"), 8.0f));
 	}
 	if (o->arch_granite) {
 		/* Granite 3.0 2B's multipliers (embedding, residual, attention,
@@ -528,12 +536,14 @@ out:
 static int set_arch(struct synth_opts *o, const char *val)
 {
 	if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3") &&
-	    strcmp(val, "granite") && strcmp(val, "phi3") && strcmp(val, "gemma2")) {
-		fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, granite, phi3 "
-			"or gemma2, found '%s'\n", val);
+	    strcmp(val, "granite") && strcmp(val, "phi3") && strcmp(val, "gemma2") &&
+	    strcmp(val, "gemma3")) {
+		fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, granite, phi3, "
+			"gemma2 or gemma3, found '%s'\n", val);
 		return 2;
 	}
 	o->arch_gemma2 = strcmp(val, "gemma2") == 0;
+	o->arch_gemma3 = strcmp(val, "gemma3") == 0;
 	o->arch_phi3 = strcmp(val, "phi3") == 0;
 	o->arch_qwen3 = strcmp(val, "qwen3") == 0;
 	o->arch_granite = strcmp(val, "granite") == 0;

@@ -68,7 +68,9 @@ struct cpu_backend {
 	float *att_scratch;      /* per thread: [group][max_ctx] scores */
 	uint32_t att_scratch_ctx;
 	float *rope_cs;          /* [cap_tokens][rope_dim]: cos/sin per token */
-	struct wk_cpu_rope rope;
+	float *rope_cs_swa;      /* the same for the windowed layers' rope (gemma3) */
+	struct wk_cpu_rope rope, rope_swa;
+	int two_ropes;           /* hp.rope_base_swa set: windowed layers use rope_swa */
 };
 
 /* ---- elementwise ops not in ops.h (F32 KV cache only) ---- */
@@ -270,13 +272,14 @@ static void rope_store_task(void *arg, int t_i, int thread)
 	float *q = be->q + (uint64_t)t * q_dim;
 	float *k = be->kk + (uint64_t)t * be->kv_dim;
 	const float *v = be->vv + (uint64_t)t * be->kv_dim;
-	const float *cs = be->rope_cs + (uint64_t)t * hp->rope_dim;
+	const int local = be->two_ropes && wk_layer_swa(hp, c->layer) != 0;
+	const float *cs = (local ? be->rope_cs_swa : be->rope_cs) + (uint64_t)t * hp->rope_dim;
 	uint8_t *kd = (uint8_t *)kv_row(be, be->k[c->layer], s, pos);
 	uint8_t *vd = (uint8_t *)kv_row(be, be->v[c->layer], s, pos);
 
 	(void)thread;
-	wk_cpu_rope_apply(&be->rope, cs, q, (int)hp->n_head, (int)hd);
-	wk_cpu_rope_apply(&be->rope, cs, k, (int)hp->n_head_kv, (int)hd);
+	wk_cpu_rope_apply(local ? &be->rope_swa : &be->rope, cs, q, (int)hp->n_head, (int)hd);
+	wk_cpu_rope_apply(local ? &be->rope_swa : &be->rope, cs, k, (int)hp->n_head_kv, (int)hd);
 	if (be->kv_type == WK_Q_F16) {
 		wk_cpu_f32_to_f16((uint16_t *)kd, k, (int)be->kv_dim);
 		wk_cpu_f32_to_f16((uint16_t *)vd, v, (int)be->kv_dim);
@@ -299,6 +302,8 @@ static void free_scratch(struct cpu_backend *be)
 	cm_free(be->g);
 	cm_free(be->u);
 	cm_free(be->rope_cs);
+	cm_free(be->rope_cs_swa);
+	be->rope_cs_swa = NULL;
 	be->x = be->h = be->q = be->kk = be->vv = be->att = be->g = be->u = NULL;
 	be->rope_cs = NULL;
 	be->cap_tokens = 0;
@@ -325,8 +330,10 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 		be->u = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
 		be->rope_cs = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
 					sizeof(float));
+		be->rope_cs_swa = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
+					    sizeof(float));
 		if (!be->x || !be->h || !be->q || !be->kk || !be->vv || !be->att ||
-		    !be->g || !be->u || !be->rope_cs) {
+		    !be->g || !be->u || !be->rope_cs || !be->rope_cs_swa) {
 			free_scratch(be);
 			return CM_ENOMEM;
 		}
@@ -374,6 +381,9 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		/* the rotation angles depend only on the position: once per step */
 		wk_cpu_rope_sincos(&be->rope, (int)b->pos[t],
 				   be->rope_cs + (uint64_t)t * hp->rope_dim);
+		if (be->two_ropes)
+			wk_cpu_rope_sincos(&be->rope_swa, (int)b->pos[t],
+					   be->rope_cs_swa + (uint64_t)t * hp->rope_dim);
 	}
 
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
@@ -513,6 +523,13 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	be->rope.freq_scale = hp->rope_pos_scale;
 	be->rope.freq_factors = hp->rope_freqs;
 	be->rope.mscale = hp->rope_attn_factor;
+	/* gemma3's local layers: their own base, no scaling, no factors */
+	be->two_ropes = hp->rope_base_swa > 0;
+	be->rope_swa = be->rope;
+	be->rope_swa.base = hp->rope_base_swa;
+	be->rope_swa.freq_scale = 1.0f;
+	be->rope_swa.freq_factors = NULL;
+	be->rope_swa.mscale = 1.0f;
 	st = wk_pool_new(be->n_threads, &be->pool);
 	if (st != CM_OK)
 		goto out;

@@ -90,6 +90,7 @@ struct cuda_backend {
 	const float *output_norm;
 	struct dev_layer *layers;
 	double *inv_freq;            /* [rope_dim/2] */
+	double *inv_freq_swa;        /* gemma3's windowed layers: their base, no factors */
 	__half *kv;                  /* [n_layer][2][n_blocks*bt*kv_dim] */
 	uint64_t kv_bytes;
 	uint32_t n_blocks, block_tokens;
@@ -144,7 +145,7 @@ static uint64_t model_device_bytes(const struct wk_model *m)
 		n += vec_bytes(&L->q_norm) + vec_bytes(&L->k_norm);
 		n += vec_bytes(&L->attn_post_norm) + vec_bytes(&L->ffn_post_norm);
 	}
-	return n + align_up((uint64_t)m->hp.rope_dim / 2 * sizeof(double));
+	return n + 2 * align_up((uint64_t)m->hp.rope_dim / 2 * sizeof(double));
 }
 
 static uint64_t per_token_scratch(const struct wk_hparams *hp)
@@ -278,10 +279,18 @@ static enum cm_status upload(struct cuda_backend *be)
 			f[i] /= hp->rope_freqs[i];
 	}
 	be->inv_freq = (double *)(be->wmem + off);
+	off += align_up((uint64_t)n_pair * sizeof(double));
 	{
 		cudaError_t e = cudaMemcpy(be->inv_freq, f, n_pair * sizeof(double),
 					   cudaMemcpyHostToDevice);
 
+		for (uint32_t i = 0; i < n_pair; i++)
+			f[i] = pow(hp->rope_base_swa > 0 ? hp->rope_base_swa : hp->rope_base,
+				   -2.0 * i / hp->rope_dim);
+		be->inv_freq_swa = (double *)(be->wmem + off);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(be->inv_freq_swa, f, n_pair * sizeof(double),
+				       cudaMemcpyHostToDevice);
 		cm_free(f);
 		WK_CU(e);
 	}
@@ -505,6 +514,11 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 		struct wk_cu_kvgeo geo = be->geo;
 
 		geo.n_swa = wk_layer_swa(hp, l); /* gemma2: the window on even layers only */
+		/* gemma3's windowed layers: their own rope base, unscaled */
+		const int local = hp->rope_base_swa > 0 && geo.n_swa != 0;
+
+		if (local)
+			geo.rope_mscale = 1.0f;
 
 		if ((st = wk_cu_rmsnorm(be->x, NULL, L->attn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
@@ -515,9 +529,9 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 		    (L->k_norm && (st = wk_cu_rmsnorm(be->k, NULL, L->k_norm, hp->rms_eps, hp->head_dim,
 						      T * hp->n_head_kv, be->k, be->s)) != CM_OK) ||
 		    (st = wk_cu_rope_store(be->q, be->k, be->v, M_POS(be), M_SEQ(be), M_TAB(be),
-					   &be->geo, hp->rope_dim, hp->rope_style == WK_ROPE_NEOX,
-					   be->inv_freq, hp->rope_pos_scale, kc, vc, T,
-					   be->s)) != CM_OK ||
+					   &geo, hp->rope_dim, hp->rope_style == WK_ROPE_NEOX,
+					   local ? be->inv_freq_swa : be->inv_freq,
+					   local ? 1.0 : hp->rope_pos_scale, kc, vc, T, be->s)) != CM_OK ||
 		    (st = wk_cu_attention_split(be->q, M_POS(be), M_SEQ(be), M_TAB(be), &geo,
 						kc, vc, be->att, be->att_part, nd, be->s)) != CM_OK ||
 		    (st = wk_cu_attention(be->q + (uint64_t)nd * qd, M_POS(be) + nd,

@@ -159,6 +159,10 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else if (s.len == 6 && memcmp(s.ptr, "gemma2", 6) == 0) {
 		l->c->hp.arch = WK_ARCH_GEMMA2;
 		l->c->arch_name = "gemma2";
+	} else if (s.len == 6 && memcmp(s.ptr, "gemma3", 6) == 0) {
+		l->c->hp.arch = WK_ARCH_GEMMA3;
+		l->c->arch_name = "gemma3";
+		l->c->has_qk_norm = 1;
 	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
 		l->c->hp.arch = WK_ARCH_PHI3;
 		l->c->arch_name = "phi3";
@@ -166,7 +170,7 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
-			    "llama, qwen2, qwen3, granite, phi3, gemma2)", shown);
+			    "llama, qwen2, qwen3, granite, phi3, gemma2, gemma3)", shown);
 	}
 	return CM_OK;
 }
@@ -200,6 +204,12 @@ static enum cm_status read_swa(struct mcfg_load *l)
 		hp->n_swa = 4096; /* Gemma 2's, when the file does not say */
 		hp->swa_pattern = 2;
 	}
+	if (hp->arch == WK_ARCH_GEMMA3) {
+		/* five local layers, then a global one; the window is required */
+		hp->swa_pattern = 6;
+		if (!found)
+			return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for gemma3)", key);
+	}
 	if (hp->arch == WK_ARCH_PHI3) {
 		if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096)
 			hp->n_swa = 2047;
@@ -228,9 +238,13 @@ static enum cm_status read_gemma2(struct mcfg_load *l)
 	enum cm_status st;
 
 	hp->embd_scale = sqrtf((float)hp->n_embd);
-	if (hp->n_layer == 46)
+	if (hp->n_layer == (hp->arch == WK_ARCH_GEMMA3 ? 62u : 46u)) /* the 27B */
 		hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
 	hp->ffn_act = WK_FFN_GELU_TANH;
+	if (hp->arch == WK_ARCH_GEMMA3) {
+		hp->rope_base_swa = 10000.0f; /* the local layers' base, as Gemma 3's config */
+		return CM_OK;          /* no soft-capping */
+	}
 	st = key_f32(l, arch_key(l, "attn_logit_softcapping"), 50.0f, 0.0f, 1e6f,
 		     &hp->attn_softcap);
 	if (st == CM_OK)
@@ -251,8 +265,9 @@ static enum cm_status read_scales(struct mcfg_load *l)
 	hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
 	hp->attn_softcap = 0.0f;
 	hp->final_softcap = 0.0f;
+	hp->rope_base_swa = 0.0f;
 	hp->ffn_act = WK_FFN_SILU;
-	if (hp->arch == WK_ARCH_GEMMA2)
+	if (hp->arch == WK_ARCH_GEMMA2 || hp->arch == WK_ARCH_GEMMA3)
 		return read_gemma2(l);
 	if (hp->arch != WK_ARCH_GRANITE)
 		return CM_OK;
@@ -542,10 +557,10 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 	}
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->w_down);
-	if (st == CM_OK && c->hp.arch == WK_ARCH_GEMMA2)
+	if (st == CM_OK && (c->hp.arch == WK_ARCH_GEMMA2 || c->hp.arch == WK_ARCH_GEMMA3))
 		st = expect(l, blk(l, i, "post_attention_norm.weight"), 1, 1, e, 0, 1,
 			    &ly->attn_post_norm);
-	if (st == CM_OK && c->hp.arch == WK_ARCH_GEMMA2)
+	if (st == CM_OK && (c->hp.arch == WK_ARCH_GEMMA2 || c->hp.arch == WK_ARCH_GEMMA3))
 		st = expect(l, blk(l, i, "post_ffw_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_post_norm);
 	return st;
 }
@@ -711,7 +726,8 @@ static enum cm_status read_misc(struct mcfg_load *l)
 					       c->hp.rope_scale_factor > 0
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
-					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2
+					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2 ||
+					   c->hp.arch == WK_ARCH_GEMMA3
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {

@@ -19,7 +19,10 @@
  * `phi3` (Phi-3, Phi-4: fused QKV and gate|up tensors read as views,
  * NEOX rope, LongRoPE factors, a sliding window) and `gemma2` (embedding
  * times sqrt(embd), GELU gate, norms after attention and FFN, attention and
- * final logit soft-capping, a window on even layers, NEOX rope).
+ * final logit soft-capping, a window on even layers, NEOX rope) and
+ * `gemma3` (gemma2's layout plus per-head Q/K norms, the window on five
+ * layers of every six, the local layers on rope base 10000 unscaled, no
+ * soft-capping).
  * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
@@ -46,6 +49,8 @@ enum wk_arch {
 	WK_ARCH_GRANITE = 3, /* llama with four scales (IBM Granite 3.x dense) */
 	WK_ARCH_PHI3 = 4,    /* fused QKV and gate|up, NEOX rope, LongRoPE, sliding window */
 	WK_ARCH_GEMMA2 = 5,  /* GELU, sandwich norms, soft-capping, window on even layers */
+	WK_ARCH_GEMMA3 = 6,  /* gemma2 + QK norm, 5 local : 1 global layers, two rope bases,
+			      * no soft-capping */
 };
 
 enum wk_ffn_act {
@@ -102,6 +107,8 @@ struct wk_hparams {
 				  * its own (0: the whole sequence) */
 	uint32_t swa_pattern;    /* which layers have the window: 0 every layer; N >= 2
 				  * layer l when l % N < N - 1 (gemma2: 2, even layers) */
+	float rope_base_swa;     /* the rope base of the windowed layers (gemma3: 10000,
+				  * without the linear scaling); 0: as the others */
 	float attn_softcap;      /* scores become c * tanh(s / c) (0: none): gemma2 */
 	float final_softcap;     /* the same on the logits (0: none): gemma2 */
 	enum wk_ffn_act ffn_act;

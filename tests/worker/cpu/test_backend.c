@@ -111,20 +111,22 @@ static void ref_rmsnorm(const double *x, const struct wk_tensor *w, double *y,
 	free(g);
 }
 
-static void ref_rope(double *v, const struct wk_hparams *hp, uint32_t pos)
+/* local: a windowed layer of gemma3, on its own base, unscaled */
+static void ref_rope(double *v, const struct wk_hparams *hp, uint32_t pos, int local)
 {
 	uint32_t d = hp->rope_dim;
+	int own = local && hp->rope_base_swa > 0;
 
 	for (uint32_t i = 0; i < d / 2; i++) {
-		double freq = pow(hp->rope_base, -2.0 * i / d);
-		double ang, c, s, a, b;
+		double freq = pow(own ? hp->rope_base_swa : hp->rope_base, -2.0 * i / d);
+		double ang, c, s, a, b, ms = own ? 1.0 : hp->rope_attn_factor;
 		uint32_t i0, i1;
 
-		if (hp->rope_freqs)
+		if (hp->rope_freqs && !own)
 			freq /= hp->rope_freqs[i];
-		ang = pos * (double)hp->rope_pos_scale * freq;
-		c = cos(ang) * hp->rope_attn_factor; /* LongRoPE's magnitude scale */
-		s = sin(ang) * hp->rope_attn_factor;
+		ang = pos * (own ? 1.0 : (double)hp->rope_pos_scale) * freq;
+		c = cos(ang) * ms; /* LongRoPE's magnitude scale */
+		s = sin(ang) * ms;
 		if (hp->rope_style == WK_ROPE_NEOX) {
 			i0 = i;
 			i1 = i + d / 2;
@@ -171,9 +173,9 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 			for (uint32_t hh = 0; hh < hp->n_head_kv; hh++)
 				ref_rmsnorm(k + hh * hd, &L->k_norm, k + hh * hd, hd, hp->rms_eps);
 		for (uint32_t hh = 0; hh < hp->n_head; hh++)
-			ref_rope(q + hh * hd, hp, pos);
+			ref_rope(q + hh * hd, hp, pos, wk_layer_swa(hp, l) != 0);
 		for (uint32_t hh = 0; hh < hp->n_head_kv; hh++)
-			ref_rope(k + hh * hd, hp, pos);
+			ref_rope(k + hh * hd, hp, pos, wk_layer_swa(hp, l) != 0);
 		memcpy(kc + (uint64_t)pos * kvd, k, kvd * sizeof(double));
 		memcpy(vc + (uint64_t)pos * kvd, v, kvd * sizeof(double));
 		/* a sliding window (this layer's): the positions up to this one */
@@ -189,7 +191,8 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 
 				for (uint32_t i = 0; i < hd; i++)
 					d += q[hh * hd + i] * kc[(uint64_t)j * kvd + gk * hd + i];
-				sc[j] = hp->arch == WK_ARCH_GRANITE || hp->arch == WK_ARCH_GEMMA2
+				sc[j] = hp->arch == WK_ARCH_GRANITE || hp->arch == WK_ARCH_GEMMA2 ||
+						hp->arch == WK_ARCH_GEMMA3
 						? d * hp->attn_scale : d / sqrt((double)hd);
 				if (hp->attn_softcap > 0) /* gemma2 */
 					sc[j] = hp->attn_softcap * tanh(sc[j] / hp->attn_softcap);
@@ -387,6 +390,17 @@ static void test_ref_f32_gemma2(void **s)
 	(void)s;
 	check_model_x("F32", "gemma2", "--swa 5", "-swa5", 1e-4);
 }
+/* gemma3, 6 layers (layer 5 global, on the scaled 1e6 base), a window of 5 */
+static void test_ref_f32_gemma3(void **s)
+{
+	(void)s;
+	check_model_x("F32", "gemma3", "--swa 5 --layers 6", "-swa5-l6", 1e-4);
+}
+static void test_ref_q4_k_m_gemma3(void **s)
+{
+	(void)s;
+	check_model_x("Q4_K_M", "gemma3", "--swa 5 --layers 6", "-swa5-l6", 5e-2);
+}
 static void test_ref_q4_k_m_gemma2(void **s)
 {
 	(void)s;
@@ -571,6 +585,8 @@ int main(void)
 		cmocka_unit_test(test_ref_f32_granite),
 		cmocka_unit_test(test_ref_f32_gemma2),
 		cmocka_unit_test(test_ref_q4_k_m_gemma2),
+		cmocka_unit_test(test_ref_f32_gemma3),
+		cmocka_unit_test(test_ref_q4_k_m_gemma3),
 		cmocka_unit_test(test_ref_f32_phi3),
 		cmocka_unit_test(test_ref_q4_k_m_phi3),
 		cmocka_unit_test(test_ref_q4_k_m_granite),

@@ -59,8 +59,10 @@ static int synth(const char *preset, const char *type, char *path, size_t len)
 		 "%s/tools/sluice-model synth --preset %s --type %s --arch %s --seed 11%s -o %s >/dev/null",
 		 bd ? bd : ".", preset, t, colon ? colon + 1 : "llama",
 		 /* phi3, gemma2: a window of 5, inside the 12 positions compared */
-		 colon && (strcmp(colon + 1, "phi3") == 0 || strcmp(colon + 1, "gemma2") == 0)
-			 ? " --swa 5" : "", path);
+		 !colon ? ""
+		 : strcmp(colon + 1, "phi3") == 0 || strcmp(colon + 1, "gemma2") == 0 ? " --swa 5"
+		 /* gemma3: 6 layers, the last one global */
+		 : strcmp(colon + 1, "gemma3") == 0 ? " --swa 5 --layers 6" : "", path);
 	return system(cmd);
 }
 
@@ -166,6 +168,7 @@ static void test_logits_tiny(void **state)
 		{ "F32:granite", 1e-3 }, { "Q4_K_M:granite", 6e-2 },
 		{ "F32:phi3", 1e-3 }, { "Q4_K_M:phi3", 6e-2 },
 		{ "F32:gemma2", 1e-3 }, { "Q4_K_M:gemma2", 6e-2 },
+		{ "F32:gemma3", 1e-3 }, { "Q4_K_M:gemma3", 6e-2 },
 	};
 
 	(void)state;

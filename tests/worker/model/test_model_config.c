@@ -322,7 +322,11 @@ static void test_bad_models(void **state)
 	(void)state;
 	o = (struct mopts){ .arch = "falcon" };
 	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'falcon' (supported: "
-			  "llama, qwen2, qwen3, granite, phi3, gemma2)");
+			  "llama, qwen2, qwen3, granite, phi3, gemma2, gemma3)");
+	/* gemma3 needs its window */
+	o = (struct mopts){ .arch = "gemma3" };
+	expect_load_error(&o, CM_EFORMAT, "key 'gemma3.attention.sliding_window': missing "
+			  "(required for gemma3)");
 	/* gemma2 needs its norms after attention and FFN */
 	o = (struct mopts){ .arch = "gemma2" };
 	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.post_attention_norm.weight': missing "
@@ -745,6 +749,34 @@ static void test_gemma2(void **state)
 	wk_gguf_close(g);
 }
 
+/* gemma3: QK norms, the window on 5 layers of 6, two rope bases, no caps */
+static void test_gemma3(void **state)
+{
+	struct wk_gguf *g = NULL;
+	struct wk_mcfg *c = NULL;
+	char err[512];
+	const char *path;
+
+	(void)state;
+	NEED_TOOL();
+	path = synth("gemma3.gguf", "--preset tiny --arch gemma3 --layers 7");
+	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	assert_int_equal(c->hp.arch, WK_ARCH_GEMMA3);
+	assert_true(c->has_qk_norm);
+	assert_non_null(c->layers[6].q_norm.data);
+	assert_non_null(c->layers[6].attn_post_norm.data);
+	assert_true(c->hp.attn_softcap == 0.0f && c->hp.final_softcap == 0.0f);
+	assert_true(c->hp.rope_base == 1000000.0f && c->hp.rope_base_swa == 10000.0f);
+	assert_true(c->hp.rope_pos_scale == 0.125f);
+	assert_int_equal(c->hp.n_swa, 1024);
+	for (uint32_t l = 0; l < 7; l++)
+		assert_int_equal(wk_layer_swa(&c->hp, l), l == 5 ? 0 : 1024);
+	assert_true(c->tied_embeddings);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+}
+
 static void test_synth_deterministic(void **state)
 {
 	char a[1024], out1[256], out2[256], out3[256];
@@ -934,6 +966,7 @@ int main(void)
 		cmocka_unit_test(test_synth_types_and_archs),
 		cmocka_unit_test(test_phi3),
 		cmocka_unit_test(test_gemma2),
+		cmocka_unit_test(test_gemma3),
 		cmocka_unit_test(test_synth_deterministic),
 		cmocka_unit_test(test_inspect_and_plan),
 		cmocka_unit_test(test_import_llama2c),
