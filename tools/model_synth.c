@@ -33,17 +33,26 @@ struct preset {
 	float rope_base;
 	int rope_freqs;
 	const char *arch;  /* the architecture it implies without --arch (NULL: llama) */
+	uint32_t head_dim; /* 0: embd / heads */
+	uint32_t swa;      /* its window (0: the architecture's default) */
+	const char *tmpl;  /* its chat template without --template (NULL: chatml) */
 };
 
 static const struct preset presets[] = {
 	/* tiny: every row length a multiple of 256 (K-quants); < 5 MB in F32 */
-	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL },
+	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL, 0, 0, NULL },
 	/* TinyLlama-1.1B shape */
-	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0, NULL },
+	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0, NULL, 0, 0, NULL },
 	/* Qwen3-1.7B shape (heads of 128, Qwen's 151936-token vocabulary) */
-	{ "qwen3-1b", 2048, 28, 16, 8, 6144, 151936, 4096, 1000000.0f, 0, "qwen3" },
+	{ "qwen3-1b", 2048, 28, 16, 8, 6144, 151936, 4096, 1000000.0f, 0, "qwen3", 0, 0, "qwen3" },
+	/* Gemma-3-1B shape: 4 heads of 256 over 1152, one KV head, a window of
+	 * 512, Gemma's 262144-token vocabulary (no rope scaling at 1B) */
+	{ "gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, 0, "gemma3", 256, 512, "gemma" },
+	/* Phi-3-mini's layout at 1B (llama.cpp's phi3 "1B": 24 layers): heads of
+	 * 64, no GQA, Phi-3's 32064-token vocabulary, a window of 2047 */
+	{ "phi3-1b", 2048, 24, 32, 32, 5632, 32064, 4096, 10000.0f, 0, "phi3", 0, 2047, "phi3" },
 	/* Llama-3.1-8B shape */
-	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1, NULL },
+	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1, NULL, 0, 0, NULL },
 };
 
 enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS, K_ROPE_LONG, K_ROPE_SHORT };
@@ -418,7 +427,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		shape.ff = o->ff;
 	if (o->layers)
 		shape.layers = o->layers;
-	head_dim = o->head_dim ? o->head_dim : p->embd / p->heads;
+	head_dim = o->head_dim ? o->head_dim : p->head_dim ? p->head_dim : p->embd / p->heads;
 	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
@@ -455,7 +464,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count"), p->heads));
 	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count_kv"), p->kv_heads));
 	CHK(wk_gguf_writer_add_u32(w, K("rope.dimension_count"), head_dim));
-	if (o->head_dim) {
+	if (head_dim != p->embd / p->heads) {
 		/* heads wider than embd / heads (Qwen3: 128 with a 1024 embedding
 		 * and 16 heads) */
 		CHK(wk_gguf_writer_add_u32(w, K("attention.key_length"), head_dim));
@@ -485,8 +494,10 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		/* Gemma 3 4B's: a window of 1024, the global layers' base 1e6 scaled
 		 * linearly by 8 (the local layers' 10000 is the architecture's) */
 		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 1024));
-		CHK(wk_gguf_writer_add_str(w, K("rope.scaling.type"), "linear"));
-		CHK(wk_gguf_writer_add_f32(w, K("rope.scaling.factor"), 8.0f));
+		if (strcmp(p->name, "gemma3-1b") != 0) { /* Gemma 3 1B has no scaling */
+			CHK(wk_gguf_writer_add_str(w, K("rope.scaling.type"), "linear"));
+			CHK(wk_gguf_writer_add_f32(w, K("rope.scaling.factor"), 8.0f));
+		}
 	}
 	if (o->arch_granite) {
 		/* Granite 3.0 2B's multipliers (embedding, residual, attention,
@@ -555,7 +566,7 @@ int model_cmd_synth(int argc, char **argv)
 {
 	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = synth_template(NULL) };
 	uint64_t v;
-	int have_vocab = 0, have_ctx = 0, have_arch = 0, ctl = 0;
+	int have_vocab = 0, have_ctx = 0, have_arch = 0, have_tmpl = 0, ctl = 0;
 	char err[ERR_LEN];
 
 	for (int a = 0; a < argc; a++) {
@@ -575,7 +586,8 @@ int model_cmd_synth(int argc, char **argv)
 				if (strcmp(val, presets[i].name) == 0)
 					o.p = &presets[i];
 			if (!o.p) {
-				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b, qwen3-1b or 8b, "
+				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b, qwen3-1b, "
+					"gemma3-1b, phi3-1b or 8b, "
 					"found '%s'\n", val);
 				return 2;
 			}
@@ -647,14 +659,12 @@ int model_cmd_synth(int argc, char **argv)
 			o.ctx = (uint32_t)v;
 			have_ctx = 1;
 		} else if (strcmp(arg, "--template") == 0) {
-			o.td = NULL;
-			if (synth_template(val))
-				o.td = synth_template(val);
+			o.td = synth_template(val);
+			have_tmpl = 1;
 			if (!o.td) {
 				fprintf(stderr, "sluice-model: --template: expected chatml, llama3, "
-					"llama2, mistral, zephyr, phi3, phi4, granite, gemma, qwen3, qwen3-thinking or none, "
-					"found '%s'\n",
-					val);
+					"llama2, mistral, zephyr, phi3, phi4, granite, gemma, qwen3, "
+					"qwen3-thinking or none, found '%s'\n", val);
 				return 2;
 			}
 		} else if (strcmp(arg, "-o") == 0) {
@@ -675,8 +685,12 @@ int model_cmd_synth(int argc, char **argv)
 		o.ctx = o.p->ctx;
 	if (o.p->rope_freqs)
 		o.rope_freqs = 1;
-	if (!have_arch && o.p->arch && strcmp(o.p->arch, "qwen3") == 0)
-		o.arch_qwen3 = o.arch_qwen2 = 1;
+	if (!have_arch && o.p->arch)
+		(void)set_arch(&o, o.p->arch);
+	if (!o.swa)
+		o.swa = o.p->swa;
+	if (!have_tmpl && o.p->tmpl)
+		o.td = synth_template(o.p->tmpl);
 	while (o.td->controls[ctl])
 		ctl++;
 	if (o.vocab < 259u + (uint32_t)ctl + 32) {

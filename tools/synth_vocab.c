@@ -20,7 +20,7 @@ static const char *const ctl_chatml[] = { "<|im_start|>", "<|im_end|>", NULL };
 static const char *const ctl_llama3[] = { "<|begin_of_text|>", "<|start_header_id|>",
 					  "<|end_header_id|>", "<|eot_id|>", NULL };
 static const char *const ctl_phi3[] = { "<|system|>", "<|user|>", "<|assistant|>",
-					"<|end|>", NULL };
+					"<|end|>", "<|endoftext|>", NULL };
 static const char *const ctl_gemma[] = { "<start_of_turn>", "<end_of_turn>", NULL };
 static const char *const ctl_phi4[] = { "<|im_start|>", "<|im_sep|>", "<|im_end|>", NULL };
 static const char *const ctl_granite[] = { "<|start_of_role|>", "<|end_of_role|>",
