@@ -324,6 +324,15 @@ static int cmd_plan(int argc, char **argv)
 		reserve = plan_reserve(c);
 	ctx_blocks = (ctx + CM_LIM_KV_BLOCK_TOKENS - 1) / CM_LIM_KV_BLOCK_TOKENS;
 	kv_seq = c->kv_bytes_per_token * ctx_blocks * CM_LIM_KV_BLOCK_TOKENS;
+	if (wk_kv_window(&c->hp)) {
+		/* windowed in every layer: the worker keeps the window and a step of
+		 * blocks per sequence, whatever the context */
+		uint64_t kept = ((uint64_t)wk_kv_window(&c->hp) + CM_LIM_STEP_TOKEN_BUDGET) /
+					CM_LIM_KV_BLOCK_TOKENS + 2;
+
+		if (kept < ctx_blocks)
+			kv_seq = c->kv_bytes_per_token * kept * CM_LIM_KV_BLOCK_TOKENS;
+	}
 	printf("model: %s (%s, %u layers, %u kv heads, head dim %u)\n", path, c->arch_name,
 	       c->hp.n_layer, c->hp.n_head_kv, c->hp.head_dim);
 	printf("memory: %" PRIu64 " bytes (%s)\n", memory, human(memory, h, sizeof(h)));
@@ -335,6 +344,9 @@ static int cmd_plan(int argc, char **argv)
 	       human(c->kv_bytes_per_token, h, sizeof(h)));
 	printf("context: %" PRIu64 " tokens (%" PRIu64 " blocks of %d)\n", ctx, ctx_blocks,
 	       CM_LIM_KV_BLOCK_TOKENS);
+	if (wk_kv_window(&c->hp))
+		printf("sliding window: %u tokens in every layer (blocks behind it are released)\n",
+		       wk_kv_window(&c->hp));
 	printf("kv per sequence: %" PRIu64 " bytes (%s)\n", kv_seq, human(kv_seq, h, sizeof(h)));
 	if (ctx > c->hp.n_ctx_train)
 		printf("warning: context %" PRIu64 " exceeds the model's training context %u\n",

@@ -8,6 +8,9 @@
  *  - toks[0..n_toks) are the prompt then the generated tokens; KV of
  *    toks[0..n_computed) is in blocks[0..ceil(n_computed / bt)); a waiting
  *    sequence holds no blocks;
+ *  - with a KV window, blocks[0..n_dropped) were released (every one of them
+ *    before the window of the next position, and offered to the prefix
+ *    cache first): their ids stay in the table, which no kernel reads there;
  *  - chain is the prefix hash after n_hashed full blocks, every one of which
  *    has been looked up or offered to the prefix cache.
  */
@@ -35,6 +38,7 @@ struct wk_seq {
 	uint32_t n_computed;
 	uint32_t *blocks;        /* [cap_blocks] */
 	uint32_t n_blocks, cap_blocks;
+	uint32_t n_dropped;      /* blocks[0..n_dropped) released: out of the window */
 	uint8_t chain[WK_KV_HASH_LEN];
 	uint32_t n_hashed;
 	uint32_t n_cached;
@@ -150,9 +154,10 @@ struct wk_sched *wk_sched_new(const struct wk_sched_config *cfg,
 
 static void seq_release_blocks(struct wk_sched *s, struct wk_seq *q)
 {
-	for (uint32_t i = 0; i < q->n_blocks; i++)
+	for (uint32_t i = q->n_dropped; i < q->n_blocks; i++)
 		wk_kv_unref(s->kv, q->blocks[i]);
 	q->n_blocks = 0;
+	q->n_dropped = 0;
 	q->n_computed = 0;
 	q->n_hashed = 0;
 	wk_kv_chain_seed(q->salt, q->chain);
@@ -319,6 +324,22 @@ static void match_prefix(struct wk_sched *s, struct wk_seq *q)
 	}
 }
 
+/*
+ * With a KV window: releases the blocks no layer will read again, those
+ * wholly before the window of the next position to compute (n_computed),
+ * once the prefix cache has been offered them.
+ */
+static void drop_window_blocks(struct wk_sched *s, struct wk_seq *q)
+{
+	uint32_t w = s->cfg.kv_window, first;
+
+	if (w == 0 || q->n_computed + 1 <= w)
+		return;
+	first = (q->n_computed + 1 - w) / s->bt; /* the block holding the oldest position read */
+	while (q->n_dropped < first && q->n_dropped < q->n_hashed && q->n_dropped < q->n_blocks)
+		wk_kv_unref(s->kv, q->blocks[q->n_dropped++]);
+}
+
 /* Offers every newly full block to the prefix cache. */
 static void register_full_blocks(struct wk_sched *s, struct wk_seq *q)
 {
@@ -457,6 +478,12 @@ static void step_admit(struct wk_sched *s, struct step *b, uint32_t *budget)
 			break;
 		match_prefix(s, q);
 		need = (q->n_toks + s->bt - 1) / s->bt - q->n_blocks;
+		if (s->cfg.kv_window) {
+			/* a window holds at most its blocks plus a step's and one */
+			uint32_t cap = (s->cfg.kv_window + s->cfg.step_tokens) / s->bt + 2;
+
+			need = need < cap ? need : cap;
+		}
 		if (need > wk_kv_available(s->kv)) {
 			/* keep the matched blocks only while waiting is short-lived */
 			seq_release_blocks(s, q);
@@ -504,6 +531,7 @@ static void step_account(struct wk_sched *s, const struct step *b, int64_t dt)
 			s->st.prefill_tokens += n;
 		}
 		register_full_blocks(s, sq);
+		drop_window_blocks(s, sq);
 	}
 }
 

@@ -68,6 +68,10 @@ struct wk_sched_config {
 	uint32_t step_tokens;    /* token budget per step (decode + prefill) */
 	uint32_t n_ctx;          /* max positions per sequence */
 	uint32_t n_vocab;
+	uint32_t kv_window;      /* every layer sees only the kv_window positions up to
+				  * its token (a model windowed in all layers, as
+				  * Phi-3 mini): the blocks wholly before that are
+				  * released as a sequence moves on; 0: keep all */
 };
 
 struct wk_seq_params {

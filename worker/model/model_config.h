@@ -114,6 +114,13 @@ struct wk_hparams {
 	enum wk_ffn_act ffn_act;
 };
 
+/* The window every layer has (the KV the scheduler must keep behind a
+ * position), 0 when some layer sees the whole sequence. */
+static inline uint32_t wk_kv_window(const struct wk_hparams *hp)
+{
+	return hp->swa_pattern < 2 ? hp->n_swa : 0;
+}
+
 /* The window of layer l (0: it sees the whole sequence). */
 static inline uint32_t wk_layer_swa(const struct wk_hparams *hp, uint32_t l)
 {

@@ -279,7 +279,7 @@ int wk_cli_generate(int argc, char **argv)
 	    wk_gen_accept_prompt(run.gen, toks, n_toks) != CM_OK)
 		goto out;
 	{
-		struct wk_sched_config sc = { 1, 512, a.ctx, m->hp.n_vocab };
+		struct wk_sched_config sc = { 1, 512, a.ctx, m->hp.n_vocab, wk_kv_window(&m->hp) };
 		uint8_t salt[32] = { 0 };
 		struct wk_seq_params sp = { 1, NULL, salt, toks, n_toks, a.max_tokens, 0 };
 		struct wk_seq *q;

@@ -168,7 +168,16 @@ static void log_ready(const struct wk_server *s, const struct wk_kv_plan *kp, in
 	cm_log_u64(&lr, "kv_block_tokens", bt);
 	cm_log_u64(&lr, "kv_bytes", kp->n_blocks * kp->bytes_per_block);
 	cm_log_u64(&lr, "context", s->n_ctx);
-	cm_log_u64(&lr, "full_context_seqs", kp->n_blocks * bt / s->n_ctx);
+	{
+		/* a model windowed in every layer keeps at most its window (and a
+		 * step) per sequence */
+		uint32_t w = wk_kv_window(&s->model->hp);
+		uint64_t kept = w && w + s->cfg->step_tokens + 2ull * bt < s->n_ctx
+					? w + s->cfg->step_tokens + 2ull * bt : s->n_ctx;
+
+		cm_log_u64(&lr, "full_context_seqs", kp->n_blocks * bt / kept);
+		cm_log_u64(&lr, "kv_window", w);
+	}
 	cm_log_u64(&lr, "max_running", (uint64_t)s->cfg->max_running);
 	cm_log_str(&lr, "backend", s->backend_name);
 	cm_log_str(&lr, "device", s->device);
@@ -226,6 +235,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	sc.step_tokens = (uint32_t)s->cfg->step_tokens;
 	sc.n_ctx = s->n_ctx;
 	sc.n_vocab = s->model->hp.n_vocab;
+	sc.kv_window = wk_kv_window(&s->model->hp);
 	if (!s->kv || !s->ws ||
 	    !(s->sched = wk_sched_new(&sc, s->be, s->kv, &wk_serve_sched_cb, s))) {
 		snprintf(err, err_len, "out of memory setting up the scheduler");

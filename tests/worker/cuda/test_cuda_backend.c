@@ -307,7 +307,7 @@ static const struct wk_sched_cb cbs = { cb_sample, cb_emit, cb_done };
 static void run_sched(struct wk_model *m, struct wk_backend *be, struct wk_kv *kv,
 		      struct req *reqs, int32_t (*prompts)[48], const uint32_t *lens, int n)
 {
-	struct wk_sched_config cfg = { 128, 512, 256, m->hp.n_vocab };
+	struct wk_sched_config cfg = { 128, 512, 256, m->hp.n_vocab, wk_kv_window(&m->hp) };
 	struct wk_sched *s = wk_sched_new(&cfg, be, kv, &cbs, m);
 	uint8_t salt[32] = { 0 };
 	int guard = 0;

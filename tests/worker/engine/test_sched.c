@@ -29,6 +29,7 @@ struct fake_be {
 	uint32_t n_blocks;
 	uint32_t *cells; /* [n_blocks * BT] token+1, 0 = never written */
 	uint32_t max_batch_seqs;
+	uint32_t window; /* a sliding window: the logits hash only its positions */
 };
 
 static enum cm_status fake_forward(struct wk_backend *base, const struct wk_batch *b,
@@ -48,9 +49,10 @@ static enum cm_status fake_forward(struct wk_backend *base, const struct wk_batc
 	for (uint32_t o = 0; o < b->n_out; o++) {
 		uint32_t t = b->out[o];
 		const struct wk_batch_seq *s = &b->seqs[b->seq[t]];
-		uint32_t h = 2166136261u;
+		uint32_t h = 2166136261u, pos = b->pos[t];
+		uint32_t lo = be->window && pos + 1 > be->window ? pos + 1 - be->window : 0;
 
-		for (uint32_t p = 0; p <= b->pos[t]; p++) {
+		for (uint32_t p = lo; p <= pos; p++) {
 			h ^= be->cells[s->blocks[p / BT] * BT + p % BT];
 			h *= 16777619u;
 		}
@@ -119,12 +121,13 @@ struct rig {
 	struct owner own;
 };
 
-static void rig_init(struct rig *r, uint32_t n_blocks, uint32_t max_running,
-		     uint32_t step_tokens)
+static void rig_init_w(struct rig *r, uint32_t n_blocks, uint32_t max_running,
+		       uint32_t step_tokens, uint32_t window)
 {
-	struct wk_sched_config cfg = { max_running, step_tokens, 256, VOCAB };
+	struct wk_sched_config cfg = { max_running, step_tokens, 256, VOCAB, window };
 
 	memset(r, 0, sizeof(*r));
+	r->be.window = window;
 	r->be.base.ops = &fake_ops;
 	r->be.n_blocks = n_blocks;
 	r->be.cells = cm_calloc((size_t)n_blocks * BT, sizeof(uint32_t));
@@ -132,6 +135,12 @@ static void rig_init(struct rig *r, uint32_t n_blocks, uint32_t max_running,
 	r->own.stop_at_token = -1;
 	r->s = wk_sched_new(&cfg, &r->be.base, r->kv, &cbs, &r->own);
 	assert_non_null(r->s);
+}
+
+static void rig_init(struct rig *r, uint32_t n_blocks, uint32_t max_running,
+		     uint32_t step_tokens)
+{
+	rig_init_w(r, n_blocks, max_running, step_tokens, 0);
 }
 
 static void rig_run(struct rig *r)
@@ -209,6 +218,59 @@ static void test_concurrent_equals_solo(void **state)
 		assert_memory_equal(conc[i].toks, alone[i].toks, alone[i].n * sizeof(int32_t));
 	}
 	assert_true(r.be.max_batch_seqs > 1); /* they really were batched */
+	rig_free(&r);
+}
+
+/*
+ * A KV window (every layer windowed): blocks wholly before the window of the
+ * next position are released as a sequence moves on, so one sequence holds
+ * a few blocks however long it runs; and since the stand-in's logits read
+ * the window's cells, a block released too early (and reused by another
+ * sequence) would change the tokens: many at once must equal each alone.
+ */
+static void test_kv_window_releases_blocks(void **state)
+{
+	enum { N = 12, W = 9 };
+	static struct result conc[N], alone[N];
+	static int32_t prompts[N][40];
+	uint8_t salt[32] = { 7 };
+	struct wk_kv_stats ks;
+	struct rig r;
+	int guard = 0;
+
+	(void)state;
+	/* one sequence: 5 prompt + 60 generated positions in at most 5 blocks
+	 * (17 without the window) */
+	make_prompt(prompts[0], 5, 3);
+	rig_init_w(&r, 64, 4, 16, W);
+	submit(&r, &alone[0], salt, prompts[0], 5, 60, 1);
+	while (!wk_sched_idle(r.s)) {
+		assert_true(wk_sched_step(r.s) == CM_OK);
+		wk_kv_stats(r.kv, &ks);
+		assert_true(ks.used <= 5);
+		assert_true(++guard < 1000);
+	}
+	assert_int_equal(alone[0].n, 60);
+	rig_free(&r);
+	for (int i = 0; i < N; i++) {
+		struct rig one;
+
+		make_prompt(prompts[i], 5 + 3 * i, (uint32_t)i + 40);
+		rig_init_w(&one, 64, 4, 16, W);
+		submit(&one, &alone[i], salt, prompts[i], 5 + 3 * i, 30 + i, 1);
+		rig_run(&one);
+		rig_free(&one);
+	}
+	/* few blocks for many: only the window lets them all run at once */
+	rig_init_w(&r, 36, N, 24, W);
+	for (int i = 0; i < N; i++)
+		submit(&r, &conc[i], salt, prompts[i], 5 + 3 * i, 30 + i, (uint64_t)i);
+	rig_run(&r);
+	for (int i = 0; i < N; i++) {
+		assert_true(conc[i].done);
+		assert_int_equal(conc[i].n, alone[i].n);
+		assert_memory_equal(conc[i].toks, alone[i].toks, alone[i].n * sizeof(int32_t));
+	}
 	rig_free(&r);
 }
 
@@ -325,6 +387,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_concurrent_equals_solo),
+		cmocka_unit_test(test_kv_window_releases_blocks),
 		cmocka_unit_test(test_prefix_cache_per_tenant),
 		cmocka_unit_test(test_preemption_keeps_outputs),
 		cmocka_unit_test(test_cancel_frees_blocks),
