@@ -171,6 +171,33 @@ static const char *template_family(const struct wk_gguf_str *t)
 
 /* ==== inspect ======================================================= */
 
+/* What the worker does with a weight type (docs/engine-cpu.md, engine-cuda.md). */
+static const char *type_path(uint32_t t)
+{
+	switch (t) {
+	case WK_Q_F32: case WK_Q_F16:
+		return "CPU: float kernels on F32 activations; CUDA: SIMT decode, cuBLASLt prefill in "
+		       "the stored type";
+	case WK_Q_BF16:
+		return "CPU: float kernels on F32 activations; CUDA: tensor-core decode, cuBLASLt "
+		       "BF16 prefill";
+	case WK_Q_Q4_0: case WK_Q_Q8_0:
+		return "CPU: 8-bit activations per 32, the AVX-512 16-row kernel; CUDA: dequantised "
+		       "in the decode kernel, BF16 tiles for cuBLASLt prefill";
+	case WK_Q_Q4_1: case WK_Q_Q5_0: case WK_Q_Q5_1: case WK_Q_IQ4_NL:
+		return "CPU: 8-bit activations per 32, one tile kernel; CUDA: dequantised in the "
+		       "decode kernel, BF16 tiles for cuBLASLt prefill";
+	case WK_Q_Q4_K: case WK_Q_Q5_K: case WK_Q_Q6_K:
+		return "CPU: 8-bit activations per 256, the AVX-512 16-row kernel; CUDA: dequantised "
+		       "in the decode kernel, BF16 tiles for cuBLASLt prefill";
+	case WK_Q_Q2_K: case WK_Q_Q3_K: case WK_Q_IQ4_XS:
+		return "CPU: 8-bit activations per 256, one tile kernel; CUDA: dequantised in the "
+		       "decode kernel, BF16 tiles for cuBLASLt prefill";
+	default:
+		return "not a weight type";
+	}
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
 	struct wk_gguf *g = NULL;
@@ -211,10 +238,14 @@ static int cmd_inspect(int argc, char **argv)
 	printf("tensors: %" PRIu64 "\n", n);
 	printf("tensor types:\n");
 	for (t = 0; t < WK_Q_COUNT_; t++)
-		if (count[t])
-			printf("  %-6s %6" PRIu64 " tensors %14" PRIu64 " bytes (%s)\n",
-			       wk_qtype_name((uint32_t)t), count[t], bytes[t],
-			       human(bytes[t], h, sizeof(h)));
+		if (count[t]) {
+			uint64_t all = wk_gguf_file_size(g) ? wk_gguf_file_size(g) : 1;
+
+			printf("  %-6s %6" PRIu64 " tensors %14" PRIu64 " bytes (%s, %.1f%% of the "
+			       "file)\n", wk_qtype_name((uint32_t)t), count[t], bytes[t],
+			       human(bytes[t], h, sizeof(h)), 100.0 * (double)bytes[t] / (double)all);
+			printf("         %s\n", type_path((uint32_t)t));
+		}
 	if (wk_mcfg_load(g, &c, err, sizeof(err)) != CM_OK) {
 		struct wk_gguf_str arch;
 
@@ -235,6 +266,13 @@ static int cmd_inspect(int argc, char **argv)
 	printf("chat template: %s, family guess: %s\n",
 	       c->has_chat_template ? "present" : "absent", template_family(&c->chat_template));
 	printf("embedding: %u\n", c->hp.n_embd);
+	if (c->hp.n_swa)
+		printf("sliding window: %u tokens, %s\n", c->hp.n_swa,
+		       c->hp.swa_pattern < 2 ? "every layer (KV behind it is released)"
+		       : c->hp.swa_pattern == 2 ? "even layers" : "five layers of every six");
+	if (c->hp.attn_softcap > 0 || c->hp.final_softcap > 0)
+		printf("soft-capping: attention %g, logits %g\n", (double)c->hp.attn_softcap,
+		       (double)c->hp.final_softcap);
 	printf("layers: %u\n", c->hp.n_layer);
 	printf("heads: %u\n", c->hp.n_head);
 	printf("kv heads: %u\n", c->hp.n_head_kv);
