@@ -413,7 +413,7 @@ static void wk_dequant_q5_1(const uint8_t *b, float *y)
 const int8_t wk_iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
 				     1,    13,   25,  38,  53,  69,  89,  113 };
 
-static int wk_iq4nl_nearest(float v)
+int wk_iq4nl_nearest(float v)
 {
 	int best = 0;
 	float be = fabsf(v - (float)wk_iq4nl_levels[0]);
@@ -432,18 +432,18 @@ static int wk_iq4nl_nearest(float v)
  * level -127, every value to its nearest level, then the scale is refitted
  * by least squares weighted by x^2 (the large values matter most).
  */
-static void wk_quant_iq4_nl(const float *x, uint8_t *b)
+float wk_iq4nl_fit(const float *x, int *l)
 {
 	float amax = 0, vmax = 0, sqx = 0, sqq = 0;
-	int l[32];
 	for (int i = 0; i < 32; i++)
 		if (fabsf(x[i]) > amax) {
 			amax = fabsf(x[i]);
 			vmax = x[i];
 		}
-	memset(b, 0, 18);
-	if (amax == 0)
-		return;
+	if (amax == 0) {
+		memset(l, 0, 32 * sizeof(*l));
+		return 0;
+	}
 	float id = -127.0f / vmax;
 	for (int i = 0; i < 32; i++) {
 		float q;
@@ -452,7 +452,18 @@ static void wk_quant_iq4_nl(const float *x, uint8_t *b)
 		sqx += x[i] * x[i] * q * x[i];
 		sqq += x[i] * x[i] * q * q;
 	}
-	wk_put_f16(b, sqq > 0 ? sqx / sqq : vmax / -127.0f);
+	return sqq > 0 ? sqx / sqq : vmax / -127.0f;
+}
+
+static void wk_quant_iq4_nl(const float *x, uint8_t *b)
+{
+	int l[32];
+	float d = wk_iq4nl_fit(x, l);
+
+	memset(b, 0, 18);
+	if (d == 0)
+		return;
+	wk_put_f16(b, d);
 	for (int i = 0; i < 16; i++)
 		b[2 + i] = (uint8_t)(l[i] | (l[i + 16] << 4));
 }

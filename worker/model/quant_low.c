@@ -276,45 +276,6 @@ void wk_dequant_q3_k(const uint8_t *b, float *y)
 
 /* ==== IQ4_XS ============================================================== */
 
-static int iq4_nearest(float v)
-{
-	int best = 0;
-	float be = fabsf(v - (float)wk_iq4nl_levels[0]);
-
-	for (int k = 1; k < 16; k++) {
-		float e = fabsf(v - (float)wk_iq4nl_levels[k]);
-
-		if (e < be) {
-			be = e;
-			best = k;
-		}
-	}
-	return best;
-}
-
-/* IQ4_NL's quantiser per 32 values: largest magnitude at level -127, the
- * nearest levels, the scale refitted weighted by x^2 */
-static float fit_iq4(const float *x)
-{
-	float amax = 0, vmax = 0, sqx = 0, sqq = 0;
-
-	for (int i = 0; i < 32; i++)
-		if (fabsf(x[i]) > amax) {
-			amax = fabsf(x[i]);
-			vmax = x[i];
-		}
-	if (amax == 0)
-		return 0;
-	float id = -127.0f / vmax;
-	for (int i = 0; i < 32; i++) {
-		float q = (float)wk_iq4nl_levels[iq4_nearest(x[i] * id)];
-
-		sqx += x[i] * x[i] * q * x[i];
-		sqq += x[i] * x[i] * q * q;
-	}
-	return sqq > 0 ? sqx / sqq : vmax / -127.0f;
-}
-
 void wk_quant_iq4_xs(const float *x, uint8_t *b)
 {
 	float s[8], big = 0;
@@ -322,7 +283,9 @@ void wk_quant_iq4_xs(const float *x, uint8_t *b)
 	uint8_t *sl = b + 4, *qs = b + 8;
 
 	for (int j = 0; j < 8; j++) {
-		s[j] = fit_iq4(x + 32 * j);
+		int lv[32];
+
+		s[j] = wk_iq4nl_fit(x + 32 * j, lv);
 		if (fabsf(s[j]) > fabsf(big))
 			big = s[j];
 	}
@@ -339,7 +302,8 @@ void wk_quant_iq4_xs(const float *x, uint8_t *b)
 		sl[j / 2] |= (uint8_t)((ls & 15) << (4 * (j % 2)));
 		sh |= (uint16_t)(((ls >> 4) & 3) << (2 * j));
 		for (int i = 0; i < 16; i++) {
-			int q0 = iq4_nearest(x[32 * j + i] * il), q1 = iq4_nearest(x[32 * j + 16 + i] * il);
+			int q0 = wk_iq4nl_nearest(x[32 * j + i] * il);
+			int q1 = wk_iq4nl_nearest(x[32 * j + 16 + i] * il);
 
 			qs[16 * j + i] = (uint8_t)(q0 | (q1 << 4));
 		}
