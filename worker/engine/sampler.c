@@ -864,6 +864,8 @@ static void smp_draw(struct wk_sampler *s, struct wk_sampler_ws *ws, uint32_t n_
 			zz[0] += e[i];
 		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
 				       log((zz[0] + zz[1]) + (zz[2] + zz[3])));
+	} else if (s->p.no_logprob) {
+		out->logprob = 0.0f;
 	} else
 		out->logprob = (float)(((double)w[pick] - (double)max) / temp -
 				       log_partition(w, n_vocab, max, temp));
@@ -933,7 +935,8 @@ enum cm_status wk_sampler_sample_masked(struct wk_sampler *s, struct wk_sampler_
 
 	if (p->temperature == 0.0) {
 		out->token = best;
-		out->logprob = (float)(0.0 - log_partition(w, n_vocab, max, 1.0));
+		out->logprob = p->no_logprob ? 0.0f
+					     : (float)(0.0 - log_partition(w, n_vocab, max, 1.0));
 		return CM_OK;
 	}
 	memset(&L, 0, sizeof(L));

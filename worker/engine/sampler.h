@@ -63,6 +63,9 @@ struct wk_sampler_params {
 	float frequency_penalty;  /* [-100, 100]; 0 = off */
 	uint64_t seed;            /* used when has_seed */
 	bool has_seed;            /* false: seeded from cm_random_bytes */
+	bool no_logprob;          /* nobody reads wk_sample.logprob: it is 0 and its pass
+				   * over the vocabulary (the log partition) is skipped;
+				   * the draw is the same */
 };
 
 /* Ollama's defaults: temperature 0.8, top_k 40, top_p 0.9, min_p 0,

@@ -256,6 +256,9 @@ static void sampling_from_proto(const struct proto_sampling *ps, uint32_t flags,
 	p->frequency_penalty = ps->frequency_penalty;
 	p->seed = ps->seed;
 	p->has_seed = (flags & PROTO_SUBMIT_F_HAS_SEED) != 0;
+	/* the gateway reads a TOKEN's logprob only for a request that asked for
+	 * logprobs (docs/protocol.md): skip its pass over the vocabulary */
+	p->no_logprob = !(flags & PROTO_SUBMIT_F_LOGPROBS);
 }
 
 /* The chat messages of a SUBMIT with the worker's role names (proto/);

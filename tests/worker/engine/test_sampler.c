@@ -409,6 +409,51 @@ static void test_seed_reproducible(void **state)
 }
 
 /*
+ * no_logprob: the same draws token for token (greedy, few survivors, many
+ * survivors), logprob 0 where the log partition would have been needed.
+ */
+static void test_no_logprob_same_draws(void **state)
+{
+	const uint32_t nv = 5000;
+	float *l = malloc(nv * sizeof(*l));
+	struct wk_sampler_ws *ws = wk_sampler_ws_new(nv);
+	uint64_t x = 11;
+	static const struct { float temp; uint32_t top_k; float top_p; } cases[] = {
+		{ 0.0f, 0, 1.0f }, { 0.8f, 40, 0.9f }, { 1.0f, 0, 1.0f }, { 1.3f, 0, 0.5f },
+	};
+
+	(void)state;
+	for (uint32_t i = 0; i < nv; i++)
+		l[i] = (float)(lcg(&x) % 1000) / 150.0f;
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct wk_sampler_params p = plain();
+		struct wk_sampler *a, *b;
+
+		p.temperature = cases[c].temp;
+		p.top_k = cases[c].top_k;
+		p.top_p = cases[c].top_p;
+		p.seed = 5;
+		a = mk(&p, nv);
+		p.no_logprob = true;
+		b = mk(&p, nv);
+		for (int i = 0; i < 100; i++) {
+			struct wk_sample oa, ob;
+
+			assert_int_equal(wk_sampler_sample(a, ws, l, nv, &oa), CM_OK);
+			assert_int_equal(wk_sampler_sample(b, ws, l, nv, &ob), CM_OK);
+			assert_int_equal(oa.token, ob.token);
+			assert_true(oa.logprob <= 0.0f);
+			/* skipped only where it costs a pass of its own */
+			assert_true(ob.logprob == 0.0f || ob.logprob == oa.logprob);
+		}
+		wk_sampler_free(a);
+		wk_sampler_free(b);
+	}
+	wk_sampler_ws_free(ws);
+	free(l);
+}
+
+/*
  * Known answer: this exact token sequence is what every IEEE-754 machine
  * must produce for these logits and seed (portability of the draw).  It was
  * cross-checked with an independent Python model of the documented
@@ -733,6 +778,7 @@ int main(void)
 		cmocka_unit_test(test_penalties_exact),
 		cmocka_unit_test(test_seed_reproducible),
 		cmocka_unit_test(test_seed_known_answer),
+		cmocka_unit_test(test_no_logprob_same_draws),
 		cmocka_unit_test(test_large_vocab_reference),
 		cmocka_unit_test(test_timing_128k),
 		cmocka_unit_test(test_bad_input),
