@@ -30,6 +30,7 @@ static const struct wk_tok_pre tok_pres[] = {
 	{ "starcoder", { "starcoder", "refact", "command-r", "smollm", "codeshell",
 			 "exaone", "minerva-7b", NULL }, 2, { WK_TOK_PAT_NUM1, WK_TOK_PAT_GPT2 }, 0, 0 },
 	{ "qwen2", { "qwen2", "stablelm2", NULL }, 1, { WK_TOK_PAT_QWEN2 }, 0, 0 },
+	{ "tekken", { "tekken", NULL }, 1, { WK_TOK_PAT_TEKKEN }, 1, 1 },
 };
 #define N_PRES (sizeof(tok_pres) / sizeof(tok_pres[0]))
 
@@ -219,6 +220,60 @@ static size_t match_llama3(const uint32_t *c, size_t pos, size_t end, size_t max
 	return k - 1;
 }
 
+/* tekken's two letter classes as llama.cpp approximates \p{Lu}\p{Lt}\p{Lm}\p{Lo}
+ * and \p{Ll}\p{Lm}\p{Lo}: a letter that is not a-z, a letter that is not A-Z */
+static int is_tk_upper(uint32_t c) { return is_l(c) && !(c >= 'a' && c <= 'z'); }
+static int is_tk_lower(uint32_t c) { return is_l(c) && !(c >= 'A' && c <= 'Z'); }
+
+/*
+ * Mistral's tekken, in llama.cpp's form:
+ *   [^\r\n\p{L}\p{N}]?U*W+ | [^\r\n\p{L}\p{N}]?U+W* | \p{N} | ?[^\s\p{L}\p{N}]+[\r\n/]*
+ *   | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * with U = a letter but a-z, W = a letter but A-Z.  In U*W+ the greedy U*
+ * gives back characters until W+ can start: W+ starts at the last place
+ * u' <= (the U run) whose character is a W (non-ASCII letters are both).
+ */
+static size_t match_tekken(const uint32_t *c, size_t pos, size_t end)
+{
+	uint32_t c0 = c[pos];
+	size_t j = pos, k, u;
+
+	/* the optional prefix: neither a newline, a letter nor a number */
+	if (!is_nl(c0) && !is_l(c0) && !is_n(c0) && pos + 1 < end)
+		j = pos + 1;
+	if (is_l(c[j])) {
+		u = pretok_run(c, j, end, is_tk_upper);
+		/* U*W+: the largest u' <= u with a W at j + u' */
+		for (size_t v = u + 1; v-- > 0;)
+			if (j + v < end && is_tk_lower(c[j + v]))
+				return j + v - pos + pretok_run(c, j + v, end, is_tk_lower);
+		/* U+W*: u >= 1 here (c[j] is a letter, not a W, so a U) */
+		return j + u - pos + pretok_run(c, j + u, end, is_tk_lower);
+	}
+	/* \p{N} */
+	if (is_n(c0))
+		return 1;
+	/*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+	j = (c0 == ' ' && pos + 1 < end) ? pos + 1 : pos;
+	if (is_other(c[j])) {
+		k = j + pretok_run(c, j, end, is_other);
+		while (k < end && (is_nl(c[k]) || c[k] == '/'))
+			k++;
+		return k - pos;
+	}
+	k = pretok_run(c, pos, end, is_ws);
+	if (k == 0)
+		return 0;
+	/* \s*[\r\n]+ : up to and including the last newline of the run */
+	for (size_t i = pos + k; i > pos; i--)
+		if (is_nl(c[i - 1]))
+			return i - pos;
+	/* \s+(?!\S) then \s+ */
+	if (pos + k == end || k == 1)
+		return k;
+	return k - 1;
+}
+
 /*
  * Match of pattern `p` at pos inside a chunk ending at `end`: its length,
  * or 0 with *skip = positions that cannot start a match either.
@@ -262,6 +317,8 @@ static size_t pat_match(enum wk_tok_pat p, const uint32_t *c, size_t pos, size_t
 		return pretok_run(c, pos, end, is_falcon_punct);
 	case WK_TOK_PAT_DEFAULT_PUNCT:
 		return pretok_run(c, pos, end, is_default_punct);
+	case WK_TOK_PAT_TEKKEN:
+		return match_tekken(c, pos, end);
 	case WK_TOK_PAT_DIGITS3:
 		if (pos + 3 <= end && c[pos] >= '0' && c[pos] <= '9' && c[pos + 1] >= '0' &&
 		    c[pos + 1] <= '9' && c[pos + 2] >= '0' && c[pos + 2] <= '9')

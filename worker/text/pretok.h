@@ -28,6 +28,8 @@ enum wk_tok_pat {
 	WK_TOK_PAT_FALCON_PUNCT,  /* [\p{P}\$\+<=>\^~\|`]+ */
 	WK_TOK_PAT_DEFAULT_PUNCT, /* [\p{P}\$\+<=>\^~\|]+ */
 	WK_TOK_PAT_DIGITS3,       /* [0-9][0-9][0-9] */
+	WK_TOK_PAT_TEKKEN,        /* Mistral's tekken, as llama.cpp applies it: letters
+				   * not a-z then letters not A-Z (see pretok.c) */
 };
 
 #define WK_TOK_PRE_MAX_PATS 6

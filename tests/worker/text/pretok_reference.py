@@ -24,6 +24,8 @@ PRES = {
  'deepseek-coder': [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", CJK, r"\p{N}"],
  'falcon': [r"[\p{P}\$\+<=>\^~\|`]+", GPT2, r"[0-9][0-9][0-9]"],
  'gpt-2': [GPT2], 'starcoder': [r"\p{N}", GPT2],
+ # llama.cpp's form of Mistral's tekken (llama-vocab.cpp)
+ 'tekken': [r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
 }
 def split(text, pats):
     offs = [len(text)]
