@@ -184,6 +184,24 @@ static size_t match_gpt2(const uint32_t *c, size_t pos, size_t end)
 	return k > 1 ? k - 1 : 0;
 }
 
+/* The whitespace alternatives llama3's regex and tekken end with:
+ * \s*[\r\n]+ | \s+(?!\S) | \s+ */
+static size_t match_ws_tail(const uint32_t *c, size_t pos, size_t end)
+{
+	size_t k = pretok_run(c, pos, end, is_ws);
+
+	if (k == 0)
+		return 0;
+	/* \s*[\r\n]+ : up to and including the last newline of the run */
+	for (size_t i = pos + k; i > pos; i--)
+		if (is_nl(c[i - 1]))
+			return i - pos;
+	/* \s+(?!\S) then \s+ */
+	if (pos + k == end || k == 1)
+		return k;
+	return k - 1;
+}
+
 static size_t match_llama3(const uint32_t *c, size_t pos, size_t end, size_t max_digits)
 {
 	uint32_t c0 = c[pos];
@@ -207,17 +225,7 @@ static size_t match_llama3(const uint32_t *c, size_t pos, size_t end, size_t max
 		k = j + pretok_run(c, j, end, is_other);
 		return k - pos + pretok_run(c, k, end, is_nl);
 	}
-	k = pretok_run(c, pos, end, is_ws);
-	if (k == 0)
-		return 0;
-	/* \s*[\r\n]+ : up to and including the last newline of the run */
-	for (size_t i = pos + k; i > pos; i--)
-		if (is_nl(c[i - 1]))
-			return i - pos;
-	/* \s+(?!\S) then \s+ */
-	if (pos + k == end || k == 1)
-		return k;
-	return k - 1;
+	return match_ws_tail(c, pos, end);
 }
 
 /* tekken's two letter classes as llama.cpp approximates \p{Lu}\p{Lt}\p{Lm}\p{Lo}
@@ -261,17 +269,7 @@ static size_t match_tekken(const uint32_t *c, size_t pos, size_t end)
 			k++;
 		return k - pos;
 	}
-	k = pretok_run(c, pos, end, is_ws);
-	if (k == 0)
-		return 0;
-	/* \s*[\r\n]+ : up to and including the last newline of the run */
-	for (size_t i = pos + k; i > pos; i--)
-		if (is_nl(c[i - 1]))
-			return i - pos;
-	/* \s+(?!\S) then \s+ */
-	if (pos + k == end || k == 1)
-		return k;
-	return k - 1;
+	return match_ws_tail(c, pos, end);
 }
 
 /*
