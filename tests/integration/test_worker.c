@@ -751,106 +751,6 @@ static void test_preemption_under_kv_pressure(void **state)
 	assert_int_equal(h_stop(&small, 30000), 0);
 }
 
-static void test_sigterm_drains(void **state)
-{
-	struct h_proc w;
-	char cfg[2048], sock3[600];
-	const char *model = h_model("tiny", "Q8_0", "llama");
-	struct pc_conn *c;
-	struct pc_event ev;
-	struct proto_msg m;
-	struct proto_submit sb;
-	int got_token = 0, refused = 0, done = 0;
-	uint32_t streamed = 0;
-
-	(void)state;
-	snprintf(sock3, sizeof(sock3), "%s/drain.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": \"16MiB\", \"drain_timeout_ms\": 60000}}",
-		 model, sock3);
-	assert_int_equal(h_worker_start(&w, "drain", cfg), 0);
-	c = pc_connect(sock3, TIMEOUT_MS);
-	assert_non_null(c);
-	pc_submit_init(&m, &sb, 8000, prompts[3], 400, 1);
-	m.flags |= PROTO_SUBMIT_F_IGNORE_EOS;
-	assert_int_equal(pc_send(c, &m), 0);
-	while (!got_token) {
-		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
-		assert_int_not_equal(ev.type, PROTO_ERROR);
-		got_token = ev.type == PROTO_TOKEN;
-	}
-	streamed = 1;
-	/* SIGTERM and a new request both arrive while the worker is stopped
-	 * (the first generation cannot end meanwhile): when it resumes, the
-	 * request is read after the signal and refused; the running one still
-	 * finishes in full */
-	assert_int_equal(kill(w.pid, SIGSTOP), 0);
-	kill(w.pid, SIGTERM);
-	pc_submit_init(&m, &sb, 8001, prompts[3], 4, 1);
-	assert_int_equal(pc_send(c, &m), 0);
-	assert_int_equal(kill(w.pid, SIGCONT), 0);
-	while (!done || !refused) {
-		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
-		if (ev.type == PROTO_TOKEN && ev.request_id == 8000)
-			streamed += ev.n_ids;
-		if (ev.type == PROTO_ERROR && ev.request_id == 8001) {
-			assert_int_equal(ev.err_code, PROTO_E_DRAINING);
-			refused = 1;
-		}
-		if (ev.type == PROTO_DONE && ev.request_id == 8000) {
-			assert_int_equal(ev.done.finish, PROTO_FINISH_LENGTH);
-			assert_int_equal(ev.done.gen_tokens, 400);
-			done = 1;
-		}
-	}
-	assert_int_equal(streamed, 400);
-	pc_close(c);
-	/* then the worker exits 0 on its own */
-	assert_int_equal(h_stop(&w, 30000), 0);
-}
-
-/*
- * SIGTERM on an idle worker with a SUBMIT already on its socket (sent
- * while the worker was stopped, the signal pending): the worker answers
- * it ERROR draining before it exits 0, not with a closed connection (the
- * race test_sigterm_drains lost when its generation ended first).
- */
-static void test_sigterm_idle_answers_pending(void **state)
-{
-	struct h_proc w;
-	char cfg[2048], sock6[600];
-	const char *model = h_model("tiny", "Q8_0", "llama");
-	struct pc_conn *c;
-	struct pc_event ev;
-	struct proto_msg m;
-	struct proto_submit sb;
-
-	(void)state;
-	snprintf(sock6, sizeof(sock6), "%s/idle.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 1,"
-		 " \"kv_cache_bytes\": \"16MiB\"}}", model, sock6);
-	assert_int_equal(h_worker_start(&w, "idle", cfg), 0);
-	c = pc_connect(sock6, TIMEOUT_MS);
-	assert_non_null(c);
-	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
-	assert_int_equal(ev.type, PROTO_HELLO);
-	assert_int_equal(kill(w.pid, SIGSTOP), 0);
-	kill(w.pid, SIGTERM);
-	pc_submit_init(&m, &sb, 8100, prompts[3], 4, 1);
-	assert_int_equal(pc_send(c, &m), 0);
-	assert_int_equal(kill(w.pid, SIGCONT), 0);
-	do
-		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
-	while (ev.type == PROTO_STATS);
-	assert_int_equal(ev.type, PROTO_ERROR);
-	assert_int_equal(ev.request_id, 8100);
-	assert_int_equal(ev.err_code, PROTO_E_DRAINING);
-	pc_close(c);
-	assert_int_equal(h_stop(&w, 30000), 0);
-}
-
 /*
  * Issue 13, finding 17: worker.socket naming a regular file deleted that
  * file; a second worker on a live socket path silently took it over.  Both
@@ -944,8 +844,6 @@ int main(void)
 		cmocka_unit_test(test_thinking_batch_invariance),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
-		cmocka_unit_test(test_sigterm_drains),
-		cmocka_unit_test(test_sigterm_idle_answers_pending),
 		cmocka_unit_test(test_socket_path_guarded),
 	};
 

@@ -305,6 +305,41 @@ int wk_serve_term_seen(struct wk_server *s)
 }
 
 /*
+ * The answers still in the connections' buffers (a slow reader filled its
+ * socket: the tail of a stream, a DONE, a refusal) are written out before
+ * the exit, waiting for each peer to read, up to the drain deadline and at
+ * most 5 s more: a drained worker must not drop the end of a response it
+ * finished.
+ */
+static void flush_before_exit(struct wk_server *s, struct pollfd *pfd)
+{
+	int64_t end = cm_mono_ns() + 5000 * CM_NS_PER_MS;
+
+	if (s->drain_deadline > end)
+		end = s->drain_deadline;
+	for (;;) {
+		uint32_t np = 0;
+		int64_t left;
+
+		for (uint32_t i = 0; i < s->n_conns; i++) {
+			struct wk_serve_conn *c = s->conns[i];
+
+			wk_serve_conn_flush(c);
+			if (!c->dead && cm_buf_len(&c->out) > 0) {
+				pfd[np].fd = c->fd;
+				pfd[np].events = POLLOUT;
+				pfd[np++].revents = 0;
+			}
+		}
+		left = (end - cm_mono_ns()) / CM_NS_PER_MS;
+		if (np == 0 || left <= 0)
+			return;
+		if (poll(pfd, np, (int)left) < 0 && errno != EINTR)
+			return;
+	}
+}
+
+/*
  * Drained, before the exit: frames already waiting on the connections
  * are read (a SUBMIT gets its ERROR draining) and the answers flushed, so
  * that a request sent as the signal came is refused, not lost to a
@@ -317,13 +352,11 @@ static void answer_pending(struct wk_server *s, struct pollfd *pfd)
 		pfd[i].events = POLLIN;
 		pfd[i].revents = 0;
 	}
-	if (s->n_conns == 0 || poll(pfd, s->n_conns, 0) <= 0)
-		return;
-	for (uint32_t i = 0; i < s->n_conns; i++) {
-		if (pfd[i].revents & POLLIN)
-			wk_serve_conn_read(s, s->conns[i]);
-		wk_serve_conn_flush(s->conns[i]);
-	}
+	if (s->n_conns > 0 && poll(pfd, s->n_conns, 0) > 0)
+		for (uint32_t i = 0; i < s->n_conns; i++)
+			if (pfd[i].revents & POLLIN)
+				wk_serve_conn_read(s, s->conns[i]);
+	flush_before_exit(s, pfd);
 }
 
 int wk_server_run(const struct wk_server_cfg *cfg)
