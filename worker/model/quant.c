@@ -192,30 +192,6 @@ uint16_t wk_f32_to_bf16(float f)
 	return (uint16_t)(u >> 16);
 }
 
-/* ---- helpers ---------------------------------------------------------- */
-
-static void wk_put_f16(uint8_t *p, float f)
-{
-	uint16_t h = wk_f32_to_f16(f);
-	p[0] = (uint8_t)h;
-	p[1] = (uint8_t)(h >> 8);
-}
-
-static float wk_get_f16(const uint8_t *p)
-{
-	return wk_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
-}
-
-static int wk_nearest(float x)
-{
-	return (int)lrintf(x);
-}
-
-static int wk_clampi(int v, int lo, int hi)
-{
-	return v < lo ? lo : v > hi ? hi : v;
-}
-
 /*
  * Q4_K / Q5_K: 6-bit scales sc[8] and mins m[8] packed into 12 bytes.
  * Bytes 0..3: sc[0..3] low 6 bits, top 2 bits = sc[4..7] >> 4.

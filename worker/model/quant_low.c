@@ -17,29 +17,6 @@
 
 #include "worker/model/quant.h"
 
-static void put_f16(uint8_t *p, float f)
-{
-	uint16_t h = wk_f32_to_f16(f);
-
-	p[0] = (uint8_t)h;
-	p[1] = (uint8_t)(h >> 8);
-}
-
-static float get_f16(const uint8_t *p)
-{
-	return wk_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
-}
-
-static int clampi(int v, int lo, int hi)
-{
-	return v < lo ? lo : v > hi ? hi : v;
-}
-
-static int nearest(float x)
-{
-	return (int)lrintf(x);
-}
-
 /* ==== Q2_K ================================================================ */
 
 /*
@@ -68,7 +45,7 @@ static void fit_affine(const float *x, int n, int qmax, float *s_out, float *m_o
 		if (is <= 0)
 			continue;
 		for (int i = 0; i < n; i++) {
-			q[i] = clampi(nearest((x[i] - lo) * is), 0, qmax);
+			q[i] = wk_clampi(wk_nearest((x[i] - lo) * is), 0, qmax);
 			sq += (float)q[i];
 			sx += x[i];
 			sqq += (float)(q[i] * q[i]);
@@ -112,20 +89,20 @@ void wk_quant_q2_k(const float *x, uint8_t *b)
 		max_s = s[j] > max_s ? s[j] : max_s;
 		max_m = m[j] > max_m ? m[j] : max_m;
 	}
-	put_f16(b + 80, max_s / 15.0f);
-	put_f16(b + 82, max_m / 15.0f);
-	float d = get_f16(b + 80), dmin = get_f16(b + 82);
+	wk_put_f16(b + 80, max_s / 15.0f);
+	wk_put_f16(b + 82, max_m / 15.0f);
+	float d = wk_get_f16(b + 80), dmin = wk_get_f16(b + 82);
 	uint8_t L[256];
 
 	for (int j = 0; j < 16; j++) {
-		int sc = d > 0 ? clampi(nearest(s[j] / d), 0, 15) : 0;
-		int mn = dmin > 0 ? clampi(nearest(m[j] / dmin), 0, 15) : 0;
+		int sc = d > 0 ? wk_clampi(wk_nearest(s[j] / d), 0, 15) : 0;
+		int mn = dmin > 0 ? wk_clampi(wk_nearest(m[j] / dmin), 0, 15) : 0;
 		float dl = d * (float)sc, ml = dmin * (float)mn;
 		float id = dl > 0 ? 1.0f / dl : 0;
 
 		scales[j] = (uint8_t)(sc | (mn << 4));
 		for (int i = 0; i < 16; i++)
-			L[16 * j + i] = (uint8_t)clampi(nearest((x[16 * j + i] + ml) * id), 0, 3);
+			L[16 * j + i] = (uint8_t)wk_clampi(wk_nearest((x[16 * j + i] + ml) * id), 0, 3);
 	}
 	/* value 128h + 32k + l: bits 2k..2k+1 of qs[32h + l] */
 	memset(qs, 0, 64);
@@ -138,7 +115,7 @@ void wk_quant_q2_k(const float *x, uint8_t *b)
 void wk_dequant_q2_k(const uint8_t *b, float *y)
 {
 	const uint8_t *scales = b, *qs = b + 16;
-	float d = get_f16(b + 80), dmin = get_f16(b + 82);
+	float d = wk_get_f16(b + 80), dmin = wk_get_f16(b + 82);
 
 	for (int h = 0; h < 2; h++)
 		for (int k = 0; k < 4; k++)
@@ -179,7 +156,7 @@ static float fit_symmetric(const float *x, int n, int qlo, int qhi)
 		int q[32];
 
 		for (int i = 0; i < n; i++) {
-			q[i] = clampi(nearest(x[i] * is), qlo, qhi);
+			q[i] = wk_clampi(wk_nearest(x[i] * is), qlo, qhi);
 			sqq += (float)(q[i] * q[i]);
 			sqx += (float)q[i] * x[i];
 		}
@@ -234,19 +211,19 @@ void wk_quant_q3_k(const float *x, uint8_t *b)
 			big = s[j];
 	}
 	/* the sub-block scale of largest magnitude maps to -32 */
-	put_f16(b + 108, big / -32.0f);
-	float d = get_f16(b + 108);
+	wk_put_f16(b + 108, big / -32.0f);
+	float d = wk_get_f16(b + 108);
 	float id = d != 0 ? 1.0f / d : 0;
 
 	for (int j = 0; j < 16; j++)
-		sc[j] = clampi(nearest(s[j] * id), -32, 31) + 32;
+		sc[j] = wk_clampi(wk_nearest(s[j] * id), -32, 31) + 32;
 	q3_pack_scales(b + 96, sc);
 	memset(hmask, 0, 32);
 	memset(qs, 0, 64);
 	for (int i = 0; i < 256; i++) {
 		int h = i / 128, k = (i % 128) / 32, l = i % 32;
 		float dl = d * (float)(sc[i / 16] - 32);
-		int q = dl != 0 ? clampi(nearest(x[i] / dl), -4, 3) : 0;
+		int q = dl != 0 ? wk_clampi(wk_nearest(x[i] / dl), -4, 3) : 0;
 
 		/* stored q + 4 in 0..7: low two bits in qs, the third in hmask */
 		qs[32 * h + l] |= (uint8_t)(((q + 4) & 3) << (2 * k));
@@ -257,7 +234,7 @@ void wk_quant_q3_k(const float *x, uint8_t *b)
 void wk_dequant_q3_k(const uint8_t *b, float *y)
 {
 	const uint8_t *hmask = b, *qs = b + 32;
-	float d = get_f16(b + 108);
+	float d = wk_get_f16(b + 108);
 
 	for (int h = 0; h < 2; h++)
 		for (int k = 0; k < 4; k++)
@@ -289,13 +266,13 @@ void wk_quant_iq4_xs(const float *x, uint8_t *b)
 		if (fabsf(s[j]) > fabsf(big))
 			big = s[j];
 	}
-	put_f16(b, big / -32.0f);
-	float d = get_f16(b);
+	wk_put_f16(b, big / -32.0f);
+	float d = wk_get_f16(b);
 	float id = d != 0 ? 1.0f / d : 0;
 
 	memset(sl, 0, 4);
 	for (int j = 0; j < 8; j++) {
-		int ls = clampi(nearest(s[j] * id), -32, 31) + 32;
+		int ls = wk_clampi(wk_nearest(s[j] * id), -32, 31) + 32;
 		float dl = d * (float)(ls - 32);
 		float il = dl != 0 ? 1.0f / dl : 0;
 
@@ -314,7 +291,7 @@ void wk_quant_iq4_xs(const float *x, uint8_t *b)
 
 void wk_dequant_iq4_xs(const uint8_t *b, float *y)
 {
-	float d = get_f16(b);
+	float d = wk_get_f16(b);
 	uint16_t sh = (uint16_t)(b[2] | (b[3] << 8));
 	const uint8_t *sl = b + 4, *qs = b + 8;
 
