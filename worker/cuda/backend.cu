@@ -225,6 +225,19 @@ static enum cm_status up_vec(struct cuda_backend *be, uint64_t *off, const struc
 	return CM_OK;
 }
 
+/* Writes base^(-2i/rope_dim) / factors[i] (factors may be NULL) for the
+ * n_pair rotation pairs into f, then copies it to dev. */
+static cudaError_t put_inv_freq(double *dev, double *f, uint32_t n_pair,
+				uint32_t rope_dim, double base, const float *factors)
+{
+	for (uint32_t i = 0; i < n_pair; i++) {
+		f[i] = pow(base, -2.0 * i / rope_dim);
+		if (factors)
+			f[i] /= factors[i];
+	}
+	return cudaMemcpy(dev, f, n_pair * sizeof(double), cudaMemcpyHostToDevice);
+}
+
 static enum cm_status upload(struct cuda_backend *be)
 {
 	const struct wk_model *m = be->m;
@@ -269,28 +282,23 @@ static enum cm_status upload(struct cuda_backend *be)
 		 * page cache, not pinned memory, bounds host use */
 		WK_CU(cudaStreamSynchronize(be->s));
 	}
-	/* rope: inverse frequencies in double, as worker/cpu/backend.c */
+	/* rope: inverse frequencies in double, as worker/cpu/backend.c; the
+	 * windowed layers' table has their base and no factors (gemma3) */
 	f = (double *)cm_malloc((n_pair ? n_pair : 1) * sizeof(double));
 	if (!f)
 		return CM_ENOMEM;
-	for (uint32_t i = 0; i < n_pair; i++) {
-		f[i] = pow(hp->rope_base, -2.0 * i / hp->rope_dim);
-		if (hp->rope_freqs)
-			f[i] /= hp->rope_freqs[i];
-	}
 	be->inv_freq = (double *)(be->wmem + off);
 	off += align_up((uint64_t)n_pair * sizeof(double));
+	be->inv_freq_swa = (double *)(be->wmem + off);
 	{
-		cudaError_t e = cudaMemcpy(be->inv_freq, f, n_pair * sizeof(double),
-					   cudaMemcpyHostToDevice);
+		cudaError_t e = put_inv_freq(be->inv_freq, f, n_pair, hp->rope_dim,
+					     hp->rope_base, hp->rope_freqs);
 
-		for (uint32_t i = 0; i < n_pair; i++)
-			f[i] = pow(hp->rope_base_swa > 0 ? hp->rope_base_swa : hp->rope_base,
-				   -2.0 * i / hp->rope_dim);
-		be->inv_freq_swa = (double *)(be->wmem + off);
 		if (e == cudaSuccess)
-			e = cudaMemcpy(be->inv_freq_swa, f, n_pair * sizeof(double),
-				       cudaMemcpyHostToDevice);
+			e = put_inv_freq(be->inv_freq_swa, f, n_pair, hp->rope_dim,
+					 hp->rope_base_swa > 0 ? hp->rope_base_swa
+							       : hp->rope_base,
+					 NULL);
 		cm_free(f);
 		WK_CU(e);
 	}
