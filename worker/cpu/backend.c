@@ -303,9 +303,8 @@ static void free_scratch(struct cpu_backend *be)
 	cm_free(be->u);
 	cm_free(be->rope_cs);
 	cm_free(be->rope_cs_swa);
-	be->rope_cs_swa = NULL;
 	be->x = be->h = be->q = be->kk = be->vv = be->att = be->g = be->u = NULL;
-	be->rope_cs = NULL;
+	be->rope_cs = be->rope_cs_swa = NULL;
 	be->cap_tokens = 0;
 }
 
@@ -330,10 +329,12 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 		be->u = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
 		be->rope_cs = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
 					sizeof(float));
-		be->rope_cs_swa = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
-					    sizeof(float));
+		if (be->two_ropes)
+			be->rope_cs_swa = cm_calloc((uint64_t)cap *
+							    (hp->rope_dim ? hp->rope_dim : 2),
+						    sizeof(float));
 		if (!be->x || !be->h || !be->q || !be->kk || !be->vv || !be->att ||
-		    !be->g || !be->u || !be->rope_cs || !be->rope_cs_swa) {
+		    !be->g || !be->u || !be->rope_cs || (be->two_ropes && !be->rope_cs_swa)) {
 			free_scratch(be);
 			return CM_ENOMEM;
 		}
