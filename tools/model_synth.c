@@ -298,15 +298,22 @@ static void add_synth_tensor(struct synth *sy, const char *name, uint32_t type,
 	t->seed = sy->seed ^ hash_bytes(name, strlen(name));
 }
 
+/* the general.architecture names, by enum wk_arch */
+static const char *const arch_names[] = {
+	[WK_ARCH_LLAMA] = "llama",     [WK_ARCH_QWEN2] = "qwen2",   [WK_ARCH_QWEN3] = "qwen3",
+	[WK_ARCH_GRANITE] = "granite", [WK_ARCH_PHI3] = "phi3",     [WK_ARCH_GEMMA2] = "gemma2",
+	[WK_ARCH_GEMMA3] = "gemma3",
+};
+
 struct synth_opts {
 	const struct preset *p;
 	const char *type_name;
-	int arch_qwen2;         /* qwen2 or qwen3: NEOX rope, base 1e6, eps 1e-6 */
-	int arch_qwen3;         /* no biases, per-head q/k norms */
-	int arch_granite;       /* llama plus granite's four scales */
-	int arch_phi3;          /* fused QKV and gate|up, NEOX rope, LongRoPE, a window */
-	int arch_gemma2;        /* sandwich norms, tied output, soft-capping, a window */
-	int arch_gemma3;        /* gemma2's layout, QK norms, 5 local : 1 global, no caps */
+	/* qwen2, qwen3: NEOX rope, base 1e6, eps 1e-6; qwen2 Q/K/V biases,
+	 * qwen3 per-head q/k norms.  granite: llama plus four scales.  phi3:
+	 * fused QKV and gate|up, LongRoPE, a window.  gemma2: sandwich norms,
+	 * tied output, soft-capping, a window; gemma3: gemma2's layout, QK
+	 * norms, 5 local : 1 global, no caps. */
+	enum wk_arch arch;
 	uint32_t swa;           /* phi3's sliding window (0: the default 2047) */
 	uint64_t seed;
 	uint32_t vocab, ctx;
@@ -340,6 +347,8 @@ static uint32_t file_type_id(const char *type_name)
 static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const struct preset *p,
 			    uint32_t head_dim, uint32_t mtype, const struct mix *mix)
 {
+	const int phi3 = o->arch == WK_ARCH_PHI3;
+	const int gemma = o->arch == WK_ARCH_GEMMA2 || o->arch == WK_ARCH_GEMMA3;
 	char name[64];
 	uint32_t l;
 
@@ -348,7 +357,7 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 	if (o->rope_freqs)
 		add_synth_tensor(sy, "rope_freqs.weight", WK_Q_F32, 1, head_dim / 2, 1,
 				 K_ROPE_FREQS);
-	if (o->arch_phi3) {
+	if (phi3) {
 		add_synth_tensor(sy, "rope_factors_long.weight", WK_Q_F32, 1, head_dim / 2, 1,
 				 K_ROPE_LONG);
 		add_synth_tensor(sy, "rope_factors_short.weight", WK_Q_F32, 1, head_dim / 2, 1,
@@ -364,7 +373,7 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 		snprintf(name, sizeof(name), "blk.%u.%s", l, what); \
 		add_synth_tensor(sy, name, ty, nd, d0, d1, kind)
 		T("attn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-		if (o->arch_phi3) {
+		if (phi3) {
 			/* llama-quantize gives the fused QKV one step more than the base */
 			uint32_t qkvt = !mix ? mtype : mix->base == WK_Q_Q3_K ? WK_Q_Q4_K
 					: mix->base == WK_Q_Q4_K ? WK_Q_Q5_K : WK_Q_Q6_K;
@@ -375,31 +384,31 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 			T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
 			T("attn_v.weight", vtype, 2, p->embd, kv, K_MATRIX);
 		}
-		if (o->arch_qwen3 || o->arch_gemma3) {
+		if (o->arch == WK_ARCH_QWEN3 || o->arch == WK_ARCH_GEMMA3) {
 			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
-		} else if (o->arch_qwen2) {
+		} else if (o->arch == WK_ARCH_QWEN2) {
 			T("attn_q.bias", WK_Q_F32, 1, q, 1, K_BIAS);
 			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
 			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
 		}
 		T("attn_output.weight", otype, 2, q, p->embd, K_MATRIX);
 		T("ffn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-		if (o->arch_phi3) {
+		if (phi3) {
 			T("ffn_up.weight", mtype, 2, p->embd, 2ull * p->ff, K_MATRIX);
 		} else {
 			T("ffn_gate.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 			T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 		}
 		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
-		if (o->arch_gemma2 || o->arch_gemma3) {
+		if (gemma) {
 			T("post_attention_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 			T("post_ffw_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 		}
 #undef T
 	}
 	add_synth_tensor(sy, "output_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-	if (!o->arch_gemma2 && !o->arch_gemma3) /* gemma ties the output to the embedding */
+	if (!gemma) /* gemma ties the output to the embedding */
 		add_synth_tensor(sy, "output.weight", mix ? WK_Q_Q6_K : mtype, 2, p->embd,
 				 o->vocab, K_MATRIX);
 
@@ -409,9 +418,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 {
 	struct preset shape = *o->p;
 	const struct preset *p = &shape;
-	const char *arch = o->arch_qwen3 ? "qwen3" : o->arch_qwen2 ? "qwen2"
-			 : o->arch_granite ? "granite" : o->arch_phi3 ? "phi3"
-			 : o->arch_gemma2 ? "gemma2" : o->arch_gemma3 ? "gemma3" : "llama";
+	const char *arch = arch_names[o->arch];
+	const int qwen = o->arch == WK_ARCH_QWEN2 || o->arch == WK_ARCH_QWEN3;
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -431,7 +439,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
-	sy.rope_base = o->arch_qwen2 || o->arch_gemma3 ? 1000000.0f : p->rope_base;
+	sy.rope_base = qwen || o->arch == WK_ARCH_GEMMA3 ? 1000000.0f : p->rope_base;
 	sy.n_threads = 2;
 	sy.t = cm_calloc(8 + 16ull * p->layers, sizeof(*sy.t));
 	if (!sy.t) {
@@ -472,8 +480,9 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	}
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
-				   o->arch_qwen2 || o->arch_gemma2 || o->arch_gemma3 ? 1e-6f : 1e-5f));
-	if (o->arch_phi3) {
+				   qwen || o->arch == WK_ARCH_GEMMA2 || o->arch == WK_ARCH_GEMMA3
+					   ? 1e-6f : 1e-5f));
+	if (o->arch == WK_ARCH_PHI3) {
 		/* a Phi-3-128k-like LongRoPE: the long factors above half the
 		 * training context, the magnitude scale its converter writes */
 		uint32_t orig = o->ctx / 2 ? o->ctx / 2 : 1;
@@ -484,13 +493,13 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 					   orig > 1 ? sqrtf(1.0f + logf((float)o->ctx / (float)orig) /
 							       logf((float)orig)) : 1.0f));
 	}
-	if (o->arch_gemma2) {
+	if (o->arch == WK_ARCH_GEMMA2) {
 		/* Gemma 2's caps; the window on even layers */
 		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 4096));
 		CHK(wk_gguf_writer_add_f32(w, K("attn_logit_softcapping"), 50.0f));
 		CHK(wk_gguf_writer_add_f32(w, K("final_logit_softcapping"), 30.0f));
 	}
-	if (o->arch_gemma3) {
+	if (o->arch == WK_ARCH_GEMMA3) {
 		/* Gemma 3 4B's: a window of 1024, the global layers' base 1e6 scaled
 		 * linearly by 8 (the local layers' 10000 is the architecture's) */
 		CHK(wk_gguf_writer_add_u32(w, K("attention.sliding_window"), o->swa ? o->swa : 1024));
@@ -499,7 +508,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 			CHK(wk_gguf_writer_add_f32(w, K("rope.scaling.factor"), 8.0f));
 		}
 	}
-	if (o->arch_granite) {
+	if (o->arch == WK_ARCH_GRANITE) {
 		/* Granite 3.0 2B's multipliers (embedding, residual, attention,
 		 * logits scaling) */
 		CHK(wk_gguf_writer_add_f32(w, K("embedding_scale"), 12.0f));
@@ -543,23 +552,17 @@ out:
 	return st;
 }
 
-/* --arch NAME into the option flags; 2 (after a message) for an unknown one */
+/* --arch NAME into o->arch; 2 (after a message) for an unknown one */
 static int set_arch(struct synth_opts *o, const char *val)
 {
-	if (strcmp(val, "llama") && strcmp(val, "qwen2") && strcmp(val, "qwen3") &&
-	    strcmp(val, "granite") && strcmp(val, "phi3") && strcmp(val, "gemma2") &&
-	    strcmp(val, "gemma3")) {
-		fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, granite, phi3, "
-			"gemma2 or gemma3, found '%s'\n", val);
-		return 2;
-	}
-	o->arch_gemma2 = strcmp(val, "gemma2") == 0;
-	o->arch_gemma3 = strcmp(val, "gemma3") == 0;
-	o->arch_phi3 = strcmp(val, "phi3") == 0;
-	o->arch_qwen3 = strcmp(val, "qwen3") == 0;
-	o->arch_granite = strcmp(val, "granite") == 0;
-	o->arch_qwen2 = o->arch_qwen3 || strcmp(val, "qwen2") == 0;
-	return 0;
+	for (size_t i = 0; i < sizeof(arch_names) / sizeof(arch_names[0]); i++)
+		if (strcmp(val, arch_names[i]) == 0) {
+			o->arch = (enum wk_arch)i;
+			return 0;
+		}
+	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, granite, phi3, "
+		"gemma2 or gemma3, found '%s'\n", val);
+	return 2;
 }
 
 int model_cmd_synth(int argc, char **argv)
