@@ -34,6 +34,7 @@
 #include "common/alloc.h"
 #include "common/crypto.h"
 #include "common/limits.h"
+#include "worker/engine/sched.h"
 #include "worker/model/gguf.h"
 #include "tools/gguf_write.h"
 #include "worker/model/model_config.h"
@@ -365,8 +366,9 @@ static int cmd_plan(int argc, char **argv)
 	if (wk_kv_window(&c->hp)) {
 		/* windowed in every layer: the worker keeps the window and a step of
 		 * blocks per sequence, whatever the context */
-		uint64_t kept = ((uint64_t)wk_kv_window(&c->hp) + CM_LIM_STEP_TOKEN_BUDGET) /
-					CM_LIM_KV_BLOCK_TOKENS + 2;
+		uint64_t kept = wk_sched_window_blocks(wk_kv_window(&c->hp),
+						       CM_LIM_STEP_TOKEN_BUDGET,
+						       CM_LIM_KV_BLOCK_TOKENS);
 
 		if (kept < ctx_blocks)
 			kv_seq = c->kv_bytes_per_token * kept * CM_LIM_KV_BLOCK_TOKENS;

@@ -479,8 +479,8 @@ static void step_admit(struct wk_sched *s, struct step *b, uint32_t *budget)
 		match_prefix(s, q);
 		need = (q->n_toks + s->bt - 1) / s->bt - q->n_blocks;
 		if (s->cfg.kv_window) {
-			/* a window holds at most its blocks plus a step's and one */
-			uint32_t cap = (s->cfg.kv_window + s->cfg.step_tokens) / s->bt + 2;
+			uint32_t cap = wk_sched_window_blocks(s->cfg.kv_window, s->cfg.step_tokens,
+							      s->bt);
 
 			need = need < cap ? need : cap;
 		}

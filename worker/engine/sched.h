@@ -74,6 +74,15 @@ struct wk_sched_config {
 				  * released as a sequence moves on; 0: keep all */
 };
 
+/* With a KV window, the most blocks of bt tokens a sequence holds at once
+ * (admission asks for no more): the window's, a step's and one, rounded
+ * up.  sluice-model plan sizes a sequence by it too. */
+static inline uint32_t wk_sched_window_blocks(uint32_t kv_window, uint32_t step_tokens,
+					      uint32_t bt)
+{
+	return (kv_window + step_tokens) / bt + 2;
+}
+
 struct wk_seq_params {
 	uint64_t id;             /* request id, unique per owner connection */
 	void *owner_data;        /* opaque for the callbacks */
