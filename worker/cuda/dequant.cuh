@@ -201,19 +201,27 @@ template <> struct wk_cu_unit<WK_Q_Q5_1> {
 	}
 };
 
+/* 32 values of IQ4_NL's levels (quant.c's wk_iq4nl_levels) from the 16
+ * nibble bytes qs, times d: an IQ4_NL block, or an IQ4_XS sub-block with
+ * its scale applied */
+WK_CU_HD void wk_cu_iq4_levels(const uint8_t *qs, float d, float *w)
+{
+	const int8_t lv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+				1, 13, 25, 38, 53, 69, 89, 113 };
+
+	for (int i = 0; i < 16; i++) {
+		w[i] = d * (float)lv[qs[i] & 15];
+		w[i + 16] = d * (float)lv[qs[i] >> 4];
+	}
+}
+
 template <> struct wk_cu_unit<WK_Q_IQ4_NL> {
 	static constexpr int N = 32;
 	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
-		/* the levels of quant.c's wk_iq4nl_levels */
-		const int8_t lv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-					1, 13, 25, 38, 53, 69, 89, 113 };
-		const uint8_t *b = row + (uint64_t)u * 18, *qs = b + 2;
-		float d = wk_cu_h2f(b);
-		for (int i = 0; i < 16; i++) {
-			w[i] = d * (float)lv[qs[i] & 15];
-			w[i + 16] = d * (float)lv[qs[i] >> 4];
-		}
+		const uint8_t *b = row + (uint64_t)u * 18;
+
+		wk_cu_iq4_levels(b + 2, wk_cu_h2f(b), w);
 	}
 };
 
@@ -319,19 +327,11 @@ template <> struct wk_cu_unit<WK_Q_IQ4_XS> {
 	static constexpr int N = 32;
 	__host__ __device__ static __forceinline__ void get(const uint8_t *row, uint32_t u, float *w)
 	{
-		/* the levels of quant.c's wk_iq4nl_levels */
-		const int8_t lv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-					1, 13, 25, 38, 53, 69, 89, 113 };
 		const uint8_t *b = row + (uint64_t)(u >> 3) * 136;
 		int j = (int)(u & 7), sh = b[2] | (b[3] << 8);
 		int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
-		const uint8_t *qs = b + 8 + 16 * j;
-		float dl = wk_cu_h2f(b) * (float)(ls - 32);
 
-		for (int i = 0; i < 16; i++) {
-			w[i] = dl * (float)lv[qs[i] & 15];
-			w[i + 16] = dl * (float)lv[qs[i] >> 4];
-		}
+		wk_cu_iq4_levels(b + 8 + 16 * j, wk_cu_h2f(b) * (float)(ls - 32), w);
 	}
 };
 
