@@ -331,14 +331,6 @@ static void ks_gemm_q2_k(const struct wk_cpu_gemm *g, int r0, int r1)
 	}
 }
 
-/* Q3_K's six-bit scale j (offset 32 removed), as quant_low.c */
-static int ks_q3_scale(const uint8_t *s, int j)
-{
-	int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
-	int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-	return (lo | (hi << 4)) - 32;
-}
-
 /* Q3_K: value = d*sc_j*(q3 - 4): a block contributes
  * d*dx*sum_j sc_j*(dot_j(q3) - 4*bsum_j). */
 static void ks_gemm_q3_k(const struct wk_cpu_gemm *g, int r0, int r1)
@@ -363,7 +355,7 @@ static void ks_gemm_q3_k(const struct wk_cpu_gemm *g, int r0, int r1)
 							(((hm[l] >> (4 * h + k)) & 1) << 2);
 						s += q * x[128 * h + 32 * k + l];
 					}
-					isum += ks_q3_scale(blk + 96, j) * (s - 4 * bs[16 * b + j]);
+					isum += wk_q3_k_scale(blk + 96, j) * (s - 4 * bs[16 * b + j]);
 				}
 				acc += (float)isum * (ks_f16(blk + 108) * xd[b]);
 			}

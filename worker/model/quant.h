@@ -66,6 +66,17 @@ enum wk_qtype {
 /* IQ4_NL's 16 levels (ggml's kvalues_iq4nl), ascending. */
 extern const int8_t wk_iq4nl_levels[16];
 
+/* Q3_K's six-bit scale j (0..15) from its 12 packed bytes s (low nibbles
+ * in s[0..7], j >= 8 in their high halves; two high bits each in s[8..11]),
+ * the offset 32 removed. */
+static inline int wk_q3_k_scale(const uint8_t *s, int j)
+{
+	int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+	int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+
+	return (lo | (hi << 4)) - 32;
+}
+
 /* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_1
  * Q5_0 Q5_1 IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K). */
 int wk_qtype_supported(uint32_t type);

@@ -191,14 +191,6 @@ static void q3_pack_scales(uint8_t *s, const int *sc)
 	}
 }
 
-static int q3_scale(const uint8_t *s, int j)
-{
-	int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
-	int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-
-	return (lo | (hi << 4)) - 32;
-}
-
 void wk_quant_q3_k(const float *x, uint8_t *b)
 {
 	float s[16], big = 0;
@@ -239,7 +231,7 @@ void wk_dequant_q3_k(const uint8_t *b, float *y)
 	for (int h = 0; h < 2; h++)
 		for (int k = 0; k < 4; k++)
 			for (int half = 0; half < 2; half++) {
-				float dl = d * (float)q3_scale(b + 96, 8 * h + 2 * k + half);
+				float dl = d * (float)wk_q3_k_scale(b + 96, 8 * h + 2 * k + half);
 
 				for (int l = 16 * half; l < 16 * half + 16; l++) {
 					int q = (qs[32 * h + l] >> (2 * k)) & 3;
