@@ -377,17 +377,14 @@ static void ks_gemm_iq4_xs(const struct wk_cpu_gemm *g, int r0, int r1)
 			float acc = 0;
 			for (int b = 0; b < nb; b++) {
 				const uint8_t *blk = w + 136 * (size_t)b, *qs = blk + 8;
-				int sh = blk[2] | (blk[3] << 8);
 				const int8_t *x = xq + 256 * b;
 				int isum = 0;
 				for (int j = 0; j < 8; j++) {
-					int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) |
-						 (((sh >> (2 * j)) & 3) << 4);
 					int s = 0;
 					for (int l = 0; l < 16; l++)
 						s += wk_iq4nl_levels[qs[16 * j + l] & 15] * x[32 * j + l] +
 						     wk_iq4nl_levels[qs[16 * j + l] >> 4] * x[32 * j + 16 + l];
-					isum += (ls - 32) * s;
+					isum += wk_iq4_xs_scale(blk, j) * s;
 				}
 				acc += (float)isum * (ks_f16(blk) * xd[b]);
 			}

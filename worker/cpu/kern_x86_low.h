@@ -236,10 +236,8 @@ KX_INLINE void kx_iq4_xs_tile(const struct wk_cpu_gemm *g, int r, int t, const i
 			const uint8_t *blk = w[i] + 136 * (size_t)b;
 			if (T == 1)
 				kx_prefetch_block(blk, 136);
-			int sh = blk[2] | (blk[3] << 8);
 			for (int s = 0; s < 8; s++)
-				ls[i][s] = (((blk[4 + s / 2] >> (4 * (s % 2))) & 15) |
-					    (((sh >> (2 * s)) & 3) << 4)) - 32;
+				ls[i][s] = wk_iq4_xs_scale(blk, s);
 			d[i] = kx_f16(blk);
 			KX_UNROLL
 			for (int j = 0; j < T; j++)

@@ -77,6 +77,15 @@ static inline int wk_q3_k_scale(const uint8_t *s, int j)
 	return (lo | (hi << 4)) - 32;
 }
 
+/* IQ4_XS's six-bit scale j (0..7) of the block b (low nibbles from
+ * scales_l, two high bits each from scales_h), the offset 32 removed. */
+static inline int wk_iq4_xs_scale(const uint8_t *b, int j)
+{
+	int sh = b[2] | (b[3] << 8);
+
+	return (((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4)) - 32;
+}
+
 /* 1 for the types this engine reads as weights (F32 F16 BF16 Q8_0 Q4_0 Q4_1
  * Q5_0 Q5_1 IQ4_NL IQ4_XS Q2_K Q3_K Q4_K Q5_K Q6_K). */
 int wk_qtype_supported(uint32_t type);

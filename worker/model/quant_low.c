@@ -284,12 +284,10 @@ void wk_quant_iq4_xs(const float *x, uint8_t *b)
 void wk_dequant_iq4_xs(const uint8_t *b, float *y)
 {
 	float d = wk_get_f16(b);
-	uint16_t sh = (uint16_t)(b[2] | (b[3] << 8));
-	const uint8_t *sl = b + 4, *qs = b + 8;
+	const uint8_t *qs = b + 8;
 
 	for (int j = 0; j < 8; j++) {
-		int ls = ((sl[j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
-		float dl = d * (float)(ls - 32);
+		float dl = d * (float)wk_iq4_xs_scale(b, j);
 
 		for (int i = 0; i < 16; i++) {
 			y[32 * j + i] = dl * (float)wk_iq4nl_levels[qs[16 * j + i] & 15];
