@@ -40,7 +40,8 @@ struct wk_tc {
 	/* TC_TAG and TC_JSON: the raw call text is pend[0..); the value
 	 * starts after `skip` bytes (marker, whitespace) */
 	size_t skip;
-	/* TC_JSON scanner over pend[skip..scan) */
+	/* TC_JSON scanner over pend[skip..scan); TC_TAG: tag_end's (begun
+	 * 0 before the value, 1 in it, 2 after it or no JSON) */
 	size_t scan;
 	int depth, in_str, esc, begun;
 	unsigned calls;
@@ -311,6 +312,8 @@ static void enter_call(struct wk_tc *p, const char *m)
 	if (p->cfg.family == WK_TC_HERMES) {
 		p->st = TC_TAG;
 		p->skip = strlen(M_HERMES);
+		p->scan = p->skip;
+		p->depth = p->in_str = p->esc = p->begun = 0;
 	} else {
 		enter_json(p, strlen(m));
 	}
@@ -448,17 +451,66 @@ static int not_a_call(struct wk_tc *p, size_t n, wk_tc_emit_fn emit, void *ctx, 
 	return *st == CM_OK;
 }
 
+/*
+ * Where, from p->scan on, the closing tag starts in pend (*whole 1), or a
+ * prefix of it ends pend (*whole 0); n when neither.  The tag does not
+ * count inside a string of the call's JSON value (an argument may hold
+ * "</tool_call>"): while the value is open (begun 1) the scanner follows
+ * its strings and brackets; before it (whitespace), after it closed, or
+ * when the text is no JSON object or array (begun 2), any tag counts.
+ */
+static size_t tag_end(struct wk_tc *p, int *whole)
+{
+	const char *s = (const char *)cm_buf_data(&p->pend);
+	size_t n = cm_buf_len(&p->pend), el = strlen(M_HERMES_END);
+
+	*whole = 0;
+	for (; p->scan < n; p->scan++) {
+		char c = s[p->scan];
+
+		if (!p->in_str && c == M_HERMES_END[0]) {
+			size_t k = n - p->scan < el ? n - p->scan : el;
+
+			if (memcmp(s + p->scan, M_HERMES_END, k) == 0) {
+				*whole = k == el;
+				return p->scan;
+			}
+		}
+		if (p->begun == 0) {
+			if (ws(c))
+				continue;
+			p->begun = c == '{' || c == '[' ? 1 : 2;
+		}
+		if (p->begun != 1)
+			continue;
+		if (p->in_str) {
+			if (p->esc)
+				p->esc = 0;
+			else if (c == '\\')
+				p->esc = 1;
+			else if (c == '"')
+				p->in_str = 0;
+		} else if (c == '"') {
+			p->in_str = 1;
+		} else if (c == '{' || c == '[') {
+			p->depth++;
+		} else if ((c == '}' || c == ']') && --p->depth == 0) {
+			p->begun = 2; /* closed: what follows is no string */
+		}
+	}
+	return n;
+}
+
 static int st_tag(struct wk_tc *p, int final, wk_tc_emit_fn emit, void *ctx, enum cm_status *st)
 {
 	const char *s = (const char *)cm_buf_data(&p->pend);
 	size_t n = cm_buf_len(&p->pend), at, el = strlen(M_HERMES_END);
 	int whole;
 
-	at = find_marker(s + p->skip, n - p->skip, M_HERMES_END, &whole);
-	if (whole && at + p->skip + el > WK_TC_CALL_MAX_BYTES)
-		return not_a_call(p, at + p->skip + el, emit, ctx, st); /* too long to be one */
+	at = tag_end(p, &whole);
+	if (whole && at + el > WK_TC_CALL_MAX_BYTES)
+		return not_a_call(p, at + el, emit, ctx, st); /* too long to be one */
 	if (whole) {
-		at += p->skip;
 		if (take_calls(p, p->skip, at, at + el, emit, ctx, st)) {
 			p->st = TC_AFTER;
 			return *st == CM_OK;

@@ -145,6 +145,16 @@ static void test_hermes(void **state)
 	/* the closing tag never came, the call is complete: still a call */
 	check(WK_TC_HERMES, 0, 0, "<tool_call>\n{\"name\": \"x\", \"arguments\": {\"q\": [1, 2]}}\n",
 	      "T[x {\"q\":[1,2]}]");
+	/* an argument holding the closing tag (a constrained tiny model wrote
+	 * this in CI): the tag counts only outside the call's strings */
+	check(WK_TC_HERMES, 0, 0,
+	      "<tool_call>\n{ \"name\":\n \"get_weather\" , \"arguments\" : {\"city\" :\n   "
+	      "\"</tool_call>\", \"days\" :7 }}\n</tool_call>",
+	      "T[get_weather {\"city\":\"</tool_call>\",\"days\":7}]");
+	check(WK_TC_HERMES, 0, 0,
+	      "<tool_call>{\"name\":\"x\",\"arguments\":{\"s\":\"a\\\"</tool_call>\\\\\"}}"
+	      "</tool_call> after",
+	      "T[x {\"s\":\"a\\\"</tool_call>\\\\\"}]C[after]");
 }
 
 /* Llama 3.1-3.3 JSON tool calling (llama.com model cards, prompt formats). */
@@ -207,6 +217,12 @@ static void test_not_calls(void **state)
 	      "<tool_call>\n{\"name\": \"x\", \"arguments\": {oops}\n</tool_call> after",
 	      "C[<tool_call>\n{\"name\": \"x\", \"arguments\": {oops}\n</tool_call> after]");
 	check(WK_TC_HERMES, 0, 0, "<tool_call>\n{\"name\": ", "C[<tool_call>\n{\"name\": ]");
+	/* no JSON value: a quote does not hide the closing tag */
+	check(WK_TC_HERMES, 0, 0, "<tool_call>\"x</tool_call> after",
+	      "C[<tool_call>\"x</tool_call> after]");
+	/* an open string never closed: all of it is content at the end */
+	check(WK_TC_HERMES, 0, 0, "<tool_call>{\"name\": \"x</tool_call> after",
+	      "C[<tool_call>{\"name\": \"x</tool_call> after]");
 	check(WK_TC_HERMES, 0, 0, "text <tool_c", "C[text <tool_c]");
 	check(WK_TC_HERMES, 0, 0, "a <toolbox> b <tool_call", "C[a <toolbox> b <tool_call]");
 	check(WK_TC_HERMES, 0, 0, "<tool_call>{\"name\":\"\",\"arguments\":{}}</tool_call>",
