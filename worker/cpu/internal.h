@@ -10,6 +10,8 @@
  *   WK_CPU_ACT_Q8_256 i8 qs[cols] | f32 d[cols/256] | i16 bsums[cols/16]
  *                    (Q2_K, Q3_K, IQ4_XS, Q4_K, Q5_K, Q6_K weights; the Q8_K
  *                    format split into arrays)
+ *   WK_CPU_ACT_BF16  bf16[cols], nearest even (BF16 weights where the
+ *                    kernel table has actq_bf16: avx512bf16)
  * qs are in -127..127.
  */
 #ifndef SLUICE_WORKER_CPU_INTERNAL_H
@@ -24,6 +26,7 @@ enum wk_cpu_act {
 	WK_CPU_ACT_F32 = 0,
 	WK_CPU_ACT_Q8_32 = 1,
 	WK_CPU_ACT_Q8_256 = 2,
+	WK_CPU_ACT_BF16 = 3,
 };
 
 /* Y[t][r] = sum_k W[r][k] * X[t][k] for r in [r0, r1), t in [0, n). */
@@ -46,16 +49,18 @@ struct wk_cpu_kernels {
 	wk_cpu_gemm_fn gemm[WK_Q_COUNT_];
 	wk_cpu_actq_fn actq_q8_32;
 	wk_cpu_actq_fn actq_q8_256;
+	wk_cpu_actq_fn actq_bf16; /* NULL: BF16 weights take F32 activations */
 };
 
 extern const struct wk_cpu_kernels wk_cpu_kernels_scalar;
 #if defined(__x86_64__)
 extern const struct wk_cpu_kernels wk_cpu_kernels_avx2;
 extern const struct wk_cpu_kernels wk_cpu_kernels_avx512;
+extern const struct wk_cpu_kernels wk_cpu_kernels_avx512bf16;
 #endif
 
 /* Activation format for a weight type, and its bytes per row. */
-enum wk_cpu_act wk_cpu_act_of(uint32_t wtype);
+enum wk_cpu_act wk_cpu_act_of(const struct wk_cpu_kernels *k, uint32_t wtype);
 size_t wk_cpu_act_row_bytes(enum wk_cpu_act act, int cols);
 
 #endif

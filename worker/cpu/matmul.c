@@ -36,6 +36,7 @@ const char *wk_cpu_isa_name(enum wk_cpu_isa isa)
 	case WK_CPU_ISA_SCALAR: return "scalar";
 	case WK_CPU_ISA_AVX2: return "avx2";
 	case WK_CPU_ISA_AVX512: return "avx512";
+	case WK_CPU_ISA_AVX512BF16: return "avx512bf16";
 	default: return "?";
 	}
 }
@@ -61,6 +62,16 @@ int wk_cpu_isa_available(enum wk_cpu_isa isa)
 		return wk_cpu_isa_available(WK_CPU_ISA_AVX2) &&
 		       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+	case WK_CPU_ISA_AVX512BF16: {
+		/* AVX512_BF16: cpuid leaf 7 subleaf 1, eax bit 5 (and the OS
+		 * saves the zmm state, which the avx512f check includes) */
+		unsigned a, b, c, d;
+
+		if (!wk_cpu_isa_available(WK_CPU_ISA_AVX512) ||
+		    !__get_cpuid_count(7, 1, &a, &b, &c, &d))
+			return 0;
+		return (a >> 5) & 1;
+	}
 #endif
 	default:
 		return 0;
@@ -87,6 +98,7 @@ static const struct wk_cpu_kernels *wk_cpu_kernels_of(enum wk_cpu_isa isa)
 #if defined(__x86_64__)
 	case WK_CPU_ISA_AVX2: return &wk_cpu_kernels_avx2;
 	case WK_CPU_ISA_AVX512: return &wk_cpu_kernels_avx512;
+	case WK_CPU_ISA_AVX512BF16: return &wk_cpu_kernels_avx512bf16;
 #endif
 	default: return &wk_cpu_kernels_scalar;
 	}
@@ -94,9 +106,11 @@ static const struct wk_cpu_kernels *wk_cpu_kernels_of(enum wk_cpu_isa isa)
 
 /* ---- activation formats ----------------------------------------------- */
 
-enum wk_cpu_act wk_cpu_act_of(uint32_t wtype)
+enum wk_cpu_act wk_cpu_act_of(const struct wk_cpu_kernels *k, uint32_t wtype)
 {
 	switch (wtype) {
+	case WK_Q_BF16:
+		return k->actq_bf16 ? WK_CPU_ACT_BF16 : WK_CPU_ACT_F32;
 	case WK_Q_Q4_0:
 	case WK_Q_Q4_1:
 	case WK_Q_Q5_0:
@@ -122,6 +136,7 @@ size_t wk_cpu_act_row_bytes(enum wk_cpu_act act, int cols)
 	switch (act) {
 	case WK_CPU_ACT_Q8_32: b = c + 8 * (c / 32); break;
 	case WK_CPU_ACT_Q8_256: b = c + 4 * (c / 256) + 2 * (c / 16); break;
+	case WK_CPU_ACT_BF16: b = 2 * c; break;
 	default: b = 4 * c; break;
 	}
 	return (b + 63) & ~(size_t)63;
@@ -249,7 +264,7 @@ enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w
 	j.g.y_stride = (size_t)rows;
 	int threads = mm->pool ? wk_pool_threads(mm->pool) : 1;
 
-	enum wk_cpu_act act = wk_cpu_act_of(wtype);
+	enum wk_cpu_act act = wk_cpu_act_of(mm->k, wtype);
 	if (act == WK_CPU_ACT_F32) {
 		j.g.x = (const uint8_t *)x;
 		j.g.x_stride = 4 * (size_t)cols;
@@ -262,7 +277,9 @@ enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w
 			return st;
 		j.g.x = mm->scratch;
 		j.g.x_stride = rb;
-		j.actq = act == WK_CPU_ACT_Q8_32 ? mm->k->actq_q8_32 : mm->k->actq_q8_256;
+		j.actq = act == WK_CPU_ACT_Q8_32    ? mm->k->actq_q8_32
+			 : act == WK_CPU_ACT_Q8_256 ? mm->k->actq_q8_256
+						    : mm->k->actq_bf16;
 		j.xf = x;
 		if (threads > 1 && n > 1)
 			wk_pool_run(mm->pool, wk_cpu_mm_actq_task, &j, n);

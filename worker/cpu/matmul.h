@@ -8,17 +8,22 @@
  *
  * Quantised weights: X is quantised once per call to 8-bit activations
  * (blocks of 32 for Q4_0/Q8_0, of 256 for the K-quants) and the dot
- * products are integer; float weights use float32 FMA on exact products.
+ * products are integer; float weights use float32 FMA on exact products,
+ * except BF16 weights on avx512bf16, where X is rounded once per call to
+ * BF16 (nearest even) and the products go through vdpbf16ps: twice the
+ * arithmetic rate, at BF16 activation precision (relative error of each
+ * x at most 2^-8).
  * Rows are split into ranges (multiples of 64, about 4 per thread) that
  * the pool threads claim in turn.
  *
  * Batch invariance: for one build on one machine with one ISA, Y[t][r]
  * depends only on W row r and X row t, bit for bit: not on n, on the other
  * rows of X, on the thread count or on timing.  Different ISAs (scalar,
- * avx2, avx512) may give different (equally accurate) bits.
+ * avx2, avx512, avx512bf16) may give different bits.
  *
  * The ISA is the best the CPU supports unless SLUICE_CPU_ISA=scalar|avx2|
- * avx512 asks for one (an unavailable request falls back to the best).
+ * avx512|avx512bf16 asks for one (an unavailable request falls back to the
+ * best).
  *
  * Threads: a struct wk_cpu_mm is used by one thread at a time (it owns the
  * activation scratch); it borrows the pool.
@@ -36,7 +41,10 @@ enum wk_cpu_isa {
 	WK_CPU_ISA_SCALAR = 0,
 	WK_CPU_ISA_AVX2 = 1,   /* AVX2 + FMA + F16C */
 	WK_CPU_ISA_AVX512 = 2, /* AVX-512 F/BW/VL/VNNI + the above */
-	WK_CPU_ISA_COUNT_ = 3,
+	/* avx512 + AVX512_BF16: BF16 weights take BF16 activations and
+	 * vdpbf16ps (as llama.cpp and the GPUs compute them) */
+	WK_CPU_ISA_AVX512BF16 = 3,
+	WK_CPU_ISA_COUNT_ = 4,
 };
 
 /* Largest activation scratch one wk_cpu_mm may hold (bytes). */

@@ -20,7 +20,8 @@ static const struct wk_cpu_ops *wk_cpu_ops_table(enum wk_cpu_isa isa)
 	switch (isa) {
 #if defined(__x86_64__)
 	case WK_CPU_ISA_AVX2: return &wk_cpu_ops_avx2;
-	case WK_CPU_ISA_AVX512: return &wk_cpu_ops_avx512;
+	case WK_CPU_ISA_AVX512:
+	case WK_CPU_ISA_AVX512BF16: return &wk_cpu_ops_avx512;
 #endif
 	default: return &wk_cpu_ops_scalar;
 	}
