@@ -5,7 +5,9 @@
  * kern_x86_kq512.h) with 512-bit vpdpbusd/vpdpwssd.  Compiled with
  * per-file flags; only
  * called after a run-time CPU check.  Also the AVX-512 build of the ops
- * (ops_impl.h).
+ * (ops_impl.h), and the avx512bf16 table: the same kernels but for BF16
+ * weights, which take BF16 activations and vdpbf16ps (a function-level
+ * target, called only where cpuid reports AVX512_BF16).
  */
 #define KX_512 1
 #define KX_TABLE wk_cpu_kernels_avx512
