@@ -2,7 +2,7 @@
  * kernels.c - bench-kernels: memory read bandwidth and the CPU matmul
  * kernels on TinyLlama-sized weights.
  *
- *   bench-kernels [--threads N] [--isa scalar|avx2|avx512] [--types F16,Q8_0,...]
+ *   bench-kernels [--threads N] [--isa scalar|avx2|avx512|avx512bf16] [--types F16,Q8_0,...]
  *                 [--reps N] [--gemm-n N]
  *
  * Prints one header line (CPU model, ISA, threads), the measured read
@@ -269,7 +269,7 @@ out:
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench-kernels [--threads N] [--isa scalar|avx2|avx512] "
+	fprintf(stderr, "usage: bench-kernels [--threads N] [--isa scalar|avx2|avx512|avx512bf16] "
 			"[--types F16,Q8_0,...] [--reps N] [--gemm-n N] [--pass F16,Q8_0,Q4_K_M]\n");
 }
 
