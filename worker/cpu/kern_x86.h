@@ -98,18 +98,17 @@ KX_INLINE __m256i kx_dpwssd(__m256i acc, __m256i a, __m256i b)
 
 /*
  * Walks rows [r0, r1) x tokens [0, n) in tiles of RT x TT, edges with 1;
- * decode (n == 1) in tiles of DR rows x 1.  The float kernels decode one
- * row at a time (DR 1): a single sequential stream per thread is what the
- * memory system serves best (on a Zen 4 host 29-38 GB/s for one F16 row
- * at a time against 21-23 GB/s for four interleaved rows, same arithmetic).
+ * decode (n == 1) one row at a time: a single sequential stream per thread
+ * is what the memory system serves best (on a Zen 4 host: 29-38 GB/s for
+ * one F16 row at a time against 21-23 GB/s for four interleaved rows; the
+ * AVX2 Q4_K, Q6_K and Q8_0 GEMVs 26-38 GB/s against 15-24), with the same
+ * arithmetic per element whatever the tile.
  */
-#define KX_DRIVER_DR(name, tile, RT, TT, DR)                                       \
+#define KX_DRIVER(name, tile, RT, TT)                                              \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)              \
 	{                                                                          \
 		int r = r0;                                                        \
 		if (g->n == 1) {                                                   \
-			for (; r + (DR) <= r1; r += (DR))                          \
-				tile(g, r, 0, DR, 1);                              \
 			for (; r < r1; r++)                                        \
 				tile(g, r, 0, 1, 1);                               \
 			return;                                                    \
@@ -129,7 +128,6 @@ KX_INLINE __m256i kx_dpwssd(__m256i acc, __m256i a, __m256i b)
 				tile(g, r, t, 1, 1);                               \
 		}                                                                  \
 	}
-#define KX_DRIVER(name, tile, RT, TT) KX_DRIVER_DR(name, tile, RT, TT, 4)
 
 /* ==== float weights: F32, F16, BF16 x F32 activations ==================== */
 
@@ -243,13 +241,13 @@ KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-KX_DRIVER_DR(kx_gemm_f32, kx_f32_tile, 8, 3, 1)
-KX_DRIVER_DR(kx_gemm_f16, kx_f16_tile, 8, 3, 1)
-KX_DRIVER_DR(kx_gemm_bf16, kx_bf16_tile, 8, 3, 1)
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
 #else
-KX_DRIVER_DR(kx_gemm_f32, kx_f32_tile, 2, 4, 1)
-KX_DRIVER_DR(kx_gemm_f16, kx_f16_tile, 2, 4, 1)
-KX_DRIVER_DR(kx_gemm_bf16, kx_bf16_tile, 2, 4, 1)
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 4)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 4)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 4)
 #endif
 
 #if KX_512
@@ -305,7 +303,7 @@ KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int 
 /* 4 x 4 tiles: at twice the FMA rate the 8 x 3 float tile's registers
  * spill; 4 x 4 measured 260-325 GFLOP/s against 8 x 3's 220 (5632 x 2048,
  * n = 128, 2 threads, Zen 4) and the same on 2048 x 5632 */
-KX_BF16DP KX_DRIVER_DR(kx_gemm_bf16dp, kx_bf16dp_tile, 4, 4, 1)
+KX_BF16DP KX_DRIVER(kx_gemm_bf16dp, kx_bf16dp_tile, 4, 4)
 
 /* x rounded to BF16, nearest even (quant.c's conversion, NaN kept quiet). */
 static void kx_actq_bf16(const float *x, uint8_t *dst, int cols)
