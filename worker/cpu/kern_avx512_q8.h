@@ -354,3 +354,87 @@ KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
+
+/*
+ * Decode of one row (one token) to the same bits as kx_q80_rows16's lane
+ * for that row: per block the exact integer dot (minus corr x the
+ * activation sum, i.e. sum w x), converted to float and folded as
+ * acc = fma(dot, d_w * d_x, acc) in block order from 0.  Sixteen
+ * consecutive blocks of the row take the place of the sixteen rows, so
+ * the weights are one sequential stream instead of sixteen (what the
+ * memory system serves best); the fold is a scalar chain in block order.
+ */
+KX_INLINE void kx_q80_row1(const struct wk_cpu_gemm *g, int r, const int Q4)
+{
+	const int nb = g->cols / 32;
+	const size_t bb = Q4 ? 18 : 34;
+	const int corr = Q4 ? -8 : -128;
+	const uint8_t *row = g->w + (size_t)r * g->w_stride;
+	const int8_t *xq;
+	const float *xd;
+	const int32_t *xs;
+	kx_act_q8_32(g, 0, &xq, &xd, &xs);
+	/* lane l of the reduction holds block Q(l) of the sixteen */
+	const __m512i lane_blk = kx_lane_q(), back = kx_lane_q_inv();
+	const __m512i goff = _mm512_mullo_epi32(lane_blk, _mm512_set1_epi32((int)bb));
+	const __m512i m80 = _mm512_set1_epi8((char)0x80);
+	__m128 acc = _mm_setzero_ps();
+	int b = 0;
+	for (; b + 16 <= nb; b += 16) {
+		const uint8_t *blk = row + bb * (size_t)b;
+		const uint8_t *w[16];
+		__m512i a[8], z[8];
+		KX_UNROLL
+		for (int i = 0; i < 16; i++)
+			w[i] = blk + bb * (size_t)i;
+		if (Q4) {
+			kx_rows16_pairs_q4(w, 2, a);
+		} else {
+			kx_rows16_pairs(w, 2, a);
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				a[i] = _mm512_xor_si512(a[i], m80);
+		}
+		KX_UNROLL
+		for (int i = 0; i < 8; i++) {
+			const int8_t *x0 = xq + 32 * (size_t)(b + i);
+			__m512i xx = _mm512_inserti64x4(_mm512_castsi256_si512(kx_load256(x0)),
+							kx_load256(x0 + 256), 1);
+			z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[i], xx);
+		}
+		__m512i s = _mm512_permutexvar_epi32(lane_blk, _mm512_loadu_si512(xs + b));
+		__m512i id = _mm512_add_epi32(kx_rows16_reduce(z), _mm512_mullo_epi32(s, _mm512_set1_epi32(corr)));
+		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)blk, 1);
+		__m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
+		__m512 sc = _mm512_mul_ps(dw, _mm512_permutexvar_ps(lane_blk, _mm512_loadu_ps(xd + b)));
+		float fv[16], sv[16];
+		_mm512_storeu_ps(fv, _mm512_permutexvar_ps(back, _mm512_cvtepi32_ps(id)));
+		_mm512_storeu_ps(sv, _mm512_permutexvar_ps(back, sc));
+		KX_UNROLL
+		for (int l = 0; l < 16; l++)
+			acc = _mm_fmadd_ss(_mm_set_ss(fv[l]), _mm_set_ss(sv[l]), acc);
+	}
+	for (; b < nb; b++) {
+		const uint8_t *blk = row + bb * (size_t)b;
+		const int8_t *x0 = xq + 32 * (size_t)b;
+		/* sum w x of the block, exact, in explicit 16-bit products: GCC
+		 * 12 with -mavx512vnni vectorises the C loop
+		 * s += (int8_t)u8[k] * i8[k] into vpdpbusd, which reads the
+		 * weights unsigned (wrong sums for negative weights; checked
+		 * with a 32-element loop at -O2 -fvect-cost-model=dynamic) */
+		__m256i wv;
+		if (Q4) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2)), m4 = _mm_set1_epi8(0x0f);
+			wv = _mm256_sub_epi8(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4),
+							      _mm_and_si128(v, m4)),
+					     _mm256_set1_epi8(8));
+		} else {
+			wv = kx_load256(blk + 2);
+		}
+		const int32_t id = _mm512_reduce_add_epi32(
+			_mm512_madd_epi16(_mm512_cvtepi8_epi16(wv), _mm512_cvtepi8_epi16(kx_load256(x0))));
+		float sc = kx_f16(blk) * xd[b];
+		acc = _mm_fmadd_ss(_mm_set_ss((float)id), _mm_set_ss(sc), acc);
+	}
+	g->y[r] = _mm_cvtss_f32(acc);
+}
