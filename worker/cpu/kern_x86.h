@@ -481,24 +481,8 @@ KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 #if KX_512
 KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
-/* The 16-row driver whose decode (n == 1) walks rows one at a time with
- * ROW1, a kernel giving the same bits as KERNEL's lane for the row. */
-#define KX_ROWS16_DRIVER_ROW1(name, KERNEL, ARG, PAIRS, ROW1)               \
-	static void name(const struct wk_cpu_gemm *g, int r0, int r1)      \
-	{                                                                  \
-		if (g->w_stride > (size_t)INT32_MAX / 16) {                \
-			PAIRS(g, r0, r1);                                  \
-			return;                                            \
-		}                                                          \
-		if (g->n == 1) {                                           \
-			for (int r = r0; r < r1; r++)                      \
-				ROW1(g, r, ARG);                           \
-			return;                                            \
-		}                                                          \
-		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG)                     \
-	}
-KX_ROWS16_DRIVER_ROW1(kx_gemm_q4_0, kx_q80_rows16, 1, kx_gemm_q4_0_pairs, kx_q80_row1)
-KX_ROWS16_DRIVER_ROW1(kx_gemm_q8_0, kx_q80_rows16, 0, kx_gemm_q8_0_pairs, kx_q80_row1)
+KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q80_rows16, 1, kx_gemm_q4_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
