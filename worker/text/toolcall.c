@@ -451,6 +451,26 @@ static int not_a_call(struct wk_tc *p, size_t n, wk_tc_emit_fn emit, void *ctx, 
 	return *st == CM_OK;
 }
 
+/* The string part of both JSON scanners: 1 when c is inside a string or
+ * opens one (the state follows it), 0 when the caller looks at c. */
+static int json_str_step(struct wk_tc *p, char c)
+{
+	if (p->in_str) {
+		if (p->esc)
+			p->esc = 0;
+		else if (c == '\\')
+			p->esc = 1;
+		else if (c == '"')
+			p->in_str = 0;
+		return 1;
+	}
+	if (c == '"') {
+		p->in_str = 1;
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * Where, from p->scan on, the closing tag starts in pend (*whole 1), or a
  * prefix of it ends pend (*whole 0); n when neither.  The tag does not
@@ -481,18 +501,9 @@ static size_t tag_end(struct wk_tc *p, int *whole)
 				continue;
 			p->begun = c == '{' || c == '[' ? 1 : 2;
 		}
-		if (p->begun != 1)
+		if (p->begun != 1 || json_str_step(p, c))
 			continue;
-		if (p->in_str) {
-			if (p->esc)
-				p->esc = 0;
-			else if (c == '\\')
-				p->esc = 1;
-			else if (c == '"')
-				p->in_str = 0;
-		} else if (c == '"') {
-			p->in_str = 1;
-		} else if (c == '{' || c == '[') {
+		if (c == '{' || c == '[') {
 			p->depth++;
 		} else if ((c == '}' || c == ']') && --p->depth == 0) {
 			p->begun = 2; /* closed: what follows is no string */
@@ -549,18 +560,9 @@ static int json_scan(struct wk_tc *p, size_t *end)
 			p->begun = 1;
 			p->skip = p->scan;
 		}
-		if (p->in_str) {
-			if (p->esc)
-				p->esc = 0;
-			else if (c == '\\')
-				p->esc = 1;
-			else if (c == '"')
-				p->in_str = 0;
+		if (json_str_step(p, c))
 			continue;
-		}
-		if (c == '"') {
-			p->in_str = 1;
-		} else if (c == '{' || c == '[') {
+		if (c == '{' || c == '[') {
 			if (++p->depth > TC_JSON_DEPTH_MAX)
 				return -1;
 		} else if (c == '}' || c == ']') {
