@@ -78,6 +78,87 @@ static void type_mix(const struct wk_model *m, char *out, size_t len)
 					      100.0 * bytes[t] / (double)m->weight_bytes);
 }
 
+/*
+ * One repetition on a fresh backend: a prefill of n_prompt tokens, then
+ * n_gen decode steps; tokens/s and cpu shares into the four outputs.
+ * 0, or -1 with a message on stderr.
+ */
+static int run_rep(const struct wk_model *m, int threads, int n_prompt, int n_gen, double *pf,
+		   double *pf_share, double *dc, double *dc_share)
+{
+	const uint32_t bt = 16;
+	const uint32_t n_blocks = (uint32_t)(n_prompt + n_gen + (int)bt) / bt + 1;
+	struct wk_backend *be = NULL;
+	uint32_t *blocks = calloc(n_blocks, sizeof(uint32_t));
+	int32_t *toks = calloc((size_t)n_prompt + n_gen, sizeof(int32_t));
+	uint32_t *pos = calloc((size_t)n_prompt, sizeof(uint32_t));
+	uint32_t *seq = calloc((size_t)n_prompt, sizeof(uint32_t));
+	float *logits = malloc((size_t)m->hp.n_vocab * sizeof(float));
+	struct wk_batch_seq s;
+	struct wk_batch b;
+	uint32_t out_row;
+	int64_t t0;
+	double c0;
+	char err[512] = "";
+	int rc = -1;
+
+	if (!blocks || !toks || !pos || !seq || !logits) {
+		fprintf(stderr, "bench-engine: out of memory\n");
+		goto out;
+	}
+	if (wk_cpu_backend_create(m, n_blocks, bt, threads, WK_Q_F16, &be, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "bench-engine: %s\n", err);
+		goto out;
+	}
+	for (uint32_t i = 0; i < n_blocks; i++)
+		blocks[i] = i;
+	for (int i = 0; i < n_prompt + n_gen; i++)
+		toks[i] = (int32_t)((i * 7919 + 13) % m->hp.n_vocab);
+	for (int i = 0; i < n_prompt; i++)
+		pos[i] = (uint32_t)i;
+	s.blocks = blocks;
+	s.n_blocks = n_blocks;
+	b.tokens = toks;
+	b.pos = pos;
+	b.seq = seq;
+	b.n_seqs = 1;
+	b.seqs = &s;
+	b.n_tokens = (uint32_t)n_prompt;
+	b.n_out = 1;
+	out_row = (uint32_t)n_prompt - 1;
+	b.out = &out_row;
+	t0 = cm_mono_ns();
+	c0 = cpu_seconds();
+	if (be->ops->forward(be, &b, logits) != CM_OK)
+		goto out;
+	*pf = n_prompt / ((cm_mono_ns() - t0) / 1e9);
+	*pf_share = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
+	t0 = cm_mono_ns();
+	c0 = cpu_seconds();
+	for (int g = 0; g < n_gen; g++) {
+		uint32_t p = (uint32_t)(n_prompt + g);
+
+		b.tokens = toks + n_prompt + g;
+		b.pos = &p;
+		b.n_tokens = 1;
+		out_row = 0;
+		if (be->ops->forward(be, &b, logits) != CM_OK)
+			goto out;
+	}
+	*dc = n_gen / ((cm_mono_ns() - t0) / 1e9);
+	*dc_share = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
+	rc = 0;
+out:
+	if (be)
+		be->ops->destroy(be);
+	free(blocks);
+	free(toks);
+	free(pos);
+	free(seq);
+	free(logits);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -85,11 +166,10 @@ int main(int argc, char **argv)
 	struct wk_model *m = NULL;
 	struct wk_model_opts mo = { 0 };
 	char err[512] = "", mix[128];
-	double pf[16], dc[16], pf_share[16], dc_share[16], bwp[16], share[16], bw = 0, c0;
+	double pf[16], dc[16], pf_share[16], dc_share[16], bwp[16], share[16], bw = 0;
 	double load[3] = { -1, -1, -1 };
 	struct bw_result bwr = { 0 }, bwr_r;
 	struct utsname un;
-	uint32_t bt = 16;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -124,66 +204,10 @@ int main(int argc, char **argv)
 	if (getloadavg(load, 3) < 0)
 		load[0] = -1;
 	for (int r = 0; r < reps; r++) {
-		struct wk_backend *be = NULL;
-		uint32_t n_blocks = (uint32_t)(n_prompt + n_gen + bt) / bt + 1;
-		uint32_t *blocks = calloc(n_blocks, sizeof(uint32_t));
-		int32_t *toks = calloc((size_t)n_prompt + n_gen, sizeof(int32_t));
-		uint32_t *pos = calloc((size_t)n_prompt, sizeof(uint32_t));
-		uint32_t *seq = calloc((size_t)n_prompt, sizeof(uint32_t));
-		float *logits = malloc((size_t)m->hp.n_vocab * sizeof(float));
-		struct wk_batch_seq s;
-		struct wk_batch b;
-		uint32_t out;
-		int64_t t0;
-
-		if (wk_cpu_backend_create(m, n_blocks, bt, threads, WK_Q_F16, &be, err,
-					  sizeof(err)) != CM_OK) {
-			fprintf(stderr, "bench-engine: %s\n", err);
+		if (run_rep(m, threads, n_prompt, n_gen, &pf[r], &pf_share[r], &dc[r], &dc_share[r]) != 0) {
+			wk_model_free(m);
 			return 1;
 		}
-		for (uint32_t i = 0; i < n_blocks; i++)
-			blocks[i] = i;
-		for (int i = 0; i < n_prompt + n_gen; i++)
-			toks[i] = (int32_t)((i * 7919 + 13) % m->hp.n_vocab);
-		for (int i = 0; i < n_prompt; i++)
-			pos[i] = (uint32_t)i;
-		s.blocks = blocks;
-		s.n_blocks = n_blocks;
-		b.tokens = toks;
-		b.pos = pos;
-		b.seq = seq;
-		b.n_seqs = 1;
-		b.seqs = &s;
-		b.n_tokens = (uint32_t)n_prompt;
-		b.n_out = 1;
-		out = (uint32_t)n_prompt - 1;
-		b.out = &out;
-		t0 = cm_mono_ns();
-		c0 = cpu_seconds();
-		if (be->ops->forward(be, &b, logits) != CM_OK)
-			return 1;
-		pf[r] = n_prompt / ((cm_mono_ns() - t0) / 1e9);
-		pf_share[r] = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
-		t0 = cm_mono_ns();
-		c0 = cpu_seconds();
-		for (int g = 0; g < n_gen; g++) {
-			uint32_t p = (uint32_t)(n_prompt + g);
-
-			b.tokens = toks + n_prompt + g;
-			b.pos = &p;
-			b.n_tokens = 1;
-			out = 0;
-			if (be->ops->forward(be, &b, logits) != CM_OK)
-				return 1;
-		}
-		dc[r] = n_gen / ((cm_mono_ns() - t0) / 1e9);
-		dc_share[r] = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
-		be->ops->destroy(be);
-		free(blocks);
-		free(toks);
-		free(pos);
-		free(seq);
-		free(logits);
 		/* the probe right after this repetition's decode: the machine's
 		 * bandwidth moves by 2x within minutes here, so each decode is
 		 * held to the bandwidth measured beside it */
