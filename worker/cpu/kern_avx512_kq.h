@@ -40,13 +40,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int16_t *xs[KX_MT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[i][j] = _mm256_setzero_ps();
-	}
+	kx_tile8_begin(g, r, R, T, w, acc);
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
@@ -113,11 +107,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			}
 		}
 	}
-	KX_UNROLL
-	for (int i = 0; i < R; i++)
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+	kx_tile8_end(g, r, t, R, T, acc);
 }
 
 /*

@@ -305,13 +305,10 @@ KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int 
  * n = 128, 2 threads, Zen 4) and the same on 2048 x 5632 */
 KX_BF16DP KX_DRIVER(kx_gemm_bf16dp, kx_bf16dp_tile, 4, 4)
 
-/* x rounded to BF16, nearest even (quant.c's conversion, NaN kept quiet). */
+/* x rounded to BF16, nearest even: quant.c's BF16 row quantiser. */
 static void kx_actq_bf16(const float *x, uint8_t *dst, int cols)
 {
-	for (int i = 0; i < cols; i++) {
-		uint16_t h = wk_f32_to_bf16(x[i]);
-		memcpy(dst + 2 * (size_t)i, &h, 2);
-	}
+	wk_quantize_row(WK_Q_BF16, x, dst, (uint64_t)cols);
 }
 #endif
 
@@ -344,6 +341,33 @@ KX_INLINE void kx_act_q8_256(const struct wk_cpu_gemm *g, int t, const int8_t **
 	*q = (const int8_t *)xr;
 	*d = (const float *)(xr + g->cols);
 	*bsums = (const int16_t *)(xr + g->cols + 4 * (size_t)(g->cols / 256));
+}
+
+/*
+ * The frame of the 256-bit integer tiles: row pointers and zeroed
+ * accumulators before the blocks, one fixed horizontal sum per element
+ * and the store after them (the same for every R and T).
+ */
+KX_INLINE void kx_tile8_begin(const struct wk_cpu_gemm *g, int r, const int R, const int T,
+			      const uint8_t *w[KX_MR], __m256 acc[KX_MR][KX_MT])
+{
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = _mm256_setzero_ps();
+	}
+}
+
+KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			    __m256 acc[KX_MR][KX_MT])
+{
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
 }
 
 /*
@@ -397,13 +421,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int32_t *xs[KX_MT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[i][j] = _mm256_setzero_ps();
-	}
+	kx_tile8_begin(g, r, R, T, w, acc);
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
@@ -458,11 +476,7 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			}
 		}
 	}
-	KX_UNROLL
-	for (int i = 0; i < R; i++)
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+	kx_tile8_end(g, r, t, R, T, acc);
 }
 
 #else
@@ -603,13 +617,7 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int32_t *xs[KX_MT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[i][j] = _mm256_setzero_ps();
-	}
+	kx_tile8_begin(g, r, R, T, w, acc);
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
@@ -651,11 +659,7 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			}
 		}
 	}
-	KX_UNROLL
-	for (int i = 0; i < R; i++)
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+	kx_tile8_end(g, r, t, R, T, acc);
 }
 
 #if KX_512
@@ -721,13 +725,7 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int16_t *xs[KX_MT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[i][j] = _mm256_setzero_ps();
-	}
+	kx_tile8_begin(g, r, R, T, w, acc);
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
@@ -793,11 +791,7 @@ KX_INLINE void kx_q45k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			}
 		}
 	}
-	KX_UNROLL
-	for (int i = 0; i < R; i++)
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+	kx_tile8_end(g, r, t, R, T, acc);
 }
 
 #if KX_512
@@ -827,13 +821,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	const int8_t *xq[KX_MT];
 	const float *xd[KX_MT];
 	const int16_t *xs[KX_MT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[i][j] = _mm256_setzero_ps();
-	}
+	kx_tile8_begin(g, r, R, T, w, acc);
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
@@ -904,11 +892,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 			}
 		}
 	}
-	KX_UNROLL
-	for (int i = 0; i < R; i++)
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_hsum8(acc[i][j]);
+	kx_tile8_end(g, r, t, R, T, acc);
 }
 
 #endif /* !KX_512 */
