@@ -484,6 +484,19 @@ static const char *synth(const char *file, const char *args)
 
 #define NEED_TOOL() do { if (!tool[0]) skip(); } while (0)
 
+/* The config of a model synthesized with args into file: *g and *c for
+ * the caller to free; returns the file's path (synth's buffer). */
+static const char *synth_cfg(const char *file, const char *args, struct wk_gguf **g,
+			     struct wk_mcfg **c)
+{
+	char err[512];
+	const char *path = synth(file, args);
+
+	assert_int_equal(wk_gguf_open(path, g, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_mcfg_load(*g, c, err, sizeof(err)), CM_OK);
+	return path;
+}
+
 static uint64_t field(const char *out, const char *name)
 {
 	const char *p = strstr(out, name);
@@ -612,9 +625,7 @@ static void test_synth_types_and_archs(void **state)
 	}
 	/* 576 wide in Q4_K_M: rows of 576 take llama-quantize's fallbacks
 	 * (Q4_K -> Q5_0, Q6_K -> Q8_0), rows of 1536 stay K-quants */
-	path = synth("w.gguf", "--preset tiny --type Q4_K_M --embd 576 --ffn 1536");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	synth_cfg("w.gguf", "--preset tiny --type Q4_K_M --embd 576 --ffn 1536", &g, &c);
 	assert_int_equal(c->hp.n_embd, 576);
 	assert_int_equal(c->layers[0].wq.type, WK_Q_Q5_0);
 	assert_int_equal(c->layers[0].wv.type, WK_Q_Q5_0);
@@ -626,17 +637,13 @@ static void test_synth_types_and_archs(void **state)
 	wk_gguf_close(g);
 	/* 576 wide in Q2_K: llama-quantize's fallback for the low-bit
 	 * super-block types is IQ4_NL */
-	path = synth("w2.gguf", "--preset tiny --type Q2_K --embd 576 --ffn 1536");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	synth_cfg("w2.gguf", "--preset tiny --type Q2_K --embd 576 --ffn 1536", &g, &c);
 	assert_int_equal(c->layers[0].wq.type, WK_Q_IQ4_NL);
 	assert_int_equal(c->layers[0].w_down.type, WK_Q_Q2_K);
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	/* qwen3: per-head q/k norms of head_dim, no biases, NEOX rope */
-	path = synth("q3.gguf", "--preset tiny --arch qwen3");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	synth_cfg("q3.gguf", "--preset tiny --arch qwen3", &g, &c);
 	assert_int_equal(c->hp.arch, WK_ARCH_QWEN3);
 	assert_string_equal(c->arch_name, "qwen3");
 	assert_non_null(c->layers[1].q_norm.data);
@@ -646,9 +653,8 @@ static void test_synth_types_and_archs(void **state)
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	/* qwen2 with the llama3 template: biases, bos = <|begin_of_text|> */
-	path = synth("q.gguf", "--preset tiny --arch qwen2 --template llama3 --seed 7 --rope-freqs");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	synth_cfg("q.gguf", "--preset tiny --arch qwen2 --template llama3 --seed 7 --rope-freqs", &g,
+		  &c);
 	assert_int_equal(c->hp.arch, WK_ARCH_QWEN2);
 	assert_non_null(c->layers[1].bv.data);
 	assert_int_equal(c->hp.rope_scaling, WK_ROPE_SCALING_FREQS);
@@ -682,9 +688,7 @@ static void test_phi3(void **state)
 
 	(void)state;
 	NEED_TOOL();
-	path = synth("phi3.gguf", "--preset tiny --arch phi3 --swa 9");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	path = synth_cfg("phi3.gguf", "--preset tiny --arch phi3 --swa 9", &g, &c);
 	assert_int_equal(c->hp.arch, WK_ARCH_PHI3);
 	assert_int_equal(c->hp.rope_style, WK_ROPE_NEOX);
 	assert_int_equal(c->hp.n_swa, 9);
@@ -724,14 +728,10 @@ static void test_gemma2(void **state)
 {
 	struct wk_gguf *g = NULL;
 	struct wk_mcfg *c = NULL;
-	char err[512];
-	const char *path;
 
 	(void)state;
 	NEED_TOOL();
-	path = synth("gemma2.gguf", "--preset tiny --arch gemma2 --layers 3");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	synth_cfg("gemma2.gguf", "--preset tiny --arch gemma2 --layers 3", &g, &c);
 	assert_int_equal(c->hp.arch, WK_ARCH_GEMMA2);
 	assert_int_equal(c->hp.n_layer, 3);
 	assert_int_equal(c->hp.rope_style, WK_ROPE_NEOX);
@@ -754,14 +754,10 @@ static void test_gemma3(void **state)
 {
 	struct wk_gguf *g = NULL;
 	struct wk_mcfg *c = NULL;
-	char err[512];
-	const char *path;
 
 	(void)state;
 	NEED_TOOL();
-	path = synth("gemma3.gguf", "--preset tiny --arch gemma3 --layers 7");
-	assert_int_equal(wk_gguf_open(path, &g, err, sizeof(err)), CM_OK);
-	assert_int_equal(wk_mcfg_load(g, &c, err, sizeof(err)), CM_OK);
+	synth_cfg("gemma3.gguf", "--preset tiny --arch gemma3 --layers 7", &g, &c);
 	assert_int_equal(c->hp.arch, WK_ARCH_GEMMA3);
 	assert_true(c->has_qk_norm);
 	assert_non_null(c->layers[6].q_norm.data);
