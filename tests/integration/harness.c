@@ -162,6 +162,17 @@ int h_worker_start(struct h_proc *p, const char *name, const char *config_json)
 	return h_spawn(p, name, argv);
 }
 
+int h_worker_start_model(struct h_proc *p, const char *name, const char *model,
+			 const char *extra, char *sock, size_t sock_len)
+{
+	char cfg[4096];
+
+	snprintf(sock, sock_len, "%s/%s.sock", h_tmpdir(), name);
+	snprintf(cfg, sizeof(cfg), "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", %s}}",
+		 model, sock, extra);
+	return h_worker_start(p, name, cfg);
+}
+
 int h_alive(struct h_proc *p)
 {
 	int status;

@@ -34,6 +34,11 @@ const char *h_model_template(const char *preset, const char *type, const char *a
  * `sluice-worker serve --config` on it.  0 on success.
  */
 int h_worker_start(struct h_proc *p, const char *name, const char *config_json);
+/* A worker named name serving model on <tmpdir>/<name>.sock (the path is
+ * written to sock); extra: the other members of its "worker" object, e.g.
+ * "\"threads\": 2, \"kv_cache_bytes\": \"16MiB\"".  0 or -1. */
+int h_worker_start_model(struct h_proc *p, const char *name, const char *model,
+			 const char *extra, char *sock, size_t sock_len);
 /* Spawns argv (NULL-terminated) with stderr to <tmp>/<name>.log. */
 int h_spawn(struct h_proc *p, const char *name, char *const argv[]);
 /* SIGTERM, wait up to timeout_ms, then SIGKILL; returns the exit status or -1. */

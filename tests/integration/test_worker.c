@@ -482,7 +482,7 @@ static void test_tool_calls(void **state)
 	static struct proto_submit sb[6];
 	static struct pc_outcome o[6], solo[6];
 	struct h_proc tw;
-	char cfg[2048], sock4[600];
+	char sock4[600];
 	const char *model = h_model("tiny", "Q8_0", "llama");
 	struct pc_conn *c;
 	struct pc_event hello;
@@ -491,11 +491,11 @@ static void test_tool_calls(void **state)
 	(void)state;
 	/* the tools and how to call them take more than the tiny model's
 	 * 512 tokens (a small vocabulary): a worker serving 2048 */
-	snprintf(sock4, sizeof(sock4), "%s/tools.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": \"64MiB\", \"context\": 2048, \"max_running\": 8}}", model, sock4);
-	assert_int_equal(h_worker_start(&tw, "tools", cfg), 0);
+	assert_int_equal(h_worker_start_model(&tw, "tools", model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"64MiB\","
+					      " \"context\": 2048, \"max_running\": 8",
+					      sock4, sizeof(sock4)),
+			 0);
 	c = pc_connect(sock4, TIMEOUT_MS);
 	assert_non_null(c);
 	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
@@ -571,7 +571,7 @@ static void test_thinking_batch_invariance(void **state)
 	static struct proto_submit sb[6];
 	static struct pc_outcome o[6], solo[6];
 	struct h_proc tw;
-	char cfg[2048], sock5[600];
+	char sock5[600];
 	const char *model = h_model_template("tiny", "Q8_0", "llama", "qwen3-thinking");
 	struct pc_conn *c;
 	struct pc_event hello;
@@ -579,11 +579,11 @@ static void test_thinking_batch_invariance(void **state)
 
 	(void)state;
 	assert_non_null(model);
-	snprintf(sock5, sizeof(sock5), "%s/thinking.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": \"64MiB\", \"context\": 2048, \"max_running\": 8}}", model, sock5);
-	assert_int_equal(h_worker_start(&tw, "thinking", cfg), 0);
+	assert_int_equal(h_worker_start_model(&tw, "thinking", model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"64MiB\","
+					      " \"context\": 2048, \"max_running\": 8",
+					      sock5, sizeof(sock5)),
+			 0);
 	c = pc_connect(sock5, TIMEOUT_MS);
 	assert_non_null(c);
 	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
@@ -707,7 +707,7 @@ static void test_preemption_under_kv_pressure(void **state)
 	static struct proto_submit sbs[N];
 	static struct pc_outcome solo[N], conc[N];
 	struct h_proc small;
-	char cfg[2048];
+	char extra[256];
 	const char *model = h_model("tiny", "Q8_0", "llama");
 	struct pc_conn *c;
 	struct pc_event ev;
@@ -715,14 +715,12 @@ static void test_preemption_under_kv_pressure(void **state)
 	uint32_t preempted = 0;
 
 	(void)state;
-	snprintf(sock2, sizeof(sock2), "%s/small.sock", h_tmpdir());
 	/* 24 blocks of 16 tokens (tiny model: 1 KiB of F16 KV per token):
 	 * one or two of these sequences at a time, six are submitted */
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": %d, \"max_running\": 8, \"step_tokens\": 64}}",
-		 model, sock2, 24 * 16 * 1024);
-	assert_int_equal(h_worker_start(&small, "small", cfg), 0);
+	snprintf(extra, sizeof(extra),
+		 "\"threads\": 2, \"kv_cache_bytes\": %d, \"max_running\": 8, \"step_tokens\": 64",
+		 24 * 16 * 1024);
+	assert_int_equal(h_worker_start_model(&small, "small", model, extra, sock2, sizeof(sock2)), 0);
 	c = pc_connect(sock2, TIMEOUT_MS);
 	assert_non_null(c);
 	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
@@ -800,7 +798,6 @@ static void test_socket_path_guarded(void **state)
 
 static int setup(void **state)
 {
-	char cfg[2048];
 	const char *model;
 
 	(void)state;
@@ -808,13 +805,10 @@ static int setup(void **state)
 	model = h_model("tiny", "Q8_0", "llama");
 	if (!model)
 		return -1;
-	snprintf(sock, sizeof(sock), "%s/worker.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": \"64MiB\", \"max_running\": 32, \"step_tokens\": 256,"
-		 " \"stats_interval_ms\": 100}}",
-		 model, sock);
-	return h_worker_start(&worker, "worker", cfg);
+	return h_worker_start_model(&worker, "worker", model,
+				    "\"threads\": 2, \"kv_cache_bytes\": \"64MiB\", \"max_running\": 32,"
+				    " \"step_tokens\": 256, \"stats_interval_ms\": 100",
+				    sock, sizeof(sock));
 }
 
 static int teardown(void **state)

@@ -34,7 +34,7 @@
 static void test_sigterm_drains(void **state)
 {
 	struct h_proc w;
-	char cfg[2048], sock3[600];
+	char sock3[600];
 	const char *model = h_model("tiny", "Q8_0", "llama");
 	struct pc_conn *c;
 	struct pc_event ev;
@@ -44,12 +44,11 @@ static void test_sigterm_drains(void **state)
 	uint32_t streamed = 0;
 
 	(void)state;
-	snprintf(sock3, sizeof(sock3), "%s/drain.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": \"16MiB\", \"drain_timeout_ms\": 60000}}",
-		 model, sock3);
-	assert_int_equal(h_worker_start(&w, "drain", cfg), 0);
+	assert_int_equal(h_worker_start_model(&w, "drain", model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"16MiB\","
+					      " \"drain_timeout_ms\": 60000",
+					      sock3, sizeof(sock3)),
+			 0);
 	c = pc_connect(sock3, TIMEOUT_MS);
 	assert_non_null(c);
 	pc_submit_init(&m, &sb, 8000, DRAIN_PROMPT, 400, 1);
@@ -101,7 +100,7 @@ static void test_sigterm_drains(void **state)
 static void test_drain_flushes_slow_reader(void **state)
 {
 	struct h_proc w;
-	char cfg[2048], sock7[600];
+	char sock7[600];
 	const char *model = h_model("tiny", "Q8_0", "llama");
 	struct pc_conn *c;
 	struct pc_event ev;
@@ -112,11 +111,10 @@ static void test_drain_flushes_slow_reader(void **state)
 	int done = 0;
 
 	(void)state;
-	snprintf(sock7, sizeof(sock7), "%s/slow.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 2,"
-		 " \"kv_cache_bytes\": \"16MiB\"}}", model, sock7);
-	assert_int_equal(h_worker_start(&w, "slow", cfg), 0);
+	assert_int_equal(h_worker_start_model(&w, "slow", model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"16MiB\"", sock7,
+					      sizeof(sock7)),
+			 0);
 	c = pc_connect(sock7, TIMEOUT_MS);
 	assert_non_null(c);
 	for (uint32_t i = 0; i < 6; i++) {
@@ -168,7 +166,7 @@ static void test_drain_flushes_slow_reader(void **state)
 static void test_sigterm_idle_answers_pending(void **state)
 {
 	struct h_proc w;
-	char cfg[2048], sock6[600];
+	char sock6[600];
 	const char *model = h_model("tiny", "Q8_0", "llama");
 	struct pc_conn *c;
 	struct pc_event ev;
@@ -176,11 +174,10 @@ static void test_sigterm_idle_answers_pending(void **state)
 	struct proto_submit sb;
 
 	(void)state;
-	snprintf(sock6, sizeof(sock6), "%s/idle.sock", h_tmpdir());
-	snprintf(cfg, sizeof(cfg),
-		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": 1,"
-		 " \"kv_cache_bytes\": \"16MiB\"}}", model, sock6);
-	assert_int_equal(h_worker_start(&w, "idle", cfg), 0);
+	assert_int_equal(h_worker_start_model(&w, "idle", model,
+					      "\"threads\": 1, \"kv_cache_bytes\": \"16MiB\"", sock6,
+					      sizeof(sock6)),
+			 0);
 	c = pc_connect(sock6, TIMEOUT_MS);
 	assert_non_null(c);
 	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
