@@ -36,23 +36,36 @@ struct preset {
 	uint32_t head_dim; /* 0: embd / heads */
 	uint32_t swa;      /* its window (0: the architecture's default) */
 	const char *tmpl;  /* its chat template without --template (NULL: chatml) */
+	uint32_t experts, experts_used; /* a mixture of experts (0: dense) */
+	uint32_t ff_exp;   /* one expert's width (0: ff) */
 };
 
 static const struct preset presets[] = {
 	/* tiny: every row length a multiple of 256 (K-quants); < 5 MB in F32 */
-	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL, 0, 0, NULL },
+	{ "tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL, 0, 0, NULL, 0, 0, 0 },
 	/* TinyLlama-1.1B shape */
-	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0, NULL, 0, 0, NULL },
+	{ "1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 0, NULL, 0, 0, NULL, 0, 0, 0 },
 	/* Qwen3-1.7B shape (heads of 128, Qwen's 151936-token vocabulary) */
-	{ "qwen3-1b", 2048, 28, 16, 8, 6144, 151936, 4096, 1000000.0f, 0, "qwen3", 0, 0, "qwen3" },
+	{ "qwen3-1b", 2048, 28, 16, 8, 6144, 151936, 4096, 1000000.0f, 0, "qwen3", 0, 0, "qwen3", 0, 0, 0 },
 	/* Gemma-3-1B shape: 4 heads of 256 over 1152, one KV head, a window of
 	 * 512, Gemma's 262144-token vocabulary (no rope scaling at 1B) */
-	{ "gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, 0, "gemma3", 256, 512, "gemma" },
+	{ "gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, 0, "gemma3", 256, 512, "gemma", 0, 0, 0 },
 	/* Phi-3-mini's layout at 1B (llama.cpp's phi3 "1B": 24 layers): heads of
 	 * 64, no GQA, Phi-3's 32064-token vocabulary, a window of 2047 */
-	{ "phi3-1b", 2048, 24, 32, 32, 5632, 32064, 4096, 10000.0f, 0, "phi3", 0, 2047, "phi3" },
+	{ "phi3-1b", 2048, 24, 32, 32, 5632, 32064, 4096, 10000.0f, 0, "phi3", 0, 2047, "phi3", 0, 0, 0 },
 	/* Llama-3.1-8B shape */
-	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1, NULL, 0, 0, NULL },
+	{ "8b", 4096, 32, 32, 8, 14336, 128256, 8192, 500000.0f, 1, NULL, 0, 0, NULL, 0, 0, 0 },
+	/* mixtures of experts.  moe-tiny: tiny with 16 experts, 2 active
+	 * (Mixtral's `llama` layout; --arch qwen3moe for Qwen's) */
+	{ "moe-tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
+	/* Mixtral's layout at 1B: 16 experts of 1408, 2 active (1.2B
+	 * parameters, 0.25B active per token) */
+	{ "moe-1b", 1024, 16, 16, 4, 1408, 32000, 4096, 1000000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
+	/* Qwen3-30B-A3B's layout at 1B: heads of 128, 64 experts of 384, 8
+	 * active, Qwen's vocabulary (1.3B parameters, 0.49B active per token,
+	 * 0.31B of them the embedding and output) */
+	{ "qwen3moe-1b", 1024, 12, 16, 4, 3072, 151936, 4096, 1000000.0f, 0, "qwen3moe", 128, 0,
+	  "qwen3", 64, 8, 384 },
 };
 
 enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS, K_ROPE_LONG, K_ROPE_SHORT };
@@ -61,7 +74,7 @@ struct synth_tensor {
 	char name[64];
 	uint32_t type;
 	uint32_t n_dims;
-	uint64_t dims[2];
+	uint64_t dims[3];  /* dims[2]: experts of a 3-D expert tensor, else 1 */
 	enum synth_kind kind;
 	float std;
 	uint64_t seed;
@@ -167,7 +180,7 @@ static enum cm_status synth_fill(void *ctx, struct wk_gguf_writer *w, uint64_t i
 {
 	const struct synth *sy = ctx;
 	const struct synth_tensor *t = &sy->t[index];
-	uint64_t cols = t->dims[0], rows = t->n_dims > 1 ? t->dims[1] : 1;
+	uint64_t cols = t->dims[0], rows = (t->n_dims > 1 ? t->dims[1] : 1) * t->dims[2];
 	uint64_t row_bytes = wk_qtype_row_bytes(t->type, cols);
 	uint64_t chunk = FILL_CHUNK_VALUES / cols ? FILL_CHUNK_VALUES / cols : 1;
 	enum cm_status st = CM_OK;
@@ -290,6 +303,7 @@ static void add_synth_tensor(struct synth *sy, const char *name, uint32_t type,
 	t->n_dims = n_dims;
 	t->dims[0] = d0;
 	t->dims[1] = d1;
+	t->dims[2] = 1;
 	t->kind = kind;
 	/* weights ~ normal(0, 1/sqrt(n_in)) (at least 0.02): unit-scale outputs */
 	t->std = 1.0f / sqrtf((float)d0);
@@ -302,7 +316,7 @@ static void add_synth_tensor(struct synth *sy, const char *name, uint32_t type,
 static const char *const arch_names[] = {
 	[WK_ARCH_LLAMA] = "llama",     [WK_ARCH_QWEN2] = "qwen2",   [WK_ARCH_QWEN3] = "qwen3",
 	[WK_ARCH_GRANITE] = "granite", [WK_ARCH_PHI3] = "phi3",     [WK_ARCH_GEMMA2] = "gemma2",
-	[WK_ARCH_GEMMA3] = "gemma3",
+	[WK_ARCH_GEMMA3] = "gemma3",   [WK_ARCH_QWEN3MOE] = "qwen3moe",
 };
 
 struct synth_opts {
@@ -322,6 +336,9 @@ struct synth_opts {
 	uint32_t embd, ff;      /* 0: the preset's */
 	uint32_t layers;        /* 0: the preset's */
 	uint32_t head_dim;      /* 0: embd / heads; else written as attention.key_length */
+	uint32_t experts, experts_used; /* 0: the preset's */
+	uint32_t ff_exp;        /* one expert's width (resolved by synth_experts) */
+	int fuse_experts;       /* ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps */
 	const char *out;
 };
 
@@ -384,7 +401,8 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 			T("attn_k.weight", mtype, 2, p->embd, kv, K_MATRIX);
 			T("attn_v.weight", vtype, 2, p->embd, kv, K_MATRIX);
 		}
-		if (o->arch == WK_ARCH_QWEN3 || o->arch == WK_ARCH_GEMMA3) {
+		if (o->arch == WK_ARCH_QWEN3 || o->arch == WK_ARCH_QWEN3MOE ||
+		    o->arch == WK_ARCH_GEMMA3) {
 			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 		} else if (o->arch == WK_ARCH_QWEN2) {
@@ -394,13 +412,29 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 		}
 		T("attn_output.weight", otype, 2, q, p->embd, K_MATRIX);
 		T("ffn_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
-		if (phi3) {
+		if (o->experts) {
+			/* the router stays F32, as llama-quantize leaves it */
+			T("ffn_gate_inp.weight", WK_Q_F32, 2, p->embd, o->experts, K_MATRIX);
+			if (o->fuse_experts) {
+				T("ffn_gate_up_exps.weight", mtype, 3, p->embd, 2ull * o->ff_exp, K_MATRIX);
+				sy->t[sy->n_t - 1].dims[2] = o->experts;
+			} else {
+				T("ffn_gate_exps.weight", mtype, 3, p->embd, o->ff_exp, K_MATRIX);
+				sy->t[sy->n_t - 1].dims[2] = o->experts;
+				T("ffn_up_exps.weight", mtype, 3, p->embd, o->ff_exp, K_MATRIX);
+				sy->t[sy->n_t - 1].dims[2] = o->experts;
+			}
+			T("ffn_down_exps.weight", dtype, 3, o->ff_exp, p->embd, K_MATRIX);
+			sy->t[sy->n_t - 1].dims[2] = o->experts;
+		} else if (phi3) {
 			T("ffn_up.weight", mtype, 2, p->embd, 2ull * p->ff, K_MATRIX);
 		} else {
 			T("ffn_gate.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 			T("ffn_up.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
 		}
-		T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
+		if (!o->experts) {
+			T("ffn_down.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
+		}
 		if (gemma) {
 			T("post_attention_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 			T("post_ffw_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
@@ -419,7 +453,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	struct preset shape = *o->p;
 	const struct preset *p = &shape;
 	const char *arch = arch_names[o->arch];
-	const int qwen = o->arch == WK_ARCH_QWEN2 || o->arch == WK_ARCH_QWEN3;
+	const int qwen = o->arch == WK_ARCH_QWEN2 || o->arch == WK_ARCH_QWEN3 ||
+			 o->arch == WK_ARCH_QWEN3MOE;
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -477,6 +512,12 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		 * and 16 heads) */
 		CHK(wk_gguf_writer_add_u32(w, K("attention.key_length"), head_dim));
 		CHK(wk_gguf_writer_add_u32(w, K("attention.value_length"), head_dim));
+	}
+	if (o->experts) {
+		CHK(wk_gguf_writer_add_u32(w, K("expert_count"), o->experts));
+		CHK(wk_gguf_writer_add_u32(w, K("expert_used_count"), o->experts_used));
+		if (o->arch == WK_ARCH_QWEN3MOE) /* Mixtral's experts are ff wide */
+			CHK(wk_gguf_writer_add_u32(w, K("expert_feed_forward_length"), o->ff_exp));
 	}
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
@@ -552,6 +593,38 @@ out:
 	return st;
 }
 
+/*
+ * The experts: --experts / --experts-used over the preset's; the width of
+ * one expert; only llama (Mixtral) and qwen3moe carry them, and qwen3moe
+ * always does.  2 after a message when they do not fit.
+ */
+static int synth_experts(struct synth_opts *o)
+{
+	if (!o->experts)
+		o->experts = o->p->experts;
+	if (!o->experts_used)
+		o->experts_used = o->p->experts_used ? o->p->experts_used : 2;
+	o->ff_exp = o->ff ? o->ff : o->p->ff_exp ? o->p->ff_exp : o->p->ff;
+	if (o->arch == WK_ARCH_QWEN3MOE && !o->experts) {
+		fprintf(stderr, "sluice-model: --arch qwen3moe needs experts: a moe preset or "
+			"--experts N\n");
+		return 2;
+	}
+	if (o->experts && o->arch != WK_ARCH_LLAMA && o->arch != WK_ARCH_QWEN3MOE) {
+		fprintf(stderr, "sluice-model: experts: expected --arch llama (Mixtral) or "
+			"qwen3moe, found '%s'\n", arch_names[o->arch]);
+		return 2;
+	}
+	if (o->experts && o->experts_used > o->experts) {
+		fprintf(stderr, "sluice-model: --experts-used %u is more than the %u experts\n",
+			o->experts_used, o->experts);
+		return 2;
+	}
+	if (!o->experts)
+		o->experts_used = 0;
+	return 0;
+}
+
 /* --arch NAME into o->arch; 2 (after a message) for an unknown one */
 static int set_arch(struct synth_opts *o, const char *val)
 {
@@ -560,16 +633,75 @@ static int set_arch(struct synth_opts *o, const char *val)
 			o->arch = (enum wk_arch)i;
 			return 0;
 		}
-	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, granite, phi3, "
-		"gemma2 or gemma3, found '%s'\n", val);
+	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, qwen3moe, granite, "
+		"phi3, gemma2 or gemma3, found '%s'\n", val);
 	return 2;
+}
+
+/*
+ * The options that shape the model (--layers, --embd, --ffn, --experts,
+ * --experts-used, --swa, --head-dim) into o: 0 when parsed, 1 when arg is
+ * none of them, 2 after a message for a bad value.
+ */
+static int synth_shape_opt(struct synth_opts *o, const char *arg, const char *val)
+{
+	uint64_t v;
+
+	if (strcmp(arg, "--layers") == 0) {
+		if (model_parse_u64(val, WK_MCFG_MAX_LAYERS, &v) != 0 || v == 0) {
+			fprintf(stderr, "sluice-model: --layers: expected 1..%u, found '%s'\n",
+				WK_MCFG_MAX_LAYERS, val);
+			return 2;
+		}
+		o->layers = (uint32_t)v;
+	} else if (strcmp(arg, "--embd") == 0 || strcmp(arg, "--ffn") == 0) {
+		/* a width a real model has (576: SmolLM2, 896: Qwen2.5-0.5B) */
+		if (model_parse_u64(val, 65536, &v) != 0 || v == 0 || v % 32 != 0) {
+			fprintf(stderr, "sluice-model: %s: expected a multiple of 32 up to "
+				"65536, found '%s'\n", arg, val);
+			return 2;
+		}
+		if (arg[2] == 'e')
+			o->embd = (uint32_t)v;
+		else
+			o->ff = (uint32_t)v;
+	} else if (strcmp(arg, "--experts") == 0 || strcmp(arg, "--experts-used") == 0) {
+		uint32_t hi = arg[9] ? WK_MCFG_MAX_EXPERTS_USED : WK_MCFG_MAX_EXPERTS;
+
+		if (model_parse_u64(val, hi, &v) != 0 || v == 0) {
+			fprintf(stderr, "sluice-model: %s: expected 1..%u, found '%s'\n", arg,
+				hi, val);
+			return 2;
+		}
+		if (arg[9])
+			o->experts_used = (uint32_t)v;
+		else
+			o->experts = (uint32_t)v;
+	} else if (strcmp(arg, "--swa") == 0) {
+		if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
+			fprintf(stderr, "sluice-model: --swa: expected 1..%u, found '%s'\n",
+				WK_MCFG_MAX_CTX, val);
+			return 2;
+		}
+		o->swa = (uint32_t)v;
+	} else if (strcmp(arg, "--head-dim") == 0) {
+		if (model_parse_u64(val, 512, &v) != 0 || v < 2 || v % 2 != 0) {
+			fprintf(stderr, "sluice-model: --head-dim: expected an even number "
+				"2..512, found '%s'\n", val);
+			return 2;
+		}
+		o->head_dim = (uint32_t)v;
+	} else {
+		return 1;
+	}
+	return 0;
 }
 
 int model_cmd_synth(int argc, char **argv)
 {
 	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = synth_template(NULL) };
 	uint64_t v;
-	int have_vocab = 0, have_ctx = 0, have_arch = 0, have_tmpl = 0, ctl = 0;
+	int have_vocab = 0, have_ctx = 0, have_arch = 0, have_tmpl = 0, ctl = 0, rc;
 	char err[ERR_LEN];
 
 	for (int a = 0; a < argc; a++) {
@@ -577,6 +709,10 @@ int model_cmd_synth(int argc, char **argv)
 
 		if (strcmp(arg, "--rope-freqs") == 0) {
 			o.rope_freqs = 1;
+			continue;
+		}
+		if (strcmp(arg, "--fuse-experts") == 0) {
+			o.fuse_experts = 1;
 			continue;
 		}
 		if (!val) {
@@ -590,7 +726,7 @@ int model_cmd_synth(int argc, char **argv)
 					o.p = &presets[i];
 			if (!o.p) {
 				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b, qwen3-1b, "
-					"gemma3-1b, phi3-1b or 8b, "
+					"gemma3-1b, phi3-1b, 8b, moe-tiny, moe-1b or qwen3moe-1b, "
 					"found '%s'\n", val);
 				return 2;
 			}
@@ -621,38 +757,9 @@ int model_cmd_synth(int argc, char **argv)
 			}
 			o.vocab = (uint32_t)v;
 			have_vocab = 1;
-		} else if (strcmp(arg, "--layers") == 0) {
-			if (model_parse_u64(val, WK_MCFG_MAX_LAYERS, &v) != 0 || v == 0) {
-				fprintf(stderr, "sluice-model: --layers: expected 1..%u, found '%s'\n",
-					WK_MCFG_MAX_LAYERS, val);
-				return 2;
-			}
-			o.layers = (uint32_t)v;
-		} else if (strcmp(arg, "--embd") == 0 || strcmp(arg, "--ffn") == 0) {
-			/* a width a real model has (576: SmolLM2, 896: Qwen2.5-0.5B) */
-			if (model_parse_u64(val, 65536, &v) != 0 || v == 0 || v % 32 != 0) {
-				fprintf(stderr, "sluice-model: %s: expected a multiple of 32 up to "
-					"65536, found '%s'\n", arg, val);
-				return 2;
-			}
-			if (arg[2] == 'e')
-				o.embd = (uint32_t)v;
-			else
-				o.ff = (uint32_t)v;
-		} else if (strcmp(arg, "--swa") == 0) {
-			if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
-				fprintf(stderr, "sluice-model: --swa: expected 1..%u, found '%s'\n",
-					WK_MCFG_MAX_CTX, val);
-				return 2;
-			}
-			o.swa = (uint32_t)v;
-		} else if (strcmp(arg, "--head-dim") == 0) {
-			if (model_parse_u64(val, 512, &v) != 0 || v < 2 || v % 2 != 0) {
-				fprintf(stderr, "sluice-model: --head-dim: expected an even number "
-					"2..512, found '%s'\n", val);
-				return 2;
-			}
-			o.head_dim = (uint32_t)v;
+		} else if ((rc = synth_shape_opt(&o, arg, val)) != 1) {
+			if (rc != 0)
+				return rc;
 		} else if (strcmp(arg, "--ctx") == 0) {
 			if (model_parse_u64(val, WK_MCFG_MAX_CTX, &v) != 0 || v == 0) {
 				fprintf(stderr, "sluice-model: --ctx: expected 1..%u, found '%s'\n",
@@ -694,6 +801,8 @@ int model_cmd_synth(int argc, char **argv)
 		o.swa = o.p->swa;
 	if (!have_tmpl && o.p->tmpl)
 		o.td = synth_template(o.p->tmpl);
+	if (synth_experts(&o) != 0)
+		return 2;
 	while (o.td->controls[ctl])
 		ctl++;
 	if (o.vocab < 259u + (uint32_t)ctl + 32) {

@@ -5,8 +5,10 @@
  *   sluice-model inspect PATH [--sha]
  *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]
  *   sluice-model sha256 PATH
- *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b [--type T] [--arch llama|qwen2|qwen3|granite|phi3|gemma2|gemma3] [--swa N]
+ *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|moe-1b|qwen3moe-1b
+ *                      [--type T] [--arch llama|qwen2|qwen3|qwen3moe|granite|phi3|gemma2|gemma3] [--swa N]
  *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N] [--layers N] [--head-dim N]
+ *                      [--experts N] [--experts-used K] [--fuse-experts]
  *                      [--template NAME]
  *                      [--rope-freqs] -o PATH
  *   sluice-model import llama2c CHECKPOINT --vocab TOKENIZER -o PATH
@@ -49,10 +51,12 @@ void model_usage(FILE *f)
 	      "  sluice-model inspect PATH [--sha]\n"
 	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]\n"
 	      "  sluice-model sha256 PATH\n"
-	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b [--type F32|F16|BF16|Q8_0|Q4_0|"
+	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|moe-1b|qwen3moe-1b\n"
+	      "                     [--type F32|F16|BF16|Q8_0|Q4_0|"
 	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
-	      "                     [--arch llama|qwen2|qwen3|granite|phi3|gemma2|gemma3] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
+	      "                     [--arch llama|qwen2|qwen3|qwen3moe|granite|phi3|gemma2|gemma3] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
 	      "                     [--embd N] [--ffn N] [--layers N] [--head-dim N]\n"
+	      "                     [--experts N] [--experts-used K] [--fuse-experts]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|phi4|"
 	      "granite|gemma|qwen3|qwen3-thinking|none]\n"
 	      "                     [--rope-freqs] -o PATH\n"
@@ -260,6 +264,16 @@ static int cmd_inspect(int argc, char **argv)
 	printf("parameters: %" PRIu64 " (%.3f B)\n", c->n_params, (double)c->n_params / 1e9);
 	printf("weight bytes: %" PRIu64 " (%s)\n", c->weight_bytes,
 	       human(c->weight_bytes, h, sizeof(h)));
+	if (c->hp.n_expert) {
+		printf("experts: %u per layer, %u active per token, %u wide; softmax gating%s\n",
+		       c->hp.n_expert, c->hp.n_expert_used, c->hp.n_ff_exp,
+		       c->hp.expert_norm ? ", top-k weights renormalised" : "");
+		printf("active parameters: %" PRIu64 " (%.3f B) of %" PRIu64 " per token\n",
+		       c->n_params_active, (double)c->n_params_active / 1e9, c->n_params);
+		printf("active weight bytes: %" PRIu64 " (%s) per token: the decode bandwidth "
+		       "bound is these over the memory bandwidth\n", c->active_weight_bytes,
+		       human(c->active_weight_bytes, h, sizeof(h)));
+	}
 	printf("context length: %u\n", c->hp.n_ctx_train);
 	printf("vocabulary: %u tokens, tokenizer model '%.*s'\n", c->hp.n_vocab,
 	       (int)(c->tokenizer_model.len > 64 ? 64 : c->tokenizer_model.len),
@@ -306,12 +320,18 @@ out:
 /*
  * Scratch estimate: activations of one step of CM_LIM_STEP_TOKEN_BUDGET
  * tokens (f32 residual, norm, q, attention out: 4 x embd; gate and up:
- * 2 x ff) plus f32 logits of CM_LIM_MAX_RUNNING_SEQS sequences.
+ * 2 x ff; experts: k x (2 x embd + 2 x expert ff)) plus f32 logits of
+ * CM_LIM_MAX_RUNNING_SEQS sequences.
  */
 static uint64_t plan_reserve(const struct wk_mcfg *c)
 {
+	/* a mixture of experts also groups each token's rows per chosen
+	 * expert: k x (2 x embd + 2 x expert ff) */
+	uint64_t moe = (uint64_t)c->hp.n_expert_used *
+		       (2ull * c->hp.n_embd + 2ull * c->hp.n_ff_exp);
+
 	return PLAN_RUNTIME_RESERVE +
-	       4ull * CM_LIM_STEP_TOKEN_BUDGET * (4ull * c->hp.n_embd + 2ull * c->hp.n_ff) +
+	       4ull * CM_LIM_STEP_TOKEN_BUDGET * (4ull * c->hp.n_embd + 2ull * c->hp.n_ff + moe) +
 	       4ull * CM_LIM_MAX_RUNNING_SEQS * c->hp.n_vocab;
 }
 
@@ -378,6 +398,11 @@ static int cmd_plan(int argc, char **argv)
 	printf("memory: %" PRIu64 " bytes (%s)\n", memory, human(memory, h, sizeof(h)));
 	printf("weights: %" PRIu64 " bytes (%s)\n", c->weight_bytes,
 	       human(c->weight_bytes, h, sizeof(h)));
+	if (c->hp.n_expert)
+		printf("experts: %u of %u active: %" PRIu64 " of %" PRIu64 " parameters "
+		       "(%" PRIu64 " bytes) read per token; all are resident\n",
+		       c->hp.n_expert_used, c->hp.n_expert, c->n_params_active, c->n_params,
+		       c->active_weight_bytes);
 	printf("reserve: %" PRIu64 " bytes (%s)%s\n", reserve, human(reserve, h, sizeof(h)),
 	       have_res ? " (--reserve)" : " (runtime 64 MiB + activations + logits)");
 	printf("kv per token: %" PRIu64 " bytes (%s, F16)\n", c->kv_bytes_per_token,

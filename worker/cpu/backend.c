@@ -1,7 +1,7 @@
 /*
- * backend.c - the CPU backend: the transformer forward pass of the llama
- * family (llama, qwen2, qwen3, granite) over a paged KV cache, behind
- * wk_cpu_backend_ops.
+ * backend.c - the CPU backend: the transformer forward pass of the
+ * architectures in worker/model/model_config.h over a paged KV cache, behind
+ * wk_cpu_backend_ops (a mixture of experts' FFN: worker/cpu/moe.h).
  *
  * Owns: the KV storage (per layer, K and V: [n_blocks][block_tokens][kv_dim]
  * in F16 or F32), activation scratch sized for the largest batch seen, and
@@ -19,6 +19,7 @@
  *               x += (a Wo^T) * residual_scale
  *               h = rmsnorm(x) * ffn_norm
  *               x += (silu(h Wg^T) * (h Wu^T)) Wd^T * residual_scale
+ *                    (MoE: the same per chosen expert, weighted, summed)
  *   logits of the requested rows = rmsnorm(x) * output_norm  Wout^T / logit_scale
  *   (granite's four scales; 1 for the other architectures)
  *
@@ -44,6 +45,7 @@
 #include "worker/engine/backend.h"
 #include "worker/cpu/backend.h"
 #include "worker/cpu/matmul.h"
+#include "worker/cpu/moe.h"
 #include "worker/cpu/ops.h"
 #include "worker/cpu/pool.h"
 #include "worker/model/model.h"
@@ -71,6 +73,9 @@ struct cpu_backend {
 	float *rope_cs_swa;      /* the same for the windowed layers' rope (gemma3) */
 	struct wk_cpu_rope rope, rope_swa;
 	int two_ropes;           /* hp.rope_base_swa set: windowed layers use rope_swa */
+	struct wk_cpu_moe *moe;  /* the experts' FFN (hp.n_expert > 0), else NULL */
+	uint32_t *routing;       /* MoE: [n_layer][cap_tokens][n_expert_used] of the last step */
+	uint32_t routing_tokens; /* tokens of the last step */
 };
 
 /* ---- elementwise ops not in ops.h (F32 KV cache only) ---- */
@@ -303,6 +308,9 @@ static void free_scratch(struct cpu_backend *be)
 	cm_free(be->u);
 	cm_free(be->rope_cs);
 	cm_free(be->rope_cs_swa);
+	cm_free(be->routing);
+	be->routing = NULL;
+	be->routing_tokens = 0;
 	be->x = be->h = be->q = be->kk = be->vv = be->att = be->g = be->u = NULL;
 	be->rope_cs = be->rope_cs_swa = NULL;
 	be->cap_tokens = 0;
@@ -325,7 +333,8 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 		be->kk = cm_calloc((uint64_t)cap * be->kv_dim, sizeof(float));
 		be->vv = cm_calloc((uint64_t)cap * be->kv_dim, sizeof(float));
 		be->att = cm_calloc((uint64_t)cap * qd, sizeof(float));
-		be->g = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
+		/* g: the dense FFN's gate, or a mixture of experts' output */
+		be->g = cm_calloc((uint64_t)cap * (hp->n_ff > e ? hp->n_ff : e), sizeof(float));
 		be->u = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
 		be->rope_cs = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
 					sizeof(float));
@@ -333,8 +342,12 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 			be->rope_cs_swa = cm_calloc((uint64_t)cap *
 							    (hp->rope_dim ? hp->rope_dim : 2),
 						    sizeof(float));
+		if (be->moe)
+			be->routing = cm_calloc((uint64_t)hp->n_layer * cap * hp->n_expert_used,
+						sizeof(uint32_t));
 		if (!be->x || !be->h || !be->q || !be->kk || !be->vv || !be->att ||
-		    !be->g || !be->u || !be->rope_cs || (be->two_ropes && !be->rope_cs_swa)) {
+		    !be->g || !be->u || !be->rope_cs || (be->two_ropes && !be->rope_cs_swa) ||
+		    (be->moe && !be->routing)) {
 			free_scratch(be);
 			return CM_ENOMEM;
 		}
@@ -356,6 +369,27 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 
 /* ---- the step ----------------------------------------------------------------- */
 
+/* h (T, embd) <- the dense FFN of h: act(h Wg^T) * (h Wu^T), then Wd^T */
+static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L, uint32_t T)
+{
+	const struct wk_hparams *hp = &be->m->hp;
+	enum cm_status st;
+
+	if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
+	    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
+		return st;
+	for (uint32_t t = 0; t < T; t++) {
+		float *g = be->g + (uint64_t)t * hp->n_ff;
+		const float *u = be->u + (uint64_t)t * hp->n_ff;
+
+		if (hp->ffn_act == WK_FFN_GELU_TANH)
+			gelu_mul(g, g, u, hp->n_ff);
+		else
+			wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
+	}
+	return mm(be, &L->w_down, be->g, T, be->h, NULL);
+}
+
 static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch *b,
 				  float *logits)
 {
@@ -366,6 +400,7 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 	uint32_t q_dim = hp->n_head * hp->head_dim;
 	uint32_t max_pos = 0;
 	enum cm_status st;
+	float *fo;
 
 	if (T == 0)
 		return CM_OK;
@@ -375,6 +410,7 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 	st = ensure_scratch(be, T, max_pos + 1);
 	if (st != CM_OK)
 		return st;
+	be->routing_tokens = T;
 
 	for (uint32_t t = 0; t < T; t++) {
 		embed_row(&m->tok_embd, b->tokens[t], be->x + (uint64_t)t * e);
@@ -427,27 +463,22 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
 				       L->ffn_norm.data, (int)e, hp->rms_eps);
-		if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
-		    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
-			return st;
-		for (uint32_t t = 0; t < T; t++) {
-			float *g = be->g + (uint64_t)t * hp->n_ff;
-			const float *u = be->u + (uint64_t)t * hp->n_ff;
-
-			if (hp->ffn_act == WK_FFN_GELU_TANH)
-				gelu_mul(g, g, u, hp->n_ff);
-			else
-				wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
-		}
-		if ((st = mm(be, &L->w_down, be->g, T, be->h, NULL)) != CM_OK)
+		/* the FFN's output: in h (dense), in g (a mixture of experts) */
+		fo = L->ffn_gate_inp.data ? be->g : be->h;
+		st = L->ffn_gate_inp.data
+			     ? wk_cpu_moe_ffn(be->moe, be->mm, L, be->h, T, fo,
+					      be->routing + (uint64_t)l * be->cap_tokens *
+								    hp->n_expert_used)
+			     : ffn_dense(be, L, T);
+		if (st != CM_OK)
 			return st;
 		if (L->ffn_post_norm.data)
 			for (uint32_t t = 0; t < T; t++)
-				wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->h + (uint64_t)t * e,
+				wk_cpu_rmsnorm(fo + (uint64_t)t * e, fo + (uint64_t)t * e,
 					       L->ffn_post_norm.data, (int)e, hp->rms_eps);
-		scale_vec(be->h, (uint64_t)T * e, hp->residual_scale);
+		scale_vec(fo, (uint64_t)T * e, hp->residual_scale);
 		for (uint32_t t = 0; t < T; t++)
-			wk_cpu_add(be->x + (uint64_t)t * e, be->h + (uint64_t)t * e, (int)e);
+			wk_cpu_add(be->x + (uint64_t)t * e, fo + (uint64_t)t * e, (int)e);
 	}
 	(void)q_dim;
 
@@ -484,6 +515,7 @@ static void cpu_destroy(struct wk_backend *base)
 	cm_free(be->v);
 	free_scratch(be);
 	cm_free(be->att_scratch);
+	wk_cpu_moe_free(be->moe);
 	wk_cpu_mm_free(be->mm);
 	wk_pool_free(be->pool);
 	cm_free(be);
@@ -535,6 +567,8 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	if (st != CM_OK)
 		goto out;
 	st = wk_cpu_mm_new(be->pool, &be->mm);
+	if (st == CM_OK && hp->n_expert)
+		st = wk_cpu_moe_new(hp, &be->moe);
 	if (st != CM_OK)
 		goto out;
 	per_layer = (uint64_t)n_blocks * block_tokens * be->kv_dim * be->kv_elem;
@@ -608,3 +642,16 @@ const struct wk_backend_ops wk_cpu_backend_ops = {
 	.device_count = NULL,
 	.kv_blocks_for = NULL,
 };
+
+enum cm_status wk_cpu_backend_routing(const struct wk_backend *base, uint32_t layer,
+				      uint32_t token, uint32_t *ids)
+{
+	const struct cpu_backend *be = (const struct cpu_backend *)base;
+	uint32_t k = be->m->hp.n_expert_used;
+
+	if (!be->routing || layer >= be->m->hp.n_layer || token >= be->routing_tokens)
+		return CM_ENOTFOUND;
+	memcpy(ids, be->routing + ((uint64_t)layer * be->cap_tokens + token) * k,
+	       k * sizeof(uint32_t));
+	return CM_OK;
+}

@@ -22,4 +22,13 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 				     uint32_t kv_type, struct wk_backend **out,
 				     char *err, size_t err_len) CM_WUR;
 
+/*
+ * A mixture of experts: the experts the last forward() routed the batch's
+ * token `token` to in layer `layer` (n_expert_used ids, increasing), for
+ * checks against a reference and for inspection.  CM_ENOTFOUND for a dense
+ * model, a layer or token outside the last step.
+ */
+enum cm_status wk_cpu_backend_routing(const struct wk_backend *be, uint32_t layer,
+				      uint32_t token, uint32_t *ids) CM_WUR;
+
 #endif

@@ -828,6 +828,12 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 
 	uint32_t grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
 
+	if (hp->n_expert) {
+		snprintf(err, err_len, "cuda backend: a mixture of experts (%u experts, %u active) "
+			 "is not supported yet: run it with backend = \"cpu\"", hp->n_expert,
+			 hp->n_expert_used);
+		return CM_EUNSUPPORTED;
+	}
 	/* exactly the shapes attention.cu instantiates */
 	if ((hp->head_dim != 32 && hp->head_dim != 64 && hp->head_dim != 96 &&
 	     hp->head_dim != 128 && hp->head_dim != 256) ||

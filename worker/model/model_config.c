@@ -1,6 +1,7 @@
 /*
- * model_config.c - hyperparameters and weight tensors of llama / qwen2 / qwen3
- * GGUF models (see model_config.h).
+ * model_config.c - hyperparameters and weight tensors of the GGUF models the
+ * engine runs (the architectures in model_config.h), mixtures of experts
+ * included.
  *
  * Owns: the wk_mcfg and its layer array.  Everything else points into the
  * wk_gguf.  Load is one pass: architecture, keys (with defaults and
@@ -163,6 +164,10 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->hp.arch = WK_ARCH_GEMMA3;
 		l->c->arch_name = "gemma3";
 		l->c->has_qk_norm = 1;
+	} else if (s.len == 8 && memcmp(s.ptr, "qwen3moe", 8) == 0) {
+		l->c->hp.arch = WK_ARCH_QWEN3MOE;
+		l->c->arch_name = "qwen3moe";
+		l->c->has_qk_norm = 1;
 	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
 		l->c->hp.arch = WK_ARCH_PHI3;
 		l->c->arch_name = "phi3";
@@ -170,7 +175,7 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
-			    "llama, qwen2, qwen3, granite, phi3, gemma2, gemma3)", shown);
+			    "llama, qwen2, qwen3, qwen3moe, granite, phi3, gemma2, gemma3)", shown);
 	}
 	return CM_OK;
 }
@@ -327,6 +332,60 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 	return CM_OK;
 }
 
+/*
+ * The mixture of experts: {arch}.expert_count (absent or 0: a dense FFN;
+ * required by qwen3moe), .expert_used_count (1..min(count, 64)),
+ * .expert_feed_forward_length (one expert's width; n_ff when absent),
+ * .expert_weights_norm (default true: Mixtral's and Qwen3-MoE's
+ * norm_topk_prob), .expert_weights_scale (default 1).  Softmax gating
+ * only: .expert_gating_func 2 (sigmoid) and shared experts are refused.
+ */
+static enum cm_status read_moe(struct mcfg_load *l)
+{
+	struct wk_hparams *hp = &l->c->hp;
+	uint32_t v;
+	int b;
+	enum cm_status st;
+
+	hp->n_expert = hp->n_expert_used = 0;
+	hp->n_ff_exp = hp->n_ff;
+	hp->expert_norm = 1;
+	hp->expert_scale = 1.0f;
+	st = key_u32(l, arch_key(l, "expert_count"), hp->arch == WK_ARCH_QWEN3MOE, 0,
+		     hp->arch == WK_ARCH_QWEN3MOE ? 1 : 0, WK_MCFG_MAX_EXPERTS, &hp->n_expert);
+	if (st != CM_OK || hp->n_expert == 0)
+		return st;
+	st = key_u32(l, arch_key(l, "expert_used_count"), 1, 0, 1,
+		     hp->n_expert < WK_MCFG_MAX_EXPERTS_USED ? hp->n_expert
+							     : WK_MCFG_MAX_EXPERTS_USED,
+		     &hp->n_expert_used);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "expert_feed_forward_length"), 0, hp->n_ff, 1,
+			     WK_MCFG_MAX_FF, &hp->n_ff_exp);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "expert_shared_count"), 0, 0, 0, WK_MCFG_MAX_EXPERTS, &v);
+	if (st == CM_OK && v != 0)
+		return mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': %u shared experts (supported: 0, "
+				 "as qwen3moe and Mixtral)", l->key, v);
+	if (st == CM_OK)
+		st = key_u32(l, arch_key(l, "expert_gating_func"), 0, 1, 0, 3, &v);
+	if (st == CM_OK && v > 1)
+		return mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': gating function %u (%s) is not "
+				 "supported (supported: 1, softmax)", l->key, v,
+				 v == 2 ? "sigmoid" : "unknown");
+	if (st == CM_OK)
+		st = key_f32(l, arch_key(l, "expert_weights_scale"), 1.0f, 0.0f, 1e6f,
+			     &hp->expert_scale);
+	if (st != CM_OK)
+		return st;
+	st = wk_gguf_get_bool(l->g, arch_key(l, "expert_weights_norm"), &b);
+	if (st == CM_OK)
+		hp->expert_norm = b != 0;
+	else if (st != CM_ENOTFOUND)
+		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a bool", l->key);
+	return CM_OK;
+}
+
 static enum cm_status read_keys(struct mcfg_load *l)
 {
 	struct wk_mcfg *c = l->c;
@@ -388,6 +447,8 @@ static enum cm_status read_keys(struct mcfg_load *l)
 			     &c->hp.rope_attn_factor);
 	if (st == CM_OK)
 		st = read_swa(l);
+	if (st == CM_OK)
+		st = read_moe(l);
 	return st;
 }
 
@@ -494,6 +555,63 @@ static void row_view(const struct wk_tensor *whole, uint64_t r0, uint64_t n, str
 	out->data = (const uint8_t *)whole->data + r0 * whole->row_bytes;
 }
 
+/*
+ * A 3-D expert tensor [d0, d1, n_expert]: the view is expert 0's (d1, d0)
+ * matrix, each next expert d1 rows further.
+ */
+static enum cm_status expect_experts(struct mcfg_load *l, const char *name, uint64_t d0,
+				     uint64_t d1, struct wk_tensor *out)
+{
+	const struct wk_gguf_tensor *t = wk_gguf_find_tensor(l->g, name);
+	uint64_t n = l->c->hp.n_expert;
+	char found[96];
+
+	mcfg_view(out, NULL);
+	if (!t)
+		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu, %llu, "
+				 "%llu])", name, (unsigned long long)d0, (unsigned long long)d1,
+				 (unsigned long long)n);
+	if (t->n_dims != 3 || t->dims[0] != d0 || t->dims[1] != d1 || t->dims[2] != n) {
+		shape_str(t, found, sizeof(found));
+		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu, %llu, %llu], "
+				 "found %s", name, (unsigned long long)d0, (unsigned long long)d1,
+				 (unsigned long long)n, found);
+	}
+	mcfg_view(out, t);
+	out->rows = d1;
+	out->expert_stride = d1 * out->row_bytes;
+	return CM_OK;
+}
+
+/*
+ * The FFN of a mixture of experts: the router and the experts' gate, up
+ * (apart, or fused as ffn_gate_up_exps with each expert's gate rows first)
+ * and down matrices.
+ */
+static enum cm_status read_experts(struct mcfg_load *l, uint32_t i, struct wk_layer *ly)
+{
+	const struct wk_hparams *hp = &l->c->hp;
+	uint64_t e = hp->n_embd, f = hp->n_ff_exp;
+	enum cm_status st;
+
+	st = expect(l, blk(l, i, "ffn_gate_inp.weight"), 1, 2, e, hp->n_expert, 0,
+		    &ly->ffn_gate_inp);
+	if (st == CM_OK && wk_gguf_find_tensor(l->g, blk(l, i, "ffn_gate_up_exps.weight"))) {
+		st = expect_experts(l, l->tname, e, 2 * f, &ly->exp_gate);
+		ly->exp_gate.rows = f;
+		ly->exp_up = ly->exp_gate;
+		ly->exp_up.data = (const uint8_t *)ly->exp_gate.data + f * ly->exp_gate.row_bytes;
+	} else {
+		if (st == CM_OK)
+			st = expect_experts(l, blk(l, i, "ffn_gate_exps.weight"), e, f, &ly->exp_gate);
+		if (st == CM_OK)
+			st = expect_experts(l, blk(l, i, "ffn_up_exps.weight"), e, f, &ly->exp_up);
+	}
+	if (st == CM_OK)
+		st = expect_experts(l, blk(l, i, "ffn_down_exps.weight"), f, e, &ly->exp_down);
+	return st;
+}
+
 static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 {
 	struct wk_mcfg *c = l->c;
@@ -540,7 +658,9 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 			    &ly->k_norm);
 	if (st == CM_OK)
 		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
-	if (st == CM_OK && c->fused_gate_up) {
+	if (st == CM_OK && c->hp.n_expert) {
+		st = read_experts(l, i, ly);
+	} else if (st == CM_OK && c->fused_gate_up) {
 		struct wk_tensor gu;
 
 		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, 2ull * c->hp.n_ff, 0, &gu);
@@ -555,7 +675,7 @@ static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
 		if (st == CM_OK)
 			st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_up);
 	}
-	if (st == CM_OK)
+	if (st == CM_OK && !c->hp.n_expert)
 		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->w_down);
 	if (st == CM_OK && (c->hp.arch == WK_ARCH_GEMMA2 || c->hp.arch == WK_ARCH_GEMMA3))
 		st = expect(l, blk(l, i, "post_attention_norm.weight"), 1, 1, e, 0, 1,
@@ -719,6 +839,20 @@ static enum cm_status read_misc(struct mcfg_load *l)
 		c->n_params += t->n_elems;
 		c->weight_bytes += t->n_bytes;
 	}
+	c->active_weight_bytes = c->weight_bytes;
+	c->n_params_active = c->n_params;
+	for (i = 0; c->hp.n_expert && i < c->hp.n_layer; i++) {
+		/* a token reads n_expert_used of each layer's n_expert experts */
+		const struct wk_tensor *x[3] = { &c->layers[i].exp_gate, &c->layers[i].exp_up,
+						 &c->layers[i].exp_down };
+
+		for (int k = 0; k < 3; k++) {
+			uint64_t unused = c->hp.n_expert - c->hp.n_expert_used;
+
+			c->active_weight_bytes -= unused * x[k]->rows * x[k]->row_bytes;
+			c->n_params_active -= unused * x[k]->rows * x[k]->cols;
+		}
+	}
 	c->kv_bytes_per_token = wk_mcfg_kv_bytes(c->hp.n_layer, c->hp.n_head_kv, c->hp.head_dim,
 						 c->hp.head_dim_v, 2);
 	/* what the engine derives from the keys, once, here */
@@ -727,7 +861,7 @@ static enum cm_status read_misc(struct mcfg_load *l)
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
 					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2 ||
-					   c->hp.arch == WK_ARCH_GEMMA3
+					   c->hp.arch == WK_ARCH_GEMMA3 || c->hp.arch == WK_ARCH_QWEN3MOE
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {

@@ -22,7 +22,11 @@
  * final logit soft-capping, a window on even layers, NEOX rope) and
  * `gemma3` (gemma2's layout plus per-head Q/K norms, the window on five
  * layers of every six, the local layers on rope base 10000 unscaled, no
- * soft-capping).
+ * soft-capping), `qwen3moe` (qwen3 with a mixture of experts in every FFN:
+ * a router ffn_gate_inp and 3-D ffn_{gate,up,down}_exps tensors, or a fused
+ * ffn_gate_up_exps) and Mixtral (`llama` with {arch}.expert_count and the
+ * same tensors).  Experts are softmax-gated (expert_gating_func 1 or
+ * absent; sigmoid gating and shared experts are refused by name).
  * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
@@ -51,6 +55,7 @@ enum wk_arch {
 	WK_ARCH_GEMMA2 = 5,  /* GELU, sandwich norms, soft-capping, window on even layers */
 	WK_ARCH_GEMMA3 = 6,  /* gemma2 + QK norm, 5 local : 1 global layers, two rope bases,
 			      * no soft-capping */
+	WK_ARCH_QWEN3MOE = 7, /* qwen3 with a mixture of experts in every FFN */
 };
 
 enum wk_ffn_act {
@@ -112,6 +117,15 @@ struct wk_hparams {
 	float attn_softcap;      /* scores become c * tanh(s / c) (0: none): gemma2 */
 	float final_softcap;     /* the same on the logits (0: none): gemma2 */
 	enum wk_ffn_act ffn_act;
+	/* mixture of experts (0 experts: a dense FFN): Mixtral is `llama`
+	 * with {arch}.expert_count, qwen3moe always has them */
+	uint32_t n_expert;       /* .expert_count */
+	uint32_t n_expert_used;  /* .expert_used_count: the top k a token is routed to */
+	uint32_t n_ff_exp;       /* one expert's FFN width: .expert_feed_forward_length
+				  * (qwen3moe), else n_ff */
+	int expert_norm;         /* .expert_weights_norm (default 1): the top-k
+				  * softmax weights renormalised to sum 1 */
+	float expert_scale;      /* .expert_weights_scale (default 1): then multiplied */
 };
 
 /* The window every layer has (the KV the scheduler must keep behind a
@@ -139,6 +153,8 @@ static inline uint32_t wk_layer_swa(const struct wk_hparams *hp, uint32_t l)
 #define WK_MCFG_MAX_FF (1u << 20)
 #define WK_MCFG_MAX_CTX (1u << 24)
 #define WK_MCFG_MAX_VOCAB (1u << 22)
+#define WK_MCFG_MAX_EXPERTS 512
+#define WK_MCFG_MAX_EXPERTS_USED 64
 
 /* A weight tensor viewed as a matrix (vectors have rows = 1). */
 struct wk_tensor {
@@ -148,7 +164,20 @@ struct wk_tensor {
 	uint64_t row_bytes;
 	const void *data;   /* NULL when the tensor is absent (optional biases) */
 	const char *name;
+	/* a 3-D expert tensor: the view is expert 0's matrix and expert e's
+	 * starts expert_stride bytes after expert e - 1's (0: not one) */
+	uint64_t expert_stride;
 };
+
+/* Expert e's matrix of a 3-D expert tensor (wk_layer.exp_*). */
+static inline struct wk_tensor wk_tensor_expert(const struct wk_tensor *t, uint32_t e)
+{
+	struct wk_tensor r = *t;
+
+	r.data = (const uint8_t *)t->data + (uint64_t)e * t->expert_stride;
+	r.expert_stride = 0;
+	return r;
+}
 
 struct wk_layer {
 	struct wk_tensor attn_norm;            /* (embd) */
@@ -163,6 +192,11 @@ struct wk_layer {
 	struct wk_tensor attn_post_norm;       /* gemma2: (embd) RMSNorm of the attention
 						* output before its residual add, else data NULL */
 	struct wk_tensor ffn_post_norm;        /* gemma2: the same for the FFN output */
+	/* mixture of experts (hp.n_expert > 0; then w_gate/w_up/w_down are
+	 * absent): the router and every expert's three matrices, mapped */
+	struct wk_tensor ffn_gate_inp;         /* (n_expert, embd) router logits */
+	struct wk_tensor exp_gate, exp_up;     /* per expert (n_ff_exp, embd) */
+	struct wk_tensor exp_down;             /* per expert (embd, n_ff_exp) */
 };
 
 struct wk_mcfg {
@@ -189,6 +223,10 @@ struct wk_mcfg {
 	uint64_t n_params;            /* elements of all tensors in the file */
 	uint64_t weight_bytes;        /* bytes of all tensor data in the file */
 	uint64_t kv_bytes_per_token;  /* F16 K and V over all layers */
+	/* what one token reads: every tensor but the unchosen experts
+	 * (= weight_bytes for a dense model), and the parameters so counted */
+	uint64_t active_weight_bytes;
+	uint64_t n_params_active;
 
 	int has_chat_template;
 	struct wk_gguf_str chat_template; /* tokenizer.chat_template, len 0 if absent */

@@ -58,18 +58,19 @@ static int synth_x(const char *preset, const char *type, const char *arch, const
 	return system(cmd);
 }
 
-static int synth(const char *preset, const char *type, const char *arch, char *path,
-		 size_t len)
-{
-	return synth_x(preset, type, arch, NULL, NULL, path, len);
-}
-
 /* ---- the reference ---- */
 
 struct ref {
 	const struct wk_model *m;
 	double *kc, *vc; /* [layer][pos][kv_dim] */
 	uint32_t max_pos;
+	/* a mixture of experts: the engine's routing, [pos][layer][k], and how
+	 * far (in router logit) from the reference's top-k boundary an expert
+	 * may be and still be chosen differently (activation rounding moves
+	 * the router's input); flips counts those */
+	const uint32_t *route;
+	double route_eps;
+	int flips;
 };
 
 static double *deq(const struct wk_tensor *t, uint64_t row)
@@ -142,6 +143,107 @@ static void ref_rope(double *v, const struct wk_hparams *hp, uint32_t pos, int l
 		v[i0] = a * c - b * s;
 		v[i1] = a * s + b * c;
 	}
+}
+
+/* act(gate) * up, in place in g */
+static void ref_glu(const struct wk_hparams *hp, double *g, const double *u, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (hp->ffn_act == WK_FFN_GELU_TANH) /* gemma: GELU, tanh form */
+			g[i] = 0.5 * g[i] *
+			       (1 + tanh(0.7978845608028654 * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) *
+			       u[i];
+		else
+			g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+}
+
+/*
+ * The reference's top k of the router logits lg (the lower id on a tie)
+ * against the engine's choice eng[k]: equal, or differing only in experts
+ * within R->route_eps of the boundary between the k-th and the next logit
+ * (then the engine's set is taken, so that the rest of the arithmetic is
+ * compared, and the flip counted).  sel receives the set used.
+ */
+static void ref_route(struct ref *R, const double *lg, uint32_t n, uint32_t k,
+		      const uint32_t *eng, uint32_t *sel)
+{
+	int taken[512] = { 0 }, in_eng[512] = { 0 };
+	double kth, next = -INFINITY;
+	int differ = 0;
+
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t best = n;
+
+		for (uint32_t e = 0; e < n; e++)
+			if (!taken[e] && (best == n || lg[e] > lg[best]))
+				best = e;
+		taken[best] = 1;
+		sel[j] = best;
+	}
+	kth = lg[sel[k - 1]];
+	for (uint32_t e = 0; e < n; e++)
+		if (!taken[e] && lg[e] > next)
+			next = lg[e];
+	if (!eng)
+		return;
+	for (uint32_t j = 0; j < k; j++)
+		in_eng[eng[j]] = 1;
+	for (uint32_t e = 0; e < n; e++) {
+		if (in_eng[e] == taken[e])
+			continue;
+		differ = 1;
+		if (in_eng[e] && lg[e] < kth - R->route_eps)
+			fail_msg("engine chose expert %u (logit %.5f), below the reference's k-th "
+				 "%.5f by more than %g", e, lg[e], kth, R->route_eps);
+		if (taken[e] && lg[e] > next + R->route_eps)
+			fail_msg("engine left expert %u (logit %.5f), above the reference's next "
+				 "%.5f by more than %g", e, lg[e], next, R->route_eps);
+	}
+	if (differ) {
+		R->flips++;
+		memcpy(sel, eng, k * sizeof(uint32_t));
+	}
+}
+
+/*
+ * o = the mixture of experts of h, from the definition: softmax of the
+ * router logits, the top k (the lower id on a tie; see ref_route),
+ * renormalised when the model says so, each chosen expert's SwiGLU
+ * weighted and summed.  eng: the engine's choice (NULL: unchecked).
+ */
+static void ref_moe(struct ref *R, const struct wk_layer *L, const double *h, double *o,
+		    const uint32_t *eng)
+{
+	const struct wk_hparams *hp = &R->m->hp;
+	uint32_t n = hp->n_expert, k = hp->n_expert_used, f = hp->n_ff_exp;
+	double *lg = calloc(n, sizeof(double)), *p = calloc(n, sizeof(double));
+	double *g = calloc(f, sizeof(double)), *u = calloc(f, sizeof(double));
+	double *y = calloc(hp->n_embd, sizeof(double)), mx = -INFINITY, sum = 0, chosen = 0;
+	uint32_t sel[64];
+
+	ref_mv(&L->ffn_gate_inp, h, lg, NULL);
+	for (uint32_t e = 0; e < n; e++)
+		mx = lg[e] > mx ? lg[e] : mx;
+	for (uint32_t e = 0; e < n; e++)
+		sum += p[e] = exp(lg[e] - mx);
+	ref_route(R, lg, n, k, eng, sel);
+	for (uint32_t j = 0; j < k; j++)
+		chosen += p[sel[j]] / sum;
+	memset(o, 0, hp->n_embd * sizeof(double));
+	for (uint32_t j = 0; j < k; j++) {
+		struct wk_tensor wg = wk_tensor_expert(&L->exp_gate, sel[j]);
+		struct wk_tensor wu = wk_tensor_expert(&L->exp_up, sel[j]);
+		struct wk_tensor wd = wk_tensor_expert(&L->exp_down, sel[j]);
+		double w = p[sel[j]] / sum / (hp->expert_norm ? chosen : 1.0) * hp->expert_scale;
+
+		ref_mv(&wg, h, g, NULL);
+		ref_mv(&wu, h, u, NULL);
+		ref_glu(hp, g, u, f);
+		ref_mv(&wd, g, y, NULL);
+		for (uint32_t i = 0; i < hp->n_embd; i++)
+			o[i] += w * y[i];
+	}
+	free(lg); free(p); free(g); free(u); free(y);
 }
 
 /* logits of token `tok` at `pos` given the cache of positions < pos */
@@ -220,16 +322,15 @@ static void ref_step(struct ref *R, int32_t tok, uint32_t pos, double *logits)
 		for (uint32_t i = 0; i < e; i++)
 			x[i] += o[i] * hp->residual_scale;
 		ref_rmsnorm(x, &L->ffn_norm, h, e, hp->rms_eps);
-		ref_mv(&L->w_gate, h, g, NULL);
-		ref_mv(&L->w_up, h, u, NULL);
-		for (uint32_t i = 0; i < hp->n_ff; i++)
-			if (hp->ffn_act == WK_FFN_GELU_TANH) /* gemma: GELU, tanh form */
-				g[i] = 0.5 * g[i] *
-				       (1 + tanh(0.7978845608028654 *
-						 (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i];
-			else
-				g[i] = g[i] / (1 + exp(-g[i])) * u[i];
-		ref_mv(&L->w_down, g, o, NULL);
+		if (L->ffn_gate_inp.data) {
+			ref_moe(R, L, h, o, R->route ? R->route + ((uint64_t)pos * hp->n_layer + l) *
+								  hp->n_expert_used : NULL);
+		} else {
+			ref_mv(&L->w_gate, h, g, NULL);
+			ref_mv(&L->w_up, h, u, NULL);
+			ref_glu(hp, g, u, hp->n_ff);
+			ref_mv(&L->w_down, g, o, NULL);
+		}
 		if (L->ffn_post_norm.data)
 			ref_rmsnorm(o, &L->ffn_post_norm, o, e, hp->rms_eps);
 		for (uint32_t i = 0; i < e; i++)
@@ -296,6 +397,23 @@ static void eng_run(struct eng *E, const int32_t *toks, uint32_t from, uint32_t 
 	assert_int_equal(E->be->ops->forward(E->be, &b, logits), CM_OK);
 }
 
+/* a mixture of experts: the routing of the last step's n tokens (positions
+ * from..from+n) into route[pos][layer][k] */
+static void eng_routing(struct eng *E, const struct wk_model *m, uint32_t from, uint32_t n,
+			uint32_t *route)
+{
+	uint32_t L = m->hp.n_layer, k = m->hp.n_expert_used;
+
+	if (!m->hp.n_expert)
+		return;
+	assert_true(L <= 64 && k <= 64);
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t l = 0; l < L; l++)
+			assert_int_equal(wk_cpu_backend_routing(E->be, l, i,
+								route + ((uint64_t)(from + i) * L + l) * k),
+					 CM_OK);
+}
+
 static double rel_l2(const float *a, const double *ref, uint32_t n)
 {
 	double num = 0, den = 0;
@@ -330,6 +448,7 @@ static void check_model_path(const char *path, const char *type, const char *arc
 	struct eng E;
 	enum { NT = 12 };
 	int32_t toks[NT];
+	static uint32_t route[NT * 64 * 64]; /* [pos][layer][k]: up to 64 layers and 64 used */
 	float *lg;
 	double *rl, worst = 0;
 	uint32_t V;
@@ -338,8 +457,11 @@ static void check_model_path(const char *path, const char *type, const char *arc
 	V = m->hp.n_vocab;
 	for (int i = 0; i < NT; i++)
 		toks[i] = (int32_t)((i * 37 + 11) % V);
+	memset(&R, 0, sizeof(R));
 	R.m = m;
 	R.max_pos = NT;
+	/* float weights: the router's input differs by float rounding only */
+	R.route_eps = tol <= 1e-4 ? 1e-4 : 0.1;
 	R.kc = calloc((size_t)m->hp.n_layer * NT * m->hp.n_head_kv * m->hp.head_dim, sizeof(double));
 	R.vc = calloc((size_t)m->hp.n_layer * NT * m->hp.n_head_kv * m->hp.head_dim, sizeof(double));
 	lg = malloc((size_t)NT * V * sizeof(float));
@@ -347,8 +469,12 @@ static void check_model_path(const char *path, const char *type, const char *arc
 	eng_init(&E, m, 2, WK_Q_F32);
 	/* prefill 8 tokens as one batch, then 4 decode steps */
 	eng_run(&E, toks, 0, 8, lg);
-	for (uint32_t t = 8; t < NT; t++)
+	eng_routing(&E, m, 0, 8, route);
+	for (uint32_t t = 8; t < NT; t++) {
 		eng_run(&E, toks, t, t + 1, lg + (size_t)t * V);
+		eng_routing(&E, m, t, 1, route);
+	}
+	R.route = m->hp.n_expert ? route : NULL;
 	for (uint32_t t = 0; t < NT; t++) {
 		double e;
 
@@ -359,6 +485,10 @@ static void check_model_path(const char *path, const char *type, const char *arc
 	}
 	printf("# %s/%s%s: worst relative L2 error of logits over %d positions: %.3g (tolerance %.3g)\n",
 	       type, arch, tag ? tag : "", NT, worst, tol);
+	if (m->hp.n_expert)
+		printf("#   routing: %d of %u choices differ from the reference's, each a near-tie "
+		       "(within %g of its top-%u boundary)\n", R.flips, NT * m->hp.n_layer,
+		       R.route_eps, m->hp.n_expert_used);
 	assert_true(worst < tol);
 	eng_free(&E);
 	free(R.kc);
@@ -371,6 +501,49 @@ static void check_model_path(const char *path, const char *type, const char *arc
 static void check_model(const char *type, const char *arch, double tol)
 {
 	check_model_x(type, arch, NULL, NULL, tol);
+}
+
+/* a mixture of experts (the moe-tiny preset: 16 experts, 2 active, unless
+ * extra says otherwise) against the double reference */
+static void check_moe(const char *type, const char *arch, const char *extra, const char *tag,
+		      double tol)
+{
+	char path[512], label[64];
+
+	assert_int_equal(synth_x("moe-tiny", type, arch, extra, tag, path, sizeof(path)), 0);
+	snprintf(label, sizeof(label), " (moe-tiny%s)", tag ? tag : "");
+	check_model_path(path, type, arch, label, tol);
+}
+
+/* Mixtral: `llama` with 16 experts, 2 active */
+static void test_ref_f32_mixtral(void **s) { (void)s; check_moe("F32", "llama", NULL, NULL, 1e-4); }
+static void test_ref_q8_0_mixtral(void **s) { (void)s; check_moe("Q8_0", "llama", NULL, NULL, 4e-2); }
+static void test_ref_q4_k_m_mixtral(void **s)
+{
+	(void)s;
+	check_moe("Q4_K_M", "llama", NULL, NULL, 5e-2);
+}
+/* qwen3moe shaped as Qwen3-30B-A3B routes: 8 of 64 experts */
+static void test_ref_f32_qwen3moe(void **s)
+{
+	(void)s;
+	check_moe("F32", "qwen3moe", "--experts 64 --experts-used 8", "-64x8", 1e-4);
+}
+static void test_ref_q8_0_qwen3moe(void **s)
+{
+	(void)s;
+	check_moe("Q8_0", "qwen3moe", "--experts 64 --experts-used 8", "-64x8", 4e-2);
+}
+static void test_ref_q4_k_m_qwen3moe(void **s)
+{
+	(void)s;
+	check_moe("Q4_K_M", "qwen3moe", "--experts 64 --experts-used 8", "-64x8", 5e-2);
+}
+/* the experts' gate and up fused in one ffn_gate_up_exps tensor */
+static void test_ref_f32_qwen3moe_fused(void **s)
+{
+	(void)s;
+	check_moe("F32", "qwen3moe", "--fuse-experts", "-fused", 1e-4);
 }
 
 static void test_ref_f32_llama(void **s) { (void)s; check_model("F32", "llama", 1e-4); }
@@ -555,10 +728,21 @@ static void test_greedy_llamacpp_phi3(void **s)
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
 {
-	const char *types[] = { "F16", "Q8_0", "Q4_K_M", "Q5_1", "Q2_K", "Q3_K_M", "IQ4_XS" };
+	static const struct { const char *preset, *type, *arch, *extra, *tag; } models[] = {
+		{ "tiny", "F16", "llama", NULL, NULL },
+		{ "tiny", "Q8_0", "llama", NULL, NULL },
+		{ "tiny", "Q4_K_M", "llama", NULL, NULL },
+		{ "tiny", "Q5_1", "llama", NULL, NULL },
+		{ "tiny", "Q2_K", "llama", NULL, NULL },
+		{ "tiny", "Q3_K_M", "llama", NULL, NULL },
+		{ "tiny", "IQ4_XS", "llama", NULL, NULL },
+		/* tokens of one batch share experts: grouped, then summed per token */
+		{ "moe-tiny", "Q4_K_M", "llama", NULL, NULL },
+		{ "moe-tiny", "F16", "qwen3moe", "--experts 64 --experts-used 8", "-64x8" },
+	};
 
 	(void)state;
-	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+	for (size_t ti = 0; ti < sizeof(models) / sizeof(models[0]); ti++) {
 		char path[512], err[512] = "";
 		struct wk_model *m = NULL;
 		struct wk_model_opts opts = { 0 };
@@ -568,7 +752,8 @@ static void test_batch_and_thread_invariance(void **state)
 		float *la, *lb;
 		uint32_t V;
 
-		assert_int_equal(synth("tiny", types[ti], "llama", path, sizeof(path)), 0);
+		assert_int_equal(synth_x(models[ti].preset, models[ti].type, models[ti].arch,
+					 models[ti].extra, models[ti].tag, path, sizeof(path)), 0);
 		assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
 		V = m->hp.n_vocab;
 		for (int i = 0; i < NT; i++)
@@ -642,6 +827,13 @@ int main(void)
 		cmocka_unit_test(test_ref_f32_qwen3),
 		cmocka_unit_test(test_ref_q4_k_m_qwen3),
 		cmocka_unit_test(test_ref_f32_qwen3_wide_heads),
+		cmocka_unit_test(test_ref_f32_mixtral),
+		cmocka_unit_test(test_ref_q8_0_mixtral),
+		cmocka_unit_test(test_ref_q4_k_m_mixtral),
+		cmocka_unit_test(test_ref_f32_qwen3moe),
+		cmocka_unit_test(test_ref_q8_0_qwen3moe),
+		cmocka_unit_test(test_ref_q4_k_m_qwen3moe),
+		cmocka_unit_test(test_ref_f32_qwen3moe_fused),
 		cmocka_unit_test(test_greedy_llamacpp_llama),
 		cmocka_unit_test(test_greedy_llamacpp_granite),
 		cmocka_unit_test(test_greedy_llamacpp_phi3),

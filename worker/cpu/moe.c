@@ -1,0 +1,239 @@
+/*
+ * moe.c - the CPU mixture-of-experts FFN (see moe.h).
+ *
+ * Owns: struct wk_cpu_moe, its scratch (router logits, the routing, the
+ * token rows grouped by expert and their gate / up / down outputs) and two
+ * counters.  A step: the router matmul over all T tokens; each token's
+ * routing; the tokens' rows copied into one group per expert (in token
+ * order); per expert with tokens, gate and up over its group, SwiGLU, down;
+ * then each token's output summed over its experts in increasing id.
+ */
+#include "worker/cpu/moe.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "worker/cpu/ops.h"
+
+struct wk_cpu_moe {
+	struct wk_hparams hp;
+	uint32_t cap;        /* tokens the scratch holds */
+	float *logits;       /* [cap][n_expert] */
+	uint32_t *ids;       /* [cap][k] chosen experts, increasing */
+	float *w;            /* [cap][k] their weights */
+	uint32_t *slot;      /* [cap][k] grouped row of (token, choice) */
+	uint32_t *count;     /* [n_expert] tokens routed to each expert this step */
+	uint32_t *start;     /* [n_expert + 1] first grouped row of each expert */
+	float *x, *g, *u, *y; /* grouped rows: [cap * k][embd], [.][ff] x2, [.][embd] */
+	uint64_t runs, rows;
+};
+
+static void moe_scratch_free(struct wk_cpu_moe *s)
+{
+	cm_free(s->logits);
+	cm_free(s->ids);
+	cm_free(s->w);
+	cm_free(s->slot);
+	cm_free(s->x);
+	cm_free(s->g);
+	cm_free(s->u);
+	cm_free(s->y);
+	s->logits = s->w = s->x = s->g = s->u = s->y = NULL;
+	s->ids = s->slot = NULL;
+	s->cap = 0;
+}
+
+static enum cm_status moe_ensure(struct wk_cpu_moe *s, uint32_t T)
+{
+	uint64_t k = s->hp.n_expert_used, e = s->hp.n_embd, f = s->hp.n_ff_exp, cap;
+
+	if (T <= s->cap)
+		return CM_OK;
+	cap = T < 16 ? 16 : T;
+	moe_scratch_free(s);
+	s->logits = cm_calloc(cap * s->hp.n_expert, sizeof(float));
+	s->ids = cm_calloc(cap * k, sizeof(uint32_t));
+	s->w = cm_calloc(cap * k, sizeof(float));
+	s->slot = cm_calloc(cap * k, sizeof(uint32_t));
+	s->x = cm_calloc(cap * k * e, sizeof(float));
+	s->g = cm_calloc(cap * k * f, sizeof(float));
+	s->u = cm_calloc(cap * k * f, sizeof(float));
+	s->y = cm_calloc(cap * k * e, sizeof(float));
+	if (!s->logits || !s->ids || !s->w || !s->slot || !s->x || !s->g || !s->u || !s->y) {
+		moe_scratch_free(s);
+		return CM_ENOMEM;
+	}
+	s->cap = (uint32_t)cap;
+	return CM_OK;
+}
+
+enum cm_status wk_cpu_moe_new(const struct wk_hparams *hp, struct wk_cpu_moe **out)
+{
+	struct wk_cpu_moe *s;
+
+	*out = NULL;
+	if (hp->n_expert == 0 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+		return CM_EINVAL;
+	s = cm_calloc(1, sizeof(*s));
+	if (!s)
+		return CM_ENOMEM;
+	s->hp = *hp;
+	s->count = cm_calloc(hp->n_expert, sizeof(uint32_t));
+	s->start = cm_calloc(hp->n_expert + 1, sizeof(uint32_t));
+	if (!s->count || !s->start) {
+		wk_cpu_moe_free(s);
+		return CM_ENOMEM;
+	}
+	*out = s;
+	return CM_OK;
+}
+
+void wk_cpu_moe_free(struct wk_cpu_moe *s)
+{
+	if (!s)
+		return;
+	moe_scratch_free(s);
+	cm_free(s->count);
+	cm_free(s->start);
+	cm_free(s);
+}
+
+void wk_cpu_moe_route(const struct wk_hparams *hp, const float *logits, uint32_t *ids,
+		      float *w)
+{
+	uint32_t n = hp->n_expert, k = hp->n_expert_used;
+	float mx = logits[0], sum = 0, chosen = 0;
+
+	for (uint32_t e = 1; e < n; e++)
+		mx = logits[e] > mx ? logits[e] : mx;
+	for (uint32_t e = 0; e < n; e++)
+		sum += wk_cpu_expf(logits[e] - mx);
+	/* the top k by selection: each pass takes the largest logit not yet
+	 * taken, the lower id on a tie (k is small) */
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t best = n;
+
+		for (uint32_t e = 0; e < n; e++) {
+			int taken = 0;
+
+			for (uint32_t i = 0; i < j && !taken; i++)
+				taken = ids[i] == e;
+			if (!taken && (best == n || logits[e] > logits[best]))
+				best = e;
+		}
+		ids[j] = best;
+	}
+	/* increasing id: the order the outputs are summed in */
+	for (uint32_t j = 1; j < k; j++)
+		for (uint32_t i = j; i > 0 && ids[i - 1] > ids[i]; i--) {
+			uint32_t t = ids[i];
+
+			ids[i] = ids[i - 1];
+			ids[i - 1] = t;
+		}
+	for (uint32_t j = 0; j < k; j++) {
+		w[j] = wk_cpu_expf(logits[ids[j]] - mx) / sum;
+		chosen += w[j];
+	}
+	for (uint32_t j = 0; j < k; j++) {
+		if (hp->expert_norm)
+			w[j] /= chosen;
+		w[j] *= hp->expert_scale;
+	}
+}
+
+/* y (n, rows) = x (n, cols) W^T for expert e's matrix of t */
+static enum cm_status expert_mm(struct wk_cpu_mm *mm, const struct wk_tensor *t, uint32_t e,
+				const float *x, uint32_t n, float *y)
+{
+	struct wk_tensor w = wk_tensor_expert(t, e);
+
+	return wk_cpu_matmul(mm, w.type, w.data, (int)w.rows, (int)w.cols, x, (int)n, y);
+}
+
+/* Routes the T tokens and copies their rows into one group per expert. */
+static void moe_group(struct wk_cpu_moe *s, const float *h, uint32_t T)
+{
+	uint32_t k = s->hp.n_expert_used, n = s->hp.n_expert, e = s->hp.n_embd;
+
+	memset(s->count, 0, n * sizeof(uint32_t));
+	for (uint32_t t = 0; t < T; t++) {
+		wk_cpu_moe_route(&s->hp, s->logits + (uint64_t)t * n, s->ids + (uint64_t)t * k,
+				 s->w + (uint64_t)t * k);
+		for (uint32_t j = 0; j < k; j++)
+			s->count[s->ids[(uint64_t)t * k + j]]++;
+	}
+	s->start[0] = 0;
+	for (uint32_t x = 0; x < n; x++)
+		s->start[x + 1] = s->start[x] + s->count[x];
+	memset(s->count, 0, n * sizeof(uint32_t)); /* now: rows filled per expert */
+	for (uint32_t t = 0; t < T; t++)
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t x = s->ids[(uint64_t)t * k + j];
+			uint32_t r = s->start[x] + s->count[x]++;
+
+			s->slot[(uint64_t)t * k + j] = r;
+			memcpy(s->x + (uint64_t)r * e, h + (uint64_t)t * e, e * sizeof(float));
+		}
+}
+
+enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
+			      const struct wk_layer *L, const float *h, uint32_t T, float *out,
+			      uint32_t *ids)
+{
+	const struct wk_hparams *hp = &s->hp;
+	uint32_t k = hp->n_expert_used, e = hp->n_embd, f = hp->n_ff_exp;
+	enum cm_status st;
+
+	if (T == 0)
+		return CM_OK;
+	st = moe_ensure(s, T);
+	if (st == CM_OK)
+		st = wk_cpu_matmul(mm, L->ffn_gate_inp.type, L->ffn_gate_inp.data,
+				   (int)hp->n_expert, (int)e, h, (int)T, s->logits);
+	if (st != CM_OK)
+		return st;
+	moe_group(s, h, T);
+	if (ids)
+		memcpy(ids, s->ids, (uint64_t)T * k * sizeof(uint32_t));
+	for (uint32_t x = 0; x < hp->n_expert; x++) {
+		uint32_t r0 = s->start[x], n = s->count[x];
+
+		if (n == 0)
+			continue;
+		s->runs++;
+		s->rows += n;
+		if ((st = expert_mm(mm, &L->exp_gate, x, s->x + (uint64_t)r0 * e, n,
+				    s->g + (uint64_t)r0 * f)) != CM_OK ||
+		    (st = expert_mm(mm, &L->exp_up, x, s->x + (uint64_t)r0 * e, n,
+				    s->u + (uint64_t)r0 * f)) != CM_OK)
+			return st;
+		for (uint32_t r = r0; r < r0 + n; r++)
+			wk_cpu_silu_mul(s->g + (uint64_t)r * f, s->g + (uint64_t)r * f,
+					s->u + (uint64_t)r * f, (int)f);
+		st = expert_mm(mm, &L->exp_down, x, s->g + (uint64_t)r0 * f, n,
+			       s->y + (uint64_t)r0 * e);
+		if (st != CM_OK)
+			return st;
+	}
+	/* each token: its experts' outputs, weighted, in increasing expert id */
+	for (uint32_t t = 0; t < T; t++) {
+		float *o = out + (uint64_t)t * e;
+
+		memset(o, 0, e * sizeof(float));
+		for (uint32_t j = 0; j < k; j++) {
+			const float *y = s->y + (uint64_t)s->slot[(uint64_t)t * k + j] * e;
+			float wj = s->w[(uint64_t)t * k + j];
+
+			for (uint32_t i = 0; i < e; i++)
+				o[i] += wj * y[i];
+		}
+	}
+	return CM_OK;
+}
+
+void wk_cpu_moe_counts(const struct wk_cpu_moe *s, uint64_t *expert_runs, uint64_t *rows)
+{
+	*expert_runs = s->runs;
+	*rows = s->rows;
+}
