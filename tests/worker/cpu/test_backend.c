@@ -725,6 +725,17 @@ static void test_greedy_llamacpp_phi3(void **s)
 	check_greedy_llamacpp("phi3", "--swa 5", "-swa5");
 }
 
+/* Mixtral's layout (moe-tiny: 16 experts, 2 active): llama.cpp runs it as
+ * `llama` with experts; its smallest top-2 margin on the way was 0.0005 */
+static void test_greedy_llamacpp_mixtral(void **s)
+{
+	char path[512];
+
+	(void)s;
+	assert_int_equal(synth_x("moe-tiny", "F32", "llama", NULL, NULL, path, sizeof(path)), 0);
+	greedy_vs(path, "greedy-moe-tiny-f32-llama.txt", "mixtral (moe-tiny)");
+}
+
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
 {
@@ -839,6 +850,7 @@ int main(void)
 		cmocka_unit_test(test_greedy_llamacpp_phi3),
 		cmocka_unit_test(test_greedy_llamacpp_gemma2),
 		cmocka_unit_test(test_llamacpp_q4_k_m_576),
+		cmocka_unit_test(test_greedy_llamacpp_mixtral),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 
