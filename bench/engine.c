@@ -7,7 +7,8 @@
  * Prints one line per model: parameters, weight type mix, threads, ISA,
  * prefill tokens/s (one batch of --prompt tokens), decode tokens/s (batch
  * 1, --gen steps after the prompt), measured read bandwidth and the decode
- * bound = bandwidth / weight bytes, and the fraction reached.  Medians of
+ * bound = bandwidth / weight bytes (of a mixture of experts: the active
+ * bytes, the chosen experts' and the rest), and the fraction reached.  Medians of
  * --reps runs; the bandwidth probe runs after each repetition's decode and
  * each decode's share is taken against the probe beside it (the bound
  * printed is the best probe).  "cpu share" is the process's CPU time over wall time x
@@ -64,10 +65,15 @@ static void type_mix(const struct wk_model *m, char *out, size_t len)
 	for (uint32_t l = 0; l < m->hp.n_layer; l++) {
 		const struct wk_layer *L = &m->layers[l];
 		const struct wk_tensor *ts[] = { &L->wq, &L->wk, &L->wv, &L->wo,
-						 &L->w_gate, &L->w_up, &L->w_down };
+						 &L->w_gate, &L->w_up, &L->w_down,
+						 &L->exp_gate, &L->exp_up, &L->exp_down };
+		/* an expert view is one expert's matrix: times the experts */
+		uint64_t n_exp = m->hp.n_expert ? m->hp.n_expert : 1;
 
-		for (size_t i = 0; i < 7; i++)
-			bytes[ts[i]->type] += ts[i]->rows * ts[i]->row_bytes;
+		for (size_t i = 0; i < 10; i++)
+			if (ts[i]->data)
+				bytes[ts[i]->type] += ts[i]->rows * ts[i]->row_bytes *
+						      (ts[i]->expert_stride ? n_exp : 1);
 	}
 	bytes[m->output.type] += m->output.rows * m->output.row_bytes;
 	out[0] = '\0';
@@ -196,8 +202,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* a decode step streams every weight but the embedding table (one
-	 * row), unless the output projection is that table (tied) */
-	const double streamed = (double)m->weight_bytes -
+	 * row), unless the output projection is that table (tied); of a
+	 * mixture of experts only the chosen experts (the active bytes) */
+	const double streamed = (double)m->cfg->active_weight_bytes -
 				(m->output.data == m->tok_embd.data
 					 ? 0.0
 					 : (double)m->tok_embd.rows * m->tok_embd.row_bytes);
@@ -236,6 +243,11 @@ int main(int argc, char **argv)
 		       m->name, m->n_params / 1e9, m->weight_bytes / 1073741824.0, mix, threads,
 		       wk_cpu_isa_name(wk_cpu_isa_default()), un.machine,
 		       sysconf(_SC_NPROCESSORS_ONLN));
+		if (m->hp.n_expert)
+			printf("experts: %u of %u active per token: %.3fB active parameters, "
+			       "%.2f GB of active weights (the bound below is on these)\n",
+			       m->hp.n_expert_used, m->hp.n_expert, m->cfg->n_params_active / 1e9,
+			       m->cfg->active_weight_bytes / 1e9);
 		printf("load average %.2f (1 min) before the first repetition\n", load[0]);
 		printf("prefill(%d tokens): %.1f tokens/s (cpu share %.0f%%)\n", n_prompt, p,
 		       100.0 * median(pf_share, reps));

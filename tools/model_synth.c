@@ -58,6 +58,9 @@ static const struct preset presets[] = {
 	/* mixtures of experts.  moe-tiny: tiny with 16 experts, 2 active
 	 * (Mixtral's `llama` layout; --arch qwen3moe for Qwen's) */
 	{ "moe-tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
+	/* qwen3moe-tiny: tiny in Qwen3-MoE's routing, 64 experts, 8 active */
+	{ "qwen3moe-tiny", 256, 2, 4, 2, 256, 512, 512, 1000000.0f, 0, "qwen3moe", 0, 0, "qwen3",
+	  64, 8, 0 },
 	/* Mixtral's layout at 1B: 16 experts of 1408, 2 active (1.2B
 	 * parameters, 0.25B active per token) */
 	{ "moe-1b", 1024, 16, 16, 4, 1408, 32000, 4096, 1000000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
@@ -726,7 +729,8 @@ int model_cmd_synth(int argc, char **argv)
 					o.p = &presets[i];
 			if (!o.p) {
 				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b, qwen3-1b, "
-					"gemma3-1b, phi3-1b, 8b, moe-tiny, moe-1b or qwen3moe-1b, "
+					"gemma3-1b, phi3-1b, 8b, moe-tiny, qwen3moe-tiny, moe-1b or "
+					"qwen3moe-1b, "
 					"found '%s'\n", val);
 				return 2;
 			}

@@ -16,6 +16,8 @@
  *    ERROR constraint naming what is wrong;
  *  - a thinking model: budgets, a schema and a forced call after the
  *    thinking, thinking off, in one batch: each request's solo output;
+ *  - mixtures of experts (Mixtral's and qwen3moe's routing): 65 requests
+ *    each alone, then together: the same tokens and final-logits digests;
  *  - bad input (too long, bad parameters, unknown template, malformed
  *    frame, disallowed uid) gets its error and the worker keeps serving.
  */
@@ -651,6 +653,68 @@ static void test_thinking_batch_invariance(void **state)
 	assert_int_equal(h_stop(&tw, 30000), 0);
 }
 
+/*
+ * Mixtures of experts (Mixtral's layout, 16 experts 2 active; qwen3moe, 64
+ * experts 8 active): each of 65 requests of different lengths, greedy or
+ * seeded, alone and then among the 64 others, where tokens of one step
+ * share experts: the same tokens and final-logits digest.
+ */
+static void check_moe_invariance(const char *preset, const char *arch)
+{
+	enum { N = 65 };
+	static struct proto_msg msgs[N];
+	static struct proto_submit sbs[N];
+	static struct pc_outcome solo[N], conc[N];
+	struct h_proc mw;
+	char msock[600];
+	const char *model = h_model(preset, "Q4_K_M", arch);
+	struct pc_conn *c;
+	struct pc_event hello;
+
+	assert_non_null(model);
+	assert_int_equal(h_worker_start_model(&mw, preset, model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"64MiB\","
+					      " \"max_running\": 64, \"step_tokens\": 512",
+					      msock, sizeof(msock)),
+			 0);
+	c = pc_connect(msock, TIMEOUT_MS);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
+	for (uint32_t i = 0; i < N; i++) {
+		pc_submit_init(&msgs[i], &sbs[i], 9000 + i, prompts[i % 40], 6 + i % 7, 1 + i % 3);
+		msgs[i].flags |= PROTO_SUBMIT_F_DIGEST | PROTO_SUBMIT_F_IGNORE_EOS;
+		if (i % 2) {
+			msgs[i].u.submit.sampling.temperature = 0.8f;
+			msgs[i].u.submit.sampling.seed = 90 + i;
+			msgs[i].flags |= PROTO_SUBMIT_F_HAS_SEED;
+		}
+	}
+	for (uint32_t i = 0; i < N; i++) {
+		run_requests(c, &msgs[i], 1, &solo[i]);
+		assert_int_equal(solo[i].err, 0);
+	}
+	for (uint32_t i = 0; i < N; i++)
+		msgs[i].request_id = 9500 + i;
+	run_requests(c, msgs, N, conc);
+	for (uint32_t i = 0; i < N; i++) {
+		if (conc[i].err)
+			fail_msg("%s request %u: ERROR %u: %s", preset, i, conc[i].err, conc[i].err_msg);
+		assert_int_equal(conc[i].done.gen_tokens, 6 + i % 7);
+		assert_int_equal(conc[i].n_ids, solo[i].n_ids);
+		assert_memory_equal(conc[i].ids, solo[i].ids, solo[i].n_ids * sizeof(uint32_t));
+		assert_memory_equal(conc[i].done.logits_digest, solo[i].done.logits_digest, 32);
+	}
+	pc_close(c);
+	assert_int_equal(h_stop(&mw, 30000), 0);
+}
+
+static void test_moe_batch_invariance(void **state)
+{
+	(void)state;
+	check_moe_invariance("moe-tiny", "llama");
+	check_moe_invariance("qwen3moe-tiny", "qwen3moe");
+}
+
 static void test_ping_is_a_real_generation(void **state)
 {
 	struct pc_conn *c = connect_worker();
@@ -836,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_constrained_output),
 		cmocka_unit_test(test_tool_calls),
 		cmocka_unit_test(test_thinking_batch_invariance),
+		cmocka_unit_test(test_moe_batch_invariance),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
 		cmocka_unit_test(test_socket_path_guarded),
