@@ -159,6 +159,30 @@ static enum cm_status mm(struct cpu_backend *be, const struct wk_tensor *w, cons
 	return CM_OK;
 }
 
+/* y[i] (n, rows_i) = x (n, cols) W_i^T (+ bias_i) for up to 4 weights of
+ * the same input in one parallel run (x quantised once) */
+static enum cm_status mm_same_x(struct cpu_backend *be, int k, const struct wk_tensor *const *w,
+				const float *x, uint32_t n, float *const *y,
+				const struct wk_tensor *const *bias)
+{
+	struct wk_cpu_mm_op ops[4];
+	enum cm_status st;
+
+	for (int i = 0; i < k; i++)
+		ops[i] = (struct wk_cpu_mm_op){ w[i]->type, w[i]->data, (int)w[i]->rows,
+						(int)w[i]->cols, x, (int)n, y[i] };
+	st = wk_cpu_matmul_multi(be->mm, ops, k);
+	for (int i = 0; st == CM_OK && i < k; i++)
+		if (bias && bias[i] && bias[i]->data) {
+			float b[bias[i]->cols];
+
+			vec_from_tensor(bias[i], b);
+			for (uint32_t t = 0; t < n; t++)
+				wk_cpu_add(y[i] + (uint64_t)t * w[i]->rows, b, (int)w[i]->rows);
+		}
+	return st;
+}
+
 /* ---- attention ---------------------------------------------------------- */
 
 struct att_ctx {
@@ -375,8 +399,10 @@ static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L
 	const struct wk_hparams *hp = &be->m->hp;
 	enum cm_status st;
 
-	if ((st = mm(be, &L->w_gate, be->h, T, be->g, NULL)) != CM_OK ||
-	    (st = mm(be, &L->w_up, be->h, T, be->u, NULL)) != CM_OK)
+	const struct wk_tensor *w[2] = { &L->w_gate, &L->w_up };
+	float *const y[2] = { be->g, be->u };
+
+	if ((st = mm_same_x(be, 2, w, be->h, T, y, NULL)) != CM_OK)
 		return st;
 	for (uint32_t t = 0; t < T; t++) {
 		float *g = be->g + (uint64_t)t * hp->n_ff;
@@ -431,9 +457,11 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
 				       L->attn_norm.data, (int)e, hp->rms_eps);
-		if ((st = mm(be, &L->wq, be->h, T, be->q, &L->bq)) != CM_OK ||
-		    (st = mm(be, &L->wk, be->h, T, be->kk, &L->bk)) != CM_OK ||
-		    (st = mm(be, &L->wv, be->h, T, be->vv, &L->bv)) != CM_OK)
+		const struct wk_tensor *qkv[3] = { &L->wq, &L->wk, &L->wv };
+		const struct wk_tensor *bqkv[3] = { &L->bq, &L->bk, &L->bv };
+		float *const yqkv[3] = { be->q, be->kk, be->vv };
+
+		if ((st = mm_same_x(be, 3, qkv, be->h, T, yqkv, bqkv)) != CM_OK)
 			return st;
 		if (L->q_norm.data) /* qwen3: each head's q and k normalised before RoPE */
 			for (uint32_t t = 0; t < T * hp->n_head; t++)

@@ -19,6 +19,17 @@
 #include "worker/cpu/internal.h"
 #include "worker/model/quant.h"
 
+struct wk_cpu_mm_job {
+	const struct wk_cpu_kernels *k;
+	struct wk_cpu_gemm g;
+	wk_cpu_gemm_fn fn;
+	int rows;
+	int chunk_rows; /* output rows per task */
+	/* activation quantisation */
+	wk_cpu_actq_fn actq;
+	const float *xf;
+};
+
 struct wk_cpu_mm {
 	struct wk_pool *pool;     /* borrowed */
 	enum wk_cpu_isa isa;
@@ -26,7 +37,10 @@ struct wk_cpu_mm {
 	void *scratch_raw;        /* cm_malloc'd */
 	uint8_t *scratch;         /* activation rows, 64-byte aligned in scratch_raw */
 	size_t scratch_bytes;     /* usable bytes at scratch */
+	struct wk_cpu_mm_job *jobs; /* [WK_CPU_MM_MAX_OPS]: the current call's */
+	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
 };
+
 
 /* ---- ISA -------------------------------------------------------------- */
 
@@ -150,6 +164,11 @@ enum cm_status wk_cpu_mm_new(struct wk_pool *pool, struct wk_cpu_mm **out)
 	*out = NULL;
 	if (mm == NULL)
 		return CM_ENOMEM;
+	mm->jobs = cm_calloc(WK_CPU_MM_MAX_OPS, sizeof(*mm->jobs));
+	if (mm->jobs == NULL) {
+		cm_free(mm);
+		return CM_ENOMEM;
+	}
 	mm->pool = pool;
 	mm->isa = wk_cpu_isa_default();
 	mm->k = wk_cpu_kernels_of(mm->isa);
@@ -162,6 +181,7 @@ void wk_cpu_mm_free(struct wk_cpu_mm *mm)
 	if (mm == NULL)
 		return;
 	cm_free(mm->scratch_raw);
+	cm_free(mm->jobs);
 	cm_free(mm);
 }
 
@@ -203,16 +223,6 @@ static enum cm_status wk_cpu_mm_reserve(struct wk_cpu_mm *mm, size_t bytes)
 
 /* ---- parallel work ---------------------------------------------------- */
 
-struct wk_cpu_mm_job {
-	const struct wk_cpu_kernels *k;
-	struct wk_cpu_gemm g;
-	wk_cpu_gemm_fn fn;
-	int rows;
-	int chunk_rows; /* output rows per task */
-	/* activation quantisation */
-	wk_cpu_actq_fn actq;
-	const float *xf;
-};
 
 static void wk_cpu_mm_actq_task(void *ctx, int task, int thread)
 {
@@ -243,59 +253,139 @@ static void wk_cpu_mm_gemm_task(void *ctx, int task, int thread)
 	j->fn(&j->g, r0, r1);
 }
 
+/* Checks one product; CM_OK when its kernel can run it. */
+static enum cm_status wk_cpu_mm_check(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *op)
+{
+	if (!wk_qtype_supported(op->wtype) || mm->k->gemm[op->wtype] == NULL)
+		return CM_EUNSUPPORTED;
+	if (op->rows <= 0 || op->cols <= 0 || op->n <= 0 ||
+	    op->cols % (int)wk_qtype_block_elems(op->wtype) != 0)
+		return CM_EINVAL;
+	return CM_OK;
+}
+
+/* Whether op i takes the same quantised activations as op i - 1. */
+static int wk_cpu_mm_same_x(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *ops, int i)
+{
+	return i > 0 && ops[i].x == ops[i - 1].x && ops[i].n == ops[i - 1].n &&
+	       ops[i].cols == ops[i - 1].cols &&
+	       wk_cpu_act_of(mm->k, ops[i].wtype) == wk_cpu_act_of(mm->k, ops[i - 1].wtype);
+}
+
+/* Sets up job j for op (activations at scratch offset *off, advanced). */
+static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *op,
+			       struct wk_cpu_mm_job *j, int share_prev, size_t *off, int threads)
+{
+	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
+
+	memset(j, 0, sizeof(*j));
+	j->k = mm->k;
+	j->fn = mm->k->gemm[op->wtype];
+	j->rows = op->rows;
+	j->g.cols = op->cols;
+	j->g.w = op->w;
+	j->g.w_stride = (size_t)wk_qtype_row_bytes(op->wtype, (uint64_t)op->cols);
+	j->g.n = op->n;
+	j->g.y = op->y;
+	j->g.y_stride = (size_t)op->rows;
+	j->chunk_rows = wk_cpu_mm_chunk_rows(op->rows, threads);
+	if (act == WK_CPU_ACT_F32) {
+		j->g.x = (const uint8_t *)op->x;
+		j->g.x_stride = 4 * (size_t)op->cols;
+		return;
+	}
+	if (share_prev) { /* the previous job's quantised rows */
+		j->g.x = (j - 1)->g.x;
+		j->g.x_stride = (j - 1)->g.x_stride;
+		return;
+	}
+	j->g.x_stride = wk_cpu_act_row_bytes(act, op->cols);
+	j->g.x = mm->scratch + *off;
+	*off += j->g.x_stride * (size_t)op->n;
+	j->actq = act == WK_CPU_ACT_Q8_32    ? mm->k->actq_q8_32
+		  : act == WK_CPU_ACT_Q8_256 ? mm->k->actq_q8_256
+					     : mm->k->actq_bf16;
+	j->xf = op->x;
+}
+
+struct wk_cpu_mm_multi {
+	struct wk_cpu_mm_job *jobs;
+	const int *first;   /* [n_ops + 1] first chunk task of each job */
+	int n_ops;
+};
+
+static void wk_cpu_mm_multi_task(void *ctx, int task, int thread)
+{
+	const struct wk_cpu_mm_multi *m = ctx;
+	int lo = 0, hi = m->n_ops - 1;
+
+	while (lo < hi) { /* the job whose chunks hold this task */
+		int mid = (lo + hi + 1) / 2;
+
+		if (m->first[mid] <= task)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	wk_cpu_mm_gemm_task(&m->jobs[lo], task - m->first[lo], thread);
+}
+
+enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *ops,
+				   int n_ops)
+{
+	int threads = mm->pool ? wk_pool_threads(mm->pool) : 1, *first;
+	size_t bytes = 0, off = 0;
+	enum cm_status st;
+
+	if (n_ops <= 0 || n_ops > WK_CPU_MM_MAX_OPS)
+		return CM_EINVAL;
+	for (int i = 0; i < n_ops; i++) {
+		enum wk_cpu_act act;
+		size_t rb;
+
+		if ((st = wk_cpu_mm_check(mm, &ops[i])) != CM_OK)
+			return st;
+		act = wk_cpu_act_of(mm->k, ops[i].wtype);
+		if (act == WK_CPU_ACT_F32 || wk_cpu_mm_same_x(mm, ops, i))
+			continue;
+		rb = wk_cpu_act_row_bytes(act, ops[i].cols);
+		if ((size_t)ops[i].n > WK_CPU_MM_SCRATCH_MAX / rb ||
+		    bytes > WK_CPU_MM_SCRATCH_MAX - rb * (size_t)ops[i].n)
+			return CM_ELIMIT;
+		bytes += rb * (size_t)ops[i].n;
+	}
+	if ((st = wk_cpu_mm_reserve(mm, bytes)) != CM_OK)
+		return st;
+	first = mm->first;
+	first[0] = 0;
+	for (int i = 0; i < n_ops; i++) {
+		struct wk_cpu_mm_job *j = &mm->jobs[i];
+
+		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads);
+		if (j->actq) {
+			if (threads > 1 && j->g.n > 1)
+				wk_pool_run(mm->pool, wk_cpu_mm_actq_task, j, j->g.n);
+			else
+				for (int t = 0; t < j->g.n; t++)
+					wk_cpu_mm_actq_task(j, t, 0);
+		}
+		first[i + 1] = first[i] + (j->rows + j->chunk_rows - 1) / j->chunk_rows;
+	}
+	/* Each task owns a fixed range of one job's output rows: which thread
+	 * runs it, and which other products share the run, change no value. */
+	struct wk_cpu_mm_multi m = { mm->jobs, first, n_ops };
+	if (threads > 1 && first[n_ops] > 1)
+		wk_pool_run(mm->pool, wk_cpu_mm_multi_task, &m, first[n_ops]);
+	else
+		for (int c = 0; c < first[n_ops]; c++)
+			wk_cpu_mm_multi_task(&m, c, 0);
+	return CM_OK;
+}
+
 enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
 			     int cols, const float *x, int n, float *y)
 {
-	enum cm_status st;
-	if (!wk_qtype_supported(wtype) || mm->k->gemm[wtype] == NULL)
-		return CM_EUNSUPPORTED;
-	if (rows <= 0 || cols <= 0 || n <= 0 || cols % (int)wk_qtype_block_elems(wtype) != 0)
-		return CM_EINVAL;
+	struct wk_cpu_mm_op op = { wtype, w, rows, cols, x, n, y };
 
-	struct wk_cpu_mm_job j = { 0 };
-	j.k = mm->k;
-	j.fn = mm->k->gemm[wtype];
-	j.rows = rows;
-	j.g.cols = cols;
-	j.g.w = w;
-	j.g.w_stride = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
-	j.g.n = n;
-	j.g.y = y;
-	j.g.y_stride = (size_t)rows;
-	int threads = mm->pool ? wk_pool_threads(mm->pool) : 1;
-
-	enum wk_cpu_act act = wk_cpu_act_of(mm->k, wtype);
-	if (act == WK_CPU_ACT_F32) {
-		j.g.x = (const uint8_t *)x;
-		j.g.x_stride = 4 * (size_t)cols;
-	} else {
-		size_t rb = wk_cpu_act_row_bytes(act, cols);
-		if ((size_t)n > WK_CPU_MM_SCRATCH_MAX / rb)
-			return CM_ELIMIT;
-		st = wk_cpu_mm_reserve(mm, rb * (size_t)n);
-		if (st != CM_OK)
-			return st;
-		j.g.x = mm->scratch;
-		j.g.x_stride = rb;
-		j.actq = act == WK_CPU_ACT_Q8_32    ? mm->k->actq_q8_32
-			 : act == WK_CPU_ACT_Q8_256 ? mm->k->actq_q8_256
-						    : mm->k->actq_bf16;
-		j.xf = x;
-		if (threads > 1 && n > 1)
-			wk_pool_run(mm->pool, wk_cpu_mm_actq_task, &j, n);
-		else
-			for (int t = 0; t < n; t++)
-				wk_cpu_mm_actq_task(&j, t, 0);
-	}
-
-	/* Each task owns a fixed range of output rows: which thread runs it
-	 * does not change any value. */
-	j.chunk_rows = wk_cpu_mm_chunk_rows(rows, threads);
-	int n_chunks = (rows + j.chunk_rows - 1) / j.chunk_rows;
-	if (threads > 1 && n_chunks > 1)
-		wk_pool_run(mm->pool, wk_cpu_mm_gemm_task, &j, n_chunks);
-	else
-		for (int c = 0; c < n_chunks; c++)
-			wk_cpu_mm_gemm_task(&j, c, 0);
-	return CM_OK;
+	return wk_cpu_matmul_multi(mm, &op, 1);
 }

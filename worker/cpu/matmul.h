@@ -75,4 +75,30 @@ struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 enum cm_status wk_cpu_matmul(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
 			     int cols, const float *x, int n, float *y) CM_WUR;
 
+/* One product of a wk_cpu_matmul_multi call: y = x W^T as wk_cpu_matmul. */
+struct wk_cpu_mm_op {
+	uint32_t wtype;
+	const void *w;
+	int rows, cols;
+	const float *x;
+	int n;
+	float *y;
+};
+
+/* Most products one wk_cpu_matmul_multi call takes. */
+#define WK_CPU_MM_MAX_OPS 1024
+
+/*
+ * Several independent products in one parallel run: the row ranges of all
+ * of them are claimed from one task list, so the threads meet once instead
+ * of once per product (a mixture of experts' chosen experts; Q, K and V).
+ * Consecutive ops on the same x (same pointer, n, cols and activation
+ * format) quantise it once.  Every y is bit for bit what wk_cpu_matmul
+ * gives.  No y may overlap any x or another y.  Errors as wk_cpu_matmul,
+ * checked for every op before any runs; CM_EINVAL for n_ops outside
+ * 1..WK_CPU_MM_MAX_OPS.
+ */
+enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *ops,
+				   int n_ops) CM_WUR;
+
 #endif

@@ -25,6 +25,7 @@ struct wk_cpu_moe {
 	uint32_t *count;     /* [n_expert] tokens routed to each expert this step */
 	uint32_t *start;     /* [n_expert + 1] first grouped row of each expert */
 	float *x, *g, *u, *y; /* grouped rows: [cap * k][embd], [.][ff] x2, [.][embd] */
+	struct wk_cpu_mm_op *ops; /* [2 * n_expert]: one parallel run per phase */
 	uint64_t runs, rows;
 };
 
@@ -80,7 +81,8 @@ enum cm_status wk_cpu_moe_new(const struct wk_hparams *hp, struct wk_cpu_moe **o
 	s->hp = *hp;
 	s->count = cm_calloc(hp->n_expert, sizeof(uint32_t));
 	s->start = cm_calloc(hp->n_expert + 1, sizeof(uint32_t));
-	if (!s->count || !s->start) {
+	s->ops = cm_calloc(2ull * hp->n_expert, sizeof(*s->ops));
+	if (!s->count || !s->start || !s->ops) {
 		wk_cpu_moe_free(s);
 		return CM_ENOMEM;
 	}
@@ -95,6 +97,7 @@ void wk_cpu_moe_free(struct wk_cpu_moe *s)
 	moe_scratch_free(s);
 	cm_free(s->count);
 	cm_free(s->start);
+	cm_free(s->ops);
 	cm_free(s);
 }
 
@@ -142,13 +145,14 @@ void wk_cpu_moe_route(const struct wk_hparams *hp, const float *logits, uint32_t
 	}
 }
 
-/* y (n, rows) = x (n, cols) W^T for expert e's matrix of t */
-static enum cm_status expert_mm(struct wk_cpu_mm *mm, const struct wk_tensor *t, uint32_t e,
-				const float *x, uint32_t n, float *y)
+/* the product y (n, rows) = x (n, cols) W^T for expert e's matrix of t */
+static struct wk_cpu_mm_op expert_op(const struct wk_tensor *t, uint32_t e, const float *x,
+				     uint32_t n, float *y)
 {
 	struct wk_tensor w = wk_tensor_expert(t, e);
+	struct wk_cpu_mm_op op = { w.type, w.data, (int)w.rows, (int)w.cols, x, (int)n, y };
 
-	return wk_cpu_matmul(mm, w.type, w.data, (int)w.rows, (int)w.cols, x, (int)n, y);
+	return op;
 }
 
 /* Routes the T tokens and copies their rows into one group per expert. */
@@ -183,6 +187,7 @@ enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 {
 	const struct wk_hparams *hp = &s->hp;
 	uint32_t k = hp->n_expert_used, e = hp->n_embd, f = hp->n_ff_exp;
+	int n_ops = 0;
 	enum cm_status st;
 
 	if (T == 0)
@@ -196,26 +201,32 @@ enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 	moe_group(s, h, T);
 	if (ids)
 		memcpy(ids, s->ids, (uint64_t)T * k * sizeof(uint32_t));
+	/* every chosen expert's gate and up in one parallel run (gate and up
+	 * of one expert quantise its rows once), then every down in another */
 	for (uint32_t x = 0; x < hp->n_expert; x++) {
 		uint32_t r0 = s->start[x], n = s->count[x];
 
 		if (n == 0)
 			continue;
+		s->ops[n_ops++] = expert_op(&L->exp_gate, x, s->x + (uint64_t)r0 * e, n,
+					    s->g + (uint64_t)r0 * f);
+		s->ops[n_ops++] = expert_op(&L->exp_up, x, s->x + (uint64_t)r0 * e, n,
+					    s->u + (uint64_t)r0 * f);
 		s->runs++;
 		s->rows += n;
-		if ((st = expert_mm(mm, &L->exp_gate, x, s->x + (uint64_t)r0 * e, n,
-				    s->g + (uint64_t)r0 * f)) != CM_OK ||
-		    (st = expert_mm(mm, &L->exp_up, x, s->x + (uint64_t)r0 * e, n,
-				    s->u + (uint64_t)r0 * f)) != CM_OK)
-			return st;
-		for (uint32_t r = r0; r < r0 + n; r++)
-			wk_cpu_silu_mul(s->g + (uint64_t)r * f, s->g + (uint64_t)r * f,
-					s->u + (uint64_t)r * f, (int)f);
-		st = expert_mm(mm, &L->exp_down, x, s->g + (uint64_t)r0 * f, n,
-			       s->y + (uint64_t)r0 * e);
-		if (st != CM_OK)
-			return st;
 	}
+	if ((st = wk_cpu_matmul_multi(mm, s->ops, n_ops)) != CM_OK)
+		return st;
+	for (uint32_t r = 0; r < T * k; r++)
+		wk_cpu_silu_mul(s->g + (uint64_t)r * f, s->g + (uint64_t)r * f,
+				s->u + (uint64_t)r * f, (int)f);
+	n_ops = 0;
+	for (uint32_t x = 0; x < hp->n_expert; x++)
+		if (s->count[x])
+			s->ops[n_ops++] = expert_op(&L->exp_down, x, s->g + (uint64_t)s->start[x] * f,
+						    s->count[x], s->y + (uint64_t)s->start[x] * e);
+	if ((st = wk_cpu_matmul_multi(mm, s->ops, n_ops)) != CM_OK)
+		return st;
 	/* each token: its experts' outputs, weighted, in increasing expert id */
 	for (uint32_t t = 0; t < T; t++) {
 		float *o = out + (uint64_t)t * e;

@@ -319,6 +319,71 @@ static void test_alloc_failures(void **state)
 	wk_pool_free(pool);
 }
 
+/*
+ * wk_cpu_matmul_multi: products of mixed types, shapes and batch sizes (two
+ * pairs sharing their x, as a mixture of experts' gate and up) in one run
+ * give every y bit for bit as wk_cpu_matmul alone, on every ISA, 1 and 2
+ * threads; a bad op refuses the whole call before anything runs.
+ */
+static void test_matmul_multi(void **state)
+{
+	struct fixture *f = *state;
+	enum { COLS = 512, NOPS = 6 };
+	static const uint32_t mtypes[NOPS] = { WK_Q_Q4_K, WK_Q_Q4_K, WK_Q_Q8_0, WK_Q_F16,
+					      WK_Q_Q5_0, WK_Q_Q6_K };
+	static const int rows[NOPS] = { 192, 192, 64, 320, 128, 576 };
+	static const int ns[NOPS] = { 3, 3, 1, 5, 1, 2 };
+	struct wk_cpu_mm_op ops[NOPS];
+	uint8_t *w[NOPS];
+	float *x = malloc(sizeof(float) * 5 * COLS), *ya[NOPS], *yb[NOPS];
+
+	assert_non_null(x);
+	for (int i = 0; i < 5 * COLS; i++)
+		x[i] = rnd();
+	for (int i = 0; i < NOPS; i++) {
+		w[i] = make_weights(mtypes[i], rows[i], COLS);
+		ya[i] = malloc(sizeof(float) * (size_t)(ns[i] * rows[i]));
+		yb[i] = malloc(sizeof(float) * (size_t)(ns[i] * rows[i]));
+		assert_non_null(ya[i]);
+		assert_non_null(yb[i]);
+		/* ops 0 and 1 share x (quantised once); the others start elsewhere */
+		ops[i] = (struct wk_cpu_mm_op){ mtypes[i], w[i], rows[i], COLS,
+						x + (i < 2 ? 0 : (i % 3) * COLS), ns[i], yb[i] };
+	}
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
+			continue;
+		for (int p = 0; p < 2; p++) {
+			struct wk_cpu_mm *mm = p ? f->mm2 : f->mm1;
+
+			assert_int_equal(wk_cpu_mm_set_isa(mm, (enum wk_cpu_isa)isa), CM_OK);
+			for (int i = 0; i < NOPS; i++)
+				assert_int_equal(wk_cpu_matmul(mm, mtypes[i], w[i], rows[i], COLS,
+							       ops[i].x, ns[i], ya[i]), CM_OK);
+			assert_int_equal(wk_cpu_matmul_multi(mm, ops, NOPS), CM_OK);
+			for (int i = 0; i < NOPS; i++)
+				assert_memory_equal(ya[i], yb[i], sizeof(float) * (size_t)(ns[i] * rows[i]));
+		}
+	}
+	/* refusals: nothing written */
+	memset(yb[0], 0, sizeof(float) * (size_t)(ns[0] * rows[0]));
+	ops[4].cols = 500; /* Q5_0 needs multiples of 32 */
+	assert_int_equal(wk_cpu_matmul_multi(f->mm2, ops, NOPS), CM_EINVAL);
+	for (int i = 0; i < ns[0] * rows[0]; i++)
+		assert_true(yb[0][i] == 0.0f);
+	assert_int_equal(wk_cpu_matmul_multi(f->mm2, ops, 0), CM_EINVAL);
+	assert_int_equal(wk_cpu_matmul_multi(f->mm2, ops, WK_CPU_MM_MAX_OPS + 1), CM_EINVAL);
+	ops[4].cols = COLS;
+	ops[4].wtype = WK_Q_Q8_K; /* no kernel: an activation format */
+	assert_int_equal(wk_cpu_matmul_multi(f->mm2, ops, NOPS), CM_EUNSUPPORTED);
+	for (int i = 0; i < NOPS; i++) {
+		free(w[i]);
+		free(ya[i]);
+		free(yb[i]);
+	}
+	free(x);
+}
+
 struct pool_rec {
 	atomic_int hits[100];
 	int thread_of[100];
@@ -366,6 +431,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_accuracy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_invariance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
