@@ -61,14 +61,15 @@ static const struct preset presets[] = {
 	/* qwen3moe-tiny: tiny in Qwen3-MoE's routing, 64 experts, 8 active */
 	{ "qwen3moe-tiny", 256, 2, 4, 2, 256, 512, 512, 1000000.0f, 0, "qwen3moe", 0, 0, "qwen3",
 	  64, 8, 0 },
-	/* Mixtral's layout at 1B: 16 experts of 1408, 2 active (1.2B
-	 * parameters, 0.25B active per token) */
-	{ "moe-1b", 1024, 16, 16, 4, 1408, 32000, 4096, 1000000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
-	/* Qwen3-30B-A3B's layout at 1B: heads of 128, 64 experts of 384, 8
-	 * active, Qwen's vocabulary (1.3B parameters, 0.49B active per token,
+	/* Mixtral's layout at 1B: 16 experts of 1536 (a multiple of 256, as
+	 * Mixtral's 14336: no fallback types), 2 active (1.3B parameters,
+	 * 0.26B active per token) */
+	{ "moe-1b", 1024, 16, 16, 4, 1536, 32000, 4096, 1000000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
+	/* Qwen3-30B-A3B's layout at 1B: heads of 128, 64 experts of 512, 8
+	 * active, Qwen's vocabulary (1.4B parameters, 0.49B active per token,
 	 * 0.31B of them the embedding and output) */
-	{ "qwen3moe-1b", 1024, 12, 16, 4, 3072, 151936, 4096, 1000000.0f, 0, "qwen3moe", 128, 0,
-	  "qwen3", 64, 8, 384 },
+	{ "qwen3moe-1b", 1024, 10, 16, 4, 3072, 151936, 4096, 1000000.0f, 0, "qwen3moe", 128, 0,
+	  "qwen3", 64, 8, 512 },
 };
 
 enum synth_kind { K_MATRIX, K_NORM, K_BIAS, K_ROPE_FREQS, K_ROPE_LONG, K_ROPE_SHORT };
