@@ -41,6 +41,7 @@
 #include "worker/cuda/check.cuh"
 #include "worker/cuda/gemm.cuh"
 #include "worker/cuda/gemv.cuh"
+#include "worker/cuda/moe.cuh"
 #include "worker/cuda/gemv_mma.cuh"
 #include "worker/cuda/ops.cuh"
 
@@ -67,6 +68,7 @@ struct dev_tensor {
 	uint32_t type;
 	uint64_t rows, cols, row_bytes;
 	const void *d;        /* device copy, NULL when absent */
+	uint64_t expert_stride; /* 3-D expert tensors: bytes between experts */
 };
 
 struct dev_layer {
@@ -75,6 +77,9 @@ struct dev_layer {
 	const float *bq, *bk, *bv;   /* F32 biases or NULL */
 	const float *q_norm, *k_norm; /* qwen3 per-head norms or NULL */
 	const float *attn_post_norm, *ffn_post_norm; /* gemma2's, or NULL */
+	/* a mixture of experts (worker/cuda/moe.cuh): the router and every
+	 * expert of each of the three matrices (d: expert 0) */
+	struct dev_tensor gate_inp, exp_gate, exp_up, exp_down;
 };
 
 struct cuda_backend {
@@ -98,6 +103,11 @@ struct cuda_backend {
 	/* scratch for cap tokens */
 	uint32_t cap;
 	float *x, *h, *q, *k, *v, *att, *g, *u;
+	/* a mixture of experts: router logits [cap][n_expert], routing
+	 * [cap][k], per-pair gate/up [cap k][ff_exp] and outputs [cap k][embd] */
+	float *m_logits, *m_w, *m_g, *m_u, *m_y;
+	uint32_t *m_ids;             /* [n_layer][cap][k]: kept for wk_cuda_backend_routing */
+	uint32_t last_T;             /* tokens of the last step */
 	/* step metadata: device and pinned host copies */
 	uint32_t stride;             /* block-table entries per sequence */
 	uint32_t *d_meta, *h_meta;   /* tokens|pos|seq|out [cap] then tables [cap][stride] */
@@ -123,6 +133,13 @@ static uint64_t mat_bytes(const struct wk_tensor *t)
 	return t->data ? align_up(t->rows * t->row_bytes) : 0;
 }
 
+/* Bytes a 3-D expert tensor takes on the device: every expert. */
+static uint64_t experts_bytes(const struct wk_tensor *t, uint32_t n_expert)
+{
+	return t->data ? align_up((uint64_t)(n_expert - 1) * t->expert_stride +
+				  t->rows * t->row_bytes) : 0;
+}
+
 /* Bytes a vector takes as F32 on the device. */
 static uint64_t vec_bytes(const struct wk_tensor *t)
 {
@@ -144,6 +161,9 @@ static uint64_t model_device_bytes(const struct wk_model *m)
 		n += vec_bytes(&L->bq) + vec_bytes(&L->bk) + vec_bytes(&L->bv);
 		n += vec_bytes(&L->q_norm) + vec_bytes(&L->k_norm);
 		n += vec_bytes(&L->attn_post_norm) + vec_bytes(&L->ffn_post_norm);
+		n += mat_bytes(&L->ffn_gate_inp) + experts_bytes(&L->exp_gate, m->hp.n_expert) +
+		     experts_bytes(&L->exp_up, m->hp.n_expert) +
+		     experts_bytes(&L->exp_down, m->hp.n_expert);
 	}
 	return n + 2 * align_up((uint64_t)m->hp.rope_dim / 2 * sizeof(double));
 }
@@ -153,7 +173,10 @@ static uint64_t per_token_scratch(const struct wk_hparams *hp)
 	uint64_t e = hp->n_embd, qd = (uint64_t)hp->n_head * hp->head_dim;
 	uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim;
 
-	return 4 * (e + (e > qd ? e : qd) + 2 * qd + 2 * kvd + 2 * (uint64_t)hp->n_ff);
+	uint64_t k = hp->n_expert_used;
+
+	return 4 * (e + (e > qd ? e : qd) + 2 * qd + 2 * kvd + 2 * (uint64_t)hp->n_ff +
+		    (k ? hp->n_expert + 2 * k + k * (2ull * hp->n_ff_exp + e) : 0));
 }
 
 static uint64_t max_cols(const struct wk_model *m)
@@ -197,6 +220,28 @@ static enum cm_status up_mat(struct cuda_backend *be, uint64_t *off, const struc
 			      cudaMemcpyHostToDevice, be->s));
 	d->d = be->wmem + *off;
 	*off += mat_bytes(t);
+	return CM_OK;
+}
+
+/* Every expert of a 3-D expert tensor (a fused gate|up is uploaded once
+ * per view: gate and up each with their own copy) */
+static enum cm_status up_experts(struct cuda_backend *be, uint64_t *off, const struct wk_tensor *t,
+				 struct dev_tensor *d)
+{
+	uint64_t n = be->m->hp.n_expert;
+
+	d->type = t->type;
+	d->rows = t->rows;
+	d->cols = t->cols;
+	d->row_bytes = t->row_bytes;
+	d->expert_stride = t->expert_stride;
+	d->d = NULL;
+	if (!t->data)
+		return CM_OK;
+	WK_CU(cudaMemcpyAsync(be->wmem + *off, t->data, (n - 1) * t->expert_stride +
+			      t->rows * t->row_bytes, cudaMemcpyHostToDevice, be->s));
+	d->d = be->wmem + *off;
+	*off += experts_bytes(t, (uint32_t)n);
 	return CM_OK;
 }
 
@@ -276,7 +321,11 @@ static enum cm_status upload(struct cuda_backend *be)
 		    (st = up_vec(be, &off, &L->q_norm, &D->q_norm)) != CM_OK ||
 		    (st = up_vec(be, &off, &L->k_norm, &D->k_norm)) != CM_OK ||
 		    (st = up_vec(be, &off, &L->attn_post_norm, &D->attn_post_norm)) != CM_OK ||
-		    (st = up_vec(be, &off, &L->ffn_post_norm, &D->ffn_post_norm)) != CM_OK)
+		    (st = up_vec(be, &off, &L->ffn_post_norm, &D->ffn_post_norm)) != CM_OK ||
+		    (st = up_mat(be, &off, &L->ffn_gate_inp, &D->gate_inp)) != CM_OK ||
+		    (st = up_experts(be, &off, &L->exp_gate, &D->exp_gate)) != CM_OK ||
+		    (st = up_experts(be, &off, &L->exp_up, &D->exp_up)) != CM_OK ||
+		    (st = up_experts(be, &off, &L->exp_down, &D->exp_down)) != CM_OK)
 			return st;
 		/* a pending async copy reads the mapping: wait per layer so the
 		 * page cache, not pinned memory, bounds host use */
@@ -319,12 +368,15 @@ static void drop_graphs(struct cuda_backend *be)
 
 static void free_scratch(struct cuda_backend *be)
 {
-	float **p[] = { &be->x, &be->h, &be->q, &be->k, &be->v, &be->att, &be->g, &be->u };
+	float **p[] = { &be->x, &be->h, &be->q, &be->k, &be->v, &be->att, &be->g, &be->u,
+			&be->m_logits, &be->m_w, &be->m_g, &be->m_u, &be->m_y };
 
 	for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++) {
 		cudaFree(*p[i]);
 		*p[i] = NULL;
 	}
+	cudaFree(be->m_ids);
+	be->m_ids = NULL;
 	cudaFree(be->d_meta);
 	cudaFreeHost(be->h_meta);
 	be->d_meta = be->h_meta = NULL;
@@ -366,6 +418,16 @@ static enum cm_status ensure(struct cuda_backend *be, uint32_t n, uint32_t strid
 	WK_CU(cudaMalloc(&be->att, n * qd * 4));
 	WK_CU(cudaMalloc(&be->g, (uint64_t)n * hp->n_ff * 4));
 	WK_CU(cudaMalloc(&be->u, (uint64_t)n * hp->n_ff * 4));
+	if (hp->n_expert) {
+		uint64_t nk = (uint64_t)n * hp->n_expert_used;
+
+		WK_CU(cudaMalloc(&be->m_logits, (uint64_t)n * hp->n_expert * 4));
+		WK_CU(cudaMalloc(&be->m_ids, nk * hp->n_layer * 4));
+		WK_CU(cudaMalloc(&be->m_w, nk * 4));
+		WK_CU(cudaMalloc(&be->m_g, nk * hp->n_ff_exp * 4));
+		WK_CU(cudaMalloc(&be->m_u, nk * hp->n_ff_exp * 4));
+		WK_CU(cudaMalloc(&be->m_y, nk * e * 4));
+	}
 	WK_CU(cudaMalloc(&be->d_meta, meta_words(n, stride) * 4));
 	WK_CU(cudaMallocHost(&be->h_meta, meta_words(n, stride) * 4));
 	be->perm = (uint32_t *)cm_calloc(n, 4);
@@ -493,6 +555,49 @@ static enum cm_status mm_multi(struct cuda_backend *be, uint32_t n, const struct
 	return CM_OK;
 }
 
+/* h <- the dense FFN of h (gate and up over the same h in one launch) */
+static enum cm_status ffn_dense(struct cuda_backend *be, const struct dev_layer *L, uint32_t T,
+				uint32_t nd, const struct dev_tensor *const *gu, float *const *gu_y,
+				const float *const *gu_b)
+{
+	const struct wk_hparams *hp = &be->m->hp;
+	enum cm_status st;
+
+	if ((st = mm_multi(be, 2, gu, be->h, T, nd, gu_y, gu_b)) != CM_OK ||
+	    (st = (hp->ffn_act == WK_FFN_GELU_TANH ? wk_cu_gelu_mul : wk_cu_silu_mul)(
+		     be->g, be->u, (uint64_t)T * hp->n_ff, be->s)) != CM_OK)
+		return st;
+	return mm(be, &L->w_down, be->g, T, nd, be->h, NULL);
+}
+
+/*
+ * h <- the mixture of experts of h (worker/cuda/moe.cuh): the router on
+ * the matmul paths, then routing, the chosen experts per (token, expert)
+ * pair, SwiGLU and the weighted sum, all on the device (graph-capturable).
+ */
+static enum cm_status ffn_moe(struct cuda_backend *be, uint32_t l, uint32_t T, uint32_t nd)
+{
+	const struct wk_hparams *hp = &be->m->hp;
+	const struct dev_layer *L = &be->layers[l];
+	uint32_t k = hp->n_expert_used, e = hp->n_embd, f = hp->n_ff_exp;
+	const struct dev_tensor *g = &L->exp_gate, *u = &L->exp_up, *d = &L->exp_down;
+	uint32_t *ids = be->m_ids + (uint64_t)l * be->cap * k; /* this layer's routing */
+	enum cm_status st;
+
+	if ((st = mm(be, &L->gate_inp, be->h, T, nd, be->m_logits, NULL)) != CM_OK ||
+	    (st = wk_cu_moe_route(be->m_logits, T, hp->n_expert, k, hp->expert_norm,
+				  hp->expert_scale, ids, be->m_w, be->s)) != CM_OK ||
+	    (st = wk_cu_moe_gemv(g->type, g->d, g->expert_stride, f, e, g->row_bytes, ids, T,
+				 k, be->h, 0, be->m_g, be->s)) != CM_OK ||
+	    (st = wk_cu_moe_gemv(u->type, u->d, u->expert_stride, f, e, u->row_bytes, ids, T,
+				 k, be->h, 0, be->m_u, be->s)) != CM_OK ||
+	    (st = wk_cu_silu_mul(be->m_g, be->m_u, (uint64_t)T * k * f, be->s)) != CM_OK ||
+	    (st = wk_cu_moe_gemv(d->type, d->d, d->expert_stride, e, f, d->row_bytes, ids, T,
+				 k, be->m_g, 1, be->m_y, be->s)) != CM_OK)
+		return st;
+	return wk_cu_moe_combine(be->m_y, be->m_w, T, k, e, be->h, be->s);
+}
+
 /*
  * Enqueues the whole step for T rows (nd of them decode rows) and n_out
  * output rows (nd_out of them from decode rows) whose logits land in
@@ -551,10 +656,8 @@ static enum cm_status enqueue_step(struct cuda_backend *be, uint32_t T, uint32_t
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, hp->residual_scale, be->s)) != CM_OK ||
 		    (st = wk_cu_rmsnorm(be->x, NULL, L->ffn_norm, hp->rms_eps, e, T, be->h,
 					be->s)) != CM_OK ||
-		    (st = mm_multi(be, 2, gu, be->h, T, nd, gu_y, gu_b)) != CM_OK ||
-		    (st = (hp->ffn_act == WK_FFN_GELU_TANH ? wk_cu_gelu_mul : wk_cu_silu_mul)(
-			     be->g, be->u, (uint64_t)T * hp->n_ff, be->s)) != CM_OK ||
-		    (st = mm(be, &L->w_down, be->g, T, nd, be->h, NULL)) != CM_OK ||
+		    (st = L->gate_inp.d ? ffn_moe(be, l, T, nd)
+					: ffn_dense(be, L, T, nd, gu, gu_y, gu_b)) != CM_OK ||
 		    (L->ffn_post_norm && (st = wk_cu_rmsnorm(be->h, NULL, L->ffn_post_norm, hp->rms_eps,
 							     e, T, be->h, be->s)) != CM_OK) ||
 		    (st = wk_cu_add(be->x, be->h, (uint64_t)T * e, hp->residual_scale, be->s)) != CM_OK)
@@ -640,6 +743,7 @@ static enum cm_status cuda_forward_inner(struct cuda_backend *be, const struct w
 			be->perm[k++] = t;
 	for (uint32_t i = 0; i < T; i++)
 		be->inv[be->perm[i]] = i;
+	be->last_T = T;
 	/* outputs sorted by their (new) row, so decode outputs come first */
 	k = 0;
 	for (uint32_t i = 0; i < T; i++)
@@ -824,16 +928,10 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	const struct wk_hparams *hp = &m->hp;
 	cudaDeviceProp prop;
 	enum cm_status st;
-	const struct wk_tensor *check[9];
+	const struct wk_tensor *check[13];
 
 	uint32_t grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
 
-	if (hp->n_expert) {
-		snprintf(err, err_len, "cuda backend: a mixture of experts (%u experts, %u active) "
-			 "is not supported yet: run it with backend = \"cpu\"", hp->n_expert,
-			 hp->n_expert_used);
-		return CM_EUNSUPPORTED;
-	}
 	/* exactly the shapes attention.cu instantiates */
 	if ((hp->head_dim != 32 && hp->head_dim != 64 && hp->head_dim != 96 &&
 	     hp->head_dim != 128 && hp->head_dim != 256) ||
@@ -851,7 +949,9 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 		check[4] = &L->w_gate; check[5] = &L->w_up; check[6] = &L->w_down;
 		check[7] = &m->output;
 		check[8] = &m->tok_embd;
-		for (int i = 0; i < 9; i++)
+		check[9] = &L->ffn_gate_inp; check[10] = &L->exp_gate; check[11] = &L->exp_up;
+		check[12] = &L->exp_down;
+		for (int i = 0; i < 13; i++)
 			if (!type_ok(check[i])) {
 				snprintf(err, err_len, "cuda backend: tensor %s: type %s with %llu "
 					 "columns is not supported",
@@ -1036,3 +1136,17 @@ const struct wk_backend_ops wk_cuda_backend_ops = {
 	cuda_host_alloc,
 	cuda_host_free,
 };
+
+extern "C" enum cm_status wk_cuda_backend_routing(const struct wk_backend *base, uint32_t layer,
+						  uint32_t token, uint32_t *ids)
+{
+	const struct cuda_backend *be = (const struct cuda_backend *)base;
+	uint32_t k = be->m->hp.n_expert_used;
+
+	if (!be->m_ids || layer >= be->m->hp.n_layer || token >= be->last_T)
+		return CM_ENOTFOUND;
+	WK_CU(cudaStreamSynchronize(be->s));
+	WK_CU(cudaMemcpy(ids, be->m_ids + ((uint64_t)layer * be->cap + be->inv[token]) * k,
+			 (uint64_t)k * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	return CM_OK;
+}

@@ -65,6 +65,14 @@ enum cm_status wk_cuda_backend_create(const struct wk_model *model, int device,
 				      struct wk_backend **out, char *err,
 				      size_t err_len) CM_WUR;
 
+/*
+ * A mixture of experts: the experts the last forward() routed the batch's
+ * token `token` to in layer `layer` (n_expert_used ids, increasing);
+ * waits for the step.  CM_ENOTFOUND for a dense model or out of range.
+ */
+enum cm_status wk_cuda_backend_routing(const struct wk_backend *be, uint32_t layer,
+				       uint32_t token, uint32_t *ids) CM_WUR;
+
 #ifdef __cplusplus
 }
 #endif
