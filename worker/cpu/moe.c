@@ -1,9 +1,9 @@
 /*
  * moe.c - the CPU mixture-of-experts FFN (see moe.h).
  *
- * Owns: struct wk_cpu_moe, its scratch (router logits, the routing, the
- * token rows grouped by expert and their gate / up / down outputs) and two
- * counters.  A step: the router matmul over all T tokens; each token's
+ * Owns: struct wk_cpu_moe and its scratch (router logits, the routing, the
+ * token rows grouped by expert, their gate / up / down outputs, the
+ * product list).  A step: the router matmul over all T tokens; each token's
  * routing; the tokens' rows copied into one group per expert (in token
  * order); per expert with tokens, gate and up over its group, SwiGLU, down;
  * then each token's output summed over its experts in increasing id.
@@ -26,7 +26,6 @@ struct wk_cpu_moe {
 	uint32_t *start;     /* [n_expert + 1] first grouped row of each expert */
 	float *x, *g, *u, *y; /* grouped rows: [cap * k][embd], [.][ff] x2, [.][embd] */
 	struct wk_cpu_mm_op *ops; /* [2 * n_expert]: one parallel run per phase */
-	uint64_t runs, rows;
 };
 
 static void moe_scratch_free(struct wk_cpu_moe *s)
@@ -212,8 +211,6 @@ enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 					    s->g + (uint64_t)r0 * f);
 		s->ops[n_ops++] = expert_op(&L->exp_up, x, s->x + (uint64_t)r0 * e, n,
 					    s->u + (uint64_t)r0 * f);
-		s->runs++;
-		s->rows += n;
 	}
 	if ((st = wk_cpu_matmul_multi(mm, s->ops, n_ops)) != CM_OK)
 		return st;
@@ -241,10 +238,4 @@ enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 		}
 	}
 	return CM_OK;
-}
-
-void wk_cpu_moe_counts(const struct wk_cpu_moe *s, uint64_t *expert_runs, uint64_t *rows)
-{
-	*expert_runs = s->runs;
-	*rows = s->rows;
 }

@@ -52,8 +52,4 @@ enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 			      const struct wk_layer *L, const float *h, uint32_t T,
 			      float *out, uint32_t *ids) CM_WUR;
 
-/* Experts a step ran since creation, and their token-rows: the grouping's
- * effect (rows / runs tokens share an expert's weights per read). */
-void wk_cpu_moe_counts(const struct wk_cpu_moe *s, uint64_t *expert_runs, uint64_t *rows);
-
 #endif
