@@ -88,8 +88,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (wk_mcfg_load(g, &c, err, sizeof(err)) == CM_OK) {
 		sink += c->n_params + c->kv_bytes_per_token;
-		for (uint32_t l = 0; l < c->hp.n_layer; l++)
-			sink += c->layers[l].w_down.rows * c->layers[l].w_down.row_bytes;
+		for (uint32_t l = 0; l < c->hp.n_layer; l++) {
+			const struct wk_layer *L = &c->layers[l];
+
+			sink += L->w_down.rows * L->w_down.row_bytes;
+			/* a mixture of experts: the last byte of the last expert of
+			 * each expert view lies inside the input */
+			for (int k = 0; k < 3 && c->hp.n_expert; k++) {
+				const struct wk_tensor *t = k == 0 ? &L->exp_gate
+							    : k == 1 ? &L->exp_up : &L->exp_down;
+				struct wk_tensor x = wk_tensor_expert(t, c->hp.n_expert - 1);
+
+				sink += ((const uint8_t *)x.data)[x.rows * x.row_bytes - 1];
+			}
+		}
 		wk_mcfg_free(c);
 	} else if (!err[0]) {
 		__builtin_trap();

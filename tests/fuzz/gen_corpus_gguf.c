@@ -6,7 +6,9 @@
  *      build/common/libsluice_common.a -lcrypto -ljansson -lm -lpthread -o /tmp/gen &&
  *   /tmp/gen tests/fuzz/corpus/gguf
  * Seeds (each < 20 KB): tiny llama (F32), tiny qwen2 (F16, biases, tied,
- * rope_freqs), tiny llama in Q8_0, every value and tensor type, an empty v2.
+ * rope_freqs), tiny llama in Q8_0, Mixtral's layout (llama with 4 experts,
+ * 2 active) and qwen3moe (per-head norms, fused gate|up experts), every
+ * value and tensor type, an empty v2.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +22,15 @@ struct mini {
 	const char *arch;
 	uint32_t type, embd, heads, kv_heads, ff, vocab, layers;
 	int bias, tied, rope_freqs;
+	uint32_t experts, used; /* a mixture of experts (0: dense) */
+	int qk_norm, fused;     /* qwen3's norms; ffn_gate_up_exps */
 };
 
-static void tensor(struct wk_gguf_writer *w, const char *name, uint32_t type, uint32_t nd,
-		   uint64_t d0, uint64_t d1)
+static void tensor3(struct wk_gguf_writer *w, const char *name, uint32_t type, uint32_t nd,
+		    uint64_t d0, uint64_t d1, uint64_t d2)
 {
-	uint64_t dims[2] = { d0, d1 };
-	uint64_t nb = wk_qtype_row_bytes(type, d0) * (nd > 1 ? d1 : 1);
+	uint64_t dims[3] = { d0, d1, d2 };
+	uint64_t nb = wk_qtype_row_bytes(type, d0) * (nd > 1 ? d1 : 1) * (nd > 2 ? d2 : 1);
 	uint8_t *d = calloc(1, nb);
 
 	for (uint64_t i = 0; i < nb; i++)
@@ -39,6 +43,12 @@ static void tensor(struct wk_gguf_writer *w, const char *name, uint32_t type, ui
 		}
 	CHK(wk_gguf_writer_add_tensor(w, name, type, nd, dims, d, nb));
 	free(d);
+}
+
+static void tensor(struct wk_gguf_writer *w, const char *name, uint32_t type, uint32_t nd,
+		   uint64_t d0, uint64_t d1)
+{
+	tensor3(w, name, type, nd, d0, d1, 1);
 }
 
 static void write_mini(const char *dir, const char *file, const struct mini *m)
@@ -74,6 +84,11 @@ static void write_mini(const char *dir, const char *file, const struct mini *m)
 	CHK(wk_gguf_writer_add_u32(w, K("attention.head_count_kv"), m->kv_heads));
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), 10000.0f));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f));
+	if (m->experts) {
+		CHK(wk_gguf_writer_add_u32(w, K("expert_count"), m->experts));
+		CHK(wk_gguf_writer_add_u32(w, K("expert_used_count"), m->used));
+		CHK(wk_gguf_writer_add_bool(w, K("expert_weights_norm"), 1));
+	}
 	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama"));
 	CHK(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, m->vocab));
 	CHK(wk_gguf_writer_add_arr(w, "tokenizer.ggml.scores", WK_GGUF_F32, scores, m->vocab));
@@ -99,10 +114,28 @@ static void write_mini(const char *dir, const char *file, const struct mini *m)
 			T("attn_v.bias", WK_Q_F32, 1, m->kv_heads * hd, 1);
 		}
 		T("attn_output.weight", m->type, 2, m->heads * hd, m->embd);
+		if (m->qk_norm) {
+			T("attn_q_norm.weight", WK_Q_F32, 1, hd, 1);
+			T("attn_k_norm.weight", WK_Q_F32, 1, hd, 1);
+		}
 		T("ffn_norm.weight", WK_Q_F32, 1, m->embd, 1);
-		T("ffn_gate.weight", m->type, 2, m->embd, m->ff);
-		T("ffn_up.weight", m->type, 2, m->embd, m->ff);
-		T("ffn_down.weight", m->type, 2, m->ff, m->embd);
+		if (m->experts) {
+			T("ffn_gate_inp.weight", WK_Q_F32, 2, m->embd, m->experts);
+#define T3(what, d0, d1) snprintf(name, sizeof(name), "blk.%u.%s", l, what); \
+			tensor3(w, name, m->type, 3, d0, d1, m->experts)
+			if (m->fused) {
+				T3("ffn_gate_up_exps.weight", m->embd, 2 * m->ff);
+			} else {
+				T3("ffn_gate_exps.weight", m->embd, m->ff);
+				T3("ffn_up_exps.weight", m->embd, m->ff);
+			}
+			T3("ffn_down_exps.weight", m->ff, m->embd);
+#undef T3
+		} else {
+			T("ffn_gate.weight", m->type, 2, m->embd, m->ff);
+			T("ffn_up.weight", m->type, 2, m->embd, m->ff);
+			T("ffn_down.weight", m->type, 2, m->ff, m->embd);
+		}
 #undef T
 	}
 	tensor(w, "output_norm.weight", WK_Q_F32, 1, m->embd, 1);
@@ -171,9 +204,11 @@ static void write_all_types(const char *dir)
 
 int main(int argc, char **argv)
 {
-	const struct mini llama = { "llama", WK_Q_F32, 16, 2, 1, 16, 32, 1, 0, 0, 0 };
-	const struct mini qwen = { "qwen2", WK_Q_F16, 16, 2, 1, 32, 24, 2, 1, 1, 1 };
-	const struct mini q8 = { "llama", WK_Q_Q8_0, 32, 2, 1, 32, 16, 1, 0, 0, 0 };
+	const struct mini llama = { "llama", WK_Q_F32, 16, 2, 1, 16, 32, 1, 0, 0, 0, 0, 0, 0, 0 };
+	const struct mini qwen = { "qwen2", WK_Q_F16, 16, 2, 1, 32, 24, 2, 1, 1, 1, 0, 0, 0, 0 };
+	const struct mini q8 = { "llama", WK_Q_Q8_0, 32, 2, 1, 32, 16, 1, 0, 0, 0, 0, 0, 0, 0 };
+	const struct mini mixtral = { "llama", WK_Q_F32, 16, 2, 1, 8, 24, 1, 0, 0, 0, 4, 2, 0, 0 };
+	const struct mini q3moe = { "qwen3moe", WK_Q_F16, 16, 2, 1, 8, 24, 2, 0, 1, 0, 4, 2, 1, 1 };
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -182,6 +217,8 @@ int main(int argc, char **argv)
 	write_mini(argv[1], "llama_f32.gguf", &llama);
 	write_mini(argv[1], "qwen2_f16_tied.gguf", &qwen);
 	write_mini(argv[1], "llama_q8_0.gguf", &q8);
+	write_mini(argv[1], "mixtral_f32.gguf", &mixtral);
+	write_mini(argv[1], "qwen3moe_f16_fused.gguf", &q3moe);
 	write_all_types(argv[1]);
 	return 0;
 }
