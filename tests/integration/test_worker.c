@@ -43,15 +43,21 @@
 static struct h_proc worker;
 static char sock[512];
 
-static struct pc_conn *connect_worker(void)
+/* A connection to the worker on `path`, its HELLO read. */
+static struct pc_conn *connect_at(const char *path)
 {
-	struct pc_conn *c = pc_connect(sock, TIMEOUT_MS);
+	struct pc_conn *c = pc_connect(path, TIMEOUT_MS);
 	struct pc_event ev;
 
 	assert_non_null(c);
 	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
 	assert_int_equal(ev.type, PROTO_HELLO);
 	return c;
+}
+
+static struct pc_conn *connect_worker(void)
+{
+	return connect_at(sock);
 }
 
 /* Runs the given requests concurrently on one connection until all end. */
@@ -487,7 +493,6 @@ static void test_tool_calls(void **state)
 	char sock4[600];
 	const char *model = h_model("tiny", "Q8_0", "llama");
 	struct pc_conn *c;
-	struct pc_event hello;
 	const char *name;
 
 	(void)state;
@@ -498,10 +503,7 @@ static void test_tool_calls(void **state)
 					      " \"context\": 2048, \"max_running\": 8",
 					      sock4, sizeof(sock4)),
 			 0);
-	c = pc_connect(sock4, TIMEOUT_MS);
-	assert_non_null(c);
-	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
-	assert_int_equal(hello.type, PROTO_HELLO);
+	c = connect_at(sock4);
 	for (uint64_t seed = 0; seed < 4; seed++) {
 		submit_tools(&m[0], &sb[0], 7100 + seed, PROTO_TOOLS_REQUIRED, NULL, 0, seed);
 		run_requests(c, &m[0], 1, &o[0]);
@@ -576,7 +578,6 @@ static void test_thinking_batch_invariance(void **state)
 	char sock5[600];
 	const char *model = h_model_template("tiny", "Q8_0", "llama", "qwen3-thinking");
 	struct pc_conn *c;
-	struct pc_event hello;
 	const char *name;
 
 	(void)state;
@@ -586,9 +587,7 @@ static void test_thinking_batch_invariance(void **state)
 					      " \"context\": 2048, \"max_running\": 8",
 					      sock5, sizeof(sock5)),
 			 0);
-	c = pc_connect(sock5, TIMEOUT_MS);
-	assert_non_null(c);
-	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
+	c = connect_at(sock5);
 	for (uint32_t i = 0; i < 6; i++) {
 		if (i == 1) {
 			submit_tools(&m[i], &sb[i], 7200 + i, PROTO_TOOLS_REQUIRED, NULL, 0, 30 + i);
@@ -669,7 +668,6 @@ static void check_moe_invariance(const char *preset, const char *arch)
 	char msock[600];
 	const char *model = h_model(preset, "Q4_K_M", arch);
 	struct pc_conn *c;
-	struct pc_event hello;
 
 	assert_non_null(model);
 	assert_int_equal(h_worker_start_model(&mw, preset, model,
@@ -677,9 +675,7 @@ static void check_moe_invariance(const char *preset, const char *arch)
 					      " \"max_running\": 64, \"step_tokens\": 512",
 					      msock, sizeof(msock)),
 			 0);
-	c = pc_connect(msock, TIMEOUT_MS);
-	assert_non_null(c);
-	assert_int_equal(pc_next(c, &hello, TIMEOUT_MS), 1);
+	c = connect_at(msock);
 	for (uint32_t i = 0; i < N; i++) {
 		pc_submit_init(&msgs[i], &sbs[i], 9000 + i, prompts[i % 40], 6 + i % 7, 1 + i % 3);
 		msgs[i].flags |= PROTO_SUBMIT_F_DIGEST | PROTO_SUBMIT_F_IGNORE_EOS;
