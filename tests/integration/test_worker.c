@@ -658,7 +658,8 @@ static void test_thinking_batch_invariance(void **state)
  * seeded, alone and then among the 64 others, where tokens of one step
  * share experts: the same tokens and final-logits digest.
  */
-static void check_moe_invariance(const char *preset, const char *arch)
+static void check_moe_invariance(const char *preset, const char *arch, uint32_t experts,
+				 uint32_t used)
 {
 	enum { N = 65 };
 	static struct proto_msg msgs[N];
@@ -676,6 +677,16 @@ static void check_moe_invariance(const char *preset, const char *arch)
 					      msock, sizeof(msock)),
 			 0);
 	c = connect_at(msock);
+	{
+		/* worker_ready (written before the socket is served) names the experts */
+		char *log = h_read_file(mw.log, NULL), want[96];
+
+		assert_non_null(log);
+		snprintf(want, sizeof(want), "\"experts\":%u,\"experts_used\":%u,", experts, used);
+		if (!strstr(log, want))
+			fail_msg("no %s in the worker's log:\n%s", want, log);
+		free(log);
+	}
 	for (uint32_t i = 0; i < N; i++) {
 		pc_submit_init(&msgs[i], &sbs[i], 9000 + i, prompts[i % 40], 6 + i % 7, 1 + i % 3);
 		msgs[i].flags |= PROTO_SUBMIT_F_DIGEST | PROTO_SUBMIT_F_IGNORE_EOS;
@@ -707,8 +718,8 @@ static void check_moe_invariance(const char *preset, const char *arch)
 static void test_moe_batch_invariance(void **state)
 {
 	(void)state;
-	check_moe_invariance("moe-tiny", "llama");
-	check_moe_invariance("qwen3moe-tiny", "qwen3moe");
+	check_moe_invariance("moe-tiny", "llama", 16, 2);
+	check_moe_invariance("qwen3moe-tiny", "qwen3moe", 64, 8);
 }
 
 static void test_ping_is_a_real_generation(void **state)

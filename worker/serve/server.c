@@ -163,6 +163,10 @@ static void log_ready(const struct wk_server *s, const struct wk_kv_plan *kp, in
 	cm_log_str(&lr, "model_sha256", hex);
 	cm_log_u64(&lr, "params", s->model->n_params);
 	cm_log_u64(&lr, "weight_bytes", s->model->weight_bytes);
+	/* a mixture of experts: what one token reads (= weight_bytes when dense) */
+	cm_log_u64(&lr, "experts", s->model->hp.n_expert);
+	cm_log_u64(&lr, "experts_used", s->model->hp.n_expert_used);
+	cm_log_u64(&lr, "active_weight_bytes", s->model->cfg->active_weight_bytes);
 	cm_log_u64(&lr, "kv_bytes_per_token", kp->bytes_per_token);
 	cm_log_u64(&lr, "kv_blocks", kp->n_blocks);
 	cm_log_u64(&lr, "kv_block_tokens", bt);
