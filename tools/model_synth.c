@@ -321,6 +321,7 @@ static const char *const arch_names[] = {
 	[WK_ARCH_LLAMA] = "llama",     [WK_ARCH_QWEN2] = "qwen2",   [WK_ARCH_QWEN3] = "qwen3",
 	[WK_ARCH_GRANITE] = "granite", [WK_ARCH_PHI3] = "phi3",     [WK_ARCH_GEMMA2] = "gemma2",
 	[WK_ARCH_GEMMA3] = "gemma3",   [WK_ARCH_QWEN3MOE] = "qwen3moe",
+	[WK_ARCH_QWEN2MOE] = "qwen2moe",
 };
 
 struct synth_opts {
@@ -409,7 +410,7 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 		    o->arch == WK_ARCH_GEMMA3) {
 			T("attn_q_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
 			T("attn_k_norm.weight", WK_Q_F32, 1, head_dim, 1, K_NORM);
-		} else if (o->arch == WK_ARCH_QWEN2) {
+		} else if (o->arch == WK_ARCH_QWEN2 || o->arch == WK_ARCH_QWEN2MOE) {
 			T("attn_q.bias", WK_Q_F32, 1, q, 1, K_BIAS);
 			T("attn_k.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
 			T("attn_v.bias", WK_Q_F32, 1, kv, 1, K_BIAS);
@@ -430,6 +431,12 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 			}
 			T("ffn_down_exps.weight", dtype, 3, o->ff_exp, p->embd, K_MATRIX);
 			sy->t[sy->n_t - 1].dims[2] = o->experts;
+			if (o->arch == WK_ARCH_QWEN2MOE) { /* the shared expert, ff wide */
+				T("ffn_gate_inp_shexp.weight", WK_Q_F32, 1, p->embd, 1, K_MATRIX);
+				T("ffn_gate_shexp.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
+				T("ffn_up_shexp.weight", mtype, 2, p->embd, p->ff, K_MATRIX);
+				T("ffn_down_shexp.weight", dtype, 2, p->ff, p->embd, K_MATRIX);
+			}
 		} else if (phi3) {
 			T("ffn_up.weight", mtype, 2, p->embd, 2ull * p->ff, K_MATRIX);
 		} else {
@@ -458,7 +465,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	const struct preset *p = &shape;
 	const char *arch = arch_names[o->arch];
 	const int qwen = o->arch == WK_ARCH_QWEN2 || o->arch == WK_ARCH_QWEN3 ||
-			 o->arch == WK_ARCH_QWEN3MOE;
+			 o->arch == WK_ARCH_QWEN3MOE || o->arch == WK_ARCH_QWEN2MOE;
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { 0 };
 	struct vocab v = { 0 };
@@ -520,8 +527,10 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	if (o->experts) {
 		CHK(wk_gguf_writer_add_u32(w, K("expert_count"), o->experts));
 		CHK(wk_gguf_writer_add_u32(w, K("expert_used_count"), o->experts_used));
-		if (o->arch == WK_ARCH_QWEN3MOE) /* Mixtral's experts are ff wide */
+		if (o->arch != WK_ARCH_LLAMA) /* Mixtral's experts are ff wide */
 			CHK(wk_gguf_writer_add_u32(w, K("expert_feed_forward_length"), o->ff_exp));
+		if (o->arch == WK_ARCH_QWEN2MOE)
+			CHK(wk_gguf_writer_add_u32(w, K("expert_shared_feed_forward_length"), p->ff));
 	}
 	CHK(wk_gguf_writer_add_f32(w, K("rope.freq_base"), sy.rope_base));
 	CHK(wk_gguf_writer_add_f32(w, K("attention.layer_norm_rms_epsilon"),
@@ -609,14 +618,15 @@ static int synth_experts(struct synth_opts *o)
 	if (!o->experts_used)
 		o->experts_used = o->p->experts_used ? o->p->experts_used : 2;
 	o->ff_exp = o->ff ? o->ff : o->p->ff_exp ? o->p->ff_exp : o->p->ff;
-	if (o->arch == WK_ARCH_QWEN3MOE && !o->experts) {
-		fprintf(stderr, "sluice-model: --arch qwen3moe needs experts: a moe preset or "
-			"--experts N\n");
+	if ((o->arch == WK_ARCH_QWEN3MOE || o->arch == WK_ARCH_QWEN2MOE) && !o->experts) {
+		fprintf(stderr, "sluice-model: --arch %s needs experts: a moe preset or "
+			"--experts N\n", arch_names[o->arch]);
 		return 2;
 	}
-	if (o->experts && o->arch != WK_ARCH_LLAMA && o->arch != WK_ARCH_QWEN3MOE) {
-		fprintf(stderr, "sluice-model: experts: expected --arch llama (Mixtral) or "
-			"qwen3moe, found '%s'\n", arch_names[o->arch]);
+	if (o->experts && o->arch != WK_ARCH_LLAMA && o->arch != WK_ARCH_QWEN3MOE &&
+	    o->arch != WK_ARCH_QWEN2MOE) {
+		fprintf(stderr, "sluice-model: experts: expected --arch llama (Mixtral), qwen2moe "
+			"or qwen3moe, found '%s'\n", arch_names[o->arch]);
 		return 2;
 	}
 	if (o->experts && o->experts_used > o->experts) {
@@ -637,8 +647,8 @@ static int set_arch(struct synth_opts *o, const char *val)
 			o->arch = (enum wk_arch)i;
 			return 0;
 		}
-	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen3, qwen3moe, granite, "
-		"phi3, gemma2 or gemma3, found '%s'\n", val);
+	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen2moe, qwen3, qwen3moe, "
+		"granite, phi3, gemma2 or gemma3, found '%s'\n", val);
 	return 2;
 }
 

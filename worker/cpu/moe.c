@@ -25,6 +25,8 @@ struct wk_cpu_moe {
 	uint32_t *count;     /* [n_expert] tokens routed to each expert this step */
 	uint32_t *start;     /* [n_expert + 1] first grouped row of each expert */
 	float *x, *g, *u, *y; /* grouped rows: [cap * k][embd], [.][ff] x2, [.][embd] */
+	float *sg, *sgu, *suu, *sy; /* the shared expert: gate [cap], [cap][ff_sh] x2,
+				     * [cap][embd] (NULL without one) */
 	struct wk_cpu_mm_op *ops; /* [2 * n_expert]: one parallel run per phase */
 };
 
@@ -38,7 +40,12 @@ static void moe_scratch_free(struct wk_cpu_moe *s)
 	cm_free(s->g);
 	cm_free(s->u);
 	cm_free(s->y);
+	cm_free(s->sg);
+	cm_free(s->sgu);
+	cm_free(s->suu);
+	cm_free(s->sy);
 	s->logits = s->w = s->x = s->g = s->u = s->y = NULL;
+	s->sg = s->sgu = s->suu = s->sy = NULL;
 	s->ids = s->slot = NULL;
 	s->cap = 0;
 }
@@ -59,7 +66,14 @@ static enum cm_status moe_ensure(struct wk_cpu_moe *s, uint32_t T)
 	s->g = cm_calloc(cap * k * f, sizeof(float));
 	s->u = cm_calloc(cap * k * f, sizeof(float));
 	s->y = cm_calloc(cap * k * e, sizeof(float));
-	if (!s->logits || !s->ids || !s->w || !s->slot || !s->x || !s->g || !s->u || !s->y) {
+	if (s->hp.n_ff_shexp) {
+		s->sg = cm_calloc(cap, sizeof(float));
+		s->sgu = cm_calloc(cap * s->hp.n_ff_shexp, sizeof(float));
+		s->suu = cm_calloc(cap * s->hp.n_ff_shexp, sizeof(float));
+		s->sy = cm_calloc(cap * e, sizeof(float));
+	}
+	if (!s->logits || !s->ids || !s->w || !s->slot || !s->x || !s->g || !s->u || !s->y ||
+	    (s->hp.n_ff_shexp && (!s->sg || !s->sgu || !s->suu || !s->sy))) {
 		moe_scratch_free(s);
 		return CM_ENOMEM;
 	}
@@ -180,6 +194,43 @@ static void moe_group(struct wk_cpu_moe *s, const float *h, uint32_t T)
 		}
 }
 
+/*
+ * qwen2moe's shared expert over all T tokens: out[t] += sigmoid(h[t] .
+ * gate_inp) * down(silu(gate h[t]) * up h[t]), after the routed experts.
+ */
+static enum cm_status moe_shared(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
+				 const struct wk_layer *L, const float *h, uint32_t T, float *out)
+{
+	uint32_t e = s->hp.n_embd, f = s->hp.n_ff_shexp;
+	const struct wk_tensor *gi = &L->shexp_gate_inp, *gw = &L->shexp_gate, *uw = &L->shexp_up;
+	struct wk_cpu_mm_op ops[3] = {
+		{ gw->type, gw->data, (int)f, (int)e, h, (int)T, s->sgu },
+		{ uw->type, uw->data, (int)f, (int)e, h, (int)T, s->suu },
+		/* the gate's logit: the vector as a one-row matrix */
+		{ gi->type, gi->data, 1, (int)e, h, (int)T, s->sg },
+	};
+	enum cm_status st = wk_cpu_matmul_multi(mm, ops, 3);
+
+	if (st != CM_OK)
+		return st;
+	for (uint32_t t = 0; t < T; t++)
+		wk_cpu_silu_mul(s->sgu + (uint64_t)t * f, s->sgu + (uint64_t)t * f,
+				s->suu + (uint64_t)t * f, (int)f);
+	st = wk_cpu_matmul(mm, L->shexp_down.type, L->shexp_down.data, (int)e, (int)f, s->sgu,
+			   (int)T, s->sy);
+	if (st != CM_OK)
+		return st;
+	for (uint32_t t = 0; t < T; t++) {
+		float g = 1.0f / (1.0f + wk_cpu_expf(-s->sg[t]));
+		float *o = out + (uint64_t)t * e;
+		const float *y = s->sy + (uint64_t)t * e;
+
+		for (uint32_t i = 0; i < e; i++)
+			o[i] += g * y[i];
+	}
+	return CM_OK;
+}
+
 enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 			      const struct wk_layer *L, const float *h, uint32_t T, float *out,
 			      uint32_t *ids)
@@ -237,5 +288,5 @@ enum cm_status wk_cpu_moe_ffn(struct wk_cpu_moe *s, struct wk_cpu_mm *mm,
 				o[i] += wj * y[i];
 		}
 	}
-	return CM_OK;
+	return L->shexp_gate.data ? moe_shared(s, mm, L, h, T, out) : CM_OK;
 }

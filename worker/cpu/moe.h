@@ -6,7 +6,8 @@
  * Routing (per token, from its own router logits only): softmax over the
  * n_expert logits, the top n_expert_used probabilities (ties: the lower
  * expert id first), renormalised to sum 1 when hp.expert_norm (Mixtral
- * and Qwen3-MoE), times hp.expert_scale.
+ * and Qwen3-MoE), times hp.expert_scale.  qwen2moe then adds its shared
+ * expert, gated per token by sigmoid(h . ffn_gate_inp_shexp).
  *
  * Batch invariance: each expert's matmuls run over the tokens routed to
  * it, and the matmul is row-invariant (worker/cpu/matmul.h), so a token's

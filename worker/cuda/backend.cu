@@ -80,6 +80,8 @@ struct dev_layer {
 	/* a mixture of experts (worker/cuda/moe.cuh): the router and every
 	 * expert of each of the three matrices (d: expert 0) */
 	struct dev_tensor gate_inp, exp_gate, exp_up, exp_down;
+	/* qwen2moe's shared expert (d NULL without one) */
+	struct dev_tensor shexp_gate_inp, shexp_gate, shexp_up, shexp_down;
 };
 
 struct cuda_backend {
@@ -106,6 +108,7 @@ struct cuda_backend {
 	/* a mixture of experts: router logits [cap][n_expert], routing
 	 * [cap][k], per-pair gate/up [cap k][ff_exp] and outputs [cap k][embd] */
 	float *m_logits, *m_w, *m_g, *m_u, *m_y;
+	float *m_sg, *m_sy;          /* the shared expert: gate logit [cap], output [cap][embd] */
 	uint32_t *m_ids;             /* [n_layer][cap][k]: kept for wk_cuda_backend_routing */
 	uint32_t last_T;             /* tokens of the last step */
 	/* step metadata: device and pinned host copies */
@@ -161,6 +164,8 @@ static uint64_t model_device_bytes(const struct wk_model *m)
 		n += vec_bytes(&L->bq) + vec_bytes(&L->bk) + vec_bytes(&L->bv);
 		n += vec_bytes(&L->q_norm) + vec_bytes(&L->k_norm);
 		n += vec_bytes(&L->attn_post_norm) + vec_bytes(&L->ffn_post_norm);
+		n += mat_bytes(&L->shexp_gate_inp) + mat_bytes(&L->shexp_gate) +
+		     mat_bytes(&L->shexp_up) + mat_bytes(&L->shexp_down);
 		n += mat_bytes(&L->ffn_gate_inp) + experts_bytes(&L->exp_gate, m->hp.n_expert) +
 		     experts_bytes(&L->exp_up, m->hp.n_expert) +
 		     experts_bytes(&L->exp_down, m->hp.n_expert);
@@ -174,9 +179,11 @@ static uint64_t per_token_scratch(const struct wk_hparams *hp)
 	uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim;
 
 	uint64_t k = hp->n_expert_used;
+	uint64_t ff = hp->n_ff_shexp > hp->n_ff ? hp->n_ff_shexp : hp->n_ff;
 
-	return 4 * (e + (e > qd ? e : qd) + 2 * qd + 2 * kvd + 2 * (uint64_t)hp->n_ff +
-		    (k ? hp->n_expert + 2 * k + k * (2ull * hp->n_ff_exp + e) : 0));
+	return 4 * (e + (e > qd ? e : qd) + 2 * qd + 2 * kvd + 2 * ff +
+		    (k ? hp->n_expert + 2 * k + k * (2ull * hp->n_ff_exp + e) : 0) +
+		    (hp->n_ff_shexp ? 1 + e : 0));
 }
 
 static uint64_t max_cols(const struct wk_model *m)
@@ -325,7 +332,11 @@ static enum cm_status upload(struct cuda_backend *be)
 		    (st = up_mat(be, &off, &L->ffn_gate_inp, &D->gate_inp)) != CM_OK ||
 		    (st = up_experts(be, &off, &L->exp_gate, &D->exp_gate)) != CM_OK ||
 		    (st = up_experts(be, &off, &L->exp_up, &D->exp_up)) != CM_OK ||
-		    (st = up_experts(be, &off, &L->exp_down, &D->exp_down)) != CM_OK)
+		    (st = up_experts(be, &off, &L->exp_down, &D->exp_down)) != CM_OK ||
+		    (st = up_mat(be, &off, &L->shexp_gate_inp, &D->shexp_gate_inp)) != CM_OK ||
+		    (st = up_mat(be, &off, &L->shexp_gate, &D->shexp_gate)) != CM_OK ||
+		    (st = up_mat(be, &off, &L->shexp_up, &D->shexp_up)) != CM_OK ||
+		    (st = up_mat(be, &off, &L->shexp_down, &D->shexp_down)) != CM_OK)
 			return st;
 		/* a pending async copy reads the mapping: wait per layer so the
 		 * page cache, not pinned memory, bounds host use */
@@ -369,7 +380,7 @@ static void drop_graphs(struct cuda_backend *be)
 static void free_scratch(struct cuda_backend *be)
 {
 	float **p[] = { &be->x, &be->h, &be->q, &be->k, &be->v, &be->att, &be->g, &be->u,
-			&be->m_logits, &be->m_w, &be->m_g, &be->m_u, &be->m_y };
+			&be->m_logits, &be->m_w, &be->m_g, &be->m_u, &be->m_y, &be->m_sg, &be->m_sy };
 
 	for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++) {
 		cudaFree(*p[i]);
@@ -416,8 +427,15 @@ static enum cm_status ensure(struct cuda_backend *be, uint32_t n, uint32_t strid
 	WK_CU(cudaMalloc(&be->k, n * kvd * 4));
 	WK_CU(cudaMalloc(&be->v, n * kvd * 4));
 	WK_CU(cudaMalloc(&be->att, n * qd * 4));
-	WK_CU(cudaMalloc(&be->g, (uint64_t)n * hp->n_ff * 4));
-	WK_CU(cudaMalloc(&be->u, (uint64_t)n * hp->n_ff * 4));
+	/* g, u: the dense FFN's, or qwen2moe's shared expert's (the wider) */
+	WK_CU(cudaMalloc(&be->g, (uint64_t)n * (hp->n_ff > hp->n_ff_shexp ? hp->n_ff
+									 : hp->n_ff_shexp) * 4));
+	WK_CU(cudaMalloc(&be->u, (uint64_t)n * (hp->n_ff > hp->n_ff_shexp ? hp->n_ff
+									 : hp->n_ff_shexp) * 4));
+	if (hp->n_ff_shexp) {
+		WK_CU(cudaMalloc(&be->m_sg, (uint64_t)n * 4));
+		WK_CU(cudaMalloc(&be->m_sy, (uint64_t)n * e * 4));
+	}
 	if (hp->n_expert) {
 		uint64_t nk = (uint64_t)n * hp->n_expert_used;
 
@@ -595,7 +613,19 @@ static enum cm_status ffn_moe(struct cuda_backend *be, uint32_t l, uint32_t T, u
 	    (st = wk_cu_moe_gemv(d->type, d->d, d->expert_stride, e, f, d->row_bytes, ids, T,
 				 k, be->m_g, 1, be->m_y, be->s)) != CM_OK)
 		return st;
-	return wk_cu_moe_combine(be->m_y, be->m_w, T, k, e, be->h, be->s);
+	if (L->shexp_gate.d) { /* qwen2moe's shared expert over h, before h is overwritten */
+		const struct dev_tensor *gu[2] = { &L->shexp_gate, &L->shexp_up };
+		float *const gu_y[2] = { be->g, be->u };
+		const float *const gu_b[2] = { NULL, NULL };
+
+		if ((st = mm_multi(be, 2, gu, be->h, T, nd, gu_y, gu_b)) != CM_OK ||
+		    (st = wk_cu_silu_mul(be->g, be->u, (uint64_t)T * hp->n_ff_shexp, be->s)) != CM_OK ||
+		    (st = mm(be, &L->shexp_down, be->g, T, nd, be->m_sy, NULL)) != CM_OK ||
+		    (st = mm(be, &L->shexp_gate_inp, be->h, T, nd, be->m_sg, NULL)) != CM_OK)
+			return st;
+	}
+	return wk_cu_moe_combine(be->m_y, be->m_w, T, k, e, L->shexp_gate.d ? be->m_sy : NULL,
+				 be->m_sg, be->h, be->s);
 }
 
 /*
@@ -928,7 +958,7 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	const struct wk_hparams *hp = &m->hp;
 	cudaDeviceProp prop;
 	enum cm_status st;
-	const struct wk_tensor *check[13];
+	const struct wk_tensor *check[17];
 
 	uint32_t grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
 
@@ -951,7 +981,9 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 		check[8] = &m->tok_embd;
 		check[9] = &L->ffn_gate_inp; check[10] = &L->exp_gate; check[11] = &L->exp_up;
 		check[12] = &L->exp_down;
-		for (int i = 0; i < 13; i++)
+		check[13] = &L->shexp_gate_inp; check[14] = &L->shexp_gate; check[15] = &L->shexp_up;
+		check[16] = &L->shexp_down;
+		for (int i = 0; i < 17; i++)
 			if (!type_ok(check[i])) {
 				snprintf(err, err_len, "cuda backend: tensor %s: type %s with %llu "
 					 "columns is not supported",

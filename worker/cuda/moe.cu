@@ -127,7 +127,7 @@ enum cm_status wk_cu_moe_gemv(uint32_t type, const void *w, uint64_t expert_stri
 }
 
 __global__ void wk_cu_moe_combine_kernel(const float *y, const float *w, uint32_t T, uint32_t k,
-					 uint32_t e, float *out)
+					 uint32_t e, const float *sy, const float *sg, float *out)
 {
 	uint64_t idx = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -138,17 +138,21 @@ __global__ void wk_cu_moe_combine_kernel(const float *y, const float *w, uint32_
 
 	for (uint32_t j = 0; j < k; j++)
 		a = fmaf(w[t * k + j], y[(t * k + j) * e + i], a);
+	if (sy) /* the shared expert, after the routed ones (as the CPU) */
+		a += 1.0f / (1.0f + expf(-sg[t])) * sy[idx];
 	out[idx] = a;
 }
 
 enum cm_status wk_cu_moe_combine(const float *y, const float *w, uint32_t T, uint32_t k,
-				 uint32_t e, float *out, cudaStream_t s)
+				 uint32_t e, const float *sy, const float *sg, float *out,
+				 cudaStream_t s)
 {
 	uint64_t n = (uint64_t)T * e;
 
 	if (n == 0)
 		return CM_OK;
-	wk_cu_moe_combine_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, w, T, k, e, out);
+	wk_cu_moe_combine_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, w, T, k, e, sy, sg,
+									       out);
 	WK_CU_LAUNCH();
 	return CM_OK;
 }

@@ -42,8 +42,13 @@ enum cm_status wk_cu_moe_gemv(uint32_t type, const void *w, uint64_t expert_stri
 			      uint32_t T, uint32_t k, const float *x, int x_per_pair, float *y,
 			      cudaStream_t s);
 
-/* out[t][i] = sum over j < k, in order, of w[t][j] y[t k + j][i] (i < e). */
+/*
+ * out[t][i] = sum over j < k, in order, of w[t][j] y[t k + j][i] (i < e),
+ * then, when sy is not NULL (qwen2moe's shared expert), plus
+ * sigmoid(sg[t]) sy[t][i].
+ */
 enum cm_status wk_cu_moe_combine(const float *y, const float *w, uint32_t T, uint32_t k,
-				 uint32_t e, float *out, cudaStream_t s);
+				 uint32_t e, const float *sy, const float *sg, float *out,
+				 cudaStream_t s);
 
 #endif

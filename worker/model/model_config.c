@@ -168,6 +168,10 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->hp.arch = WK_ARCH_QWEN3MOE;
 		l->c->arch_name = "qwen3moe";
 		l->c->has_qk_norm = 1;
+	} else if (s.len == 8 && memcmp(s.ptr, "qwen2moe", 8) == 0) {
+		l->c->hp.arch = WK_ARCH_QWEN2MOE;
+		l->c->arch_name = "qwen2moe";
+		l->c->has_qkv_bias = 1;
 	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
 		l->c->hp.arch = WK_ARCH_PHI3;
 		l->c->arch_name = "phi3";
@@ -175,7 +179,8 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
-			    "llama, qwen2, qwen3, qwen3moe, granite, phi3, gemma2, gemma3)", shown);
+			    "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3)",
+			    shown);
 	}
 	return CM_OK;
 }
@@ -332,12 +337,19 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 	return CM_OK;
 }
 
+/* the architectures that always have experts */
+static int moe_arch(enum wk_arch a)
+{
+	return a == WK_ARCH_QWEN3MOE || a == WK_ARCH_QWEN2MOE;
+}
+
 /*
  * The mixture of experts: {arch}.expert_count (absent or 0: a dense FFN;
- * required by qwen3moe), .expert_used_count (1..min(count, 64)),
+ * required by qwen3moe and qwen2moe), qwen2moe's
+ * .expert_shared_feed_forward_length (default n_ff), .expert_used_count (1..min(count, 64)),
  * .expert_feed_forward_length (one expert's width; n_ff when absent),
  * .expert_weights_norm (default true: Mixtral's and Qwen3-MoE's
- * norm_topk_prob), .expert_weights_scale (default 1).  Softmax gating
+ * norm_topk_prob; false for qwen2moe), .expert_weights_scale (default 1).  Softmax gating
  * only: .expert_gating_func 2 (sigmoid) and shared experts are refused.
  */
 static enum cm_status read_moe(struct mcfg_load *l)
@@ -349,11 +361,19 @@ static enum cm_status read_moe(struct mcfg_load *l)
 
 	hp->n_expert = hp->n_expert_used = 0;
 	hp->n_ff_exp = hp->n_ff;
-	hp->expert_norm = 1;
+	/* Qwen2-MoE keeps the top-k probabilities as they are (llama.cpp's
+	 * qwen2moe, Hugging Face's norm_topk_prob false) */
+	hp->expert_norm = hp->arch != WK_ARCH_QWEN2MOE;
 	hp->expert_scale = 1.0f;
-	st = key_u32(l, arch_key(l, "expert_count"), hp->arch == WK_ARCH_QWEN3MOE, 0,
-		     hp->arch == WK_ARCH_QWEN3MOE ? 1 : 0, WK_MCFG_MAX_EXPERTS, &hp->n_expert);
+	hp->n_ff_shexp = 0;
+	st = key_u32(l, arch_key(l, "expert_count"), moe_arch(hp->arch), 0,
+		     moe_arch(hp->arch) ? 1 : 0, WK_MCFG_MAX_EXPERTS, &hp->n_expert);
 	if (st != CM_OK || hp->n_expert == 0)
+		return st;
+	if (hp->arch == WK_ARCH_QWEN2MOE)
+		st = key_u32(l, arch_key(l, "expert_shared_feed_forward_length"), 0, hp->n_ff, 1,
+			     WK_MCFG_MAX_FF, &hp->n_ff_shexp);
+	if (st != CM_OK)
 		return st;
 	st = key_u32(l, arch_key(l, "expert_used_count"), 1, 0, 1,
 		     hp->n_expert < WK_MCFG_MAX_EXPERTS_USED ? hp->n_expert
@@ -609,6 +629,19 @@ static enum cm_status read_experts(struct mcfg_load *l, uint32_t i, struct wk_la
 	}
 	if (st == CM_OK)
 		st = expect_experts(l, blk(l, i, "ffn_down_exps.weight"), f, e, &ly->exp_down);
+	if (st != CM_OK || !hp->n_ff_shexp)
+		return st;
+	/* qwen2moe's shared expert and its per-token gate */
+	st = expect(l, blk(l, i, "ffn_gate_inp_shexp.weight"), 1, 1, e, 0, 1, &ly->shexp_gate_inp);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_gate_shexp.weight"), 1, 2, e, hp->n_ff_shexp, 0,
+			    &ly->shexp_gate);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_up_shexp.weight"), 1, 2, e, hp->n_ff_shexp, 0,
+			    &ly->shexp_up);
+	if (st == CM_OK)
+		st = expect(l, blk(l, i, "ffn_down_shexp.weight"), 1, 2, hp->n_ff_shexp, e, 0,
+			    &ly->shexp_down);
 	return st;
 }
 
@@ -861,7 +894,7 @@ static enum cm_status read_misc(struct mcfg_load *l)
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
 					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2 ||
-					   c->hp.arch == WK_ARCH_GEMMA3 || c->hp.arch == WK_ARCH_QWEN3MOE
+					   c->hp.arch == WK_ARCH_GEMMA3 || moe_arch(c->hp.arch)
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {

@@ -25,8 +25,11 @@
  * soft-capping), `qwen3moe` (qwen3 with a mixture of experts in every FFN:
  * a router ffn_gate_inp and 3-D ffn_{gate,up,down}_exps tensors, or a fused
  * ffn_gate_up_exps) and Mixtral (`llama` with {arch}.expert_count and the
- * same tensors).  Experts are softmax-gated (expert_gating_func 1 or
- * absent; sigmoid gating and shared experts are refused by name).
+ * same tensors) and `qwen2moe` (qwen2's attention with experts whose top-k
+ * weights are not renormalised, plus a shared expert gated per token by
+ * sigmoid(h . ffn_gate_inp_shexp)).  Experts are softmax-gated
+ * (expert_gating_func 1 or absent; sigmoid gating and an
+ * expert_shared_count other than 0 are refused by name).
  * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
@@ -56,6 +59,7 @@ enum wk_arch {
 	WK_ARCH_GEMMA3 = 6,  /* gemma2 + QK norm, 5 local : 1 global layers, two rope bases,
 			      * no soft-capping */
 	WK_ARCH_QWEN3MOE = 7, /* qwen3 with a mixture of experts in every FFN */
+	WK_ARCH_QWEN2MOE = 8, /* qwen2 with experts and a gated shared expert */
 };
 
 enum wk_ffn_act {
@@ -126,6 +130,8 @@ struct wk_hparams {
 	int expert_norm;         /* .expert_weights_norm (default 1): the top-k
 				  * softmax weights renormalised to sum 1 */
 	float expert_scale;      /* .expert_weights_scale (default 1): then multiplied */
+	uint32_t n_ff_shexp;     /* the shared expert's width (qwen2moe:
+				  * .expert_shared_feed_forward_length, default n_ff; 0: none) */
 };
 
 /* The window every layer has (the KV the scheduler must keep behind a
@@ -197,6 +203,11 @@ struct wk_layer {
 	struct wk_tensor ffn_gate_inp;         /* (n_expert, embd) router logits */
 	struct wk_tensor exp_gate, exp_up;     /* per expert (n_ff_exp, embd) */
 	struct wk_tensor exp_down;             /* per expert (embd, n_ff_exp) */
+	/* qwen2moe's shared expert, added to the routed ones times
+	 * sigmoid(h . shexp_gate_inp) (else data NULL) */
+	struct wk_tensor shexp_gate_inp;       /* (embd) */
+	struct wk_tensor shexp_gate, shexp_up; /* (n_ff_shexp, embd) */
+	struct wk_tensor shexp_down;           /* (embd, n_ff_shexp) */
 };
 
 struct wk_mcfg {

@@ -243,6 +243,22 @@ static void ref_moe(struct ref *R, const struct wk_layer *L, const double *h, do
 		for (uint32_t i = 0; i < hp->n_embd; i++)
 			o[i] += w * y[i];
 	}
+	if (L->shexp_gate.data) { /* qwen2moe: the shared expert, gated per token */
+		uint32_t fs = hp->n_ff_shexp;
+		double *gs = calloc(fs, sizeof(double)), *us = calloc(fs, sizeof(double)), gl;
+		double *gi = deq(&L->shexp_gate_inp, 0);
+
+		gl = 0;
+		for (uint32_t i = 0; i < hp->n_embd; i++)
+			gl += gi[i] * h[i];
+		ref_mv(&L->shexp_gate, h, gs, NULL);
+		ref_mv(&L->shexp_up, h, us, NULL);
+		ref_glu(hp, gs, us, fs);
+		ref_mv(&L->shexp_down, gs, y, NULL);
+		for (uint32_t i = 0; i < hp->n_embd; i++)
+			o[i] += y[i] / (1 + exp(-gl));
+		free(gs); free(us); free(gi);
+	}
 	free(lg); free(p); free(g); free(u); free(y);
 }
 
@@ -539,6 +555,14 @@ static void test_ref_q4_k_m_qwen3moe(void **s)
 	(void)s;
 	check_moe("Q4_K_M", "qwen3moe", "--experts 64 --experts-used 8", "-64x8", 5e-2);
 }
+/* qwen2moe: qwen2's biases, 16 experts top-2 not renormalised, a shared
+ * expert gated by a sigmoid */
+static void test_ref_f32_qwen2moe(void **s) { (void)s; check_moe("F32", "qwen2moe", NULL, NULL, 1e-4); }
+static void test_ref_q4_k_m_qwen2moe(void **s)
+{
+	(void)s;
+	check_moe("Q4_K_M", "qwen2moe", NULL, NULL, 5e-2);
+}
 /* the experts' gate and up fused in one ffn_gate_up_exps tensor */
 static void test_ref_f32_qwen3moe_fused(void **s)
 {
@@ -736,6 +760,17 @@ static void test_greedy_llamacpp_mixtral(void **s)
 	greedy_vs(path, "greedy-moe-tiny-f32-llama.txt", "mixtral (moe-tiny)");
 }
 
+/* qwen2moe (moe-tiny, 16 x 2 not renormalised, the shared expert):
+ * llama.cpp's smallest top-2 margin on the way was 0.0075 */
+static void test_greedy_llamacpp_qwen2moe(void **s)
+{
+	char path[512];
+
+	(void)s;
+	assert_int_equal(synth_x("moe-tiny", "F32", "qwen2moe", NULL, NULL, path, sizeof(path)), 0);
+	greedy_vs(path, "greedy-moe-tiny-f32-qwen2moe.txt", "qwen2moe (moe-tiny)");
+}
+
 /* same logits whatever the batch split and the thread count, bit for bit */
 static void test_batch_and_thread_invariance(void **state)
 {
@@ -750,6 +785,7 @@ static void test_batch_and_thread_invariance(void **state)
 		/* tokens of one batch share experts: grouped, then summed per token */
 		{ "moe-tiny", "Q4_K_M", "llama", NULL, NULL },
 		{ "moe-tiny", "F16", "qwen3moe", "--experts 64 --experts-used 8", "-64x8" },
+		{ "moe-tiny", "Q8_0", "qwen2moe", NULL, NULL },
 	};
 
 	(void)state;
@@ -845,12 +881,15 @@ int main(void)
 		cmocka_unit_test(test_ref_q8_0_qwen3moe),
 		cmocka_unit_test(test_ref_q4_k_m_qwen3moe),
 		cmocka_unit_test(test_ref_f32_qwen3moe_fused),
+		cmocka_unit_test(test_ref_f32_qwen2moe),
+		cmocka_unit_test(test_ref_q4_k_m_qwen2moe),
 		cmocka_unit_test(test_greedy_llamacpp_llama),
 		cmocka_unit_test(test_greedy_llamacpp_granite),
 		cmocka_unit_test(test_greedy_llamacpp_phi3),
 		cmocka_unit_test(test_greedy_llamacpp_gemma2),
 		cmocka_unit_test(test_llamacpp_q4_k_m_576),
 		cmocka_unit_test(test_greedy_llamacpp_mixtral),
+		cmocka_unit_test(test_greedy_llamacpp_qwen2moe),
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 

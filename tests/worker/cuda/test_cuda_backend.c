@@ -236,6 +236,7 @@ static void test_logits_moe(void **state)
 	compare_type("moe-tiny", "Q4_K_M", 6e-2);
 	compare_type("qwen3moe-tiny", "F32:qwen3moe", 1e-3);
 	compare_type("qwen3moe-tiny", "Q8_0:qwen3moe", 6e-2);
+	compare_type("moe-tiny", "F32:qwen2moe", 1e-3); /* and a shared expert */
 }
 
 static void test_logits_1b(void **state)

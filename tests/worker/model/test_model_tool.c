@@ -394,12 +394,25 @@ static void test_synth_moe(void **state)
 			 (const uint8_t *)c->layers[1].exp_gate.data + 256ull * 256 * 4);
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
+	/* qwen2moe: biases, top-k not renormalised, the shared expert and its gate */
+	synth_cfg("moe3.gguf", "--preset moe-tiny --arch qwen2moe --type Q8_0", &g, &c);
+	assert_int_equal(c->hp.arch, WK_ARCH_QWEN2MOE);
+	assert_false(c->hp.expert_norm);
+	assert_int_equal(c->hp.n_ff_shexp, 256);
+	assert_non_null(c->layers[1].bq.data);
+	assert_non_null(c->layers[1].shexp_gate_inp.data);
+	assert_int_equal(c->layers[1].shexp_gate_inp.type, WK_Q_F32);
+	assert_int_equal(c->layers[1].shexp_down.type, WK_Q_Q8_0);
+	assert_int_equal(c->layers[1].shexp_down.rows, 256);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
 	snprintf(a, sizeof(a), "synth --preset tiny --arch qwen3moe -o '%s/x.gguf'", tmpdir);
 	assert_int_equal(run_tool(a, out, sizeof(out)), 2);
 	assert_non_null(strstr(out, "--arch qwen3moe needs experts"));
 	snprintf(a, sizeof(a), "synth --preset moe-tiny --arch gemma2 -o '%s/x.gguf'", tmpdir);
 	assert_int_equal(run_tool(a, out, sizeof(out)), 2);
-	assert_non_null(strstr(out, "expected --arch llama (Mixtral) or qwen3moe, found 'gemma2'"));
+	assert_non_null(strstr(out, "expected --arch llama (Mixtral), qwen2moe or qwen3moe, "
+				"found 'gemma2'"));
 	snprintf(a, sizeof(a), "synth --preset moe-tiny --experts 4 --experts-used 5 -o '%s/x.gguf'",
 		 tmpdir);
 	assert_int_equal(run_tool(a, out, sizeof(out)), 2);
