@@ -1,8 +1,11 @@
 /*
  * test_backend.c - the CPU forward pass against a double-precision
  * reference written here, on tiny generated models of every weight type
- * and both architectures; plus batch invariance and thread-count
- * invariance of the logits.
+ * and every architecture, mixtures of experts included (the reference
+ * takes the engine's routing where a near tie was broken the other way,
+ * and fails one that is not near a tie); greedy tokens against
+ * llama.cpp's; plus batch invariance and thread-count invariance of the
+ * logits.
  *
  * The reference dequantises every weight with the reference dequantiser
  * (worker/model/quant.h) into doubles and runs the transformer the textbook way
