@@ -3,8 +3,11 @@
 Character Database (Debian package unicode-data, /usr/share/unicode/).
 
 Output: one sorted table of code point ranges with their general-category
-class (L, M, N, P, S, Z, C; unlisted code points are unassigned, class C)
-and one table of White_Space ranges (PropList.txt).  The generated file is
+class (L, M, N, P, S, Z, C; unlisted code points are unassigned, class C),
+one table of White_Space ranges (PropList.txt), and for the WordPiece
+pre-tokenizer: the assigned control-like code points (Cc, Cf, Co, Cs), each
+code point's first code point under canonical decomposition (NFD, Hangul
+included) and the simple lowercase mappings.  The generated file is
 committed so that builds do not need the package.
 
 Usage: tools/gen-unicode-tables.py [UCD_DIR] > worker/text/unicode_tables.c
@@ -36,6 +39,66 @@ def read_categories():
                 continue
             cat[cp] = gc[0]
     return cat
+
+
+def read_maps():
+    """Canonical decompositions, simple lowercase mappings and the assigned
+    control-like categories (Cc, Cf, Co, Cs) from UnicodeData.txt."""
+    decomp, lower, ctl = {}, {}, set()
+    first = None
+    with open(os.path.join(UCD, "UnicodeData.txt"), encoding="utf-8") as f:
+        for line in f:
+            fields = line.rstrip("\n").split(";")
+            cp = int(fields[0], 16)
+            name, gc = fields[1], fields[2]
+            if name.endswith(", First>"):
+                first = cp
+                continue
+            if name.endswith(", Last>"):
+                if gc in ("Cc", "Cf", "Co", "Cs"):
+                    ctl.update(range(first, cp + 1))
+                first = None
+                continue
+            if gc in ("Cc", "Cf", "Co", "Cs"):
+                ctl.add(cp)
+            d = fields[5]
+            if d and not d.startswith("<"):
+                decomp[cp] = [int(x, 16) for x in d.split()]
+            if fields[13]:
+                lower[cp] = int(fields[13], 16)
+    return decomp, lower, ctl
+
+
+def nfd_first(decomp):
+    """cp -> the first code point of its canonical decomposition (NFD),
+    for every cp where that differs, as ranges of equal targets; Hangul
+    syllables decompose algorithmically (their first jamo)."""
+    out = {}
+    for cp in decomp:
+        c = cp
+        while c in decomp:
+            c = decomp[c][0]
+        if c != cp:
+            out[cp] = c
+    for s_ in range(0xAC00, 0xD7A4):
+        out[s_] = 0x1100 + (s_ - 0xAC00) // 588
+    rng = []
+    for cp in sorted(out):
+        if rng and rng[-1][1] == cp - 1 and rng[-1][2] == out[cp]:
+            rng[-1][1] = cp
+        else:
+            rng.append([cp, cp, out[cp]])
+    return rng
+
+
+def ranges_of_set(cps):
+    out = []
+    for cp in sorted(cps):
+        if out and out[-1][1] == cp - 1:
+            out[-1][1] = cp
+        else:
+            out.append([cp, cp])
+    return out
 
 
 def ranges_of(cat):
@@ -88,7 +151,8 @@ def main():
     w(" * Unicode Character Database (%s).  Do not edit.\n" % ucd_version())
     w(" *\n * wk_uc_cat_ranges: sorted, non-overlapping code point ranges with\n")
     w(" * their general-category class; code points not listed are class C.\n")
-    w(" * wk_uc_ws_ranges: the White_Space property.\n */\n")
+    w(" * wk_uc_ws_ranges: the White_Space property.\n")
+    w(" * wk_uc_ctl_ranges, wk_uc_nfd_map, wk_uc_lower_map: see unicode.h.\n */\n")
     w('#include "worker/text/unicode.h"\n\n')
     w("const struct wk_uc_range wk_uc_cat_ranges[] = {\n")
     for lo, hi, c in cats:
@@ -100,6 +164,25 @@ def main():
         w("\t{ 0x%05X, 0x%05X, WK_UC_Z },\n" % (lo, hi))
     w("};\n")
     w("const size_t wk_uc_n_ws_ranges = sizeof(wk_uc_ws_ranges) / sizeof(wk_uc_ws_ranges[0]);\n")
+    decomp, lower, ctl = read_maps()
+    w("\n/* assigned Cc, Cf, Co and Cs code points (the WordPiece pre-tokenizer drops them) */\n")
+    w("const struct wk_uc_range wk_uc_ctl_ranges[] = {\n")
+    for lo, hi in ranges_of_set(ctl):
+        w("\t{ 0x%05X, 0x%05X, WK_UC_C },\n" % (lo, hi))
+    w("};\n")
+    w("const size_t wk_uc_n_ctl_ranges = sizeof(wk_uc_ctl_ranges) / sizeof(wk_uc_ctl_ranges[0]);\n\n")
+    w("/* the first code point of each code point's canonical decomposition */\n")
+    w("const struct wk_uc_map wk_uc_nfd_map[] = {\n")
+    for lo, hi, to in nfd_first(decomp):
+        w("\t{ 0x%05X, 0x%05X, 0x%05X },\n" % (lo, hi, to))
+    w("};\n")
+    w("const size_t wk_uc_n_nfd_map = sizeof(wk_uc_nfd_map) / sizeof(wk_uc_nfd_map[0]);\n\n")
+    w("/* simple lowercase mappings (UnicodeData.txt field 13) */\n")
+    w("const struct wk_uc_map wk_uc_lower_map[] = {\n")
+    for cp in sorted(lower):
+        w("\t{ 0x%05X, 0x%05X, 0x%05X },\n" % (cp, cp, lower[cp]))
+    w("};\n")
+    w("const size_t wk_uc_n_lower_map = sizeof(wk_uc_lower_map) / sizeof(wk_uc_lower_map[0]);\n")
 
 
 if __name__ == "__main__":

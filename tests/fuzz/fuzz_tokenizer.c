@@ -12,8 +12,8 @@
  *
  * Vocabularies: the GGUF files named ggml-vocab-*.gguf in the directory
  * $SLUICE_FUZZ_TOKENIZER_DIR (e.g. ../shared/testdata/tokenizer), plus
- * two vocabularies generated here (SPM and byte-level BPE), so the target
- * is useful without any files.
+ * three vocabularies generated here (SPM, WordPiece and byte-level BPE),
+ * so the target is useful without any files.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -162,6 +162,42 @@ static void gen_bpe(const char *pre)
 		add_vocab(tok, 1);
 }
 
+/* WordPiece: [UNK] [CLS] [SEP], every printable ASCII letter as a word
+ * start and a continuation, a few words (no round trip: it lowercases) */
+static void gen_wpm(void)
+{
+	static char texts[2][95][8];
+	const char *toks[3 + 2 * 95 + 3];
+	int32_t types[3 + 2 * 95 + 3];
+	struct wk_tok_vocab v;
+	struct wk_tok *tok;
+	char err[256];
+	size_t n = 0;
+
+	toks[n] = "[UNK]"; types[n++] = WK_TOK_T_UNKNOWN;
+	toks[n] = "[CLS]"; types[n++] = WK_TOK_T_CONTROL;
+	toks[n] = "[SEP]"; types[n++] = WK_TOK_T_CONTROL;
+	for (int c = 0x20; c < 0x7F; c++) {
+		snprintf(texts[0][c - 0x20], 8, "\xe2\x96\x81%c", c);
+		snprintf(texts[1][c - 0x20], 8, "%c", c);
+		toks[n] = texts[0][c - 0x20]; types[n++] = WK_TOK_T_NORMAL;
+		toks[n] = texts[1][c - 0x20]; types[n++] = WK_TOK_T_NORMAL;
+	}
+	toks[n] = "\xe2\x96\x81hello"; types[n++] = WK_TOK_T_NORMAL;
+	toks[n] = "ing"; types[n++] = WK_TOK_T_NORMAL;
+	toks[n] = "\xe2\x96\x81\xe4\xb8\xad"; types[n++] = WK_TOK_T_NORMAL;
+	wk_tok_vocab_init(&v);
+	v.model = "bert";
+	v.n_tokens = n;
+	v.tokens = toks;
+	v.types = types;
+	v.unk = 0;
+	v.bos = 1;
+	v.eos = 2;
+	if (wk_tok_new_from_vocab(&v, &tok, err, sizeof(err)) == CM_OK)
+		add_vocab(tok, 0);
+}
+
 static void load_dir(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -206,6 +242,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	gen_bpe("default");
 	if (dir)
 		load_dir(dir);
+	gen_wpm(); /* last: the indices of the others stay as the corpus knows them */
 	return 0;
 }
 

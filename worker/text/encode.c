@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/utf8.h"
+#include "worker/text/unicode.h"
 
 /* ================================================================ */
 /* encoding                                                         */
@@ -393,6 +394,92 @@ static int encode_bpe(struct enc *e, const char *s, size_t len)
 	return 0;
 }
 
+/* BERT's basic tokenizer splits CJK ideographs into words of one (the
+ * ranges as Hugging Face's and llama.cpp's) */
+static int wpm_cjk(uint32_t c)
+{
+	return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+	       (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+	       (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+	       (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+/*
+ * One word of WordPiece: "\u2581" + word, then from each byte position the
+ * longest token (at most max_token_len bytes) that matches exactly; a
+ * position where nothing matches makes the whole word [UNK].
+ */
+static void wpm_word(struct enc *e, const char *w, size_t n)
+{
+	const struct wk_tok *t = e->tok;
+	size_t start = e->n;
+
+	for (size_t i = 0; i < n;) {
+		size_t j = n - i > t->max_token_len ? i + t->max_token_len : n;
+		int32_t id = -1;
+
+		for (; j > i && id < 0; j--)
+			id = wk_tok_find_exact(t, w + i, j - i);
+		if (id < 0) {
+			e->n = start; /* discard the word's pieces */
+			break;
+		}
+		emit(e, id);
+		i = j + 1;
+	}
+	if (e->n == start && t->unk >= 0)
+		emit(e, t->unk);
+}
+
+/*
+ * WordPiece (tokenizer.ggml.model "bert"), as BERT's uncased basic
+ * tokenizer and llama.cpp do it: each code point to the first of its NFD
+ * decomposition (accents drop), whitespace ends a word, NUL, U+FFFD and
+ * control characters vanish, punctuation, ASCII symbols and CJK
+ * ideographs are words of their own, everything lowercased; then each
+ * word by wpm_word.
+ */
+static int encode_wpm(struct enc *e, const char *s, size_t len)
+{
+	char *w;
+	size_t n = 0;
+
+	if (grow((void **)&e->buf, &e->buf_cap, 3 + 4 * len + 1, 1))
+		return -1;
+	w = e->buf;
+	memcpy(w, "\xe2\x96\x81", 3); /* U+2581 before every word */
+	for (size_t i = 0; i <= len;) {
+		uint32_t c = 0x20;
+		int k = i < len ? cm_utf8_decode((const uint8_t *)s + i, len - i, &c) : 1;
+
+		i += k > 0 ? (size_t)k : 1;
+		c = wk_uc_nfd_first(c);
+		if (i > len || wk_uc_is_space(c)) {
+			if (n)
+				wpm_word(e, w, 3 + n);
+			n = 0;
+			if (i > len)
+				break;
+			continue;
+		}
+		if (c == 0 || c == 0xFFFD || wk_uc_is_control(c))
+			continue;
+		uint32_t lc = wk_uc_tolower(c);
+		enum wk_uc_class cl = wk_uc_class(c);
+
+		if (cl == WK_UC_P || (c < 0x7F && cl == WK_UC_S) || wpm_cjk(c)) {
+			if (n)
+				wpm_word(e, w, 3 + n);
+			n = (size_t)cm_utf8_encode(lc, (uint8_t *)w + 3);
+			wpm_word(e, w, 3 + n);
+			n = 0;
+			continue;
+		}
+		n += (size_t)cm_utf8_encode(lc, (uint8_t *)w + 3 + n);
+	}
+	return 0;
+}
+
 static void enc_deinit(struct enc *e)
 {
 	cm_free(e->buf);
@@ -644,6 +731,8 @@ enum cm_status wk_tok_encode_segments(const struct wk_tok *t, const struct wk_to
 		}
 		if (t->is_bpe)
 			rc = encode_bpe(&e, text + fr[i].off, fr[i].len);
+		else if (t->is_wpm)
+			rc = encode_wpm(&e, text + fr[i].off, fr[i].len);
 		else
 			rc = encode_spm(&e, text + fr[i].off, fr[i].len,
 					t->add_space_prefix && prev_special);

@@ -30,6 +30,8 @@ struct tok_merge {
 
 struct wk_tok {
 	int is_bpe;
+	int is_wpm;          /* WordPiece (tokenizer.ggml.model "bert") */
+	uint32_t max_token_len; /* bytes of the longest token text (WordPiece's window) */
 	const struct wk_tok_pre *pre;
 	uint32_t n_vocab;
 	char *text;          /* token texts back to back */

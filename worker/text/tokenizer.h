@@ -1,14 +1,17 @@
 /*
  * tokenizer.h - text <-> token ids for the model families Sluice serves.
  *
- * Two algorithms, chosen by tokenizer.ggml.model:
+ * Three algorithms, chosen by tokenizer.ggml.model:
  *  - "llama": SentencePiece-style BPE over token scores (spaces become
  *    U+2581 "▁", a dummy "▁" is prepended, highest-score adjacent pairs are
  *    merged, characters without a token fall back to <0xNN> byte tokens);
  *  - "gpt2": byte-level BPE: a pre-tokenizer chosen by tokenizer.ggml.pre
  *    splits the text into words, each word's bytes are mapped to printable
  *    code points (the GPT-2 byte-to-unicode table) and merged by the rank
- *    of tokenizer.ggml.merges.
+ *    of tokenizer.ggml.merges;
+ *  - "bert": WordPiece (BERT's uncased basic tokenizer: accents dropped,
+ *    lowercase, punctuation split, then the longest "▁word" / continuation
+ *    pieces; [CLS] and [SEP] around).
  * docs/tokenizers.md describes the algorithms and the policies below.
  *
  * Special tokens: CONTROL tokens (and UNKNOWN) are recognised in the text
@@ -60,7 +63,7 @@ enum wk_tok_type {
  * array is given.  Nothing is retained after the constructor returns.
  */
 struct wk_tok_vocab {
-	const char *model;          /* "llama" or "gpt2" */
+	const char *model;          /* "llama", "gpt2" or "bert" */
 	const char *pre;            /* tokenizer.ggml.pre; NULL = "default" */
 	const char *name;           /* general.name; NULL when absent */
 	size_t n_tokens;

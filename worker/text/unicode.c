@@ -33,3 +33,39 @@ int wk_uc_is_space(uint32_t cp)
 		return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
 	return uc_find(wk_uc_ws_ranges, wk_uc_n_ws_ranges, cp) != NULL;
 }
+
+int wk_uc_is_control(uint32_t cp)
+{
+	if (cp < 0x80)
+		return cp < 0x20 || cp == 0x7F;
+	return uc_find(wk_uc_ctl_ranges, wk_uc_n_ctl_ranges, cp) != NULL;
+}
+
+static uint32_t uc_map(const struct wk_uc_map *t, size_t n, uint32_t cp)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cp < t[mid].lo)
+			hi = mid;
+		else if (cp > t[mid].hi)
+			lo = mid + 1;
+		else
+			return t[mid].to;
+	}
+	return cp;
+}
+
+uint32_t wk_uc_nfd_first(uint32_t cp)
+{
+	return cp < 0x80 ? cp : uc_map(wk_uc_nfd_map, wk_uc_n_nfd_map, cp);
+}
+
+uint32_t wk_uc_tolower(uint32_t cp)
+{
+	if (cp < 0x80)
+		return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+	return uc_map(wk_uc_lower_map, wk_uc_n_lower_map, cp);
+}

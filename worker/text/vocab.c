@@ -353,9 +353,12 @@ static enum cm_status vocab_kind(struct wk_tok *t, const struct wk_tok_vocab *v,
 		t->is_bpe = 0;
 	} else if (v->model && strcmp(v->model, "gpt2") == 0) {
 		t->is_bpe = 1;
+	} else if (v->model && strcmp(v->model, "bert") == 0) {
+		t->is_bpe = 0;
+		t->is_wpm = 1;
 	} else {
-		snprintf(err, err_len, "tokenizer.ggml.model: expected \"llama\" or \"gpt2\", found \"%s\"",
-			 v->model ? v->model : "(absent)");
+		snprintf(err, err_len, "tokenizer.ggml.model: expected \"llama\", \"gpt2\" or \"bert\", "
+			 "found \"%s\"", v->model ? v->model : "(absent)");
 		return CM_EUNSUPPORTED;
 	}
 	if (!t->is_bpe) {
@@ -422,6 +425,8 @@ static enum cm_status vocab_texts(struct wk_tok *t, const struct wk_tok_vocab *v
 			memcpy(t->text + total, v->tokens[i], len);
 		t->text_off[i] = (uint32_t)total;
 		total += len;
+		if (len > t->max_token_len)
+			t->max_token_len = (uint32_t)len;
 		if (type == 0)
 			type = WK_TOK_T_NORMAL; /* "undefined" in older files */
 		if (type < WK_TOK_T_NORMAL || type > WK_TOK_T_BYTE) {
@@ -488,7 +493,7 @@ static enum cm_status vocab_special_ids(struct wk_tok *t, const struct wk_tok_vo
 	    (st = check_id(v->unk, "unknown_token_id", n, &t->unk, err, err_len)) ||
 	    (st = check_id(v->pad, "padding_token_id", n, &t->pad, err, err_len)))
 		return st;
-	if (!t->is_bpe) {
+	if (!t->is_bpe && !t->is_wpm) {
 		if (v->bos == -1 && n > 1)
 			t->bos = 1;
 		if (v->eos == -1 && n > 2)
@@ -496,9 +501,10 @@ static enum cm_status vocab_special_ids(struct wk_tok *t, const struct wk_tok_vo
 		if (v->unk == -1)
 			t->unk = 0;
 	}
-	/* family defaults apply only when the id exists; explicit flags must */
+	/* family defaults apply only when the id exists; explicit flags must.
+	 * WordPiece: [CLS] (bos) first and [SEP] (eos) last, as BERT does */
 	t->add_bos = v->add_bos >= 0 ? v->add_bos : ((t->is_bpe ? t->pre->add_bos : 1) && t->bos >= 0);
-	t->add_eos = v->add_eos >= 0 ? v->add_eos : 0;
+	t->add_eos = v->add_eos >= 0 ? v->add_eos : t->is_wpm && t->eos >= 0;
 	t->add_space_prefix = t->is_bpe ? 0 : (v->add_space_prefix >= 0 ? v->add_space_prefix : 1);
 	if ((t->add_bos && t->bos < 0) || (t->add_eos && t->eos < 0)) {
 		snprintf(err, err_len, "tokenizer.ggml.add_%s_token is true but no %s token id is set",

@@ -219,6 +219,16 @@ enum cm_status wk_tok_new_from_gguf(const struct wk_gguf *g, struct wk_tok **out
 	v.add_bos = gguf_flag(g, "tokenizer.ggml.add_bos_token");
 	v.add_eos = gguf_flag(g, "tokenizer.ggml.add_eos_token");
 	v.add_space_prefix = gguf_flag(g, "tokenizer.ggml.add_space_prefix");
+	if (v.model && strcmp(v.model, "bert") == 0) {
+		/* WordPiece files name [CLS] and [SEP] (the key is spelled so) */
+		int64_t cls = gguf_id(g, "tokenizer.ggml.cls_token_id");
+		int64_t sep = gguf_id(g, "tokenizer.ggml.seperator_token_id");
+
+		if (cls != -1)
+			v.bos = cls;
+		if (sep != -1)
+			v.eos = sep;
+	}
 	st = wk_tok_new_from_vocab(&v, out, err, err_len);
 out:
 	cm_free(tokens);
