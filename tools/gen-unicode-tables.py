@@ -21,23 +21,30 @@ CLASS = {"L": "WK_UC_L", "M": "WK_UC_M", "N": "WK_UC_N", "P": "WK_UC_P",
          "S": "WK_UC_S", "Z": "WK_UC_Z", "C": "WK_UC_C"}
 
 
-def read_categories():
-    cat = {}
+def unicode_data_rows():
+    """(first cp, last cp, fields) of every UnicodeData.txt entry, the
+    <..., First> / <..., Last> pairs as one range."""
     first = None
     with open(os.path.join(UCD, "UnicodeData.txt"), encoding="utf-8") as f:
         for line in f:
             fields = line.rstrip("\n").split(";")
             cp = int(fields[0], 16)
-            name, gc = fields[1], fields[2]
+            name = fields[1]
             if name.endswith(", First>"):
                 first = cp
                 continue
             if name.endswith(", Last>"):
-                for c in range(first, cp + 1):
-                    cat[c] = gc[0]
+                yield first, cp, fields
                 first = None
                 continue
-            cat[cp] = gc[0]
+            yield cp, cp, fields
+
+
+def read_categories():
+    cat = {}
+    for lo, hi, fields in unicode_data_rows():
+        for c in range(lo, hi + 1):
+            cat[c] = fields[2][0]
     return cat
 
 
@@ -45,27 +52,16 @@ def read_maps():
     """Canonical decompositions, simple lowercase mappings and the assigned
     control-like categories (Cc, Cf, Co, Cs) from UnicodeData.txt."""
     decomp, lower, ctl = {}, {}, set()
-    first = None
-    with open(os.path.join(UCD, "UnicodeData.txt"), encoding="utf-8") as f:
-        for line in f:
-            fields = line.rstrip("\n").split(";")
-            cp = int(fields[0], 16)
-            name, gc = fields[1], fields[2]
-            if name.endswith(", First>"):
-                first = cp
-                continue
-            if name.endswith(", Last>"):
-                if gc in ("Cc", "Cf", "Co", "Cs"):
-                    ctl.update(range(first, cp + 1))
-                first = None
-                continue
-            if gc in ("Cc", "Cf", "Co", "Cs"):
-                ctl.add(cp)
-            d = fields[5]
-            if d and not d.startswith("<"):
-                decomp[cp] = [int(x, 16) for x in d.split()]
-            if fields[13]:
-                lower[cp] = int(fields[13], 16)
+    for lo, hi, fields in unicode_data_rows():
+        if fields[2] in ("Cc", "Cf", "Co", "Cs"):
+            ctl.update(range(lo, hi + 1))
+        if lo != hi:
+            continue  # the ranges have no mappings
+        d = fields[5]
+        if d and not d.startswith("<"):
+            decomp[lo] = [int(x, 16) for x in d.split()]
+        if fields[13]:
+            lower[lo] = int(fields[13], 16)
     return decomp, lower, ctl
 
 

@@ -3,21 +3,40 @@
  */
 #include "worker/text/unicode.h"
 
-static const struct wk_uc_range *uc_find(const struct wk_uc_range *t, size_t n, uint32_t cp)
+#include <stddef.h>
+
+/*
+ * The index of the entry of t (n entries of `stride` bytes, each starting
+ * with uint32_t lo, hi, sorted and disjoint) that holds cp; -1 when none.
+ */
+static long uc_search(const void *t, size_t n, size_t stride, uint32_t cp)
 {
 	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		const uint32_t *e = (const uint32_t *)((const char *)t + mid * stride);
 
-		if (cp < t[mid].lo)
+		if (cp < e[0])
 			hi = mid;
-		else if (cp > t[mid].hi)
+		else if (cp > e[1])
 			lo = mid + 1;
 		else
-			return &t[mid];
+			return (long)mid;
 	}
-	return NULL;
+	return -1;
+}
+
+_Static_assert(offsetof(struct wk_uc_range, lo) == 0 && offsetof(struct wk_uc_range, hi) == 4,
+	       "uc_search reads lo, hi first");
+_Static_assert(offsetof(struct wk_uc_map, lo) == 0 && offsetof(struct wk_uc_map, hi) == 4,
+	       "uc_search reads lo, hi first");
+
+static const struct wk_uc_range *uc_find(const struct wk_uc_range *t, size_t n, uint32_t cp)
+{
+	long i = uc_search(t, n, sizeof(*t), cp);
+
+	return i < 0 ? NULL : &t[i];
 }
 
 enum wk_uc_class wk_uc_class(uint32_t cp)
@@ -43,19 +62,9 @@ int wk_uc_is_control(uint32_t cp)
 
 static uint32_t uc_map(const struct wk_uc_map *t, size_t n, uint32_t cp)
 {
-	size_t lo = 0, hi = n;
+	long i = uc_search(t, n, sizeof(*t), cp);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (cp < t[mid].lo)
-			hi = mid;
-		else if (cp > t[mid].hi)
-			lo = mid + 1;
-		else
-			return t[mid].to;
-	}
-	return cp;
+	return i < 0 ? cp : t[i].to;
 }
 
 uint32_t wk_uc_nfd_first(uint32_t cp)
