@@ -1,6 +1,8 @@
 /*
  * internal.h - the parsed GGUF file (struct wk_gguf) as gguf.c (open,
- * validate) and gguf_access.c (typed reads of keys and tensors) share it.
+ * validate) and gguf_access.c (typed reads of keys and tensors) share it;
+ * and one configuration load (struct mcfg_load) as model_config.c (keys)
+ * and model_tensors.c (tensors) share it.
  * Nothing outside worker/model/ includes it.  Immutable after open: any
  * thread may read it.
  */
@@ -50,5 +52,28 @@ const char *wk_gguf_tensor_name_of(const struct wk_gguf *g, uint64_t i);
 int64_t wk_gguf_index_find(const uint32_t *slots, uint64_t mask, const char *name,
 			  const char *(*name_of)(const struct wk_gguf *, uint64_t),
 			  const struct wk_gguf *g, uint64_t *slot_out);
+
+/* ---- model_config.c and model_tensors.c: one configuration load ---- */
+
+#include <stddef.h>
+
+#include "worker/model/model_config.h"
+
+struct mcfg_load {
+	const struct wk_gguf *g;
+	struct wk_mcfg *c;
+	char *err;
+	size_t err_len;
+	char key[128];  /* scratch for "{arch}.xxx" */
+	char tname[96]; /* scratch for "blk.N.xxx" */
+};
+
+/* Writes the message into l->err; returns st. */
+enum cm_status wk_mcfg_fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
+	CM_PRINTF(3, 4);
+/* 1 for the architectures that always have experts (qwen3moe, qwen2moe). */
+int wk_mcfg_moe_arch(enum wk_arch a);
+/* Every weight tensor of l->c's architecture (model_tensors.c). */
+enum cm_status wk_mcfg_read_tensors(struct mcfg_load *l);
 
 #endif

@@ -1,11 +1,12 @@
 /*
- * model_config.c - hyperparameters and weight tensors of the GGUF models the
- * engine runs (the architectures in model_config.h), mixtures of experts
- * included.
+ * model_config.c - hyperparameters of the GGUF models the engine runs (the
+ * architectures in model_config.h), mixtures of experts included; the
+ * weight tensors are checked by model_tensors.c.
  *
  * Owns: the wk_mcfg and its layer array.  Everything else points into the
  * wk_gguf.  Load is one pass: architecture, keys (with defaults and
- * bounds), derived sizes, then every tensor's presence, shape and type.
+ * bounds), every tensor's presence, shape and type (model_tensors.c),
+ * then the derived sizes.
  */
 #include "worker/model/model_config.h"
 
@@ -15,21 +16,10 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "worker/model/internal.h"
 #include "worker/model/quant.h"
 
-struct mcfg_load {
-	const struct wk_gguf *g;
-	struct wk_mcfg *c;
-	char *err;
-	size_t err_len;
-	char key[128];  /* scratch for "{arch}.xxx" */
-	char tname[96]; /* scratch for "blk.N.xxx" */
-};
-
-static enum cm_status mcfg_fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
-	CM_PRINTF(3, 4);
-
-static enum cm_status mcfg_fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
+enum cm_status wk_mcfg_fail(struct mcfg_load *l, enum cm_status st, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -72,7 +62,7 @@ static enum cm_status key_u32(struct mcfg_load *l, const char *key, int required
 
 	if (st == CM_ENOTFOUND) {
 		if (required)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required)", key);
+			return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required)", key);
 		*out = def;
 		return CM_OK;
 	}
@@ -80,14 +70,14 @@ static enum cm_status key_u32(struct mcfg_load *l, const char *key, int required
 		int64_t iv;
 
 		if (wk_gguf_get_i64(l->g, key, &iv) == CM_OK)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], "
+			return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], "
 				    "found %lld", key, lo, hi, (long long)iv);
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer, found "
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer, found "
 			    "value type %u", key,
 			    (unsigned)wk_gguf_key_type(l->g, (uint64_t)wk_gguf_find_key(l->g, key)));
 	}
 	if (v < lo || v > hi)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], found %llu",
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected an integer in [%u, %u], found %llu",
 			    key, lo, hi, (unsigned long long)v);
 	*out = (uint32_t)v;
 	return CM_OK;
@@ -105,9 +95,9 @@ static enum cm_status key_f32(struct mcfg_load *l, const char *key, float def, f
 		return CM_OK;
 	}
 	if (st != CM_OK)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a float (f32 or f64)", key);
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected a float (f32 or f64)", key);
 	if (!isfinite(v) || v <= lo || v > hi)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a finite value in (%g, %g], found %g",
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected a finite value in (%g, %g], found %g",
 			    key, (double)lo, (double)hi, (double)v);
 	*out = v;
 	return CM_OK;
@@ -140,9 +130,9 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	char shown[80];
 
 	if (st == CM_ENOTFOUND)
-		return mcfg_fail(l, CM_EFORMAT, "key 'general.architecture': missing (required)");
+		return wk_mcfg_fail(l, CM_EFORMAT, "key 'general.architecture': missing (required)");
 	if (st != CM_OK)
-		return mcfg_fail(l, CM_EFORMAT, "key 'general.architecture': expected a string");
+		return wk_mcfg_fail(l, CM_EFORMAT, "key 'general.architecture': expected a string");
 	if (s.len == 5 && memcmp(s.ptr, "llama", 5) == 0) {
 		l->c->hp.arch = WK_ARCH_LLAMA;
 		l->c->arch_name = "llama";
@@ -178,7 +168,7 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->fused_gate_up = 1;
 	} else {
 		printable(&s, shown, sizeof(shown));
-		return mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
+		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
 			    "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3)",
 			    shown);
 	}
@@ -190,7 +180,7 @@ static enum cm_status key_f32_req(struct mcfg_load *l, const char *key, float lo
 				  float *out)
 {
 	if (wk_gguf_find_key(l->g, key) < 0)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for %s)", key,
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for %s)", key,
 			    l->c->arch_name);
 	return key_f32(l, key, 0.0f, lo, hi, out);
 }
@@ -218,7 +208,7 @@ static enum cm_status read_swa(struct mcfg_load *l)
 		/* five local layers, then a global one; the window is required */
 		hp->swa_pattern = 6;
 		if (!found)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for gemma3)", key);
+			return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for gemma3)", key);
 	}
 	if (hp->arch == WK_ARCH_PHI3) {
 		if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096)
@@ -228,7 +218,7 @@ static enum cm_status read_swa(struct mcfg_load *l)
 		else if (hp->n_layer == 40 && hp->n_ctx_train == 131072)
 			hp->n_swa = 131072;
 		if (!found && hp->n_swa == 0)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for phi3 "
+			return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': missing (required for phi3 "
 				    "files of this shape)", key);
 	}
 	if (found)
@@ -320,11 +310,11 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 			c->hp.rope_scaling = WK_ROPE_SCALING_YARN;
 		} else {
 			printable(&s, shown, sizeof(shown));
-			return mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': unsupported rope scaling "
+			return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': unsupported rope scaling "
 				    "'%s' (supported: none, linear, yarn)", l->key, shown);
 		}
 	} else if (st != CM_ENOTFOUND) {
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a string", l->key);
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected a string", l->key);
 	}
 	/* older files: {arch}.rope.scale_linear */
 	st = key_f32(l, arch_key(l, "rope.scale_linear"), 0.0f, 0.0f, 1024.0f, &f);
@@ -337,8 +327,7 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 	return CM_OK;
 }
 
-/* the architectures that always have experts */
-static int moe_arch(enum wk_arch a)
+int wk_mcfg_moe_arch(enum wk_arch a)
 {
 	return a == WK_ARCH_QWEN3MOE || a == WK_ARCH_QWEN2MOE;
 }
@@ -366,8 +355,8 @@ static enum cm_status read_moe(struct mcfg_load *l)
 	hp->expert_norm = hp->arch != WK_ARCH_QWEN2MOE;
 	hp->expert_scale = 1.0f;
 	hp->n_ff_shexp = 0;
-	st = key_u32(l, arch_key(l, "expert_count"), moe_arch(hp->arch), 0,
-		     moe_arch(hp->arch) ? 1 : 0, WK_MCFG_MAX_EXPERTS, &hp->n_expert);
+	st = key_u32(l, arch_key(l, "expert_count"), wk_mcfg_moe_arch(hp->arch), 0,
+		     wk_mcfg_moe_arch(hp->arch) ? 1 : 0, WK_MCFG_MAX_EXPERTS, &hp->n_expert);
 	if (st != CM_OK || hp->n_expert == 0)
 		return st;
 	if (hp->arch == WK_ARCH_QWEN2MOE)
@@ -385,12 +374,12 @@ static enum cm_status read_moe(struct mcfg_load *l)
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "expert_shared_count"), 0, 0, 0, WK_MCFG_MAX_EXPERTS, &v);
 	if (st == CM_OK && v != 0)
-		return mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': %u shared experts (supported: 0, "
+		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': %u shared experts (supported: 0, "
 				 "as qwen3moe and Mixtral)", l->key, v);
 	if (st == CM_OK)
 		st = key_u32(l, arch_key(l, "expert_gating_func"), 0, 1, 0, 3, &v);
 	if (st == CM_OK && v > 1)
-		return mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': gating function %u (%s) is not "
+		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': gating function %u (%s) is not "
 				 "supported (supported: 1, softmax)", l->key, v,
 				 v == 2 ? "sigmoid" : "unknown");
 	if (st == CM_OK)
@@ -402,7 +391,7 @@ static enum cm_status read_moe(struct mcfg_load *l)
 	if (st == CM_OK)
 		hp->expert_norm = b != 0;
 	else if (st != CM_ENOTFOUND)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected a bool", l->key);
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected a bool", l->key);
 	return CM_OK;
 }
 
@@ -431,7 +420,7 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st != CM_OK)
 		return st;
 	if (c->hp.n_head % c->hp.n_head_kv)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': head_count %u is not a multiple of "
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': head_count %u is not a multiple of "
 			    "head_count_kv %u", arch_key(l, "attention.head_count_kv"),
 			    c->hp.n_head, c->hp.n_head_kv);
 	def_hd = c->hp.n_embd % c->hp.n_head == 0 ? c->hp.n_embd / c->hp.n_head : 0;
@@ -443,7 +432,7 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st != CM_OK)
 		return st;
 	if (c->hp.head_dim > WK_MCFG_MAX_HEAD_DIM || c->hp.head_dim_v > WK_MCFG_MAX_HEAD_DIM)
-		return mcfg_fail(l, CM_EFORMAT, "head dim %u (embedding_length %u / head_count %u) "
+		return wk_mcfg_fail(l, CM_EFORMAT, "head dim %u (embedding_length %u / head_count %u) "
 			    "exceeds %u", c->hp.head_dim, c->hp.n_embd, c->hp.n_head,
 			    WK_MCFG_MAX_HEAD_DIM);
 	st = key_u32(l, arch_key(l, "rope.dimension_count"), 0, c->hp.head_dim, 2,
@@ -451,7 +440,7 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st != CM_OK)
 		return st;
 	if (c->hp.rope_dim % 2)
-		return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an even rope dimension, found %u",
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected an even rope dimension, found %u",
 			    arch_key(l, "rope.dimension_count"), c->hp.rope_dim);
 	st = key_f32(l, arch_key(l, "rope.freq_base"), 10000.0f, 0.0f, 1e12f,
 		     &c->hp.rope_base);
@@ -470,394 +459,6 @@ static enum cm_status read_keys(struct mcfg_load *l)
 	if (st == CM_OK)
 		st = read_moe(l);
 	return st;
-}
-
-/* ==== tensors ======================================================= */
-
-static int shape_is(const struct wk_gguf_tensor *t, uint32_t n_dims, uint64_t d0,
-		    uint64_t d1)
-{
-	return t->n_dims == n_dims && t->dims[0] == d0 && (n_dims < 2 || t->dims[1] == d1);
-}
-
-static void shape_str(const struct wk_gguf_tensor *t, char *out, size_t len)
-{
-	size_t n = 0;
-	uint32_t d;
-
-	n += (size_t)snprintf(out, len, "[");
-	for (d = 0; d < t->n_dims && n < len; d++)
-		n += (size_t)snprintf(out + n, len - n, "%s%llu", d ? ", " : "",
-				      (unsigned long long)t->dims[d]);
-	if (n < len)
-		snprintf(out + n, len - n, "]");
-}
-
-/* A GGUF tensor viewed as a matrix (dims[0] columns); zeroed for NULL. */
-static void mcfg_view(struct wk_tensor *t, const struct wk_gguf_tensor *g)
-{
-	memset(t, 0, sizeof(*t));
-	if (!g)
-		return;
-	t->type = g->type;
-	t->cols = g->dims[0];
-	t->rows = g->n_dims > 1 ? g->dims[1] : 1;
-	t->row_bytes = wk_qtype_row_bytes(g->type, t->cols);
-	t->data = g->data;
-	t->name = g->name;
-}
-
-/*
- * Finds tensor `name` with shape [d0] (n_dims 1) or [d0, d1] (n_dims 2).
- * f32_only: 1-D tensors (norms, biases) must be F32.  Absent and optional:
- * *out = NULL.
- */
-static enum cm_status expect(struct mcfg_load *l, const char *name, int required,
-			     uint32_t n_dims, uint64_t d0, uint64_t d1, int f32_only,
-			     struct wk_tensor *out)
-{
-	const struct wk_gguf_tensor *t = wk_gguf_find_tensor(l->g, name);
-	char found[96];
-
-	mcfg_view(out, NULL);
-	if (!t) {
-		if (!required)
-			return CM_OK;
-		if (n_dims == 1)
-			return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu])",
-				    name, (unsigned long long)d0);
-		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu, %llu])",
-			    name, (unsigned long long)d0, (unsigned long long)d1);
-	}
-	if (!shape_is(t, n_dims, d0, d1)) {
-		shape_str(t, found, sizeof(found));
-		if (n_dims == 1)
-			return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu], found %s",
-				    name, (unsigned long long)d0, found);
-		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu, %llu], found %s",
-			    name, (unsigned long long)d0, (unsigned long long)d1, found);
-	}
-	if (f32_only && t->type != WK_Q_F32)
-		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected type F32, found %s", name,
-			    wk_qtype_name(t->type));
-	mcfg_view(out, t);
-	if (f32_only) {
-		/* norms and biases are small and scale everything: a NaN or an
-		 * infinity there is a damaged file, refused here rather than
-		 * spread through every activation (issue 13, finding 16) */
-		const unsigned char *p = out->data;
-		uint64_t n = out->rows * out->cols;
-
-		for (uint64_t i = 0; i < n; i++) {
-			float v;
-
-			memcpy(&v, p + 4 * i, 4);
-			if (!isfinite(v))
-				return mcfg_fail(l, CM_EFORMAT, "tensor '%s': value %llu is %s, "
-						 "expected a finite number (a damaged file?)", name,
-						 (unsigned long long)i, isnan(v) ? "NaN" : "infinite");
-		}
-	}
-	return CM_OK;
-}
-
-static const char *blk(struct mcfg_load *l, uint32_t i, const char *what)
-{
-	snprintf(l->tname, sizeof(l->tname), "blk.%u.%s", i, what);
-	return l->tname;
-}
-
-/* rows [r0, r0 + n) of a matrix, as a matrix of its own (fused tensors) */
-static void row_view(const struct wk_tensor *whole, uint64_t r0, uint64_t n, struct wk_tensor *out)
-{
-	*out = *whole;
-	out->rows = n;
-	out->data = (const uint8_t *)whole->data + r0 * whole->row_bytes;
-}
-
-/*
- * A 3-D expert tensor [d0, d1, n_expert]: the view is expert 0's (d1, d0)
- * matrix, each next expert d1 rows further.
- */
-static enum cm_status expect_experts(struct mcfg_load *l, const char *name, uint64_t d0,
-				     uint64_t d1, struct wk_tensor *out)
-{
-	const struct wk_gguf_tensor *t = wk_gguf_find_tensor(l->g, name);
-	uint64_t n = l->c->hp.n_expert;
-	char found[96];
-
-	mcfg_view(out, NULL);
-	if (!t)
-		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (expected shape [%llu, %llu, "
-				 "%llu])", name, (unsigned long long)d0, (unsigned long long)d1,
-				 (unsigned long long)n);
-	if (t->n_dims != 3 || t->dims[0] != d0 || t->dims[1] != d1 || t->dims[2] != n) {
-		shape_str(t, found, sizeof(found));
-		return mcfg_fail(l, CM_EFORMAT, "tensor '%s': expected shape [%llu, %llu, %llu], "
-				 "found %s", name, (unsigned long long)d0, (unsigned long long)d1,
-				 (unsigned long long)n, found);
-	}
-	mcfg_view(out, t);
-	out->rows = d1;
-	out->expert_stride = d1 * out->row_bytes;
-	return CM_OK;
-}
-
-/*
- * The FFN of a mixture of experts: the router and the experts' gate, up
- * (apart, or fused as ffn_gate_up_exps with each expert's gate rows first)
- * and down matrices.
- */
-static enum cm_status read_experts(struct mcfg_load *l, uint32_t i, struct wk_layer *ly)
-{
-	const struct wk_hparams *hp = &l->c->hp;
-	uint64_t e = hp->n_embd, f = hp->n_ff_exp;
-	enum cm_status st;
-
-	st = expect(l, blk(l, i, "ffn_gate_inp.weight"), 1, 2, e, hp->n_expert, 0,
-		    &ly->ffn_gate_inp);
-	if (st == CM_OK && wk_gguf_find_tensor(l->g, blk(l, i, "ffn_gate_up_exps.weight"))) {
-		st = expect_experts(l, l->tname, e, 2 * f, &ly->exp_gate);
-		ly->exp_gate.rows = f;
-		ly->exp_up = ly->exp_gate;
-		ly->exp_up.data = (const uint8_t *)ly->exp_gate.data + f * ly->exp_gate.row_bytes;
-	} else {
-		if (st == CM_OK)
-			st = expect_experts(l, blk(l, i, "ffn_gate_exps.weight"), e, f, &ly->exp_gate);
-		if (st == CM_OK)
-			st = expect_experts(l, blk(l, i, "ffn_up_exps.weight"), e, f, &ly->exp_up);
-	}
-	if (st == CM_OK)
-		st = expect_experts(l, blk(l, i, "ffn_down_exps.weight"), f, e, &ly->exp_down);
-	if (st != CM_OK || !hp->n_ff_shexp)
-		return st;
-	/* qwen2moe's shared expert and its per-token gate */
-	st = expect(l, blk(l, i, "ffn_gate_inp_shexp.weight"), 1, 1, e, 0, 1, &ly->shexp_gate_inp);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_gate_shexp.weight"), 1, 2, e, hp->n_ff_shexp, 0,
-			    &ly->shexp_gate);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_up_shexp.weight"), 1, 2, e, hp->n_ff_shexp, 0,
-			    &ly->shexp_up);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_down_shexp.weight"), 1, 2, hp->n_ff_shexp, e, 0,
-			    &ly->shexp_down);
-	return st;
-}
-
-static enum cm_status read_layer(struct mcfg_load *l, uint32_t i)
-{
-	struct wk_mcfg *c = l->c;
-	struct wk_layer *ly = &c->layers[i];
-	uint64_t e = c->hp.n_embd, q = (uint64_t)c->hp.n_head * c->hp.head_dim;
-	uint64_t k = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
-	uint64_t v = (uint64_t)c->hp.n_head_kv * c->hp.head_dim_v;
-	uint64_t o = (uint64_t)c->hp.n_head * c->hp.head_dim_v;
-	int b = c->has_qkv_bias;
-	enum cm_status st;
-
-	st = expect(l, blk(l, i, "attn_norm.weight"), 1, 1, e, 0, 1, &ly->attn_norm);
-	if (st == CM_OK && c->fused_qkv) {
-		struct wk_tensor qkv;
-
-		st = expect(l, blk(l, i, "attn_qkv.weight"), 1, 2, e, q + k + v, 0, &qkv);
-		if (st == CM_OK) {
-			row_view(&qkv, 0, q, &ly->wq);
-			row_view(&qkv, q, k, &ly->wk);
-			row_view(&qkv, q + k, v, &ly->wv);
-		}
-	} else {
-		if (st == CM_OK)
-			st = expect(l, blk(l, i, "attn_q.weight"), 1, 2, e, q, 0, &ly->wq);
-		if (st == CM_OK)
-			st = expect(l, blk(l, i, "attn_k.weight"), 1, 2, e, k, 0, &ly->wk);
-		if (st == CM_OK)
-			st = expect(l, blk(l, i, "attn_v.weight"), 1, 2, e, v, 0, &ly->wv);
-	}
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_output.weight"), 1, 2, o, e, 0,
-			    &ly->wo);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_q.bias"), b, 1, q, 0, 1, &ly->bq);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_k.bias"), b, 1, k, 0, 1, &ly->bk);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_v.bias"), b, 1, v, 0, 1, &ly->bv);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_q_norm.weight"), c->has_qk_norm, 1, c->hp.head_dim, 0, 1,
-			    &ly->q_norm);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "attn_k_norm.weight"), c->has_qk_norm, 1, c->hp.head_dim, 0, 1,
-			    &ly->k_norm);
-	if (st == CM_OK)
-		st = expect(l, blk(l, i, "ffn_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_norm);
-	if (st == CM_OK && c->hp.n_expert) {
-		st = read_experts(l, i, ly);
-	} else if (st == CM_OK && c->fused_gate_up) {
-		struct wk_tensor gu;
-
-		st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, 2ull * c->hp.n_ff, 0, &gu);
-		if (st == CM_OK) {
-			row_view(&gu, 0, c->hp.n_ff, &ly->w_gate);
-			row_view(&gu, c->hp.n_ff, c->hp.n_ff, &ly->w_up);
-		}
-	} else {
-		if (st == CM_OK)
-			st = expect(l, blk(l, i, "ffn_gate.weight"), 1, 2, e, c->hp.n_ff, 0,
-				    &ly->w_gate);
-		if (st == CM_OK)
-			st = expect(l, blk(l, i, "ffn_up.weight"), 1, 2, e, c->hp.n_ff, 0, &ly->w_up);
-	}
-	if (st == CM_OK && !c->hp.n_expert)
-		st = expect(l, blk(l, i, "ffn_down.weight"), 1, 2, c->hp.n_ff, e, 0, &ly->w_down);
-	if (st == CM_OK && (c->hp.arch == WK_ARCH_GEMMA2 || c->hp.arch == WK_ARCH_GEMMA3))
-		st = expect(l, blk(l, i, "post_attention_norm.weight"), 1, 1, e, 0, 1,
-			    &ly->attn_post_norm);
-	if (st == CM_OK && (c->hp.arch == WK_ARCH_GEMMA2 || c->hp.arch == WK_ARCH_GEMMA3))
-		st = expect(l, blk(l, i, "post_ffw_norm.weight"), 1, 1, e, 0, 1, &ly->ffn_post_norm);
-	return st;
-}
-
-/*
- * Per-token arrays must have one entry per token with the expected element
- * type, and special token ids must be inside the vocabulary: the tokenizer
- * indexes with them.
- */
-static enum cm_status check_token_meta(struct mcfg_load *l)
-{
-	static const struct { const char *key; enum wk_gguf_vtype type; } arrs[] = {
-		{ "tokenizer.ggml.scores", WK_GGUF_F32 },
-		{ "tokenizer.ggml.token_type", WK_GGUF_I32 },
-	};
-	static const char *const ids[] = {
-		"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-		"tokenizer.ggml.eot_token_id", "tokenizer.ggml.unknown_token_id",
-	};
-	enum wk_gguf_vtype et;
-	uint64_t n, id;
-	enum cm_status st;
-	size_t i;
-
-	for (i = 0; i < sizeof(arrs) / sizeof(arrs[0]); i++) {
-		st = wk_gguf_get_arr(l->g, arrs[i].key, &et, &n);
-		if (st == CM_ENOTFOUND)
-			continue;
-		if (st != CM_OK || et != arrs[i].type)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an array of %s", arrs[i].key,
-				    arrs[i].type == WK_GGUF_F32 ? "f32" : "i32");
-		if (n != l->c->hp.n_vocab)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': %llu entries, expected %u (one per "
-				    "token)", arrs[i].key, (unsigned long long)n, l->c->hp.n_vocab);
-	}
-	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-		st = wk_gguf_get_u64(l->g, ids[i], &id);
-		if (st == CM_ENOTFOUND)
-			continue;
-		if (st != CM_OK)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': expected an unsigned integer", ids[i]);
-		if (id >= l->c->hp.n_vocab)
-			return mcfg_fail(l, CM_EFORMAT, "key '%s': token id %llu is out of range "
-				    "(vocabulary of %u tokens)", ids[i], (unsigned long long)id,
-				    l->c->hp.n_vocab);
-	}
-	return CM_OK;
-}
-
-static enum cm_status read_vocab(struct mcfg_load *l)
-{
-	struct wk_mcfg *c = l->c;
-	const struct wk_gguf_tensor *te = wk_gguf_find_tensor(l->g, "token_embd.weight");
-	enum wk_gguf_vtype et;
-	uint64_t n_tok = 0, n_vocab;
-	enum cm_status st;
-	int have_tokens = 0;
-	char found[96];
-
-	st = wk_gguf_get_arr(l->g, "tokenizer.ggml.tokens", &et, &n_tok);
-	if (st == CM_OK) {
-		if (et != WK_GGUF_STRING)
-			return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an "
-				    "array of strings");
-		have_tokens = 1;
-	} else if (st != CM_ENOTFOUND) {
-		return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.tokens': expected an array");
-	}
-	if (!te)
-		return mcfg_fail(l, CM_EFORMAT, "tensor 'token_embd.weight': missing (expected "
-			    "shape [%u, n_vocab])", c->hp.n_embd);
-	if (te->n_dims != 2 || te->dims[0] != c->hp.n_embd) {
-		shape_str(te, found, sizeof(found));
-		return mcfg_fail(l, CM_EFORMAT, "tensor 'token_embd.weight': expected shape "
-			    "[%u, n_vocab], found %s", c->hp.n_embd, found);
-	}
-	n_vocab = te->dims[1];
-	if (have_tokens && n_tok != n_vocab)
-		return mcfg_fail(l, CM_EFORMAT, "tensor 'token_embd.weight': %llu rows, but key "
-			    "'tokenizer.ggml.tokens' has %llu tokens",
-			    (unsigned long long)n_vocab, (unsigned long long)n_tok);
-	if (n_vocab > WK_MCFG_MAX_VOCAB)
-		return mcfg_fail(l, CM_EFORMAT, "vocabulary of %llu tokens exceeds %u",
-			    (unsigned long long)n_vocab, WK_MCFG_MAX_VOCAB);
-	c->hp.n_vocab = (uint32_t)n_vocab;
-	mcfg_view(&c->tok_embd, te);
-	return check_token_meta(l);
-}
-
-static enum cm_status read_tensors(struct mcfg_load *l)
-{
-	struct wk_mcfg *c = l->c;
-	struct wk_tensor freqs;
-	enum cm_status st;
-	uint32_t i;
-
-	st = read_vocab(l);
-	if (st == CM_OK)
-		st = expect(l, "output_norm.weight", 1, 1, c->hp.n_embd, 0, 1, &c->output_norm);
-	if (st == CM_OK)
-		st = expect(l, "output.weight", 0, 2, c->hp.n_embd, c->hp.n_vocab, 0, &c->output);
-	if (st != CM_OK)
-		return st;
-	if (!c->output.data) {
-		c->output = c->tok_embd;
-		c->tied_embeddings = 1;
-	}
-	st = expect(l, "rope_freqs.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &freqs);
-	if (st != CM_OK)
-		return st;
-	if (freqs.data) {
-		c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
-		c->hp.rope_freqs = freqs.data;
-	}
-	if (c->hp.arch == WK_ARCH_PHI3) {
-		struct wk_tensor lf, sf;
-
-		/* fused QKV unless the file has the three apart (llama.cpp reads both) */
-		c->fused_qkv = wk_gguf_find_tensor(l->g, "blk.0.attn_qkv.weight") != NULL;
-		st = expect(l, "rope_factors_long.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &lf);
-		if (st == CM_OK)
-			st = expect(l, "rope_factors_short.weight", 0, 1, c->hp.rope_dim / 2, 0, 1, &sf);
-		if (st != CM_OK)
-			return st;
-		if (!lf.data != !sf.data)
-			return mcfg_fail(l, CM_EFORMAT, "tensor '%s': missing (LongRoPE needs both "
-				    "rope_factors_long.weight and rope_factors_short.weight)",
-				    lf.data ? "rope_factors_short.weight" : "rope_factors_long.weight");
-		if (lf.data) {
-			c->rope_long = lf.data;
-			c->rope_short = sf.data;
-			c->hp.rope_scaling = WK_ROPE_SCALING_FREQS;
-			c->hp.rope_freqs = c->rope_short;
-		}
-	}
-	c->layers = cm_calloc(c->hp.n_layer, sizeof(*c->layers));
-	if (!c->layers)
-		return mcfg_fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
-	for (i = 0; i < c->hp.n_layer; i++) {
-		st = read_layer(l, i);
-		if (st != CM_OK)
-			return st;
-	}
-	return CM_OK;
 }
 
 static enum cm_status read_misc(struct mcfg_load *l)
@@ -894,7 +495,7 @@ static enum cm_status read_misc(struct mcfg_load *l)
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
 					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2 ||
-					   c->hp.arch == WK_ARCH_GEMMA3 || moe_arch(c->hp.arch)
+					   c->hp.arch == WK_ARCH_GEMMA3 || wk_mcfg_moe_arch(c->hp.arch)
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {
@@ -903,14 +504,14 @@ static enum cm_status read_misc(struct mcfg_load *l)
 		c->chat_template.ptr = "";
 		c->chat_template.len = 0;
 	} else {
-		return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.chat_template': expected a string");
+		return wk_mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.chat_template': expected a string");
 	}
 	st = wk_gguf_get_str(l->g, "tokenizer.ggml.model", &c->tokenizer_model);
 	if (st == CM_ENOTFOUND) {
 		c->tokenizer_model.ptr = "";
 		c->tokenizer_model.len = 0;
 	} else if (st != CM_OK) {
-		return mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.model': expected a string");
+		return wk_mcfg_fail(l, CM_EFORMAT, "key 'tokenizer.ggml.model': expected a string");
 	}
 	return CM_OK;
 }
@@ -926,12 +527,12 @@ enum cm_status wk_mcfg_load(const struct wk_gguf *g, struct wk_mcfg **out, char 
 		err[0] = '\0';
 	l.c = cm_calloc(1, sizeof(*l.c));
 	if (!l.c)
-		return mcfg_fail(&l, CM_ENOMEM, "out of memory");
+		return wk_mcfg_fail(&l, CM_ENOMEM, "out of memory");
 	st = read_arch(&l);
 	if (st == CM_OK)
 		st = read_keys(&l);
 	if (st == CM_OK)
-		st = read_tensors(&l);
+		st = wk_mcfg_read_tensors(&l);
 	if (st == CM_OK)
 		st = read_misc(&l);
 	if (st != CM_OK) {
