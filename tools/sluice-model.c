@@ -299,6 +299,12 @@ static int cmd_inspect(int argc, char **argv)
 	       c->hp.rope_scaling == WK_ROPE_SCALING_LINEAR ? "linear" :
 	       c->hp.rope_scaling == WK_ROPE_SCALING_YARN ? "yarn" : "none");
 	printf("tied embeddings: %s\n", c->tied_embeddings ? "yes" : "no");
+	if (c->hp.arch == WK_ARCH_BERT)
+		printf("encoder: bidirectional attention, %u token types, pooling %s, LayerNorm "
+		       "epsilon %g; embeds, does not generate\n", c->hp.n_token_types,
+		       c->hp.pooling == WK_POOL_MEAN ? "mean" : c->hp.pooling == WK_POOL_CLS ? "cls"
+											: "last",
+		       (double)c->hp.norm_eps);
 	printf("kv bytes per token (F16): %" PRIu64 " (%s)\n", c->kv_bytes_per_token,
 	       human(c->kv_bytes_per_token, h, sizeof(h)));
 	if (want_sha) {

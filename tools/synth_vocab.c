@@ -313,6 +313,18 @@ int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_def *td
 	return v->n == n_vocab ? 0 : -1;
 }
 
+int build_vocab_wpm(struct vocab *v, uint32_t n_vocab)
+{
+	static const char *const special[] = { "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]" };
+
+	if (vocab_init(v, n_vocab) != 0)
+		return -1;
+	for (int i = 0; i < 5; i++)
+		(void)vocab_add(v, special[i], strlen(special[i]), i == 1 ? TT_UNKNOWN : TT_CONTROL);
+	vocab_pieces(v, n_vocab);
+	return v->n == n_vocab ? 0 : -1;
+}
+
 /* ==== synth: weights ================================================ */
 
 

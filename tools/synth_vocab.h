@@ -40,6 +40,13 @@ uint64_t hash_bytes(const char *s, size_t n);
  */
 int build_vocab(struct vocab *v, uint32_t n_vocab, const struct template_def *td,
 		uint32_t *bos, uint32_t *eos, int64_t *eot);
+/*
+ * A WordPiece vocabulary (BERT's layout as llama.cpp's converter writes
+ * it): [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0..4), then the same pieces as
+ * build_vocab, word-initial ones with "\u2581", continuations bare.  0, or
+ * -1 when out of memory.
+ */
+int build_vocab_wpm(struct vocab *v, uint32_t n_vocab);
 void vocab_deinit(struct vocab *v);
 
 #endif

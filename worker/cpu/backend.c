@@ -560,6 +560,12 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	enum cm_status st = CM_OK;
 
 	err[0] = '\0';
+	if (!hp->causal || !m->output.data) {
+		snprintf(err, err_len, "model architecture '%s' is an encoder: it embeds and does not "
+			 "generate, and the worker does not serve embeddings yet",
+			 m->cfg ? m->cfg->arch_name : "?");
+		return CM_EUNSUPPORTED;
+	}
 	if (kv_type != WK_Q_F16 && kv_type != WK_Q_F32) {
 		snprintf(err, err_len, "kv cache type: expected F16 or F32, found %s",
 			 wk_qtype_name(kv_type));

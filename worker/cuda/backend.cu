@@ -962,6 +962,11 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 
 	uint32_t grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
 
+	if (!hp->causal || !m->output.data) {
+		snprintf(err, err_len, "cuda backend: model architecture '%s' is an encoder: it "
+			 "embeds and does not generate", m->cfg ? m->cfg->arch_name : "?");
+		return CM_EUNSUPPORTED;
+	}
 	/* exactly the shapes attention.cu instantiates */
 	if ((hp->head_dim != 32 && hp->head_dim != 64 && hp->head_dim != 96 &&
 	     hp->head_dim != 128 && hp->head_dim != 256) ||

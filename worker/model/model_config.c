@@ -162,6 +162,10 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->hp.arch = WK_ARCH_QWEN2MOE;
 		l->c->arch_name = "qwen2moe";
 		l->c->has_qkv_bias = 1;
+	} else if (s.len == 4 && memcmp(s.ptr, "bert", 4) == 0) {
+		l->c->hp.arch = WK_ARCH_BERT;
+		l->c->arch_name = "bert";
+		l->c->has_qkv_bias = 1;
 	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
 		l->c->hp.arch = WK_ARCH_PHI3;
 		l->c->arch_name = "phi3";
@@ -169,8 +173,8 @@ static enum cm_status read_arch(struct mcfg_load *l)
 	} else {
 		printable(&s, shown, sizeof(shown));
 		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
-			    "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3)",
-			    shown);
+			    "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3, "
+			    "bert)", shown);
 	}
 	return CM_OK;
 }
@@ -395,6 +399,41 @@ static enum cm_status read_moe(struct mcfg_load *l)
 	return CM_OK;
 }
 
+/*
+ * Encoders: {arch}.attention.causal (default true; bert false),
+ * .attention.layer_norm_epsilon (bert's LayerNorms, default 1e-12) and
+ * .pooling_type (0 none, 1 mean, 2 cls, 3 last; bert default mean).
+ */
+static enum cm_status read_encoder(struct mcfg_load *l)
+{
+	struct wk_hparams *hp = &l->c->hp;
+	int bert = hp->arch == WK_ARCH_BERT, b;
+	uint32_t pool;
+	enum cm_status st;
+
+	hp->causal = !bert;
+	hp->norm_eps = 1e-12f;
+	st = wk_gguf_get_bool(l->g, arch_key(l, "attention.causal"), &b);
+	if (st == CM_OK)
+		hp->causal = b != 0;
+	else if (st != CM_ENOTFOUND)
+		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected a bool", l->key);
+	if (bert && hp->causal)
+		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': a causal bert is not supported",
+				    l->key);
+	st = key_u32(l, arch_key(l, "pooling_type"), 0, bert ? WK_POOL_MEAN : WK_POOL_NONE, 0,
+		     WK_POOL_LAST, &pool);
+	if (st != CM_OK)
+		return st;
+	hp->pooling = (enum wk_pooling)pool;
+	if (bert && pool == WK_POOL_NONE)
+		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': bert without pooling (0) gives "
+				    "no embedding (supported: 1 mean, 2 cls, 3 last)", l->key);
+	return bert ? key_f32(l, arch_key(l, "attention.layer_norm_epsilon"), 1e-12f, 0.0f, 0.5f,
+			      &hp->norm_eps)
+		    : CM_OK;
+}
+
 static enum cm_status read_keys(struct mcfg_load *l)
 {
 	struct wk_mcfg *c = l->c;
@@ -458,6 +497,8 @@ static enum cm_status read_keys(struct mcfg_load *l)
 		st = read_swa(l);
 	if (st == CM_OK)
 		st = read_moe(l);
+	if (st == CM_OK)
+		st = read_encoder(l);
 	return st;
 }
 

@@ -30,6 +30,9 @@
  * sigmoid(h . ffn_gate_inp_shexp)).  Experts are softmax-gated
  * (expert_gating_func 1 or absent; sigmoid gating and an
  * expert_shared_count other than 0 are refused by name).
+ * `bert` is an encoder (bidirectional attention, absolute positions,
+ * LayerNorms with biases, GELU FFN, pooling): it embeds, it does not
+ * generate, and has no output projection.
  * Anything else is refused by name.
  *
  * Shapes are written innermost first, as in GGUF: a matrix [n_in, n_out]
@@ -60,6 +63,16 @@ enum wk_arch {
 			      * no soft-capping */
 	WK_ARCH_QWEN3MOE = 7, /* qwen3 with a mixture of experts in every FFN */
 	WK_ARCH_QWEN2MOE = 8, /* qwen2 with experts and a gated shared expert */
+	WK_ARCH_BERT = 9,     /* an encoder (all-MiniLM, bge, e5): embeddings only */
+};
+
+/* How an embedding is made of a sequence's final hidden states
+ * ({arch}.pooling_type, llama.cpp's numbering). */
+enum wk_pooling {
+	WK_POOL_NONE = 0,
+	WK_POOL_MEAN = 1,
+	WK_POOL_CLS = 2,  /* the first token's ([CLS]) */
+	WK_POOL_LAST = 3, /* the last token's (decoder embedders) */
 };
 
 enum wk_ffn_act {
@@ -132,6 +145,11 @@ struct wk_hparams {
 	float expert_scale;      /* .expert_weights_scale (default 1): then multiplied */
 	uint32_t n_ff_shexp;     /* the shared expert's width (qwen2moe:
 				  * .expert_shared_feed_forward_length, default n_ff; 0: none) */
+	/* encoders (bert) */
+	int causal;              /* .attention.causal (default 1; bert 0) */
+	float norm_eps;          /* .attention.layer_norm_epsilon: LayerNorm (bert, 1e-12) */
+	enum wk_pooling pooling; /* .pooling_type (bert: default mean) */
+	uint32_t n_token_types;  /* rows of token_types.weight (bert) */
 };
 
 /* The window every layer has (the KV the scheduler must keep behind a
@@ -208,6 +226,11 @@ struct wk_layer {
 	struct wk_tensor shexp_gate_inp;       /* (embd) */
 	struct wk_tensor shexp_gate, shexp_up; /* (n_ff_shexp, embd) */
 	struct wk_tensor shexp_down;           /* (embd, n_ff_shexp) */
+	/* bert: biases of the output and FFN projections, and the LayerNorms
+	 * (weight, bias) after attention and after the FFN; w_up / w_down are
+	 * the FFN (GELU, no gate) */
+	struct wk_tensor bo, b_up, b_down;
+	struct wk_tensor ln_attn, ln_attn_b, ln_out, ln_out_b;
 };
 
 struct wk_mcfg {
@@ -230,6 +253,9 @@ struct wk_mcfg {
 	struct wk_tensor output_norm; /* (embd) F32 */
 	struct wk_tensor output;      /* (vocab, embd); = tok_embd when tied */
 	struct wk_layer *layers;      /* [hp.n_layer] */
+	/* bert: token-type and position embeddings, the LayerNorm of the
+	 * embeddings (else data NULL); no output_norm / output */
+	struct wk_tensor tok_types, pos_embd, embd_norm, embd_norm_b;
 
 	uint64_t n_params;            /* elements of all tensors in the file */
 	uint64_t weight_bytes;        /* bytes of all tensor data in the file */

@@ -347,6 +347,74 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 	return check_token_meta(l);
 }
 
+/* One layer of bert: Q/K/V and output with biases, LayerNorm (weight,
+ * bias) after attention, the GELU FFN with biases, LayerNorm after it. */
+static enum cm_status read_bert_layer(struct mcfg_load *l, uint32_t i)
+{
+	struct wk_mcfg *c = l->c;
+	struct wk_layer *ly = &c->layers[i];
+	uint64_t e = c->hp.n_embd, f = c->hp.n_ff;
+	uint64_t kv = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
+	struct { const char *name; uint32_t nd; uint64_t d0, d1; int f32; struct wk_tensor *t; } want[] = {
+		{ "attn_q.weight", 2, e, e, 0, &ly->wq },
+		{ "attn_q.bias", 1, e, 0, 1, &ly->bq },
+		{ "attn_k.weight", 2, e, kv, 0, &ly->wk },
+		{ "attn_k.bias", 1, kv, 0, 1, &ly->bk },
+		{ "attn_v.weight", 2, e, kv, 0, &ly->wv },
+		{ "attn_v.bias", 1, kv, 0, 1, &ly->bv },
+		{ "attn_output.weight", 2, e, e, 0, &ly->wo },
+		{ "attn_output.bias", 1, e, 0, 1, &ly->bo },
+		{ "attn_output_norm.weight", 1, e, 0, 1, &ly->ln_attn },
+		{ "attn_output_norm.bias", 1, e, 0, 1, &ly->ln_attn_b },
+		{ "ffn_up.weight", 2, e, f, 0, &ly->w_up },
+		{ "ffn_up.bias", 1, f, 0, 1, &ly->b_up },
+		{ "ffn_down.weight", 2, f, e, 0, &ly->w_down },
+		{ "ffn_down.bias", 1, e, 0, 1, &ly->b_down },
+		{ "layer_output_norm.weight", 1, e, 0, 1, &ly->ln_out },
+		{ "layer_output_norm.bias", 1, e, 0, 1, &ly->ln_out_b },
+	};
+	enum cm_status st = CM_OK;
+
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]) && st == CM_OK; k++)
+		st = expect(l, blk(l, i, want[k].name), 1, want[k].nd, want[k].d0, want[k].d1,
+			    want[k].f32, want[k].t);
+	return st;
+}
+
+/* bert: the embeddings' tensors, then every layer; no output head */
+static enum cm_status read_bert(struct mcfg_load *l)
+{
+	struct wk_mcfg *c = l->c;
+	const struct wk_gguf_tensor *tt = wk_gguf_find_tensor(l->g, "token_types.weight");
+	uint64_t e = c->hp.n_embd;
+	enum cm_status st;
+
+	if (!tt || tt->n_dims != 2 || tt->dims[0] != e || tt->dims[1] < 1 || tt->dims[1] > 16) {
+		char found[96] = "missing";
+
+		if (tt)
+			shape_str(tt, found, sizeof(found));
+		return wk_mcfg_fail(l, CM_EFORMAT, "tensor 'token_types.weight': expected shape "
+				    "[%llu, 1..16], found %s", (unsigned long long)e, found);
+	}
+	c->hp.n_token_types = (uint32_t)tt->dims[1];
+	st = expect(l, "token_types.weight", 1, 2, e, tt->dims[1], 0, &c->tok_types);
+	if (st == CM_OK)
+		st = expect(l, "position_embd.weight", 1, 2, e, c->hp.n_ctx_train, 0, &c->pos_embd);
+	if (st == CM_OK)
+		st = expect(l, "token_embd_norm.weight", 1, 1, e, 0, 1, &c->embd_norm);
+	if (st == CM_OK)
+		st = expect(l, "token_embd_norm.bias", 1, 1, e, 0, 1, &c->embd_norm_b);
+	if (st != CM_OK)
+		return st;
+	c->layers = cm_calloc(c->hp.n_layer, sizeof(*c->layers));
+	if (!c->layers)
+		return wk_mcfg_fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
+	for (uint32_t i = 0; i < c->hp.n_layer && st == CM_OK; i++)
+		st = read_bert_layer(l, i);
+	return st;
+}
+
 enum cm_status wk_mcfg_read_tensors(struct mcfg_load *l)
 {
 	struct wk_mcfg *c = l->c;
@@ -355,6 +423,8 @@ enum cm_status wk_mcfg_read_tensors(struct mcfg_load *l)
 	uint32_t i;
 
 	st = read_vocab(l);
+	if (st == CM_OK && c->hp.arch == WK_ARCH_BERT)
+		return read_bert(l);
 	if (st == CM_OK)
 		st = expect(l, "output_norm.weight", 1, 1, c->hp.n_embd, 0, 1, &c->output_norm);
 	if (st == CM_OK)

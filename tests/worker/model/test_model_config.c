@@ -1,7 +1,8 @@
 /*
  * test_model_config.c - model hyperparameters and tensor checks (wk_mcfg)
  * on crafted in-memory models: every architecture's keys and tensors, the
- * mixture-of-experts views, and every way a file is refused.  The models
+ * mixture-of-experts views, an encoder (bert; the CPU backend refuses to
+ * generate with it), and every way a file is refused.  The models
  * `sluice-model synth` writes are checked in test_model_tool.c.
  */
 #include <setjmp.h>
@@ -22,6 +23,8 @@
 #include "tools/gguf_write.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model.h"
+#include "worker/cpu/backend.h"
+#include "worker/model/quant.h"
 
 /* ---- crafted models: embd 32, 4 heads (dim 8), 2 kv heads, ff 64, vocab 40 ---- */
 
@@ -359,7 +362,7 @@ static void test_bad_models(void **state)
 	(void)state;
 	o = (struct mopts){ .arch = "falcon" };
 	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'falcon' (supported: "
-			  "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3)");
+			  "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3, bert)");
 	/* gemma3 needs its window */
 	o = (struct mopts){ .arch = "gemma3" };
 	expect_load_error(&o, CM_EFORMAT, "key 'gemma3.attention.sliding_window': missing "
@@ -473,6 +476,142 @@ static void test_moe_config(void **state)
 	expect_load_error(&o, CM_EFORMAT, "key 'qwen3moe.expert_count': missing (required)");
 }
 
+/* a bert (an encoder): embd 32, 2 heads, ff 64, ctx 16, 2 token types */
+struct bopts {
+	const char *drop;  /* tensor to leave out */
+	int causal;        /* write attention.causal true */
+	int pooling;       /* pooling_type to write (-1: none written) */
+};
+
+static uint8_t *build_bert(const struct bopts *o, size_t *len)
+{
+	static const char *const per_layer[][2] = {
+		{ "attn_q.weight", "m" }, { "attn_q.bias", "v" }, { "attn_k.weight", "m" },
+		{ "attn_k.bias", "v" }, { "attn_v.weight", "m" }, { "attn_v.bias", "v" },
+		{ "attn_output.weight", "m" }, { "attn_output.bias", "v" },
+		{ "attn_output_norm.weight", "v" }, { "attn_output_norm.bias", "v" },
+		{ "ffn_up.weight", "u" }, { "ffn_up.bias", "f" }, { "ffn_down.weight", "d" },
+		{ "ffn_down.bias", "v" }, { "layer_output_norm.weight", "v" },
+		{ "layer_output_norm.bias", "v" },
+	};
+	struct wk_gguf_writer *w = NULL;
+	const char *toks[V];
+	struct mopts none = { 0 };
+	char name[64];
+	uint8_t *buf = NULL;
+
+	for (uint32_t i = 0; i < V; i++)
+		toks[i] = "t";
+	none.drop = o->drop;
+	assert_int_equal(wk_gguf_writer_new(&w), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_str(w, "general.architecture", "bert"), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_u32(w, "bert.block_count", NL), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_u32(w, "bert.embedding_length", E), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_u32(w, "bert.feed_forward_length", FF), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_u32(w, "bert.attention.head_count", 2), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_u32(w, "bert.context_length", 16), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f),
+			 CM_OK);
+	assert_int_equal(wk_gguf_writer_add_bool(w, "bert.attention.causal", o->causal), CM_OK);
+	if (o->pooling >= 0)
+		assert_int_equal(wk_gguf_writer_add_u32(w, "bert.pooling_type", (uint32_t)o->pooling),
+				 CM_OK);
+	assert_int_equal(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "bert"), CM_OK);
+	assert_int_equal(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, NULL, V),
+			 CM_OK);
+	addt(w, &none, "token_embd.weight", 2, E, V);
+	addt(w, &none, "token_types.weight", 2, E, 2);
+	addt(w, &none, "position_embd.weight", 2, E, 16);
+	addt(w, &none, "token_embd_norm.weight", 1, E, 1);
+	addt(w, &none, "token_embd_norm.bias", 1, E, 1);
+	for (int l = 0; l < NL; l++)
+		for (size_t k = 0; k < sizeof(per_layer) / sizeof(per_layer[0]); k++) {
+			char sh = per_layer[k][1][0];
+
+			snprintf(name, sizeof(name), "blk.%d.%s", l, per_layer[k][0]);
+			addt(w, &none, name, sh == 'v' || sh == 'f' ? 1 : 2,
+			     sh == 'd' ? FF : sh == 'f' ? FF : E, sh == 'u' ? FF : sh == 'm' || sh == 'd' ? E : 1);
+		}
+	assert_int_equal(wk_gguf_writer_write_mem(w, &buf, len), CM_OK);
+	wk_gguf_writer_free(w);
+	return buf;
+}
+
+static enum cm_status load_bert(const struct bopts *o, struct wk_mcfg **c, char *err,
+				size_t err_len)
+{
+	size_t len;
+	uint8_t *buf = build_bert(o, &len);
+	struct wk_gguf *g = NULL;
+	char gerr[256];
+	enum cm_status st;
+
+	assert_int_equal(wk_gguf_open_mem(buf, len, &g, gerr, sizeof(gerr)), CM_OK);
+	st = wk_mcfg_load(g, c, err, err_len);
+	if (st == CM_OK) { /* the views point into buf: check them before it goes */
+		assert_int_equal((*c)->hp.n_token_types, 2);
+		assert_int_equal((*c)->pos_embd.rows, 16);
+		assert_non_null((*c)->layers[1].ln_out_b.data);
+		assert_non_null((*c)->layers[0].b_up.data);
+		assert_int_equal((*c)->layers[0].b_up.cols, FF);
+		assert_null((*c)->output.data);
+		wk_mcfg_free(*c);
+		*c = NULL;
+	}
+	wk_gguf_close(g);
+	cm_free(buf);
+	return st;
+}
+
+/* bert: an encoder's keys and tensors load; what is refused, by name */
+static void test_bert_config(void **state)
+{
+	struct bopts o = { NULL, 0, 2 };
+	struct wk_mcfg *c = NULL;
+	char err[512] = "";
+
+	(void)state;
+	assert_int_equal(load_bert(&o, &c, err, sizeof(err)), CM_OK);
+	o = (struct bopts){ NULL, 0, -1 }; /* mean pooling when the file says none */
+	assert_int_equal(load_bert(&o, &c, err, sizeof(err)), CM_OK);
+	o = (struct bopts){ NULL, 1, 1 };
+	assert_int_equal(load_bert(&o, &c, err, sizeof(err)), CM_EUNSUPPORTED);
+	assert_non_null(strstr(err, "key 'bert.attention.causal': a causal bert is not supported"));
+	o = (struct bopts){ NULL, 0, 0 };
+	assert_int_equal(load_bert(&o, &c, err, sizeof(err)), CM_EUNSUPPORTED);
+	assert_non_null(strstr(err, "bert without pooling (0) gives no embedding"));
+	o = (struct bopts){ "blk.1.layer_output_norm.bias", 0, 1 };
+	assert_int_equal(load_bert(&o, &c, err, sizeof(err)), CM_EFORMAT);
+	assert_non_null(strstr(err, "tensor 'blk.1.layer_output_norm.bias': missing (expected shape "
+				    "[32])"));
+	{
+		/* a worker given one says why it cannot generate with it */
+		size_t len;
+		uint8_t *buf = build_bert(&(struct bopts){ NULL, 0, 1 }, &len);
+		char path[] = "/tmp/sluice-bert-XXXXXX";
+		int fd = mkstemp(path);
+		struct wk_model *m = NULL;
+		struct wk_model_opts mo = { 0 };
+		struct wk_backend *be = NULL;
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, buf, len), (ssize_t)len);
+		close(fd);
+		cm_free(buf);
+		assert_int_equal(wk_model_load(path, &mo, &m, err, sizeof(err)), CM_OK);
+		assert_int_equal(wk_cpu_backend_create(m, 4, 16, 1, WK_Q_F16, &be, err, sizeof(err)),
+				 CM_EUNSUPPORTED);
+		assert_non_null(strstr(err, "model architecture 'bert' is an encoder: it embeds and "
+					    "does not generate"));
+		wk_model_free(m);
+		unlink(path);
+	}
+	o = (struct bopts){ "token_types.weight", 0, 1 };
+	assert_int_equal(load_bert(&o, &c, err, sizeof(err)), CM_EFORMAT);
+	assert_non_null(strstr(err, "tensor 'token_types.weight': expected shape [32, 1..16], "
+				    "found missing"));
+}
+
 static void test_kv_bytes(void **state)
 {
 	(void)state;
@@ -521,6 +660,7 @@ int main(void)
 		cmocka_unit_test(test_kv_bytes),
 		cmocka_unit_test(test_alloc_failures),
 		cmocka_unit_test(test_moe_config),
+		cmocka_unit_test(test_bert_config),
 	};
 
 	return cmocka_run_group_tests_name("worker/model_config", tests, NULL, NULL);
