@@ -58,6 +58,10 @@ static const struct preset presets[] = {
 	/* mixtures of experts.  moe-tiny: tiny with 16 experts, 2 active
 	 * (Mixtral's `llama` layout; --arch qwen3moe for Qwen's) */
 	{ "moe-tiny", 256, 2, 4, 2, 256, 512, 512, 10000.0f, 0, NULL, 0, 0, NULL, 16, 2, 0 },
+	/* encoders: bert-tiny; all-MiniLM-L6-v2's shape (384 wide, 6 layers,
+	 * 12 heads, BERT's 30522-token WordPiece vocabulary) */
+	{ "bert-tiny", 256, 2, 4, 4, 512, 512, 512, 10000.0f, 0, "bert", 0, 0, "none", 0, 0, 0 },
+	{ "minilm", 384, 6, 12, 12, 1536, 30522, 512, 10000.0f, 0, "bert", 0, 0, "none", 0, 0, 0 },
 	/* qwen3moe-tiny: tiny in Qwen3-MoE's routing, 64 experts, 8 active */
 	{ "qwen3moe-tiny", 256, 2, 4, 2, 256, 512, 512, 1000000.0f, 0, "qwen3moe", 0, 0, "qwen3",
 	  64, 8, 0 },
@@ -321,7 +325,7 @@ static const char *const arch_names[] = {
 	[WK_ARCH_LLAMA] = "llama",     [WK_ARCH_QWEN2] = "qwen2",   [WK_ARCH_QWEN3] = "qwen3",
 	[WK_ARCH_GRANITE] = "granite", [WK_ARCH_PHI3] = "phi3",     [WK_ARCH_GEMMA2] = "gemma2",
 	[WK_ARCH_GEMMA3] = "gemma3",   [WK_ARCH_QWEN3MOE] = "qwen3moe",
-	[WK_ARCH_QWEN2MOE] = "qwen2moe",
+	[WK_ARCH_QWEN2MOE] = "qwen2moe", [WK_ARCH_BERT] = "bert",
 };
 
 struct synth_opts {
@@ -459,6 +463,105 @@ static void add_all_tensors(struct synth *sy, const struct synth_opts *o, const 
 
 }
 
+/* The tensors' data (generated as written) and the file; st: the keys' status. */
+static enum cm_status synth_finish(struct wk_gguf_writer *w, struct synth *sy, enum cm_status st,
+				   const char *out, char *err, size_t err_len)
+{
+	for (uint32_t i = 0; i < sy->n_t && st == CM_OK; i++) {
+		const struct synth_tensor *t = &sy->t[i];
+
+		st = wk_gguf_writer_add_tensor_fill(w, t->name, t->type, t->n_dims, t->dims,
+						    synth_fill, sy);
+	}
+	if (st != CM_OK) {
+		snprintf(err, err_len, "building the file failed: %s", cm_status_str(st));
+		return st;
+	}
+	return wk_gguf_writer_write_file(w, out, err, err_len);
+}
+
+/*
+ * An encoder (bert, llama.cpp's tensor names): token, token-type and
+ * position embeddings with their LayerNorm, per layer Q/K/V and output with
+ * biases, LayerNorms after attention and after the GELU FFN; a WordPiece
+ * vocabulary; mean pooling.
+ */
+static enum cm_status synth_write_bert(const struct synth_opts *o, const struct preset *p,
+				       uint32_t mtype, char *err, size_t err_len)
+{
+	static const struct { const char *name; char shape; } per_layer[] = {
+		{ "attn_q.weight", 'm' }, { "attn_q.bias", 'b' }, { "attn_k.weight", 'm' },
+		{ "attn_k.bias", 'b' }, { "attn_v.weight", 'm' }, { "attn_v.bias", 'b' },
+		{ "attn_output.weight", 'm' }, { "attn_output.bias", 'b' },
+		{ "attn_output_norm.weight", 'n' }, { "attn_output_norm.bias", 'b' },
+		{ "ffn_up.weight", 'u' }, { "ffn_up.bias", 'f' }, { "ffn_down.weight", 'd' },
+		{ "ffn_down.bias", 'b' }, { "layer_output_norm.weight", 'n' },
+		{ "layer_output_norm.bias", 'b' },
+	};
+	struct wk_gguf_writer *w = NULL;
+	struct synth sy = { .seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull,
+			    .n_threads = 2 };
+	struct vocab v = { 0 };
+	enum cm_status st = CM_ENOMEM;
+	char name[64];
+
+	sy.t = cm_calloc(8 + 16ull * p->layers, sizeof(*sy.t));
+	if (!sy.t || build_vocab_wpm(&v, o->vocab) != 0) {
+		snprintf(err, err_len, "cannot build a WordPiece vocabulary of %u tokens", o->vocab);
+		goto out;
+	}
+	add_synth_tensor(&sy, "token_embd.weight", mtype, 2, p->embd, o->vocab, K_MATRIX);
+	add_synth_tensor(&sy, "token_types.weight", WK_Q_F32, 2, p->embd, 2, K_MATRIX);
+	add_synth_tensor(&sy, "position_embd.weight", WK_Q_F32, 2, p->embd, o->ctx, K_MATRIX);
+	add_synth_tensor(&sy, "token_embd_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
+	add_synth_tensor(&sy, "token_embd_norm.bias", WK_Q_F32, 1, p->embd, 1, K_BIAS);
+	for (uint32_t l = 0; l < p->layers; l++)
+		for (size_t k = 0; k < sizeof(per_layer) / sizeof(per_layer[0]); k++) {
+			char s = per_layer[k].shape;
+
+			snprintf(name, sizeof(name), "blk.%u.%s", l, per_layer[k].name);
+			add_synth_tensor(&sy, name, s == 'm' || s == 'u' || s == 'd' ? mtype : WK_Q_F32,
+					 s == 'm' || s == 'u' || s == 'd' ? 2 : 1,
+					 s == 'd' || s == 'f' ? p->ff : p->embd,
+					 s == 'm' || s == 'd' ? p->embd : s == 'u' ? p->ff : 1,
+					 s == 'n' ? K_NORM : s == 'b' || s == 'f' ? K_BIAS : K_MATRIX);
+		}
+	st = wk_gguf_writer_new(&w);
+#define CHK(call) do { if (st == CM_OK) st = (call); } while (0)
+	CHK(wk_gguf_writer_add_str(w, "general.architecture", "bert"));
+	snprintf(name, sizeof(name), "sluice-synth-%s-%s", p->name, o->type_name);
+	CHK(wk_gguf_writer_add_str(w, "general.name", name));
+	CHK(wk_gguf_writer_add_u32(w, "general.file_type", file_type_id(o->type_name)));
+	CHK(wk_gguf_writer_set_alignment(w, 32, 1));
+	CHK(wk_gguf_writer_add_u32(w, "bert.context_length", o->ctx));
+	CHK(wk_gguf_writer_add_u32(w, "bert.embedding_length", p->embd));
+	CHK(wk_gguf_writer_add_u32(w, "bert.block_count", p->layers));
+	CHK(wk_gguf_writer_add_u32(w, "bert.feed_forward_length", p->ff));
+	CHK(wk_gguf_writer_add_u32(w, "bert.attention.head_count", p->heads));
+	CHK(wk_gguf_writer_add_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f));
+	CHK(wk_gguf_writer_add_bool(w, "bert.attention.causal", 0));
+	CHK(wk_gguf_writer_add_u32(w, "bert.pooling_type", WK_POOL_MEAN));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2));
+	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "bert"));
+	CHK(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok,
+				       v.len, v.n));
+	CHK(wk_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", WK_GGUF_I32, v.type, v.n));
+	/* [PAD] [UNK] [CLS] [SEP] [MASK]; llama.cpp takes [CLS] from the BOS key */
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 0));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 1));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.cls_token_id", 2));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 2));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.seperator_token_id", 3));
+	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.mask_token_id", 4));
+#undef CHK
+	st = synth_finish(w, &sy, st, o->out, err, err_len);
+out:
+	wk_gguf_writer_free(w);
+	vocab_deinit(&v);
+	cm_free(sy.t);
+	return st;
+}
+
 static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t err_len)
 {
 	struct preset shape = *o->p;
@@ -483,6 +586,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		shape.layers = o->layers;
 	head_dim = o->head_dim ? o->head_dim : p->head_dim ? p->head_dim : p->embd / p->heads;
 	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
+	if (o->arch == WK_ARCH_BERT)
+		return synth_write_bert(o, p, mtype, err, err_len);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
 	sy.rope_base = qwen || o->arch == WK_ARCH_GEMMA3 ? 1000000.0f : p->rope_base;
@@ -586,19 +691,9 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	CHK(wk_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", 0));
 	if (o->td->text)
 		CHK(wk_gguf_writer_add_str(w, "tokenizer.chat_template", o->td->text));
-	for (uint32_t i = 0; i < sy.n_t; i++) {
-		const struct synth_tensor *t = &sy.t[i];
-
-		CHK(wk_gguf_writer_add_tensor_fill(w, t->name, t->type, t->n_dims, t->dims,
-						   synth_fill, &sy));
-	}
 #undef CHK
 #undef K
-	if (st != CM_OK) {
-		snprintf(err, err_len, "building the file failed: %s", cm_status_str(st));
-		goto out;
-	}
-	st = wk_gguf_writer_write_file(w, o->out, err, err_len);
+	st = synth_finish(w, &sy, st, o->out, err, err_len);
 out:
 	wk_gguf_writer_free(w);
 	vocab_deinit(&v);
@@ -648,7 +743,7 @@ static int set_arch(struct synth_opts *o, const char *val)
 			return 0;
 		}
 	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen2moe, qwen3, qwen3moe, "
-		"granite, phi3, gemma2 or gemma3, found '%s'\n", val);
+		"granite, phi3, gemma2, gemma3 or bert, found '%s'\n", val);
 	return 2;
 }
 
@@ -740,8 +835,8 @@ int model_cmd_synth(int argc, char **argv)
 					o.p = &presets[i];
 			if (!o.p) {
 				fprintf(stderr, "sluice-model: --preset: expected tiny, 1b, qwen3-1b, "
-					"gemma3-1b, phi3-1b, 8b, moe-tiny, qwen3moe-tiny, moe-1b or "
-					"qwen3moe-1b, "
+					"gemma3-1b, phi3-1b, 8b, moe-tiny, qwen3moe-tiny, moe-1b, "
+					"qwen3moe-1b, bert-tiny or minilm, "
 					"found '%s'\n", val);
 				return 2;
 			}

@@ -5,8 +5,8 @@
  *   sluice-model inspect PATH [--sha]
  *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]
  *   sluice-model sha256 PATH
- *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b
- *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3] [--swa N]
+ *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm
+ *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert] [--swa N]
  *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N] [--layers N] [--head-dim N]
  *                      [--experts N] [--experts-used K] [--fuse-experts]
  *                      [--template NAME]
@@ -51,10 +51,10 @@ void model_usage(FILE *f)
 	      "  sluice-model inspect PATH [--sha]\n"
 	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]\n"
 	      "  sluice-model sha256 PATH\n"
-	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b\n"
+	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm\n"
 	      "                     [--type F32|F16|BF16|Q8_0|Q4_0|"
 	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
-	      "                     [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
+	      "                     [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
 	      "                     [--embd N] [--ffn N] [--layers N] [--head-dim N]\n"
 	      "                     [--experts N] [--experts-used K] [--fuse-experts]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|phi4|"

@@ -24,6 +24,7 @@
 #include "tools/gguf_write.h"
 #include "worker/model/model_config.h"
 #include "worker/model/model.h"
+#include "worker/text/tokenizer.h"
 
 static char tool[1024];
 static char tmpdir[256];
@@ -419,6 +420,42 @@ static void test_synth_moe(void **state)
 	assert_non_null(strstr(out, "--experts-used 5 is more than the 4 experts"));
 }
 
+/* bert-tiny: an encoder with a WordPiece vocabulary; inspect names it */
+static void test_synth_bert(void **state)
+{
+	struct wk_gguf *g = NULL;
+	struct wk_mcfg *c = NULL;
+	struct wk_tok *tok = NULL;
+	const char *path;
+	char a[1024], out[8192], err[256];
+	int32_t ids[16];
+	size_t n = 0;
+
+	(void)state;
+	NEED_TOOL();
+	path = synth_cfg("bert.gguf", "--preset bert-tiny --type Q8_0", &g, &c);
+	assert_int_equal(c->hp.arch, WK_ARCH_BERT);
+	assert_false(c->hp.causal);
+	assert_int_equal(c->hp.pooling, WK_POOL_MEAN);
+	assert_int_equal(c->hp.n_token_types, 2);
+	assert_int_equal(c->layers[1].w_up.type, WK_Q_Q8_0);
+	assert_int_equal(c->layers[1].b_up.cols, 512);
+	assert_null(c->output.data);
+	/* its vocabulary is WordPiece: [CLS] hello [SEP] */
+	assert_int_equal(wk_tok_new_from_gguf(g, &tok, err, sizeof(err)), CM_OK);
+	assert_int_equal(wk_tok_encode(tok, "Hello", 5, WK_TOK_ADD_BOS | WK_TOK_ADD_EOS, ids, 16,
+				       &n), CM_OK);
+	assert_int_equal(n, 3);
+	assert_int_equal(ids[0], 2);
+	assert_int_equal(ids[2], 3);
+	wk_tok_free(tok);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
+	snprintf(a, sizeof(a), "inspect '%s'", path);
+	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "encoder: bidirectional attention, 2 token types, pooling mean"));
+}
+
 /* gemma3: QK norms, the window on 5 layers of 6, two rope bases, no caps */
 static void test_gemma3(void **state)
 {
@@ -624,6 +661,7 @@ int main(void)
 		cmocka_unit_test(test_synth_tiny),
 		cmocka_unit_test(test_synth_types_and_archs),
 		cmocka_unit_test(test_synth_moe),
+		cmocka_unit_test(test_synth_bert),
 		cmocka_unit_test(test_phi3),
 		cmocka_unit_test(test_gemma2),
 		cmocka_unit_test(test_gemma3),
