@@ -1,0 +1,38 @@
+/*
+ * encoder.h - the encoder forward pass on the CPU (bert: all-MiniLM, bge,
+ * e5): one input's embedding vector.
+ *
+ *   x = token_embd[t] + token_types[0] + position_embd[pos], LayerNorm
+ *   each layer: a = softmax(q k^T / sqrt(head_dim)) v over every position
+ *               (bidirectional), x = LayerNorm(x + a Wo^T + bo)
+ *               x = LayerNorm(x + gelu(x Wup^T + bup) Wdown^T + bdown)
+ *   pooled over the positions as hp.pooling says (mean, [CLS], last),
+ *   then divided by its L2 norm.
+ * Token type 0 ("sentence A") for every token, as llama.cpp.  GELU in
+ * its tanh form (llama.cpp's ggml_gelu).
+ *
+ * Batch invariance: an input's vector depends only on its tokens (each
+ * input runs alone; the matmuls are row-invariant, worker/cpu/matmul.h).
+ *
+ * Threads: one call at a time per struct wk_cpu_mm (its scratch); the
+ * model is read-only.  Scratch is allocated per call.
+ */
+#ifndef SLUICE_WORKER_CPU_ENCODER_H
+#define SLUICE_WORKER_CPU_ENCODER_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+#include "worker/cpu/matmul.h"
+
+struct wk_model;
+
+/*
+ * out[n_embd] = the embedding of tokens[0..n).  CM_EINVAL for a model
+ * that is no encoder, n == 0, n above the model's context (positions) or a
+ * token id outside the vocabulary; CM_ENOMEM; the matmul's errors.
+ */
+enum cm_status wk_cpu_encode(struct wk_cpu_mm *mm, const struct wk_model *m,
+			     const int32_t *tokens, uint32_t n, float *out) CM_WUR;
+
+#endif
