@@ -7,8 +7,9 @@
  *   /tmp/gen tests/fuzz/corpus/gguf
  * Seeds (each < 20 KB): tiny llama (F32), tiny qwen2 (F16, biases, tied,
  * rope_freqs), tiny llama in Q8_0, Mixtral's layout (llama with 4 experts,
- * 2 active) and qwen3moe (per-head norms, fused gate|up experts), every
- * value and tensor type, an empty v2.
+ * 2 active) and qwen3moe (per-head norms, fused gate|up experts; and one
+ * whose fused tensor has the wrong expert count), every value and tensor
+ * type, an empty v2.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ struct mini {
 	int bias, tied, rope_freqs;
 	uint32_t experts, used; /* a mixture of experts (0: dense) */
 	int qk_norm, fused;     /* qwen3's norms; ffn_gate_up_exps */
+	int bad_fused;          /* ffn_gate_up_exps with twice the experts (refused) */
 };
 
 static void tensor3(struct wk_gguf_writer *w, const char *name, uint32_t type, uint32_t nd,
@@ -124,7 +126,9 @@ static void write_mini(const char *dir, const char *file, const struct mini *m)
 #define T3(what, d0, d1) snprintf(name, sizeof(name), "blk.%u.%s", l, what); \
 			tensor3(w, name, m->type, 3, d0, d1, m->experts)
 			if (m->fused) {
-				T3("ffn_gate_up_exps.weight", m->embd, 2 * m->ff);
+				snprintf(name, sizeof(name), "blk.%u.%s", l, "ffn_gate_up_exps.weight");
+				tensor3(w, name, m->type, 3, m->embd, 2 * m->ff,
+					m->experts * (m->bad_fused ? 2 : 1));
 			} else {
 				T3("ffn_gate_exps.weight", m->embd, m->ff);
 				T3("ffn_up_exps.weight", m->embd, m->ff);
@@ -204,11 +208,12 @@ static void write_all_types(const char *dir)
 
 int main(int argc, char **argv)
 {
-	const struct mini llama = { "llama", WK_Q_F32, 16, 2, 1, 16, 32, 1, 0, 0, 0, 0, 0, 0, 0 };
-	const struct mini qwen = { "qwen2", WK_Q_F16, 16, 2, 1, 32, 24, 2, 1, 1, 1, 0, 0, 0, 0 };
-	const struct mini q8 = { "llama", WK_Q_Q8_0, 32, 2, 1, 32, 16, 1, 0, 0, 0, 0, 0, 0, 0 };
-	const struct mini mixtral = { "llama", WK_Q_F32, 16, 2, 1, 8, 24, 1, 0, 0, 0, 4, 2, 0, 0 };
-	const struct mini q3moe = { "qwen3moe", WK_Q_F16, 16, 2, 1, 8, 24, 2, 0, 1, 0, 4, 2, 1, 1 };
+	const struct mini llama = { "llama", WK_Q_F32, 16, 2, 1, 16, 32, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
+	const struct mini qwen = { "qwen2", WK_Q_F16, 16, 2, 1, 32, 24, 2, 1, 1, 1, 0, 0, 0, 0, 0 };
+	const struct mini q8 = { "llama", WK_Q_Q8_0, 32, 2, 1, 32, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
+	const struct mini mixtral = { "llama", WK_Q_F32, 16, 2, 1, 8, 24, 1, 0, 0, 0, 4, 2, 0, 0, 0 };
+	const struct mini q3moe = { "qwen3moe", WK_Q_F16, 16, 2, 1, 8, 24, 2, 0, 1, 0, 4, 2, 1, 1, 0 };
+	const struct mini q3bad = { "qwen3moe", WK_Q_F16, 16, 2, 1, 8, 24, 2, 0, 1, 0, 4, 2, 1, 1, 1 };
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -219,6 +224,7 @@ int main(int argc, char **argv)
 	write_mini(argv[1], "llama_q8_0.gguf", &q8);
 	write_mini(argv[1], "mixtral_f32.gguf", &mixtral);
 	write_mini(argv[1], "qwen3moe_f16_fused.gguf", &q3moe);
+	write_mini(argv[1], "qwen3moe_fused_bad_shape.gguf", &q3bad);
 	write_all_types(argv[1]);
 	return 0;
 }

@@ -162,6 +162,8 @@ static enum cm_status read_experts(struct mcfg_load *l, uint32_t i, struct wk_la
 		    &ly->ffn_gate_inp);
 	if (st == CM_OK && wk_gguf_find_tensor(l->g, blk(l, i, "ffn_gate_up_exps.weight"))) {
 		st = expect_experts(l, l->tname, e, 2 * f, &ly->exp_gate);
+		if (st != CM_OK) /* the views stay empty: no arithmetic on them */
+			return st;
 		ly->exp_gate.rows = f;
 		ly->exp_up = ly->exp_gate;
 		ly->exp_up.data = (const uint8_t *)ly->exp_gate.data + f * ly->exp_gate.row_bytes;

@@ -51,6 +51,7 @@ struct mopts {
 	uint32_t experts_used; /* ... expert_used_count (0: not written) */
 	uint32_t gating;       /* expert_gating_func (0: not written) */
 	uint32_t shared;       /* expert_shared_count (0: not written) */
+	int fused;             /* ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps */
 };
 
 static void addt(struct wk_gguf_writer *w, const struct mopts *o, const char *name,
@@ -185,10 +186,15 @@ static uint8_t *build_model(const struct mopts *o, size_t *len)
 		T("ffn_norm.weight", 1, E, 1);
 		if (o->experts) {
 			T("ffn_gate_inp.weight", 2, E, o->experts);
-			snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", l);
-			addt3(w, o, name, E, FF);
-			snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", l);
-			addt3(w, o, name, E, FF);
+			if (o->fused) {
+				snprintf(name, sizeof(name), "blk.%d.ffn_gate_up_exps.weight", l);
+				addt3(w, o, name, E, 2 * FF);
+			} else {
+				snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", l);
+				addt3(w, o, name, E, FF);
+				snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", l);
+				addt3(w, o, name, E, FF);
+			}
 			snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
 			addt3(w, o, name, FF, E);
 		} else {
@@ -471,6 +477,12 @@ static void test_moe_config(void **state)
 	o = (struct mopts){ .experts = 4, .experts_used = 2, .drop = "blk.0.ffn_gate_inp.weight" };
 	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.0.ffn_gate_inp.weight': missing (expected "
 			  "shape [32, 4])");
+	/* a fused gate|up of the wrong shape: refused, and no view is made of
+	 * it (fuzz_gguf found arithmetic on the empty view; UBSan flags it) */
+	o = (struct mopts){ .experts = 4, .experts_used = 2, .fused = 1,
+			    .widen = "blk.1.ffn_gate_up_exps.weight" };
+	expect_load_error(&o, CM_EFORMAT, "tensor 'blk.1.ffn_gate_up_exps.weight': expected shape "
+			  "[32, 128, 4], found [32, 128, 8]");
 	/* qwen3moe always has experts */
 	o = (struct mopts){ .arch = "qwen3moe" };
 	expect_load_error(&o, CM_EFORMAT, "key 'qwen3moe.expert_count': missing (required)");
