@@ -140,25 +140,6 @@ static void vec_from_tensor(const struct wk_tensor *t, float *out)
 	wk_dequantize_row(t->type, t->data, out, t->cols);
 }
 
-/* y (n, rows) = x (n, cols) W^T, plus bias when present */
-static enum cm_status mm(struct cpu_backend *be, const struct wk_tensor *w, const float *x,
-	       uint32_t n, float *y, const struct wk_tensor *bias)
-{
-	enum cm_status st = wk_cpu_matmul(be->mm, w->type, w->data, (int)w->rows,
-					  (int)w->cols, x, (int)n, y);
-
-	if (st != CM_OK)
-		return st;
-	if (bias && bias->data) {
-		float b[bias->cols];
-
-		vec_from_tensor(bias, b);
-		for (uint32_t t = 0; t < n; t++)
-			wk_cpu_add(y + (uint64_t)t * w->rows, b, (int)w->rows);
-	}
-	return CM_OK;
-}
-
 /* y[i] (n, rows_i) = x (n, cols) W_i^T (+ bias_i) for up to 4 weights of
  * the same input in one parallel run (x quantised once) */
 static enum cm_status mm_same_x(struct cpu_backend *be, int k, const struct wk_tensor *const *w,
@@ -181,6 +162,13 @@ static enum cm_status mm_same_x(struct cpu_backend *be, int k, const struct wk_t
 				wk_cpu_add(y[i] + (uint64_t)t * w[i]->rows, b, (int)w[i]->rows);
 		}
 	return st;
+}
+
+/* y (n, rows) = x (n, cols) W^T, plus bias when present */
+static enum cm_status mm(struct cpu_backend *be, const struct wk_tensor *w, const float *x,
+	       uint32_t n, float *y, const struct wk_tensor *bias)
+{
+	return mm_same_x(be, 1, &w, x, n, &y, &bias);
 }
 
 /* ---- attention ---------------------------------------------------------- */

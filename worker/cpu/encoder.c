@@ -183,14 +183,16 @@ enum cm_status wk_cpu_encode(struct wk_cpu_mm *mm, const struct wk_model *m,
 		st = CM_ENOMEM;
 		goto out;
 	}
+	/* token type 0 for every token: its row, decoded once (a is free until
+	 * the first attention) */
+	wk_dequantize_row(c->tok_types.type, c->tok_types.data, b.a, e);
 	for (uint32_t t = 0; t < n; t++) {
 		float *x = b.x + (uint64_t)t * e;
 
 		wk_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data +
 							    (uint64_t)tokens[t] * m->tok_embd.row_bytes,
 				  x, e);
-		wk_dequantize_row(c->tok_types.type, c->tok_types.data, b.vec, e);
-		wk_cpu_add(x, b.vec, (int)e);
+		wk_cpu_add(x, b.a, (int)e);
 		wk_dequantize_row(c->pos_embd.type, (const uint8_t *)c->pos_embd.data +
 							    (uint64_t)t * c->pos_embd.row_bytes,
 				  b.vec, e);
