@@ -44,6 +44,7 @@
 #include "common/alloc.h"
 #include "worker/engine/backend.h"
 #include "worker/cpu/backend.h"
+#include "worker/cpu/encoder.h"
 #include "worker/cpu/matmul.h"
 #include "worker/cpu/moe.h"
 #include "worker/cpu/ops.h"
@@ -416,6 +417,8 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 	enum cm_status st;
 	float *fo;
 
+	if (!hp->causal || !m->output.data)
+		return CM_EUNSUPPORTED; /* an encoder embeds (cpu_embed), never generates */
 	if (T == 0)
 		return CM_OK;
 	st = wk_batch_check(b, hp->n_vocab, be->block_tokens, be->n_blocks, &max_pos);
@@ -548,12 +551,6 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	enum cm_status st = CM_OK;
 
 	err[0] = '\0';
-	if (!hp->causal || !m->output.data) {
-		snprintf(err, err_len, "model architecture '%s' is an encoder: it embeds and does not "
-			 "generate, and the worker does not serve embeddings yet",
-			 m->cfg ? m->cfg->arch_name : "?");
-		return CM_EUNSUPPORTED;
-	}
 	if (kv_type != WK_Q_F16 && kv_type != WK_Q_F32) {
 		snprintf(err, err_len, "kv cache type: expected F16 or F32, found %s",
 			 wk_qtype_name(kv_type));
@@ -654,6 +651,16 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	out->kv_bytes = be->kv_bytes;
 }
 
+static enum cm_status cpu_embed(struct wk_backend *base, uint32_t n_in, const int32_t *tokens,
+				const uint32_t *lens, float *out)
+{
+	struct cpu_backend *be = (struct cpu_backend *)base;
+
+	if (be->m->hp.causal)
+		return CM_EUNSUPPORTED; /* decoder pooling: not built */
+	return wk_cpu_encode_batch(be->mm, be->m, n_in, tokens, lens, out);
+}
+
 const struct wk_backend_ops wk_cpu_backend_ops = {
 	.name = "cpu",
 	.create = cpu_create,
@@ -663,6 +670,7 @@ const struct wk_backend_ops wk_cpu_backend_ops = {
 	.info = cpu_info,
 	.device_count = NULL,
 	.kv_blocks_for = NULL,
+	.embed = cpu_embed,
 };
 
 enum cm_status wk_cpu_backend_routing(const struct wk_backend *base, uint32_t layer,

@@ -9,15 +9,20 @@
 #include "worker/cpu/encoder.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "common/alloc.h"
 #include "worker/cpu/ops.h"
+#include "worker/cpu/pool.h"
 #include "worker/model/model.h"
 #include "worker/model/quant.h"
 
 struct enc_buf {
 	float *x, *q, *k, *v, *a, *h, *f, *vec, *sc;
+	const uint32_t *start, *len; /* each input's first row and its rows */
+	uint32_t n_in, max_len;
+	const struct wk_hparams *hp;
 };
 
 static void enc_free(struct enc_buf *b)
@@ -64,35 +69,62 @@ static enum cm_status proj(struct wk_cpu_mm *mm, const struct wk_tensor *w,
 	return st;
 }
 
-/* a = softmax(q k^T / sqrt(hd)) v per head, every position seeing every other */
-static void attention(const struct wk_hparams *hp, struct enc_buf *b, uint32_t n)
+/* q, k, v = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv in one parallel run */
+static enum cm_status proj_qkv(struct wk_cpu_mm *mm, const struct wk_layer *L, const float *x,
+			       uint32_t n, struct enc_buf *b)
 {
+	const struct wk_tensor *w[3] = { &L->wq, &L->wk, &L->wv }, *bias[3] = { &L->bq, &L->bk, &L->bv };
+	float *y[3] = { b->q, b->k, b->v };
+	struct wk_cpu_mm_op ops[3];
+	enum cm_status st;
+
+	for (int i = 0; i < 3; i++)
+		ops[i] = (struct wk_cpu_mm_op){ .wtype = w[i]->type, .w = w[i]->data,
+						.rows = (int)w[i]->rows, .cols = (int)w[i]->cols,
+						.x = x, .n = (int)n, .y = y[i] };
+	if ((st = wk_cpu_matmul_multi(mm, ops, 3)) != CM_OK)
+		return st;
+	for (int i = 0; i < 3; i++)
+		for (uint32_t t = 0; t < n; t++)
+			wk_cpu_add(y[i] + (uint64_t)t * w[i]->rows, bias[i]->data, (int)w[i]->rows);
+	return CM_OK;
+}
+
+/*
+ * a = softmax(q k^T / sqrt(hd)) v for one (input, head): every position
+ * of the input sees every other of the same input, none of another.
+ */
+static void attention_task(void *ctx, int task, int thread)
+{
+	struct enc_buf *b = ctx;
+	const struct wk_hparams *hp = b->hp;
 	uint32_t hd = hp->head_dim, e = hp->n_embd, grp = hp->n_head / hp->n_head_kv;
-	uint32_t kvd = hp->n_head_kv * hd;
-	float scale = 1.0f / sqrtf((float)hd);
+	uint32_t kvd = hp->n_head_kv * hd, in = (uint32_t)task / hp->n_head;
+	uint32_t h = (uint32_t)task % hp->n_head, n = b->len[in];
+	uint64_t r0 = b->start[in];
+	float scale = 1.0f / sqrtf((float)hd), *sc = b->sc + (uint64_t)thread * b->max_len;
 
-	for (uint32_t h = 0; h < hp->n_head; h++)
-		for (uint32_t i = 0; i < n; i++) {
-			const float *q = b->q + (uint64_t)i * e + (uint64_t)h * hd;
-			float *o = b->a + (uint64_t)i * e + (uint64_t)h * hd;
+	for (uint32_t i = 0; i < n; i++) {
+		const float *q = b->q + (r0 + i) * e + (uint64_t)h * hd;
+		float *o = b->a + (r0 + i) * e + (uint64_t)h * hd;
 
-			for (uint32_t j = 0; j < n; j++) {
-				const float *k = b->k + (uint64_t)j * kvd + (uint64_t)(h / grp) * hd;
-				float d = 0;
+		for (uint32_t j = 0; j < n; j++) {
+			const float *k = b->k + (r0 + j) * kvd + (uint64_t)(h / grp) * hd;
+			float d = 0;
 
-				for (uint32_t c = 0; c < hd; c++)
-					d += q[c] * k[c];
-				b->sc[j] = d * scale;
-			}
-			wk_cpu_softmax(b->sc, (int)n);
-			memset(o, 0, hd * sizeof(float));
-			for (uint32_t j = 0; j < n; j++) {
-				const float *v = b->v + (uint64_t)j * kvd + (uint64_t)(h / grp) * hd;
-
-				for (uint32_t c = 0; c < hd; c++)
-					o[c] += b->sc[j] * v[c];
-			}
+			for (uint32_t c = 0; c < hd; c++)
+				d += q[c] * k[c];
+			sc[j] = d * scale;
 		}
+		wk_cpu_softmax(sc, (int)n);
+		memset(o, 0, hd * sizeof(float));
+		for (uint32_t j = 0; j < n; j++) {
+			const float *v = b->v + (r0 + j) * kvd + (uint64_t)(h / grp) * hd;
+
+			for (uint32_t c = 0; c < hd; c++)
+				o[c] += sc[j] * v[c];
+		}
+	}
 }
 
 /* one layer over the n positions in b->x */
@@ -102,11 +134,9 @@ static enum cm_status layer(struct wk_cpu_mm *mm, const struct wk_hparams *hp,
 	uint32_t e = hp->n_embd, f = hp->n_ff;
 	enum cm_status st;
 
-	if ((st = proj(mm, &L->wq, &L->bq, b->x, n, b->q)) != CM_OK ||
-	    (st = proj(mm, &L->wk, &L->bk, b->x, n, b->k)) != CM_OK ||
-	    (st = proj(mm, &L->wv, &L->bv, b->x, n, b->v)) != CM_OK)
+	if ((st = proj_qkv(mm, L, b->x, n, b)) != CM_OK)
 		return st;
-	attention(hp, b, n);
+	wk_pool_run(wk_cpu_mm_pool(mm), attention_task, b, (int)(b->n_in * hp->n_head));
 	if ((st = proj(mm, &L->wo, &L->bo, b->a, n, b->h)) != CM_OK)
 		return st;
 	for (uint32_t t = 0; t < n; t++) {
@@ -156,54 +186,93 @@ static void pool(const struct wk_hparams *hp, const float *x, uint32_t n, float 
 		out[i] = (float)(out[i] / norm);
 }
 
-enum cm_status wk_cpu_encode(struct wk_cpu_mm *mm, const struct wk_model *m,
-			     const int32_t *tokens, uint32_t n, float *out)
+/* b->x rows of input `in`: token + type 0 + position embeddings, LayerNorm */
+static void embed_input(const struct wk_model *m, struct enc_buf *b, const int32_t *tokens,
+			uint32_t in)
+{
+	const struct wk_mcfg *c = m->cfg;
+	uint64_t e = m->hp.n_embd;
+
+	for (uint32_t t = 0; t < b->len[in]; t++) {
+		uint64_t r = b->start[in] + t;
+		float *x = b->x + r * e;
+
+		wk_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data +
+							    (uint64_t)tokens[r] * m->tok_embd.row_bytes,
+				  x, e);
+		wk_cpu_add(x, b->a, (int)e);
+		wk_dequantize_row(c->pos_embd.type, (const uint8_t *)c->pos_embd.data +
+							    (uint64_t)t * c->pos_embd.row_bytes,
+				  b->vec, e);
+		wk_cpu_add(x, b->vec, (int)e);
+		layer_norm(x, x, c->embd_norm.data, c->embd_norm_b.data, (uint32_t)e,
+			   m->hp.norm_eps);
+	}
+}
+
+enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *m,
+				   uint32_t n_in, const int32_t *tokens, const uint32_t *lens,
+				   float *out)
 {
 	const struct wk_hparams *hp = &m->hp;
-	const struct wk_mcfg *c = m->cfg;
-	uint64_t e = hp->n_embd, kvd = (uint64_t)hp->n_head_kv * hp->head_dim;
+	uint64_t e = hp->n_embd, kvd = (uint64_t)hp->n_head_kv * hp->head_dim, n = 0;
+	uint32_t *start = NULL;
 	struct enc_buf b = { 0 };
 	enum cm_status st = CM_OK;
+	int nth = wk_pool_threads(wk_cpu_mm_pool(mm));
 
-	if (hp->arch != WK_ARCH_BERT || n == 0 || n > hp->n_ctx_train)
+	if (hp->arch != WK_ARCH_BERT || n_in == 0 ||
+	    (uint64_t)n_in * hp->n_head > WK_POOL_MAX_TASKS)
 		return CM_EINVAL;
-	for (uint32_t t = 0; t < n; t++)
+	for (uint32_t i = 0; i < n_in; i++) {
+		if (lens[i] == 0 || lens[i] > hp->n_ctx_train)
+			return CM_EINVAL;
+		b.max_len = lens[i] > b.max_len ? lens[i] : b.max_len;
+		n += lens[i];
+	}
+	if (n > INT32_MAX / (hp->n_ff > e ? hp->n_ff : e))
+		return CM_EINVAL;
+	for (uint64_t t = 0; t < n; t++)
 		if (tokens[t] < 0 || (uint32_t)tokens[t] >= hp->n_vocab)
 			return CM_EINVAL;
+	start = cm_malloc(n_in * sizeof(uint32_t));
 	b.x = cm_malloc(n * e * sizeof(float));
 	b.q = cm_malloc(n * e * sizeof(float));
 	b.k = cm_malloc(n * kvd * sizeof(float));
 	b.v = cm_malloc(n * kvd * sizeof(float));
 	b.a = cm_malloc(n * e * sizeof(float));
 	b.h = cm_malloc(n * e * sizeof(float));
-	b.f = cm_malloc((uint64_t)n * hp->n_ff * sizeof(float));
+	b.f = cm_malloc(n * hp->n_ff * sizeof(float));
 	b.vec = cm_malloc(e * sizeof(float));
-	b.sc = cm_malloc(n * sizeof(float));
-	if (!b.x || !b.q || !b.k || !b.v || !b.a || !b.h || !b.f || !b.vec || !b.sc) {
+	b.sc = cm_malloc((uint64_t)nth * b.max_len * sizeof(float));
+	if (!start || !b.x || !b.q || !b.k || !b.v || !b.a || !b.h || !b.f || !b.vec || !b.sc) {
 		st = CM_ENOMEM;
 		goto out;
 	}
+	start[0] = 0;
+	for (uint32_t i = 1; i < n_in; i++)
+		start[i] = start[i - 1] + lens[i - 1];
+	b.start = start;
+	b.len = lens;
+	b.n_in = n_in;
+	b.hp = hp;
 	/* token type 0 for every token: its row, decoded once (a is free until
 	 * the first attention) */
-	wk_dequantize_row(c->tok_types.type, c->tok_types.data, b.a, e);
-	for (uint32_t t = 0; t < n; t++) {
-		float *x = b.x + (uint64_t)t * e;
-
-		wk_dequantize_row(m->tok_embd.type, (const uint8_t *)m->tok_embd.data +
-							    (uint64_t)tokens[t] * m->tok_embd.row_bytes,
-				  x, e);
-		wk_cpu_add(x, b.a, (int)e);
-		wk_dequantize_row(c->pos_embd.type, (const uint8_t *)c->pos_embd.data +
-							    (uint64_t)t * c->pos_embd.row_bytes,
-				  b.vec, e);
-		wk_cpu_add(x, b.vec, (int)e);
-		layer_norm(x, x, c->embd_norm.data, c->embd_norm_b.data, (uint32_t)e, hp->norm_eps);
-	}
+	wk_dequantize_row(m->cfg->tok_types.type, m->cfg->tok_types.data, b.a, e);
+	for (uint32_t i = 0; i < n_in; i++)
+		embed_input(m, &b, tokens, i);
 	for (uint32_t l = 0; l < hp->n_layer && st == CM_OK; l++)
-		st = layer(mm, hp, &m->layers[l], &b, n);
-	if (st == CM_OK)
-		pool(hp, b.x, n, out);
+		st = layer(mm, hp, &m->layers[l], &b, (uint32_t)n);
+	for (uint32_t i = 0; st == CM_OK && i < n_in; i++)
+		pool(hp, b.x + (uint64_t)start[i] * e, lens[i], out + i * e);
 out:
+	cm_free(start);
 	enc_free(&b);
 	return st;
+}
+
+enum cm_status wk_cpu_encode(struct wk_cpu_mm *mm, const struct wk_model *m,
+			     const int32_t *tokens, uint32_t n, float *out)
+{
+	return wk_cpu_encode_batch(mm, m, 1, tokens, &n, out);
 }

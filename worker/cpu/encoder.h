@@ -11,8 +11,10 @@
  * Token type 0 ("sentence A") for every token, as llama.cpp.  GELU in
  * its tanh form (llama.cpp's ggml_gelu).
  *
- * Batch invariance: an input's vector depends only on its tokens (each
- * input runs alone; the matmuls are row-invariant, worker/cpu/matmul.h).
+ * Batch invariance: an input's vector depends only on its tokens, never
+ * on the other inputs of a batch: the inputs' rows are stacked for the
+ * projections (row-invariant, worker/cpu/matmul.h) and attention runs per
+ * (input, head) task over that input's rows only.
  *
  * Threads: one call at a time per struct wk_cpu_mm (its scratch); the
  * model is read-only.  Scratch is allocated per call.
@@ -34,5 +36,16 @@ struct wk_model;
  */
 enum cm_status wk_cpu_encode(struct wk_cpu_mm *mm, const struct wk_model *m,
 			     const int32_t *tokens, uint32_t n, float *out) CM_WUR;
+
+/*
+ * n_in inputs in one pass: input i is lens[i] tokens of `tokens` (the
+ * inputs one after another), its vector out[i * n_embd ..].  Each vector
+ * is bit for bit what wk_cpu_encode gives for that input alone.  CM_EINVAL
+ * as wk_cpu_encode for any input, or n_in == 0, or n_in x heads above
+ * WK_POOL_MAX_TASKS.
+ */
+enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *m,
+				   uint32_t n_in, const int32_t *tokens, const uint32_t *lens,
+				   float *out) CM_WUR;
 
 #endif

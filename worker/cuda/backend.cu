@@ -963,8 +963,9 @@ static enum cm_status create_inner(struct cuda_backend *be, char *err, size_t er
 	uint32_t grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
 
 	if (!hp->causal || !m->output.data) {
-		snprintf(err, err_len, "cuda backend: model architecture '%s' is an encoder: it "
-			 "embeds and does not generate", m->cfg ? m->cfg->arch_name : "?");
+		snprintf(err, err_len, "cuda backend: model architecture '%s' is an encoder (an "
+			 "embedding model): the cuda backend does not run encoders yet; "
+			 "worker.backend = cpu does", m->cfg ? m->cfg->arch_name : "?");
 		return CM_EUNSUPPORTED;
 	}
 	/* exactly the shapes attention.cu instantiates */
@@ -1172,6 +1173,7 @@ const struct wk_backend_ops wk_cuda_backend_ops = {
 	cuda_kv_blocks_for,
 	cuda_host_alloc,
 	cuda_host_free,
+	NULL, /* embed: encoders run on the cpu backend (docs/engine-cuda.md) */
 };
 
 extern "C" enum cm_status wk_cuda_backend_routing(const struct wk_backend *base, uint32_t layer,

@@ -100,6 +100,18 @@ struct wk_backend_ops {
 	 */
 	void *(*host_alloc)(struct wk_backend *be, size_t bytes);
 	void (*host_free)(struct wk_backend *be, void *p);
+	/*
+	 * Optional (NULL: this backend embeds nothing): the pooled,
+	 * L2-normalised embeddings of n_in inputs, input i being lens[i] tokens
+	 * of `tokens` (the inputs one after another), into out[i * n_embd ..].
+	 * An input's vector depends only on its tokens, never on the other
+	 * inputs (batch invariance).  CM_EUNSUPPORTED when the model does not
+	 * embed (a decoder without pooling), CM_EINVAL for an input the model
+	 * cannot take (empty, over its positions, an id outside the vocabulary).
+	 * An encoder model's forward() is CM_EUNSUPPORTED: it never generates.
+	 */
+	enum cm_status (*embed)(struct wk_backend *be, uint32_t n_in, const int32_t *tokens,
+				const uint32_t *lens, float *out);
 };
 
 /* Every backend struct starts with this header so that generic code can

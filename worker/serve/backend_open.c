@@ -100,6 +100,21 @@ enum cm_status wk_backend_open(const struct wk_backend_want *w, const struct wk_
 		snprintf(err, err_len, "worker.backend: 'cuda' is not available in this build");
 		return CM_EUNSUPPORTED;
 	}
+	if (!m->hp.causal) {
+		/* an encoder keeps no KV cache: it embeds each step's inputs and
+		 * forgets them; the backend that runs encoders (cpu) when auto */
+		if (w->kind == WK_CFG_BACKEND_AUTO && ops != &wk_cpu_backend_ops)
+			ops = &wk_cpu_backend_ops;
+		plan->bytes_per_token = 0;
+		plan->bytes_per_block = 0;
+		plan->n_blocks = 2;
+		p.n_blocks = 2;
+		if (p.n_threads <= 0)
+			p.n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+		if (p.n_threads <= 0)
+			p.n_threads = 1;
+		return ops->create(m, &p, out, err, err_len);
+	}
 	plan->bytes_per_token = wk_model_kv_bytes_per_token(&m->hp, elem);
 	plan->bytes_per_block = plan->bytes_per_token * w->block_tokens;
 	st = bo_kv_bytes(ops, w, m, &p, plan->bytes_per_block, &kv_bytes, err, err_len);

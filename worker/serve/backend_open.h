@@ -2,7 +2,9 @@
  * backend_open.h - the one place that knows which backends this build
  * has: it picks one for the configuration (auto: CUDA when built and a
  * device is present, else CPU), sizes the KV cache for it and creates it
- * through its ops.  The only #ifdef for CUDA in the worker is in
+ * through its ops.  An encoder (an embedding model) gets no KV cache
+ * (2 blocks the scheduler never uses) and, on auto, the cpu backend, the
+ * one that runs encoders.  The only #ifdef for CUDA in the worker is in
  * backend_open.c.
  */
 #ifndef SLUICE_WORKER_SERVE_BACKEND_OPEN_H

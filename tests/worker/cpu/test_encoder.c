@@ -267,6 +267,54 @@ static void test_cls_pooling(void **state)
 }
 
 /*
+ * Batch invariance: three inputs of different lengths in one
+ * wk_cpu_encode_batch give, each, the bits wk_cpu_encode gives for it
+ * alone (F32 and Q8_0, whose activation quantisation is per row), in
+ * either order; a bad input anywhere refuses the whole batch.
+ */
+static void test_batch_invariance(void **state)
+{
+	static const char *const types[] = { "F32", "Q8_0" };
+
+	(void)state;
+	for (int ti = 0; ti < 2; ti++) {
+		struct wk_model *m = load(types[ti]);
+		struct wk_pool *p = NULL;
+		struct wk_cpu_mm *mm = NULL;
+		int32_t toks[64], rev[64];
+		uint32_t lens[3] = { 1, 40, 7 }, rlens[3] = { 7, 40, 1 }, e = m->hp.n_embd;
+		float alone[3][256], batch[3 * 256], rbatch[3 * 256];
+		uint32_t off = 0;
+
+		assert_true(e <= 256);
+		for (int i = 0; i < 48; i++)
+			toks[i] = 2 + (i * 37) % (int32_t)(m->hp.n_vocab - 2);
+		assert_int_equal(wk_pool_new(2, &p), CM_OK);
+		assert_int_equal(wk_cpu_mm_new(p, &mm), CM_OK);
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(wk_cpu_encode(mm, m, toks + off, lens[i], alone[i]), CM_OK);
+			off += lens[i];
+		}
+		assert_int_equal(wk_cpu_encode_batch(mm, m, 3, toks, lens, batch), CM_OK);
+		memcpy(rev, toks + 41, 7 * sizeof(int32_t));
+		memcpy(rev + 7, toks + 1, 40 * sizeof(int32_t));
+		rev[47] = toks[0];
+		assert_int_equal(wk_cpu_encode_batch(mm, m, 3, rev, rlens, rbatch), CM_OK);
+		for (int i = 0; i < 3; i++) {
+			assert_memory_equal(batch + i * e, alone[i], e * sizeof(float));
+			assert_memory_equal(rbatch + (2 - i) * e, alone[i], e * sizeof(float));
+		}
+		toks[45] = (int32_t)m->hp.n_vocab;
+		assert_int_equal(wk_cpu_encode_batch(mm, m, 3, toks, lens, batch), CM_EINVAL);
+		lens[1] = 0;
+		assert_int_equal(wk_cpu_encode_batch(mm, m, 3, toks, lens, batch), CM_EINVAL);
+		wk_cpu_mm_free(mm);
+		wk_pool_free(p);
+		wk_model_free(m);
+	}
+}
+
+/*
  * Against llama.cpp (c392e50's llama-embedding on the same synthesized
  * files, the prompts below, L2-normalised, mean pooling;
  * tests/worker/model/llamacpp/README.md): our WordPiece ids and encoder
@@ -345,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_f32),
 		cmocka_unit_test(test_q8_0),
 		cmocka_unit_test(test_cls_pooling),
+		cmocka_unit_test(test_batch_invariance),
 		cmocka_unit_test(test_vs_llamacpp),
 	};
 

@@ -24,6 +24,7 @@
 #include "worker/model/model_config.h"
 #include "worker/model/model.h"
 #include "worker/cpu/backend.h"
+#include "worker/engine/backend.h"
 #include "worker/model/quant.h"
 
 /* ---- crafted models: embd 32, 4 heads (dim 8), 2 kv heads, ff 64, vocab 40 ---- */
@@ -597,7 +598,7 @@ static void test_bert_config(void **state)
 	assert_non_null(strstr(err, "tensor 'blk.1.layer_output_norm.bias': missing (expected shape "
 				    "[32])"));
 	{
-		/* a worker given one says why it cannot generate with it */
+		/* the cpu backend embeds with it and refuses to generate */
 		size_t len;
 		uint8_t *buf = build_bert(&(struct bopts){ NULL, 0, 1 }, &len);
 		char path[] = "/tmp/sluice-bert-XXXXXX";
@@ -612,9 +613,20 @@ static void test_bert_config(void **state)
 		cm_free(buf);
 		assert_int_equal(wk_model_load(path, &mo, &m, err, sizeof(err)), CM_OK);
 		assert_int_equal(wk_cpu_backend_create(m, 4, 16, 1, WK_Q_F16, &be, err, sizeof(err)),
-				 CM_EUNSUPPORTED);
-		assert_non_null(strstr(err, "model architecture 'bert' is an encoder: it embeds and "
-					    "does not generate"));
+				 CM_OK);
+		{
+			int32_t tok[2] = { 1, 2 };
+			uint32_t pos[2] = { 0, 1 }, seq[2] = { 0, 0 }, blk[1] = { 0 }, lens[1] = { 2 };
+			uint32_t outi[1] = { 1 };
+			struct wk_batch_seq bs = { blk, 1 };
+			struct wk_batch b = { 2, tok, pos, seq, 1, &bs, 1, outi };
+			float logits[64 * 64], vec[64];
+
+			assert_true(m->hp.n_vocab <= 64 * 64 && m->hp.n_embd <= 64);
+			assert_int_equal(be->ops->forward(be, &b, logits), CM_EUNSUPPORTED);
+			assert_int_equal(be->ops->embed(be, 1, tok, lens, vec), CM_OK);
+		}
+		be->ops->destroy(be);
 		wk_model_free(m);
 		unlink(path);
 	}
