@@ -13,7 +13,7 @@
  *
  * Invariants:
  *  - the decoder never reads outside frame[0..len): every read goes through
- *    rd_take(), which checks the bytes left first;
+ *    proto_rd_take(), which checks the bytes left first;
  *  - a list count is checked against the bytes left (count x smallest
  *    element) and then against its hard limit before any allocation;
  *  - encoder and decoder apply the same value checks (check_values()), so a
@@ -41,8 +41,10 @@ static int type_known(uint32_t t)
 	case PROTO_ERROR:
 	case PROTO_SUBMIT:
 	case PROTO_CANCEL:
+	case PROTO_EMBED:
 	case PROTO_TOKEN:
 	case PROTO_DONE:
+	case PROTO_EMBEDDING:
 	case PROTO_STATS:
 		return 1;
 	}
@@ -52,7 +54,8 @@ static int type_known(uint32_t t)
 /* Flag bits defined for a type; every other bit must be 0. */
 static uint32_t type_flags(uint32_t t)
 {
-	return t == PROTO_SUBMIT ? PROTO_SUBMIT_FLAGS_ALL : 0;
+	return t == PROTO_SUBMIT ? PROTO_SUBMIT_FLAGS_ALL
+	       : t == PROTO_EMBED ? PROTO_EMBED_FLAGS_ALL : 0;
 }
 
 enum proto_error proto_header_parse(const uint8_t *h, uint32_t max_frame,
@@ -86,8 +89,10 @@ static int request_id_ok(uint32_t type, uint64_t id)
 	switch (type) {
 	case PROTO_SUBMIT:
 	case PROTO_CANCEL:
+	case PROTO_EMBED:
 	case PROTO_TOKEN:
 	case PROTO_DONE:
+	case PROTO_EMBEDDING:
 		return id != 0;
 	case PROTO_ERROR:
 		return 1;
@@ -131,6 +136,14 @@ static enum proto_error check_values(const struct proto_msg *m)
 			return PROTO_ERR_VALUE;
 		break;
 	}
+	case PROTO_EMBED:
+		return proto_embed_check(&m->u.embed);
+	case PROTO_EMBEDDING:
+		return proto_embedding_check(&m->u.embedding);
+	case PROTO_HELLO:
+		if (m->u.hello.generates > 1)
+			return PROTO_ERR_VALUE;
+		break;
 	case PROTO_CANCEL:
 		if (m->u.cancel.reason > PROTO_CANCEL_SHUTDOWN)
 			return PROTO_ERR_VALUE;
@@ -169,311 +182,58 @@ static enum proto_error check_values(const struct proto_msg *m)
 	return PROTO_ERR_NONE;
 }
 
-/* ==== writer =========================================================== */
-
-/*
- * Sticky-status writer: after the first failure every write is a no-op, so
- * the encoders write their fields straight through and check once.
- * `limit` is the buffer length the frame may not exceed (max_frame).
- */
-struct wr {
-	struct cm_buf *b;
-	size_t limit;
-	enum cm_status st;
-};
-
-static void wr_bytes(struct wr *w, const void *p, size_t n)
-{
-	if (w->st != CM_OK || n == 0)
-		return;
-	if (n > w->limit - cm_buf_len(w->b)) {
-		w->st = CM_ELIMIT;
-		return;
-	}
-	w->st = cm_buf_append(w->b, p, n);
-}
-
-static void wr_u8(struct wr *w, uint8_t v)
-{
-	wr_bytes(w, &v, 1);
-}
-
-static void wr_u16(struct wr *w, uint16_t v)
-{
-	uint8_t p[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-
-	wr_bytes(w, p, 2);
-}
-
-static void wr_u32(struct wr *w, uint32_t v)
-{
-	uint8_t p[4];
-
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	wr_bytes(w, p, 4);
-}
-
-static void wr_u64(struct wr *w, uint64_t v)
-{
-	uint8_t p[8];
-
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	wr_bytes(w, p, 8);
-}
-
-static void wr_i64(struct wr *w, int64_t v)
-{
-	uint64_t u;
-
-	memcpy(&u, &v, sizeof(u));
-	wr_u64(w, u);
-}
-
-static void wr_f32(struct wr *w, float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	wr_u32(w, u);
-}
-
-static void wr_digest(struct wr *w, const uint8_t d[PROTO_DIGEST_LEN])
-{
-	wr_bytes(w, d, PROTO_DIGEST_LEN);
-}
-
-/* str: u32 length + bytes; refuses a NULL pointer with a length and bad UTF-8. */
-static void wr_str(struct wr *w, struct proto_str s)
-{
-	const char *p = s.ptr ? s.ptr : "";
-
-	if (w->st != CM_OK)
-		return;
-	if ((s.len && !s.ptr) || !cm_utf8_valid(p, s.len)) {
-		w->st = CM_EINVAL;
-		return;
-	}
-	wr_u32(w, s.len);
-	wr_bytes(w, p, s.len);
-}
-
-/* blob: u32 length + raw bytes (a token's piece need not be UTF-8). */
-static void wr_blob(struct wr *w, struct proto_str s)
-{
-	if (w->st == CM_OK && s.len && !s.ptr)
-		w->st = CM_EINVAL;
-	wr_u32(w, s.len);
-	wr_bytes(w, s.ptr, s.len);
-}
-
-/* ==== reader =========================================================== */
-
-/*
- * Sticky-error reader over one payload: the first failure is kept in err,
- * later reads return zeros, so the decoders read their fields straight
- * through and check once (and before every allocation).
- */
-struct rd {
-	const uint8_t *p;
-	size_t left;
-	enum proto_error err;
-};
-
-static const uint8_t *rd_take(struct rd *r, size_t n)
-{
-	const uint8_t *q;
-
-	if (r->err != PROTO_ERR_NONE)
-		return NULL;
-	if (n > r->left) {
-		r->err = PROTO_ERR_FIELD_OVERRUN;
-		return NULL;
-	}
-	q = r->p;
-	r->p += n;
-	r->left -= n;
-	return q;
-}
-
-static uint8_t rd_u8(struct rd *r)
-{
-	const uint8_t *q = rd_take(r, 1);
-
-	return q ? q[0] : 0;
-}
-
-static uint16_t rd_u16(struct rd *r)
-{
-	const uint8_t *q = rd_take(r, 2);
-
-	return q ? cm_le16(q) : 0;
-}
-
-static uint32_t rd_u32(struct rd *r)
-{
-	const uint8_t *q = rd_take(r, 4);
-
-	return q ? cm_le32(q) : 0;
-}
-
-static uint64_t rd_u64(struct rd *r)
-{
-	const uint8_t *q = rd_take(r, 8);
-
-	return q ? cm_le64(q) : 0;
-}
-
-static int64_t rd_i64(struct rd *r)
-{
-	uint64_t u = rd_u64(r);
-	int64_t v;
-
-	memcpy(&v, &u, sizeof(v));
-	return v;
-}
-
-static float rd_f32(struct rd *r)
-{
-	uint32_t u = rd_u32(r);
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static void rd_digest(struct rd *r, uint8_t out[PROTO_DIGEST_LEN])
-{
-	const uint8_t *q = rd_take(r, PROTO_DIGEST_LEN);
-
-	if (q)
-		memcpy(out, q, PROTO_DIGEST_LEN);
-	else
-		memset(out, 0, PROTO_DIGEST_LEN);
-}
-
-/* str: borrowed from the frame; an empty string points to a static "". */
-static void rd_str(struct rd *r, struct proto_str *s)
-{
-	uint32_t n = rd_u32(r);
-	const uint8_t *q = rd_take(r, n);
-
-	s->ptr = "";
-	s->len = 0;
-	if (!q)
-		return;
-	if (!cm_utf8_valid(q, n)) {
-		r->err = PROTO_ERR_UTF8;
-		return;
-	}
-	if (n) {
-		s->ptr = (const char *)q;
-		s->len = n;
-	}
-}
-
-static void rd_blob(struct rd *r, struct proto_str *s)
-{
-	uint32_t n = rd_u32(r);
-	const uint8_t *q = rd_take(r, n);
-
-	s->ptr = "";
-	s->len = 0;
-	if (q && n) {
-		s->ptr = (const char *)q;
-		s->len = n;
-	}
-}
-
-/*
- * list count: refused when count x min_elem (the smallest encoding of one
- * element) exceeds the bytes left, then when above `limit`.
- */
-static uint32_t rd_count(struct rd *r, size_t min_elem, uint32_t limit)
-{
-	uint32_t n = rd_u32(r);
-
-	if (r->err != PROTO_ERR_NONE)
-		return 0;
-	if ((uint64_t)n * min_elem > r->left) {
-		r->err = PROTO_ERR_COUNT_OVERRUN;
-		return 0;
-	}
-	if (n > limit) {
-		r->err = PROTO_ERR_COUNT_LIMIT;
-		return 0;
-	}
-	return n;
-}
-
-#define SCRATCH_ALIGN 16
-
-/*
- * Appends `bytes` zeroed bytes to scratch at an offset aligned for any
- * struct; returns the offset (pointers are formed only once all arrays of a
- * message are allocated, since a later append may move the buffer).
- */
-static enum cm_status scratch_alloc(struct cm_buf *s, size_t bytes, size_t *off)
-{
-	size_t pad = (SCRATCH_ALIGN - cm_buf_len(s) % SCRATCH_ALIGN) % SCRATCH_ALIGN;
-	enum cm_status st = cm_buf_reserve(s, pad + bytes);
-
-	if (st != CM_OK)
-		return st;
-	memset(cm_buf_tail(s), 0, pad + bytes);
-	*off = cm_buf_len(s) + pad;
-	cm_buf_commit(s, pad + bytes);
-	return CM_OK;
-}
-
 /* ==== HELLO ============================================================
  * u16 proto_version, str worker_name, str model_name,
  * bytes32 model_sha256, u32 context_len, u32 vocab_size, u32 max_seqs,
  * u32 kv_blocks_total, u32 kv_block_tokens, str backend, str device,
  * str engine_version, u64 model_bytes, i64 model_mtime_s, str architecture,
- * u64 parameter_count, str file_type
+ * u64 parameter_count, str file_type,
+ * (version 6) u32 embedding_dim, u8 generates
  */
-static void enc_hello(struct wr *w, const struct proto_hello *h)
+static void enc_hello(struct proto_wr *w, const struct proto_hello *h)
 {
-	wr_u16(w, h->proto_version);
-	wr_str(w, h->worker_name);
-	wr_str(w, h->model_name);
-	wr_digest(w, h->model_sha256);
-	wr_u32(w, h->context_len);
-	wr_u32(w, h->vocab_size);
-	wr_u32(w, h->max_seqs);
-	wr_u32(w, h->kv_blocks_total);
-	wr_u32(w, h->kv_block_tokens);
-	wr_str(w, h->backend);
-	wr_str(w, h->device);
-	wr_str(w, h->engine_version);
-	wr_u64(w, h->model_bytes);
-	wr_i64(w, h->model_mtime_s);
-	wr_str(w, h->architecture);
-	wr_u64(w, h->parameter_count);
-	wr_str(w, h->file_type);
+	proto_wr_u16(w, h->proto_version);
+	proto_wr_str(w, h->worker_name);
+	proto_wr_str(w, h->model_name);
+	proto_wr_digest(w, h->model_sha256);
+	proto_wr_u32(w, h->context_len);
+	proto_wr_u32(w, h->vocab_size);
+	proto_wr_u32(w, h->max_seqs);
+	proto_wr_u32(w, h->kv_blocks_total);
+	proto_wr_u32(w, h->kv_block_tokens);
+	proto_wr_str(w, h->backend);
+	proto_wr_str(w, h->device);
+	proto_wr_str(w, h->engine_version);
+	proto_wr_u64(w, h->model_bytes);
+	proto_wr_i64(w, h->model_mtime_s);
+	proto_wr_str(w, h->architecture);
+	proto_wr_u64(w, h->parameter_count);
+	proto_wr_str(w, h->file_type);
+	proto_wr_u32(w, h->embedding_dim);
+	proto_wr_u8(w, h->generates);
 }
 
-static void dec_hello(struct rd *r, struct proto_hello *h)
+static void dec_hello(struct proto_rd *r, struct proto_hello *h)
 {
-	h->proto_version = rd_u16(r);
-	rd_str(r, &h->worker_name);
-	rd_str(r, &h->model_name);
-	rd_digest(r, h->model_sha256);
-	h->context_len = rd_u32(r);
-	h->vocab_size = rd_u32(r);
-	h->max_seqs = rd_u32(r);
-	h->kv_blocks_total = rd_u32(r);
-	h->kv_block_tokens = rd_u32(r);
-	rd_str(r, &h->backend);
-	rd_str(r, &h->device);
-	rd_str(r, &h->engine_version);
-	h->model_bytes = rd_u64(r);
-	h->model_mtime_s = rd_i64(r);
-	rd_str(r, &h->architecture);
-	h->parameter_count = rd_u64(r);
-	rd_str(r, &h->file_type);
+	h->proto_version = proto_rd_u16(r);
+	proto_rd_str(r, &h->worker_name);
+	proto_rd_str(r, &h->model_name);
+	proto_rd_digest(r, h->model_sha256);
+	h->context_len = proto_rd_u32(r);
+	h->vocab_size = proto_rd_u32(r);
+	h->max_seqs = proto_rd_u32(r);
+	h->kv_blocks_total = proto_rd_u32(r);
+	h->kv_block_tokens = proto_rd_u32(r);
+	proto_rd_str(r, &h->backend);
+	proto_rd_str(r, &h->device);
+	proto_rd_str(r, &h->engine_version);
+	h->model_bytes = proto_rd_u64(r);
+	h->model_mtime_s = proto_rd_i64(r);
+	proto_rd_str(r, &h->architecture);
+	h->parameter_count = proto_rd_u64(r);
+	proto_rd_str(r, &h->file_type);
+	h->embedding_dim = proto_rd_u32(r);
+	h->generates = proto_rd_u8(r);
 }
 
 /* ==== SUBMIT ===========================================================
@@ -493,129 +253,129 @@ static void dec_hello(struct rd *r, struct proto_hello *h)
  *           u8 parallel_tool_calls, u8 think,
  * (version 5) u32 think_budget
  */
-static void enc_sampling(struct wr *w, const struct proto_sampling *s)
+static void enc_sampling(struct proto_wr *w, const struct proto_sampling *s)
 {
-	wr_f32(w, s->temperature);
-	wr_u32(w, s->top_k);
-	wr_f32(w, s->top_p);
-	wr_f32(w, s->min_p);
-	wr_f32(w, s->repeat_penalty);
-	wr_u32(w, s->repeat_last_n);
-	wr_f32(w, s->presence_penalty);
-	wr_f32(w, s->frequency_penalty);
-	wr_u64(w, s->seed);
+	proto_wr_f32(w, s->temperature);
+	proto_wr_u32(w, s->top_k);
+	proto_wr_f32(w, s->top_p);
+	proto_wr_f32(w, s->min_p);
+	proto_wr_f32(w, s->repeat_penalty);
+	proto_wr_u32(w, s->repeat_last_n);
+	proto_wr_f32(w, s->presence_penalty);
+	proto_wr_f32(w, s->frequency_penalty);
+	proto_wr_u64(w, s->seed);
 }
 
-static void dec_sampling(struct rd *r, struct proto_sampling *s)
+static void dec_sampling(struct proto_rd *r, struct proto_sampling *s)
 {
-	s->temperature = rd_f32(r);
-	s->top_k = rd_u32(r);
-	s->top_p = rd_f32(r);
-	s->min_p = rd_f32(r);
-	s->repeat_penalty = rd_f32(r);
-	s->repeat_last_n = rd_u32(r);
-	s->presence_penalty = rd_f32(r);
-	s->frequency_penalty = rd_f32(r);
-	s->seed = rd_u64(r);
+	s->temperature = proto_rd_f32(r);
+	s->top_k = proto_rd_u32(r);
+	s->top_p = proto_rd_f32(r);
+	s->min_p = proto_rd_f32(r);
+	s->repeat_penalty = proto_rd_f32(r);
+	s->repeat_last_n = proto_rd_u32(r);
+	s->presence_penalty = proto_rd_f32(r);
+	s->frequency_penalty = proto_rd_f32(r);
+	s->seed = proto_rd_u64(r);
 }
 
-static void enc_submit(struct wr *w, const struct proto_submit *s)
+static void enc_submit(struct proto_wr *w, const struct proto_submit *s)
 {
-	wr_str(w, s->tenant_id);
-	wr_digest(w, s->cache_salt);
-	wr_str(w, s->key_id);
-	wr_str(w, s->model);
-	wr_u8(w, s->klass);
-	wr_u32(w, s->max_tokens);
-	wr_u32(w, s->max_prompt_tokens);
+	proto_wr_str(w, s->tenant_id);
+	proto_wr_digest(w, s->cache_salt);
+	proto_wr_str(w, s->key_id);
+	proto_wr_str(w, s->model);
+	proto_wr_u8(w, s->klass);
+	proto_wr_u32(w, s->max_tokens);
+	proto_wr_u32(w, s->max_prompt_tokens);
 	enc_sampling(w, &s->sampling);
 	if (s->n_stop && !s->stop && w->st == CM_OK)
 		w->st = CM_EINVAL;
-	wr_u32(w, s->n_stop);
+	proto_wr_u32(w, s->n_stop);
 	for (uint32_t i = 0; i < s->n_stop && w->st == CM_OK; i++)
-		wr_str(w, s->stop[i]);
-	wr_u8(w, s->prompt_kind);
-	wr_str(w, s->text);
+		proto_wr_str(w, s->stop[i]);
+	proto_wr_u8(w, s->prompt_kind);
+	proto_wr_str(w, s->text);
 	if (s->n_messages && !s->messages && w->st == CM_OK)
 		w->st = CM_EINVAL;
-	wr_u32(w, s->n_messages);
+	proto_wr_u32(w, s->n_messages);
 	for (uint32_t i = 0; i < s->n_messages && w->st == CM_OK; i++) {
-		wr_str(w, s->messages[i].role);
-		wr_str(w, s->messages[i].content);
-		wr_str(w, s->messages[i].tool_calls);
-		wr_str(w, s->messages[i].tool_call_id);
+		proto_wr_str(w, s->messages[i].role);
+		proto_wr_str(w, s->messages[i].content);
+		proto_wr_str(w, s->messages[i].tool_calls);
+		proto_wr_str(w, s->messages[i].tool_call_id);
 	}
-	wr_str(w, s->template_name);
-	wr_u8(w, s->constraint_kind);
-	wr_str(w, s->constraint);
-	wr_u8(w, s->top_logprobs);
-	wr_str(w, s->tools);
-	wr_u8(w, s->tool_choice);
-	wr_str(w, s->tool_name);
-	wr_u8(w, s->parallel_tool_calls);
-	wr_u8(w, s->think);
-	wr_u32(w, s->think_budget);
+	proto_wr_str(w, s->template_name);
+	proto_wr_u8(w, s->constraint_kind);
+	proto_wr_str(w, s->constraint);
+	proto_wr_u8(w, s->top_logprobs);
+	proto_wr_str(w, s->tools);
+	proto_wr_u8(w, s->tool_choice);
+	proto_wr_str(w, s->tool_name);
+	proto_wr_u8(w, s->parallel_tool_calls);
+	proto_wr_u8(w, s->think);
+	proto_wr_u32(w, s->think_budget);
 }
 
-static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
+static enum cm_status dec_submit(struct proto_rd *r, struct proto_submit *s,
 				 struct cm_buf *scratch)
 {
 	size_t stop_off = 0, msg_off = 0;
 	enum cm_status st;
 
-	rd_str(r, &s->tenant_id);
-	rd_digest(r, s->cache_salt);
-	rd_str(r, &s->key_id);
-	rd_str(r, &s->model);
-	s->klass = rd_u8(r);
-	s->max_tokens = rd_u32(r);
-	s->max_prompt_tokens = rd_u32(r);
+	proto_rd_str(r, &s->tenant_id);
+	proto_rd_digest(r, s->cache_salt);
+	proto_rd_str(r, &s->key_id);
+	proto_rd_str(r, &s->model);
+	s->klass = proto_rd_u8(r);
+	s->max_tokens = proto_rd_u32(r);
+	s->max_prompt_tokens = proto_rd_u32(r);
 	dec_sampling(r, &s->sampling);
 
-	s->n_stop = rd_count(r, 4, CM_LIM_PROTO_STOP_STRINGS_HARD);
+	s->n_stop = proto_rd_count(r, 4, CM_LIM_PROTO_STOP_STRINGS_HARD);
 	if (r->err != PROTO_ERR_NONE)
 		return CM_OK;
 	if (s->n_stop) {
 		struct proto_str *stop;
 
-		st = scratch_alloc(scratch, s->n_stop * sizeof(*stop), &stop_off);
+		st = proto_scratch_alloc(scratch, s->n_stop * sizeof(*stop), &stop_off);
 		if (st != CM_OK)
 			return st;
 		stop = (struct proto_str *)(cm_buf_data(scratch) + stop_off);
 		for (uint32_t i = 0; i < s->n_stop; i++)
-			rd_str(r, &stop[i]);
+			proto_rd_str(r, &stop[i]);
 	}
 
-	s->prompt_kind = rd_u8(r);
-	rd_str(r, &s->text);
+	s->prompt_kind = proto_rd_u8(r);
+	proto_rd_str(r, &s->text);
 
-	s->n_messages = rd_count(r, 16, CM_LIM_PROTO_MESSAGES_HARD);
+	s->n_messages = proto_rd_count(r, 16, CM_LIM_PROTO_MESSAGES_HARD);
 	if (r->err != PROTO_ERR_NONE)
 		return CM_OK;
 	if (s->n_messages) {
 		struct proto_message *msgs;
 
-		st = scratch_alloc(scratch, s->n_messages * sizeof(*msgs), &msg_off);
+		st = proto_scratch_alloc(scratch, s->n_messages * sizeof(*msgs), &msg_off);
 		if (st != CM_OK)
 			return st;
 		msgs = (struct proto_message *)(cm_buf_data(scratch) + msg_off);
 		for (uint32_t i = 0; i < s->n_messages; i++) {
-			rd_str(r, &msgs[i].role);
-			rd_str(r, &msgs[i].content);
-			rd_str(r, &msgs[i].tool_calls);
-			rd_str(r, &msgs[i].tool_call_id);
+			proto_rd_str(r, &msgs[i].role);
+			proto_rd_str(r, &msgs[i].content);
+			proto_rd_str(r, &msgs[i].tool_calls);
+			proto_rd_str(r, &msgs[i].tool_call_id);
 		}
 	}
-	rd_str(r, &s->template_name);
-	s->constraint_kind = rd_u8(r);
-	rd_str(r, &s->constraint);
-	s->top_logprobs = rd_u8(r);
-	rd_str(r, &s->tools);
-	s->tool_choice = rd_u8(r);
-	rd_str(r, &s->tool_name);
-	s->parallel_tool_calls = rd_u8(r);
-	s->think = rd_u8(r);
-	s->think_budget = rd_u32(r);
+	proto_rd_str(r, &s->template_name);
+	s->constraint_kind = proto_rd_u8(r);
+	proto_rd_str(r, &s->constraint);
+	s->top_logprobs = proto_rd_u8(r);
+	proto_rd_str(r, &s->tools);
+	s->tool_choice = proto_rd_u8(r);
+	proto_rd_str(r, &s->tool_name);
+	s->parallel_tool_calls = proto_rd_u8(r);
+	s->think = proto_rd_u8(r);
+	s->think_budget = proto_rd_u32(r);
 
 	/* every array is allocated: the scratch no longer moves */
 	if (s->n_stop)
@@ -636,38 +396,38 @@ static enum cm_status dec_submit(struct rd *r, struct proto_submit *s,
  *              blob piece), (version 4) u8 channel; min 18 bytes each,
  *              12 per alternative)
  */
-static void enc_tokens(struct wr *w, const struct proto_tokens *t)
+static void enc_tokens(struct proto_wr *w, const struct proto_tokens *t)
 {
 	if (t->n && !t->tok && w->st == CM_OK)
 		w->st = CM_EINVAL;
-	wr_u32(w, t->n);
+	proto_wr_u32(w, t->n);
 	for (uint32_t i = 0; i < t->n && w->st == CM_OK; i++) {
 		const struct proto_token *k = &t->tok[i];
 
 		if (k->n_top && !k->top && w->st == CM_OK)
 			w->st = CM_EINVAL;
-		wr_u32(w, k->id);
-		wr_f32(w, k->logprob);
-		wr_str(w, k->text);
-		wr_blob(w, k->piece);
-		wr_u8(w, k->n_top);
+		proto_wr_u32(w, k->id);
+		proto_wr_f32(w, k->logprob);
+		proto_wr_str(w, k->text);
+		proto_wr_blob(w, k->piece);
+		proto_wr_u8(w, k->n_top);
 		for (uint32_t j = 0; j < k->n_top && w->st == CM_OK; j++) {
-			wr_u32(w, k->top[j].id);
-			wr_f32(w, k->top[j].logprob);
-			wr_blob(w, k->top[j].piece);
+			proto_wr_u32(w, k->top[j].id);
+			proto_wr_f32(w, k->top[j].logprob);
+			proto_wr_blob(w, k->top[j].piece);
 		}
-		wr_u8(w, k->channel);
+		proto_wr_u8(w, k->channel);
 	}
 }
 
-static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
+static enum cm_status dec_tokens(struct proto_rd *r, struct proto_tokens *t,
 				 struct cm_buf *scratch)
 {
 	struct proto_token *tok;
 	size_t off, n_top = 0, top_off = 0, top_cap;
 	enum cm_status st;
 
-	t->n = rd_count(r, 18, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
+	t->n = proto_rd_count(r, 18, CM_LIM_PROTO_TOKENS_PER_FRAME_HARD);
 	if (r->err != PROTO_ERR_NONE || t->n == 0)
 		return CM_OK;
 	/* the alternatives of every token in one array after the tokens:
@@ -676,7 +436,7 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 	top_cap = r->left / 12;
 	if (top_cap > (size_t)t->n * PROTO_TOP_LOGPROBS_MAX)
 		top_cap = (size_t)t->n * PROTO_TOP_LOGPROBS_MAX;
-	st = scratch_alloc(scratch, t->n * sizeof(*tok) + top_cap * sizeof(struct proto_top), &off);
+	st = proto_scratch_alloc(scratch, t->n * sizeof(*tok) + top_cap * sizeof(struct proto_top), &off);
 	if (st != CM_OK)
 		return st;
 	top_off = off + t->n * sizeof(*tok);
@@ -684,11 +444,11 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 	for (uint32_t i = 0; i < t->n && r->err == PROTO_ERR_NONE; i++) {
 		struct proto_top *top = (struct proto_top *)(cm_buf_data(scratch) + top_off) + n_top;
 
-		tok[i].id = rd_u32(r);
-		tok[i].logprob = rd_f32(r);
-		rd_str(r, &tok[i].text);
-		rd_blob(r, &tok[i].piece);
-		tok[i].n_top = rd_u8(r);
+		tok[i].id = proto_rd_u32(r);
+		tok[i].logprob = proto_rd_f32(r);
+		proto_rd_str(r, &tok[i].text);
+		proto_rd_blob(r, &tok[i].piece);
+		tok[i].n_top = proto_rd_u8(r);
 		tok[i].top = NULL;
 		if (tok[i].n_top > PROTO_TOP_LOGPROBS_MAX) {
 			r->err = PROTO_ERR_VALUE;
@@ -701,12 +461,12 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
 		if (tok[i].n_top)
 			tok[i].top = top;
 		for (uint32_t j = 0; j < tok[i].n_top; j++) {
-			top[j].id = rd_u32(r);
-			top[j].logprob = rd_f32(r);
-			rd_blob(r, &top[j].piece);
+			top[j].id = proto_rd_u32(r);
+			top[j].logprob = proto_rd_f32(r);
+			proto_rd_blob(r, &top[j].piece);
 		}
 		n_top += tok[i].n_top;
-		tok[i].channel = rd_u8(r);
+		tok[i].channel = proto_rd_u8(r);
 	}
 	t->tok = tok;
 	return CM_OK;
@@ -718,38 +478,38 @@ static enum cm_status dec_tokens(struct rd *r, struct proto_tokens *t,
  * i64 decode_ns, i64 ttft_ns, bytes32 logits_digest,
  * (version 3) i64 constraint_ns, (version 4) u32 reasoning_tokens
  */
-static void enc_done(struct wr *w, const struct proto_done *d)
+static void enc_done(struct proto_wr *w, const struct proto_done *d)
 {
-	wr_u8(w, d->finish);
-	wr_u32(w, d->prompt_tokens);
-	wr_u32(w, d->cached_tokens);
-	wr_u32(w, d->gen_tokens);
-	wr_u32(w, d->preemptions);
-	wr_i64(w, d->load_ns);
-	wr_i64(w, d->queue_ns);
-	wr_i64(w, d->prefill_ns);
-	wr_i64(w, d->decode_ns);
-	wr_i64(w, d->ttft_ns);
-	wr_digest(w, d->logits_digest);
-	wr_i64(w, d->constraint_ns);
-	wr_u32(w, d->reasoning_tokens);
+	proto_wr_u8(w, d->finish);
+	proto_wr_u32(w, d->prompt_tokens);
+	proto_wr_u32(w, d->cached_tokens);
+	proto_wr_u32(w, d->gen_tokens);
+	proto_wr_u32(w, d->preemptions);
+	proto_wr_i64(w, d->load_ns);
+	proto_wr_i64(w, d->queue_ns);
+	proto_wr_i64(w, d->prefill_ns);
+	proto_wr_i64(w, d->decode_ns);
+	proto_wr_i64(w, d->ttft_ns);
+	proto_wr_digest(w, d->logits_digest);
+	proto_wr_i64(w, d->constraint_ns);
+	proto_wr_u32(w, d->reasoning_tokens);
 }
 
-static void dec_done(struct rd *r, struct proto_done *d)
+static void dec_done(struct proto_rd *r, struct proto_done *d)
 {
-	d->finish = rd_u8(r);
-	d->prompt_tokens = rd_u32(r);
-	d->cached_tokens = rd_u32(r);
-	d->gen_tokens = rd_u32(r);
-	d->preemptions = rd_u32(r);
-	d->load_ns = rd_i64(r);
-	d->queue_ns = rd_i64(r);
-	d->prefill_ns = rd_i64(r);
-	d->decode_ns = rd_i64(r);
-	d->ttft_ns = rd_i64(r);
-	rd_digest(r, d->logits_digest);
-	d->constraint_ns = rd_i64(r);
-	d->reasoning_tokens = rd_u32(r);
+	d->finish = proto_rd_u8(r);
+	d->prompt_tokens = proto_rd_u32(r);
+	d->cached_tokens = proto_rd_u32(r);
+	d->gen_tokens = proto_rd_u32(r);
+	d->preemptions = proto_rd_u32(r);
+	d->load_ns = proto_rd_i64(r);
+	d->queue_ns = proto_rd_i64(r);
+	d->prefill_ns = proto_rd_i64(r);
+	d->decode_ns = proto_rd_i64(r);
+	d->ttft_ns = proto_rd_i64(r);
+	proto_rd_digest(r, d->logits_digest);
+	d->constraint_ns = proto_rd_i64(r);
+	d->reasoning_tokens = proto_rd_u32(r);
 }
 
 /* ==== ERROR ============================================================
@@ -764,55 +524,55 @@ static void dec_done(struct rd *r, struct proto_done *d)
  * u32 n_hist (== PROTO_HIST_BUCKETS), u64 ttft_hist[n_hist],
  * u64 itl_hist[n_hist]
  */
-static void enc_stats(struct wr *w, const struct proto_stats *s)
+static void enc_stats(struct proto_wr *w, const struct proto_stats *s)
 {
-	wr_u32(w, s->queue_depth);
-	wr_u32(w, s->running);
-	wr_u32(w, s->step_batch);
-	wr_u32(w, s->kv_blocks_used);
-	wr_u32(w, s->kv_blocks_free);
-	wr_u32(w, s->kv_blocks_cached);
-	wr_u64(w, s->prefix_hit_tokens);
-	wr_u64(w, s->prompt_tokens);
-	wr_u64(w, s->gen_tokens);
-	wr_f32(w, s->prefill_tps);
-	wr_f32(w, s->decode_tps);
-	wr_u64(w, s->device_mem_used);
-	wr_u64(w, s->device_mem_total);
-	wr_u8(w, s->draining);
-	wr_u32(w, s->n_hist);
+	proto_wr_u32(w, s->queue_depth);
+	proto_wr_u32(w, s->running);
+	proto_wr_u32(w, s->step_batch);
+	proto_wr_u32(w, s->kv_blocks_used);
+	proto_wr_u32(w, s->kv_blocks_free);
+	proto_wr_u32(w, s->kv_blocks_cached);
+	proto_wr_u64(w, s->prefix_hit_tokens);
+	proto_wr_u64(w, s->prompt_tokens);
+	proto_wr_u64(w, s->gen_tokens);
+	proto_wr_f32(w, s->prefill_tps);
+	proto_wr_f32(w, s->decode_tps);
+	proto_wr_u64(w, s->device_mem_used);
+	proto_wr_u64(w, s->device_mem_total);
+	proto_wr_u8(w, s->draining);
+	proto_wr_u32(w, s->n_hist);
 	for (int i = 0; i < PROTO_HIST_BUCKETS; i++)
-		wr_u64(w, s->ttft_hist[i]);
+		proto_wr_u64(w, s->ttft_hist[i]);
 	for (int i = 0; i < PROTO_HIST_BUCKETS; i++)
-		wr_u64(w, s->itl_hist[i]);
+		proto_wr_u64(w, s->itl_hist[i]);
 }
 
-static void dec_stats(struct rd *r, struct proto_stats *s)
+static void dec_stats(struct proto_rd *r, struct proto_stats *s)
 {
-	s->queue_depth = rd_u32(r);
-	s->running = rd_u32(r);
-	s->step_batch = rd_u32(r);
-	s->kv_blocks_used = rd_u32(r);
-	s->kv_blocks_free = rd_u32(r);
-	s->kv_blocks_cached = rd_u32(r);
-	s->prefix_hit_tokens = rd_u64(r);
-	s->prompt_tokens = rd_u64(r);
-	s->gen_tokens = rd_u64(r);
-	s->prefill_tps = rd_f32(r);
-	s->decode_tps = rd_f32(r);
-	s->device_mem_used = rd_u64(r);
-	s->device_mem_total = rd_u64(r);
-	s->draining = rd_u8(r);
-	s->n_hist = rd_u32(r);
+	s->queue_depth = proto_rd_u32(r);
+	s->running = proto_rd_u32(r);
+	s->step_batch = proto_rd_u32(r);
+	s->kv_blocks_used = proto_rd_u32(r);
+	s->kv_blocks_free = proto_rd_u32(r);
+	s->kv_blocks_cached = proto_rd_u32(r);
+	s->prefix_hit_tokens = proto_rd_u64(r);
+	s->prompt_tokens = proto_rd_u64(r);
+	s->gen_tokens = proto_rd_u64(r);
+	s->prefill_tps = proto_rd_f32(r);
+	s->decode_tps = proto_rd_f32(r);
+	s->device_mem_used = proto_rd_u64(r);
+	s->device_mem_total = proto_rd_u64(r);
+	s->draining = proto_rd_u8(r);
+	s->n_hist = proto_rd_u32(r);
 	if (r->err == PROTO_ERR_NONE && s->n_hist != PROTO_HIST_BUCKETS) {
 		/* the only layout of version 1; nothing after it can be read */
 		r->err = PROTO_ERR_VALUE;
 		return;
 	}
 	for (int i = 0; i < PROTO_HIST_BUCKETS; i++)
-		s->ttft_hist[i] = rd_u64(r);
+		s->ttft_hist[i] = proto_rd_u64(r);
 	for (int i = 0; i < PROTO_HIST_BUCKETS; i++)
-		s->itl_hist[i] = rd_u64(r);
+		s->itl_hist[i] = proto_rd_u64(r);
 }
 
 /* ==== PING / PONG / DRAIN ==============================================
@@ -823,33 +583,39 @@ static void dec_stats(struct rd *r, struct proto_stats *s)
 
 /* ==== frames =========================================================== */
 
-static void enc_payload(struct wr *w, const struct proto_msg *m)
+static void enc_payload(struct proto_wr *w, const struct proto_msg *m)
 {
 	switch (m->type) {
 	case PROTO_HELLO:
 		enc_hello(w, &m->u.hello);
 		break;
 	case PROTO_PING:
-		wr_u64(w, m->u.ping.nonce);
+		proto_wr_u64(w, m->u.ping.nonce);
 		break;
 	case PROTO_PONG:
-		wr_u64(w, m->u.pong.nonce);
-		wr_u8(w, m->u.pong.ok);
-		wr_u32(w, m->u.pong.tokens);
-		wr_i64(w, m->u.pong.gen_ns);
+		proto_wr_u64(w, m->u.pong.nonce);
+		proto_wr_u8(w, m->u.pong.ok);
+		proto_wr_u32(w, m->u.pong.tokens);
+		proto_wr_i64(w, m->u.pong.gen_ns);
 		break;
 	case PROTO_DRAIN:
-		wr_u32(w, m->u.drain.timeout_ms);
+		proto_wr_u32(w, m->u.drain.timeout_ms);
 		break;
 	case PROTO_ERROR:
-		wr_u16(w, m->u.error.code);
-		wr_str(w, m->u.error.message);
+		proto_wr_u16(w, m->u.error.code);
+		proto_wr_str(w, m->u.error.message);
 		break;
 	case PROTO_SUBMIT:
 		enc_submit(w, &m->u.submit);
 		break;
 	case PROTO_CANCEL:
-		wr_u8(w, m->u.cancel.reason);
+		proto_wr_u8(w, m->u.cancel.reason);
+		break;
+	case PROTO_EMBED:
+		proto_enc_embed(w, &m->u.embed);
+		break;
+	case PROTO_EMBEDDING:
+		proto_enc_embedding(w, &m->u.embedding);
 		break;
 	case PROTO_TOKEN:
 		enc_tokens(w, &m->u.tokens);
@@ -863,7 +629,7 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
 	}
 }
 
-static enum cm_status dec_payload(struct rd *r, struct proto_msg *m,
+static enum cm_status dec_payload(struct proto_rd *r, struct proto_msg *m,
 				  struct cm_buf *scratch)
 {
 	switch (m->type) {
@@ -871,26 +637,30 @@ static enum cm_status dec_payload(struct rd *r, struct proto_msg *m,
 		dec_hello(r, &m->u.hello);
 		break;
 	case PROTO_PING:
-		m->u.ping.nonce = rd_u64(r);
+		m->u.ping.nonce = proto_rd_u64(r);
 		break;
 	case PROTO_PONG:
-		m->u.pong.nonce = rd_u64(r);
-		m->u.pong.ok = rd_u8(r);
-		m->u.pong.tokens = rd_u32(r);
-		m->u.pong.gen_ns = rd_i64(r);
+		m->u.pong.nonce = proto_rd_u64(r);
+		m->u.pong.ok = proto_rd_u8(r);
+		m->u.pong.tokens = proto_rd_u32(r);
+		m->u.pong.gen_ns = proto_rd_i64(r);
 		break;
 	case PROTO_DRAIN:
-		m->u.drain.timeout_ms = rd_u32(r);
+		m->u.drain.timeout_ms = proto_rd_u32(r);
 		break;
 	case PROTO_ERROR:
-		m->u.error.code = rd_u16(r);
-		rd_str(r, &m->u.error.message);
+		m->u.error.code = proto_rd_u16(r);
+		proto_rd_str(r, &m->u.error.message);
 		break;
 	case PROTO_SUBMIT:
 		return dec_submit(r, &m->u.submit, scratch);
 	case PROTO_CANCEL:
-		m->u.cancel.reason = rd_u8(r);
+		m->u.cancel.reason = proto_rd_u8(r);
 		break;
+	case PROTO_EMBED:
+		return proto_dec_embed(r, &m->u.embed, scratch);
+	case PROTO_EMBEDDING:
+		return proto_dec_embedding(r, &m->u.embedding, scratch);
 	case PROTO_TOKEN:
 		return dec_tokens(r, &m->u.tokens, scratch);
 	case PROTO_DONE:
@@ -907,7 +677,7 @@ enum cm_status proto_encode(struct cm_buf *out, const struct proto_msg *msg,
 			    uint32_t max_frame)
 {
 	size_t start = cm_buf_len(out);
-	struct wr w = { .b = out, .st = CM_OK };
+	struct proto_wr w = { .b = out, .st = CM_OK };
 	uint8_t *len_at;
 
 	if (max_frame > CM_LIM_PROTO_FRAME_BYTES_HARD)
@@ -916,12 +686,12 @@ enum cm_status proto_encode(struct cm_buf *out, const struct proto_msg *msg,
 	    check_values(msg) != PROTO_ERR_NONE)
 		return CM_EINVAL;
 	w.limit = start + PROTO_HEADER_LEN + (size_t)max_frame;
-	wr_u32(&w, PROTO_MAGIC);
-	wr_u16(&w, PROTO_VERSION);
-	wr_u16(&w, msg->type);
-	wr_u32(&w, msg->flags);
-	wr_u32(&w, 0); /* payload_len, patched below */
-	wr_u64(&w, msg->request_id);
+	proto_wr_u32(&w, PROTO_MAGIC);
+	proto_wr_u16(&w, PROTO_VERSION);
+	proto_wr_u16(&w, msg->type);
+	proto_wr_u32(&w, msg->flags);
+	proto_wr_u32(&w, 0); /* payload_len, patched below */
+	proto_wr_u64(&w, msg->request_id);
 	enc_payload(&w, msg);
 	if (w.st != CM_OK) {
 		cm_buf_truncate(out, start);
@@ -942,7 +712,7 @@ enum cm_status proto_decode_frame(const uint8_t *frame, size_t len,
 				  struct cm_buf *scratch, enum proto_error *err)
 {
 	struct proto_header h;
-	struct rd r;
+	struct proto_rd r;
 	enum proto_error e = PROTO_ERR_NONE;
 	enum cm_status st = CM_OK;
 

@@ -57,6 +57,10 @@ const char *proto_type_str(enum proto_type t)
 		return "PONG";
 	case PROTO_DRAIN:
 		return "DRAIN";
+	case PROTO_EMBED:
+		return "EMBED";
+	case PROTO_EMBEDDING:
+		return "EMBEDDING";
 	case PROTO_ERROR:
 		return "ERROR";
 	case PROTO_SUBMIT:

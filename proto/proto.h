@@ -41,7 +41,7 @@
 #include "common/status.h"
 
 #define PROTO_MAGIC 0x31504C53u
-#define PROTO_VERSION 5
+#define PROTO_VERSION 6
 #define PROTO_HEADER_LEN 24
 #define PROTO_DIGEST_LEN 32
 
@@ -55,9 +55,11 @@ enum proto_type {
 	/* 16-31: requests, gateway -> worker */
 	PROTO_SUBMIT = 16,
 	PROTO_CANCEL = 17,
+	PROTO_EMBED = 18,      /* version 6: embed inputs (no generation) */
 	/* 32-47: results, worker -> gateway */
 	PROTO_TOKEN = 32,
 	PROTO_DONE = 33,
+	PROTO_EMBEDDING = 34,  /* version 6: one input's vector */
 	/* 48-63: observation */
 	PROTO_STATS = 48, /* worker -> gateway, every second */
 };
@@ -109,6 +111,9 @@ struct proto_hello {
 	struct proto_str architecture; /* general.architecture: "llama", "qwen2" */
 	uint64_t parameter_count;   /* elements of all tensors */
 	struct proto_str file_type; /* "Q4_K_M", "F16", ... (general.file_type) */
+	/* version 6: what the model does */
+	uint32_t embedding_dim;     /* length of its vectors; 0: it does not embed */
+	uint8_t generates;          /* 1: it generates (SUBMIT); 0: it only embeds */
 };
 
 /* ---- SUBMIT --------------------------------------------------------- */
@@ -236,6 +241,47 @@ struct proto_submit {
 	/* version 5 */
 	uint32_t think_budget;                /* tokens of thinking before the
 					       * worker closes it; 0 = none */
+};
+
+/* ---- EMBED (version 6) ---------------------------------------------
+ * Inputs to embed, each answered by one EMBEDDING (in any order), then
+ * one DONE (prompt_tokens: the tokens embedded, all inputs; gen_tokens 0)
+ * or one ERROR for the whole request.
+ */
+#define PROTO_EMBED_F_TRUNCATE 0x1u  /* an input over the context is cut to it
+				      * (else the request fails, E_TOO_LONG) */
+#define PROTO_EMBED_FLAGS_ALL 0x1u
+
+enum proto_input_kind {
+	PROTO_INPUT_TEXT = 0,        /* text, tokenized by the worker */
+	PROTO_INPUT_TOKENS = 1,      /* token ids, taken as they are */
+};
+
+struct proto_embed_input {
+	uint8_t kind;                /* enum proto_input_kind */
+	struct proto_str text;       /* TEXT */
+	uint32_t n_tokens;           /* TOKENS: 1 .. */
+	const uint32_t *tokens;
+};
+
+struct proto_embed {
+	struct proto_str tenant_id;
+	struct proto_str key_id;              /* for logs and revocation only */
+	struct proto_str model;
+	uint8_t klass;                        /* enum proto_class */
+	uint32_t dimensions;                  /* 0: the model's; else the first
+					       * `dimensions` values, renormalised */
+	uint32_t n_inputs;                    /* 1 .. CM_LIM_PROTO_EMBED_INPUTS_HARD */
+	const struct proto_embed_input *inputs;
+};
+
+/* ---- EMBEDDING (version 6) ------------------------------------------ */
+struct proto_embedding {
+	uint32_t index;             /* the input's index in EMBED */
+	uint32_t n_tokens;          /* tokens embedded (after any truncation) */
+	uint8_t truncated;          /* 1: the input was cut to the context */
+	uint32_t n_values;          /* 1 .. CM_LIM_PROTO_EMBED_DIM_HARD */
+	const float *values;        /* finite, an L2 unit vector */
 };
 
 /* ---- CANCEL --------------------------------------------------------- */
@@ -377,6 +423,8 @@ struct proto_msg {
 	union {
 		struct proto_hello hello;
 		struct proto_submit submit;
+		struct proto_embed embed;
+		struct proto_embedding embedding;
 		struct proto_cancel cancel;
 		struct proto_tokens tokens;
 		struct proto_done done;

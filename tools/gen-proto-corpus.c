@@ -31,6 +31,9 @@ static struct proto_message chat[2];
 static struct proto_token toks[3];
 static const struct proto_top tops[2] = { { 9906, -0.5f, { "Hi", 2 } }, { 13347, -1.25f, { "\xe2", 1 } } };
 static struct proto_str many_stop[CM_LIM_PROTO_STOP_STRINGS_HARD];
+static const uint32_t emb_ids[2] = { 101, 102 };
+static struct proto_embed_input emb_in[2];
+static const float emb_vals[3] = { 0.6f, 0.8f, 0.0f };
 
 /* variant 0: typical values; variant 1: minimal (empty strings, zeros). */
 static void build(uint16_t type, int variant, struct proto_msg *m)
@@ -58,6 +61,29 @@ static void build(uint16_t type, int variant, struct proto_msg *m)
 		m->u.hello.architecture = s_("llama");
 		m->u.hello.parameter_count = 135000000;
 		m->u.hello.file_type = s_("Q8_0");
+		m->u.hello.embedding_dim = 576;
+		m->u.hello.generates = 1;
+		break;
+	case PROTO_EMBED:
+		m->request_id = 2;
+		emb_in[0] = (struct proto_embed_input){ PROTO_INPUT_TEXT, s_("hello"), 0, NULL };
+		emb_in[1] = (struct proto_embed_input){ PROTO_INPUT_TOKENS, s_(""), 2, emb_ids };
+		m->u.embed.n_inputs = variant ? 1 : 2;
+		m->u.embed.inputs = emb_in;
+		if (variant)
+			break;
+		m->flags = PROTO_EMBED_F_TRUNCATE;
+		m->u.embed.tenant_id = s_("acme");
+		m->u.embed.key_id = s_("k1");
+		m->u.embed.model = s_("minilm");
+		m->u.embed.dimensions = 2;
+		break;
+	case PROTO_EMBEDDING:
+		m->request_id = 2;
+		m->u.embedding.n_values = variant ? 1 : 3;
+		m->u.embedding.values = emb_vals;
+		m->u.embedding.index = variant ? 0 : 1;
+		m->u.embedding.n_tokens = variant ? 0 : 7;
 		break;
 	case PROTO_PING:
 		m->u.ping.nonce = variant ? 0 : 0x1122334455667788ull;
@@ -180,6 +206,7 @@ int main(int argc, char **argv)
 	static const uint16_t types[] = {
 		PROTO_HELLO,  PROTO_PING,   PROTO_PONG,  PROTO_DRAIN, PROTO_ERROR,
 		PROTO_SUBMIT, PROTO_CANCEL, PROTO_TOKEN, PROTO_DONE,  PROTO_STATS,
+		PROTO_EMBED,  PROTO_EMBEDDING,
 	};
 	/* whole frames at once / 3 cycling piece sizes (1, 7, 24), max 4096 */
 	static const uint8_t ctl_one[] = { 0x00 };

@@ -52,6 +52,10 @@ static const char *hello_diff(const struct proto_hello *a,
 		return "hello.parameter_count";
 	if (!str_eq(a->file_type, b->file_type))
 		return "hello.file_type";
+	if (a->embedding_dim != b->embedding_dim)
+		return "hello.embedding_dim";
+	if (a->generates != b->generates)
+		return "hello.generates";
 	return NULL;
 }
 
@@ -240,6 +244,39 @@ static const char *stats_diff(const struct proto_stats *a,
 	return NULL;
 }
 
+static const char *embed_diff(const struct proto_embed *a, const struct proto_embed *b)
+{
+	if (!str_eq(a->tenant_id, b->tenant_id) || !str_eq(a->key_id, b->key_id) ||
+	    !str_eq(a->model, b->model))
+		return "embed.ids";
+	if (a->klass != b->klass || a->dimensions != b->dimensions)
+		return "embed.klass/dimensions";
+	if (a->n_inputs != b->n_inputs)
+		return "embed.n_inputs";
+	for (uint32_t i = 0; i < a->n_inputs; i++) {
+		const struct proto_embed_input *x = &a->inputs[i], *y = &b->inputs[i];
+
+		if (x->kind != y->kind || !str_eq(x->text, y->text) || x->n_tokens != y->n_tokens)
+			return "embed.inputs";
+		if (x->n_tokens && memcmp(x->tokens, y->tokens, x->n_tokens * sizeof(uint32_t)))
+			return "embed.inputs.tokens";
+	}
+	return NULL;
+}
+
+static const char *embedding_diff(const struct proto_embedding *a,
+				  const struct proto_embedding *b)
+{
+	if (a->index != b->index || a->n_tokens != b->n_tokens || a->truncated != b->truncated)
+		return "embedding.index/n_tokens/truncated";
+	if (a->n_values != b->n_values)
+		return "embedding.n_values";
+	for (uint32_t i = 0; i < a->n_values; i++)
+		if (!f32_eq(a->values[i], b->values[i]))
+			return "embedding.values";
+	return NULL;
+}
+
 const char *tp_msg_diff(const struct proto_msg *a, const struct proto_msg *b)
 {
 	if (a->type != b->type)
@@ -259,6 +296,10 @@ const char *tp_msg_diff(const struct proto_msg *a, const struct proto_msg *b)
 		return done_diff(&a->u.done, &b->u.done);
 	case PROTO_STATS:
 		return stats_diff(&a->u.stats, &b->u.stats);
+	case PROTO_EMBED:
+		return embed_diff(&a->u.embed, &b->u.embed);
+	case PROTO_EMBEDDING:
+		return embedding_diff(&a->u.embedding, &b->u.embedding);
 	case PROTO_CANCEL:
 		if (a->u.cancel.reason != b->u.cancel.reason)
 			return "cancel.reason";

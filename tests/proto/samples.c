@@ -8,6 +8,7 @@
 const uint16_t tp_types[] = {
 	PROTO_HELLO,  PROTO_PING,   PROTO_PONG,  PROTO_DRAIN, PROTO_ERROR,
 	PROTO_SUBMIT, PROTO_CANCEL, PROTO_TOKEN, PROTO_DONE,  PROTO_STATS,
+	PROTO_EMBED,  PROTO_EMBEDDING,
 };
 const int tp_n_types = (int)(sizeof(tp_types) / sizeof(tp_types[0]));
 
@@ -44,6 +45,26 @@ static void sample_hello(struct proto_hello *h)
 	h->architecture = tp_str("llama");
 	h->parameter_count = 1100048384ull;
 	h->file_type = tp_str("Q4_K_M");
+	h->embedding_dim = 2048;
+	h->generates = 1;
+}
+
+static const uint32_t sample_ids[3] = { 101, 7592, UINT32_MAX };
+static struct proto_embed_input sample_inputs[3];
+static const float sample_values[4] = { 0.5f, -0.5f, 0.5f, -0.5f };
+
+static void sample_embed(struct proto_embed *e)
+{
+	e->tenant_id = tp_str("team-\xce\xb1");
+	e->key_id = tp_str("k7Qz");
+	e->model = tp_str("all-minilm");
+	e->klass = PROTO_CLASS_BATCH;
+	e->dimensions = 256;
+	sample_inputs[0] = (struct proto_embed_input){ PROTO_INPUT_TEXT, tp_str("h\xc3\xa9llo"), 0, NULL };
+	sample_inputs[1] = (struct proto_embed_input){ PROTO_INPUT_TOKENS, tp_str(""), 3, sample_ids };
+	sample_inputs[2] = (struct proto_embed_input){ PROTO_INPUT_TEXT, tp_str(""), 0, NULL };
+	e->n_inputs = 3;
+	e->inputs = sample_inputs;
 }
 
 static void sample_submit(struct proto_submit *s)
@@ -195,6 +216,19 @@ void tp_sample(uint16_t t, struct proto_msg *m)
 		break;
 	case PROTO_STATS:
 		sample_stats(&m->u.stats);
+		break;
+	case PROTO_EMBED:
+		m->flags = PROTO_EMBED_F_TRUNCATE;
+		m->request_id = 0x0102030405060709ull;
+		sample_embed(&m->u.embed);
+		break;
+	case PROTO_EMBEDDING:
+		m->request_id = 42;
+		m->u.embedding.index = 2;
+		m->u.embedding.n_tokens = 511;
+		m->u.embedding.truncated = 1;
+		m->u.embedding.n_values = 4;
+		m->u.embedding.values = sample_values;
 		break;
 	}
 }

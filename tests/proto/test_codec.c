@@ -84,12 +84,12 @@ static void test_round_trip_every_type(void **state)
 static void test_exact_bytes(void **state)
 {
 	static const uint8_t ping[] = {
-		'S', 'L', 'P', '1', 5, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
+		'S', 'L', 'P', '1', 6, 0, 2, 0, 0, 0, 0, 0, 8, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, /* request id 0 */
 		0x0D, 0xF0, 0xFE, 0xCA, 0xEF, 0xBE, 0xAD, 0xDE, /* nonce */
 	};
 	static const uint8_t error[] = {
-		'S', 'L', 'P', '1', 5, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
+		'S', 'L', 'P', '1', 6, 0, 5, 0, 0, 0, 0, 0, 9, 0, 0, 0,
 		0x2A, 0, 0, 0, 0, 0, 0, 0, /* request id 42 */
 		6, 0,                      /* code PROTO_E_PROTOCOL */
 		3, 0, 0, 0, 'b', 'a', 'd',  /* str "bad" */
@@ -113,6 +113,81 @@ static void test_exact_bytes(void **state)
 	assert_int_equal(proto_encode(&b, &m, 1024), CM_OK);
 	assert_int_equal(cm_buf_len(&b), sizeof(error));
 	assert_memory_equal(cm_buf_data(&b), error, sizeof(error));
+	cm_buf_deinit(&b);
+}
+
+/*
+ * EMBED and EMBEDDING (version 6): the exact bytes of a small EMBEDDING,
+ * and every value the encoder refuses (the decoder applies the same
+ * checks): no inputs, an unknown input kind, a text input with ids, a
+ * token input without ids or with text, dimensions over the hard limit,
+ * a vector with no values, a NaN or an infinity, truncated not 0/1.
+ */
+static void test_embed_messages(void **state)
+{
+	static const uint8_t embedding[] = {
+		'S', 'L', 'P', '1', 6, 0, 34, 0, 0, 0, 0, 0, 21, 0, 0, 0,
+		7, 0, 0, 0, 0, 0, 0, 0,       /* request id 7 */
+		1, 0, 0, 0, 5, 0, 0, 0, 0,    /* index 1, 5 tokens, not truncated */
+		2, 0, 0, 0,                   /* 2 values */
+		0, 0, 0x80, 0x3F, 0, 0, 0, 0, /* 1.0f, 0.0f */
+	};
+	static const float one_zero[2] = { 1.0f, 0.0f };
+	uint32_t ids[1] = { 5 };
+	struct proto_embed_input in;
+	struct cm_buf b;
+	struct proto_msg m;
+
+	(void)state;
+	cm_buf_init(&b, 4096);
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_EMBEDDING;
+	m.request_id = 7;
+	m.u.embedding = (struct proto_embedding){ 1, 5, 0, 2, one_zero };
+	assert_int_equal(proto_encode(&b, &m, 1024), CM_OK);
+	assert_int_equal(cm_buf_len(&b), sizeof(embedding));
+	assert_memory_equal(cm_buf_data(&b), embedding, sizeof(embedding));
+	cm_buf_reset(&b);
+	m.u.embedding.n_values = 0;
+	assert_int_equal(proto_encode(&b, &m, 1024), CM_EINVAL);
+	m.u.embedding = (struct proto_embedding){ 1, 5, 2, 2, one_zero };
+	assert_int_equal(proto_encode(&b, &m, 1024), CM_EINVAL);
+	{
+		float bad[2] = { NAN, 0 }, inf[2] = { INFINITY, 0 };
+
+		m.u.embedding = (struct proto_embedding){ 1, 5, 0, 2, bad };
+		assert_int_equal(proto_encode(&b, &m, 1024), CM_EINVAL);
+		m.u.embedding.values = inf;
+		assert_int_equal(proto_encode(&b, &m, 1024), CM_EINVAL);
+	}
+	m.u.embedding = (struct proto_embedding){ 1, 5, 0, 2, one_zero };
+	m.request_id = 0;
+	assert_int_equal(proto_encode(&b, &m, 1024), CM_EINVAL);
+
+	tp_sample(PROTO_EMBED, &m);
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_OK);
+	cm_buf_reset(&b);
+	m.u.embed.n_inputs = 0;
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	m.u.embed.n_inputs = 1;
+	m.u.embed.inputs = &in;
+	in = (struct proto_embed_input){ 2, tp_str("x"), 0, NULL };
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	in = (struct proto_embed_input){ PROTO_INPUT_TEXT, tp_str("x"), 1, ids };
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	in = (struct proto_embed_input){ PROTO_INPUT_TOKENS, tp_str(""), 0, NULL };
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	in = (struct proto_embed_input){ PROTO_INPUT_TOKENS, tp_str("x"), 1, ids };
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	in = (struct proto_embed_input){ PROTO_INPUT_TOKENS, tp_str(""), 1, ids };
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_OK);
+	cm_buf_reset(&b);
+	m.u.embed.dimensions = CM_LIM_PROTO_EMBED_DIM_HARD + 1;
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	m.u.embed.dimensions = 0;
+	m.flags = PROTO_EMBED_FLAGS_ALL + 1;
+	assert_int_equal(proto_encode(&b, &m, 4096), CM_EINVAL);
+	assert_int_equal(cm_buf_len(&b), 0);
 	cm_buf_deinit(&b);
 }
 
@@ -558,6 +633,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip_every_type),
 		cmocka_unit_test(test_exact_bytes),
+		cmocka_unit_test(test_embed_messages),
 		cmocka_unit_test(test_encode_appends),
 		cmocka_unit_test(test_empty_strings),
 		cmocka_unit_test(test_max_counts),

@@ -429,7 +429,7 @@ static void test_err_version(void **state)
 
 static void test_err_type(void **state)
 {
-	static const uint16_t bad[] = { 0, 6, 15, 18, 31, 34, 47, 49, 0xFFFF };
+	static const uint16_t bad[] = { 0, 6, 15, 19, 31, 35, 47, 49, 0xFFFF };
 	struct cm_buf f;
 
 	(void)state;
