@@ -139,6 +139,16 @@ static void copy_event(struct pc_event *ev, const struct proto_msg *m)
 		ev->hello_bt = m->u.hello.kv_block_tokens;
 		snprintf(ev->hello_model, sizeof(ev->hello_model), "%.*s",
 			 (int)m->u.hello.model_name.len, m->u.hello.model_name.ptr);
+		ev->hello_embedding_dim = m->u.hello.embedding_dim;
+		ev->hello_generates = m->u.hello.generates;
+		break;
+	case PROTO_EMBEDDING:
+		ev->emb_index = m->u.embedding.index;
+		ev->emb_tokens = m->u.embedding.n_tokens;
+		ev->emb_truncated = m->u.embedding.truncated;
+		ev->emb_n = m->u.embedding.n_values;
+		memcpy(ev->emb, m->u.embedding.values,
+		       (ev->emb_n < PC_EMB_MAX ? ev->emb_n : PC_EMB_MAX) * sizeof(float));
 		break;
 	default:
 		break;

@@ -14,6 +14,8 @@
 
 struct pc_conn;
 
+#define PC_EMB_MAX 1024
+
 struct pc_event {
 	uint16_t type;
 	uint64_t request_id;
@@ -35,6 +37,12 @@ struct pc_event {
 	struct proto_pong pong;
 	uint32_t hello_ctx, hello_vocab, hello_blocks, hello_bt;
 	char hello_model[128];
+	uint32_t hello_embedding_dim;
+	uint8_t hello_generates;
+	/* EMBEDDING: the vector (its first PC_EMB_MAX values), index, tokens */
+	float emb[PC_EMB_MAX];
+	uint32_t emb_n, emb_index, emb_tokens;
+	uint8_t emb_truncated;
 };
 
 /* Connects with a deadline (the worker may still be starting); NULL on failure. */

@@ -8,6 +8,7 @@
 #define SLUICE_WORKER_SERVE_CONFIG_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/config.h"
@@ -38,6 +39,8 @@ struct wk_server_cfg {
 	int64_t block_tokens;
 	int64_t max_running;
 	int64_t step_tokens;
+	int64_t embed_step_tokens;     /* token budget of one embedding step */
+	bool embed_truncatable;        /* the model's vectors may be shortened (dimensions) */
 	int64_t max_waiting;
 	int64_t context;               /* 0 = the model's training context */
 	char *chat_template;

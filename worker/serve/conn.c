@@ -123,6 +123,8 @@ static void send_hello(struct wk_server *s, struct wk_serve_conn *c)
 	h->parameter_count = s->model->n_params;
 	h->file_type.ptr = s->model->file_type;
 	h->file_type.len = (uint32_t)strlen(s->model->file_type);
+	h->embedding_dim = wk_serve_embeds(s) ? s->model->hp.n_embd : 0;
+	h->generates = s->model->hp.causal ? 1 : 0;
 	wk_serve_conn_send(c, &m);
 }
 
@@ -190,6 +192,7 @@ void wk_serve_conn_close(struct wk_server *s, uint32_t idx)
 		r->conn = NULL;
 		wk_sched_cancel(s->sched, r->seq);
 	}
+	wk_serve_embed_conn_gone(s, c);
 	cm_logf(CM_LOG_INFO, "conn_close", "fd %d", c->fd);
 	close(c->fd);
 	proto_decoder_free(c->dec);
@@ -254,7 +257,7 @@ void wk_serve_send_stats(struct wk_server *s, int64_t now)
 	s->be->ops->info(s->be, &bi);
 	memset(&m, 0, sizeof(m));
 	m.type = PROTO_STATS;
-	p->queue_depth = ss.waiting;
+	p->queue_depth = ss.waiting + wk_serve_emb_waiting(s);
 	p->running = ss.running;
 	p->step_batch = ss.last_batch_seqs;
 	p->kv_blocks_used = ks.used;

@@ -6,6 +6,7 @@
  * server.c        setup, teardown, the poll loop, embedding, the serve CLI
  * conn.c          connections: accept, peer check, frames in and out, STATS
  * request.c       SUBMIT, CANCEL, PING, DRAIN and the scheduler callbacks
+ * embed.c         EMBED: admission, the queue, the embedding step
  * config.c        the `worker` configuration section
  * backend_open.c  backend choice, KV sizing and creation
  *
@@ -94,6 +95,15 @@ struct wk_server {
 	struct wk_vtrie *vtrie;
 	struct wk_mask_pool *mpool;
 	struct wk_gcache *gcache;
+	/* embeddings (embed.c): the EMBED queue and the step's scratch */
+	struct wk_serve_emb *emb_head, *emb_tail;
+	struct emb_pick *emb_picks;
+	uint32_t *emb_lens;
+	int32_t *emb_tok;
+	uint64_t emb_tok_cap;
+	float *emb_out;
+	uint64_t emb_out_cap;
+	uint64_t emb_steps, emb_step_tokens;
 };
 
 /* ---- conn.c ------------------------------------------------------------------ */
@@ -137,6 +147,34 @@ enum cm_status wk_serve_constraint_get_text(struct wk_server *s, uint64_t id, in
 					    const char *label, const char *text, size_t len,
 					    struct wk_gentry **out, int64_t *compile_ns, char *err,
 					    size_t err_len) CM_WUR;
+
+/* The request `id` of connection c (NULL: none, or a PING's probe). */
+struct wk_serve_req *wk_serve_find_req(struct wk_serve_conn *c, uint64_t id);
+
+/* ---- embed.c ----------------------------------------------------------------- */
+
+struct wk_serve_emb;
+struct emb_pick;
+
+/* 1 when the model embeds on this backend (EMBED is served). */
+int wk_serve_embeds(const struct wk_server *s);
+/* EMBED requests queued or running. */
+uint32_t wk_serve_emb_waiting(const struct wk_server *s);
+/* An EMBED: queued, or refused with ERROR (draining, duplicate id, the
+ * model does not embed, dimensions, an input's ids or length, full). */
+void wk_serve_handle_embed(struct wk_server *s, struct wk_serve_conn *c, const struct proto_msg *m);
+/* CANCEL of an EMBED: DONE cancelled; 0 when c has no EMBED `id`. */
+int wk_serve_cancel_embed(struct wk_server *s, struct wk_serve_conn *c, uint64_t id);
+/* Drain timeout: every EMBED ends DONE cancelled. */
+void wk_serve_embed_cancel_all(struct wk_server *s);
+/* The connection closes: its EMBED requests are dropped. */
+void wk_serve_embed_conn_gone(struct wk_server *s, const struct wk_serve_conn *c);
+/* One embedding step (nothing when the queue is empty); the backend's error. */
+enum cm_status wk_serve_embed_step(struct wk_server *s) CM_WUR;
+enum cm_status wk_serve_embed_setup(struct wk_server *s) CM_WUR;
+void wk_serve_embed_teardown(struct wk_server *s);
+/* PING of an embedding model: one real one-token embedding; 1 when it ran. */
+int wk_serve_embed_probe(struct wk_server *s);
 
 /* ---- tools.c ----------------------------------------------------------------- */
 

@@ -222,7 +222,7 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 	req_free(s, r);
 }
 
-static struct wk_serve_req *find_req(struct wk_serve_conn *c, uint64_t id)
+struct wk_serve_req *wk_serve_find_req(struct wk_serve_conn *c, uint64_t id)
 {
 	for (struct wk_serve_req *r = c->reqs; r; r = r->next)
 		if (r->id == id && !r->probe)
@@ -413,9 +413,14 @@ static uint16_t submit_refusal(struct wk_server *s, struct wk_serve_conn *c,
 		snprintf(err, err_len, "worker is draining");
 		return PROTO_E_DRAINING;
 	}
-	if (find_req(c, m->request_id)) {
+	if (wk_serve_find_req(c, m->request_id)) {
 		snprintf(err, err_len, "request id already in use on this connection");
 		return PROTO_E_DUPLICATE;
+	}
+	if (!s->model->hp.causal) {
+		snprintf(err, err_len, "model '%s' is an embedding model: it does not generate "
+			 "(/v1/embeddings, /api/embed)", s->cfg->model_name);
+		return PROTO_E_BAD_REQUEST;
 	}
 	wk_sched_stats(s->sched, &ss);
 	if (ss.waiting >= (uint32_t)s->cfg->max_waiting) {
@@ -567,6 +572,21 @@ static void handle_ping(struct wk_server *s, struct wk_serve_conn *c, const stru
 	int32_t tok;
 	char err[256];
 
+	if (!s->model->hp.causal) {
+		/* an embedding model: one real one-token embedding, now */
+		int64_t t0 = cm_mono_ns();
+		struct proto_msg pm;
+
+		cm_free(r);
+		memset(&pm, 0, sizeof(pm));
+		pm.type = PROTO_PONG;
+		pm.u.pong.nonce = m->u.ping.nonce;
+		pm.u.pong.ok = (uint8_t)wk_serve_embed_probe(s);
+		pm.u.pong.tokens = pm.u.pong.ok;
+		pm.u.pong.gen_ns = cm_mono_ns() - t0;
+		wk_serve_conn_send(c, &pm);
+		return;
+	}
 	memset(&gp, 0, sizeof(gp));
 	gp.sampling.temperature = 0;
 	gp.sampling.top_p = 1;
@@ -622,8 +642,13 @@ void wk_serve_handle_msg(struct wk_server *s, struct wk_serve_conn *c, const str
 	case PROTO_SUBMIT:
 		handle_submit(s, c, m);
 		break;
+	case PROTO_EMBED:
+		wk_serve_handle_embed(s, c, m);
+		break;
 	case PROTO_CANCEL:
-		r = find_req(c, m->request_id);
+		r = wk_serve_find_req(c, m->request_id);
+		if (!r && wk_serve_cancel_embed(s, c, m->request_id))
+			break;
 		if (!r) {
 			wk_serve_send_error(c, m->request_id, PROTO_E_UNKNOWN_REQUEST,
 				   "no running request with this id");

@@ -228,8 +228,11 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		if (wk_tok_piece(s->model->tok, (int32_t)i, &pl) && pl > s->max_piece_bytes)
 			s->max_piece_bytes = (uint32_t)pl;
 	}
-	if (s->n_ctx > kp.n_blocks * bt)
+	/* an encoder keeps no KV: its context is its positions */
+	if (s->model->hp.causal && s->n_ctx > kp.n_blocks * bt)
 		s->n_ctx = (uint32_t)(kp.n_blocks * bt);
+	if (!s->model->hp.causal && s->n_ctx > s->model->hp.n_ctx_train)
+		s->n_ctx = s->model->hp.n_ctx_train;
 	s->be->ops->info(s->be, &bi);
 	snprintf(s->backend_name, sizeof(s->backend_name), "%s", bi.name);
 	snprintf(s->device, sizeof(s->device), "%s", bi.device);
@@ -247,6 +250,10 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	}
 	if (wk_serve_grammar_setup(s, err, err_len) != CM_OK)
 		return -1;
+	if (wk_serve_embed_setup(s) != CM_OK) {
+		snprintf(err, err_len, "out of memory setting up embeddings");
+		return -1;
+	}
 	s->conns = cm_calloc((size_t)s->cfg->max_connections, sizeof(*s->conns));
 	if (!s->conns || parse_allowed(s, err, err_len) != 0)
 		return -1;
@@ -281,6 +288,7 @@ static void teardown(struct wk_server *s)
 	wk_kv_free(s->kv);
 	wk_sampler_ws_free(s->ws);
 	wk_serve_grammar_teardown(s);
+	wk_serve_embed_teardown(s);
 	if (s->be)
 		s->be->ops->destroy(s->be);
 	wk_model_free(s->model);
@@ -290,6 +298,28 @@ static void teardown(struct wk_server *s)
 	}
 	cm_free(s->conns);
 	cm_free(s->allowed);
+}
+
+/* Nothing to run: no sequence in the scheduler, no EMBED queued. */
+static int idle(const struct wk_server *s)
+{
+	return wk_sched_idle(s->sched) && !s->emb_head;
+}
+
+/* One turn of work: a generation step, then an embedding step. */
+static void work(struct wk_server *s)
+{
+	if (!wk_sched_idle(s->sched)) {
+		enum cm_status st = wk_sched_step(s->sched);
+
+		if (st != CM_OK && st != CM_AGAIN)
+			cm_logf(CM_LOG_ERROR, "step_failed", "%s", cm_status_str(st));
+	}
+	if (s->emb_head) {
+		enum cm_status st = wk_serve_embed_step(s);
+
+		(void)st; /* failed requests got their ERROR; logged there */
+	}
 }
 
 /* SIGTERM seen: no new requests from now on, the running ones finish. */
@@ -397,20 +427,21 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 		uint32_t np = 0;
 
 		term_check(s, now);
-		if (s->draining && !wk_sched_idle(s->sched) && now >= s->drain_deadline) {
+		if (s->draining && !idle(s) && now >= s->drain_deadline) {
 			/* out of patience: what still runs ends DONE(cancelled) */
 			cm_logf(CM_LOG_WARN, "drain_timeout", "cancelling what still runs");
+			wk_serve_embed_cancel_all(s);
 			for (uint32_t i = 0; i < s->n_conns; i++) {
 				while (s->conns[i]->reqs)
 					wk_sched_cancel(s->sched, s->conns[i]->reqs->seq);
 				wk_serve_conn_flush(s->conns[i]);
 			}
 		}
-		if (s->draining && wk_sched_idle(s->sched)) {
+		if (s->draining && idle(s)) {
 			answer_pending(s, pfd);
 			break;
 		}
-		timeout = wk_sched_idle(s->sched)
+		timeout = idle(s)
 				  ? (int)((s->next_stats - now) / CM_NS_PER_MS + 1)
 				  : 0;
 		if (timeout < 0)
@@ -442,12 +473,7 @@ int wk_server_run(const struct wk_server_cfg *cfg)
 		for (uint32_t i = s->n_conns; i-- > 0;)
 			if (s->conns[i]->dead)
 				wk_serve_conn_close(s, i);
-		if (!wk_sched_idle(s->sched)) {
-			enum cm_status st = wk_sched_step(s->sched);
-
-			if (st != CM_OK && st != CM_AGAIN)
-				cm_logf(CM_LOG_ERROR, "step_failed", "%s", cm_status_str(st));
-		}
+		work(s);
 		now = cm_mono_ns();
 		if (now >= s->next_stats) {
 			wk_serve_send_stats(s, now);
@@ -515,17 +541,13 @@ int wk_server_input(struct wk_server *s, int fd, const void *data, size_t n)
 
 int wk_server_step(struct wk_server *s)
 {
-	if (!wk_sched_idle(s->sched)) {
-		enum cm_status st = wk_sched_step(s->sched);
-
-		(void)st;
-	}
+	work(s);
 	for (uint32_t i = 0; i < s->n_conns; i++)
 		wk_serve_conn_flush(s->conns[i]);
 	for (uint32_t i = s->n_conns; i-- > 0;)
 		if (s->conns[i]->dead)
 			wk_serve_conn_close(s, i);
-	return !wk_sched_idle(s->sched);
+	return !idle(s);
 }
 
 void wk_server_drop_fd(struct wk_server *s, int fd)
