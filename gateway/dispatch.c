@@ -39,6 +39,7 @@ static void job_unref(struct gw_job *j)
 		gw_api_stream_deinit(&j->ch[i].stream);
 	}
 	cm_free(j->ch);
+	gw_job_emb_free(j);
 	cm_buf_deinit(&j->out);
 	cm_wipe(&j->ident, sizeof(j->ident));
 	cm_free(j);
@@ -125,7 +126,6 @@ void gw_job_failf(struct gw_job *j, int status, const char *outcome,
 }
 
 /* ---- usage records (docs/usage.md, gateway/gov/usage_queue.h) -------- */
-
 
 /* The request id is "<instance hex>-<job id>": unique across gateways and
  * restarts. */
@@ -295,7 +295,7 @@ static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
 	enum cm_status st;
 
 	j->worker = w;
-	st = gw_job_submit_choice(j, &j->ch[0]);
+	st = j->em ? gw_job_submit_embed(j) : gw_job_submit_choice(j, &j->ch[0]);
 	if (st == CM_EINVAL) {
 		/* it will never encode: it fails alone, the queue goes on */
 		j->worker = -1;
@@ -502,7 +502,7 @@ static const struct gw_lease_owner lease_owner = {
 	.decided = lease_decided,
 };
 
-static void quota_then_queue(struct gw_job *j)
+void gw_job_admit(struct gw_job *j)
 {
 	struct gw_quota_subject s;
 	struct gw_quota_verdict v;
@@ -511,7 +511,7 @@ static void quota_then_queue(struct gw_job *j)
 
 	j->model_ctx = gw_workers_model_context(j->d->dep.workers, j->api.model.ptr,
 						j->api.model.len);
-	estimate = gw_api_token_estimate(&j->api, j->model_ctx);
+	estimate = j->em ? gw_job_embed_estimate(j) : gw_api_token_estimate(&j->api, j->model_ctx);
 
 	quota_subject(j, &s);
 	if (!gw_lease_needed(&s)) {
@@ -672,6 +672,8 @@ static void start_generation(struct gw_job *j)
 		gw_job_fail(j, &e, 0, "unknown_model");
 		return;
 	}
+	if (gw_job_embed_only(j) != 0)
+		return;
 	submit_bytes = gw_api_submit_bytes(&j->api);
 	if (submit_bytes > CM_LIM_PROTO_FRAME_BYTES) {
 		/* issue 13, finding 7: it used to stall all dispatch until its
@@ -692,25 +694,25 @@ static void start_generation(struct gw_job *j)
 		}
 		j->api.max_tokens = (uint32_t)j->ident.max_output_tokens;
 	}
-	cls = gw_request_header(j->req, "X-Sluice-Class");
-	if (cls) {
-		if (strcasecmp(cls, "batch") == 0) {
-			j->batch = 1;
-		} else if (strcasecmp(cls, "interactive") == 0) {
-			j->batch = 0;
-		} else {
-			gw_api_error_set(&e, 400, NULL, NULL,
-					 "X-Sluice-Class: expected \"interactive\" or \"batch\"");
-			gw_job_fail(j, &e, 0, "bad_request");
-			return;
-		}
-	} else {
-		j->batch = j->ident.batch;
-	}
+	if (gw_job_class(j) != 0)
+		return;
 	cls = gw_request_header(j->req, "X-Sluice-Ignore-EOS");
 	j->ignore_eos = cls && (strcmp(cls, "1") == 0 || strcasecmp(cls, "true") == 0);
 	if (choices_init(j) == 0)
-		quota_then_queue(j);
+		gw_job_admit(j);
+}
+
+int gw_job_class(struct gw_job *j)
+{
+	const char *cls = gw_request_header(j->req, "X-Sluice-Class");
+	struct gw_api_error e;
+
+	j->batch = cls ? strcasecmp(cls, "batch") == 0 : j->ident.batch;
+	if (!cls || j->batch || strcasecmp(cls, "interactive") == 0)
+		return 0;
+	gw_api_error_set(&e, 400, NULL, NULL, "X-Sluice-Class: expected \"interactive\" or \"batch\"");
+	gw_job_fail(j, &e, 0, "bad_request");
+	return -1;
 }
 
 static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
@@ -741,7 +743,10 @@ static void auth_done(void *arg, int status, const struct gw_auth_identity *id)
 		answer_models(j);
 		return;
 	default:
-		start_generation(j);
+		if (gw_route_embeds(j->route))
+			gw_job_start_embed(j);
+		else
+			start_generation(j);
 	}
 }
 

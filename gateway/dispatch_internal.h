@@ -3,7 +3,8 @@
  * (one request from its arrival to its log line), the dispatcher, and the
  * calls that end a job.  dispatch.c owns the life cycle (auth, parse,
  * quota, queue, placement, revocation, the end of a request);
- * dispatch_results.c what a worker sends back for a job.
+ * dispatch_results.c what a worker sends back for a job; dispatch_embed.c
+ * the embedding requests' body, EMBED and answer.
  * Event-loop thread only.
  */
 #ifndef SLUICE_GATEWAY_DISPATCH_INTERNAL_H
@@ -13,6 +14,7 @@
 
 #include <event2/event.h>
 
+#include "gateway/api/embed.h"
 #include "gateway/api/endpoints.h"
 #include "gateway/gov/lease.h"
 #include "gateway/gov/local_limit.h"
@@ -61,6 +63,15 @@ struct gw_choice {
 	int64_t last_ns;            /* its latest token (inter-token latency) */
 };
 
+/* An embedding job's request and vectors (dispatch_embed.c). */
+struct gw_job_emb {
+	struct gw_api_embed req;
+	uint32_t dim;               /* values per vector */
+	float *vecs;                /* n_inputs x dim */
+	uint8_t *got;               /* per input: its EMBEDDING came */
+	uint32_t n_got;
+};
+
 struct gw_job {
 	struct gw_dispatch *d;
 	struct gw_request *req;     /* NULL once the client is gone or answered */
@@ -97,6 +108,7 @@ struct gw_job {
 	int status;
 	const char *outcome;        /* "ok", "cancelled", "error", ... */
 	struct gw_job *anext, *aprev;
+	struct gw_job_emb *em;      /* an embedding request; NULL for generation */
 };
 
 struct gw_dispatch {
@@ -139,5 +151,25 @@ enum cm_status gw_job_submit_choice(struct gw_job *j, struct gw_choice *c);
 
 /* dispatch_results.c: TOKEN, DONE and ERROR of a job's worker. */
 extern const struct gw_request_ops gw_job_ops;
+
+/* X-Sluice-Class (or the key's default) into j->batch: 0, or -1 when the
+ * job was answered 400. */
+int gw_job_class(struct gw_job *j);
+/* Quota admission (a lease), then the queue. */
+void gw_job_admit(struct gw_job *j);
+
+/* ---- dispatch_embed.c ---- */
+/* 1 for /v1/embeddings, /api/embed, /api/embeddings. */
+int gw_route_embeds(enum gw_path r);
+/* After authentication: the body, the model's checks, then gw_job_admit. */
+void gw_job_start_embed(struct gw_job *j);
+/* The tokens the quota admission holds for the job's inputs. */
+int64_t gw_job_embed_estimate(const struct gw_job *j);
+/* Sends the job's EMBED to j->worker: CM_OK, or what gw_workers_embed said. */
+enum cm_status gw_job_submit_embed(struct gw_job *j);
+void gw_job_emb_free(struct gw_job *j);
+/* A generation request for a model whose workers only embed: answered
+ * 400 (-1); 0 otherwise. */
+int gw_job_embed_only(struct gw_job *j);
 
 #endif

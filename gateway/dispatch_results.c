@@ -322,5 +322,6 @@ static void job_on_error(void *arg, uint16_t code, const char *msg, size_t len)
 		    code == PROTO_E_CONSTRAINT ? "constraint_error" : "worker_error");
 }
 
-const struct gw_request_ops gw_job_ops = { job_on_tokens, job_on_done, job_on_error };
+const struct gw_request_ops gw_job_ops = { .on_tokens = job_on_tokens, .on_done = job_on_done,
+					   .on_error = job_on_error };
 

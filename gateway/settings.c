@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/limits.h"
+#include "gateway/api/embed.h"
 #include "gateway/http/http.h"
 
 #define S struct gw_settings
@@ -60,6 +61,9 @@ static const struct cm_cfg_key gw_limits_keys[] = {
 		   "Choices one OpenAI request may ask for (`n`); beyond, 400. All of a request's "
 		   "choices run on one worker at once, so `n` is also at most its batch "
 		   "(its `max_running`, or `gateway.max_inflight_per_worker` when lower)."),
+	CM_CFG_INT(L, embed_inputs, CM_LIM_EMBED_INPUTS, 1, GW_API_EMBED_INPUTS_MAX,
+		   "Inputs one embeddings request may carry (`input` as an array, /v1/embeddings and "
+		   "/api/embed); beyond, 400."),
 	CM_CFG_INT(L, tools, CM_LIM_TOOLS, 0, GW_API_TOOLS_MAX,
 		   "Tools one request may offer the model (`tools`); beyond, 400. 0 refuses tools."),
 	CM_CFG_SIZE(L, tools_bytes, CM_LIM_TOOLS_BYTES, 1024, GW_API_TOOLS_BYTES_MAX,
@@ -222,6 +226,7 @@ void gw_settings_api_limits(const struct gw_settings *s, struct gw_api_limits *l
 	l->max_output_tokens = (uint32_t)s->limits.max_output_tokens;
 	l->constraint_bytes = (uint32_t)s->limits.constraint_bytes;
 	l->choices = (uint32_t)s->limits.choices;
+	l->embed_inputs = (uint32_t)s->limits.embed_inputs;
 	l->tools = (uint32_t)s->limits.tools;
 	l->tools_bytes = (uint32_t)s->limits.tools_bytes;
 	l->thinking_token_budget = (uint32_t)s->limits.thinking_token_budget;

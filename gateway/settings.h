@@ -35,6 +35,7 @@ struct gw_settings_limits {
 	int64_t max_prompt_tokens;
 	uint64_t constraint_bytes;
 	int64_t choices;
+	int64_t embed_inputs;
 	int64_t tools;
 	uint64_t tools_bytes;
 	int64_t thinking_token_budget;

@@ -368,6 +368,11 @@ static void on_result(struct gw_wconn *c, const struct proto_msg *m)
 			ops->on_tokens(arg, &m->u.tokens);
 		return;
 	}
+	if (m->type == PROTO_EMBEDDING) {
+		if (ops && ops->on_embedding)
+			ops->on_embedding(arg, &m->u.embedding);
+		return;
+	}
 	slot_release(c, s);
 	if (m->type == PROTO_DONE) {
 		c->prompt_tokens += m->u.done.prompt_tokens;
@@ -414,6 +419,7 @@ static int on_msg(struct gw_wconn *c, const struct proto_msg *m)
 		return 0;
 	case PROTO_TOKEN:
 	case PROTO_DONE:
+	case PROTO_EMBEDDING:
 		on_result(c, m);
 		return 0;
 	case PROTO_ERROR:
@@ -758,13 +764,29 @@ uint32_t gw_workers_model_cap(const struct gw_workers *ws, const char *model, si
 	return cap;
 }
 
-enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
-				 uint64_t request_id, uint32_t flags,
-				 const struct proto_submit *s,
-				 const struct gw_request_ops *ops, void *arg)
+int gw_workers_model_does(const struct gw_workers *ws, const char *model, size_t len,
+			  uint32_t *embedding_dim, int *generates)
+{
+	int any = 0;
+
+	*embedding_dim = 0;
+	*generates = 0;
+	for (size_t i = model_worker(ws, 0, model, len); i < ws->n;
+	     i = model_worker(ws, i + 1, model, len)) {
+		any = 1;
+		if (ws->w[i].hello.embedding_dim > *embedding_dim)
+			*embedding_dim = ws->w[i].hello.embedding_dim;
+		if (ws->w[i].hello.generates)
+			*generates = 1;
+	}
+	return any;
+}
+
+/* Sends a request frame (SUBMIT, EMBED) into a free slot of worker i. */
+static enum cm_status send_request(struct gw_workers *ws, size_t i, const struct proto_msg *m,
+				   const struct gw_request_ops *ops, void *arg)
 {
 	struct gw_wconn *c = &ws->w[i];
-	struct proto_msg m;
 	struct gw_slot *slot = NULL;
 	enum cm_status st;
 
@@ -779,22 +801,46 @@ enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 		}
 	if (!slot)
 		return CM_ELIMIT;
-	memset(&m, 0, sizeof(m));
-	m.type = PROTO_SUBMIT;
-	m.flags = flags;
-	m.request_id = request_id;
-	m.u.submit = *s;
-	st = wc_send(c, &m);
+	st = wc_send(c, m);
 	if (st != CM_OK)
 		return st == CM_EIO ? CM_ECLOSED : st == CM_ENOMEM ? CM_ENOMEM : CM_EINVAL;
 	slot->used = 1;
-	slot->request_id = request_id;
+	slot->request_id = m->request_id;
 	slot->ops = ops;
 	slot->arg = arg;
 	index_put(c, (uint32_t)(slot - c->slots));
 	c->inflight++;
 	c->placed++;
 	return CM_OK;
+}
+
+enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
+				 uint64_t request_id, uint32_t flags,
+				 const struct proto_submit *s,
+				 const struct gw_request_ops *ops, void *arg)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_SUBMIT;
+	m.flags = flags;
+	m.request_id = request_id;
+	m.u.submit = *s;
+	return send_request(ws, i, &m, ops, arg);
+}
+
+enum cm_status gw_workers_embed(struct gw_workers *ws, size_t i, uint64_t request_id,
+				uint32_t flags, const struct proto_embed *e,
+				const struct gw_request_ops *ops, void *arg)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_EMBED;
+	m.flags = flags;
+	m.request_id = request_id;
+	m.u.embed = *e;
+	return send_request(ws, i, &m, ops, arg);
 }
 
 void gw_workers_cancel(struct gw_workers *ws, size_t i, uint64_t request_id,

@@ -62,6 +62,8 @@ struct gw_workers_config {
 
 struct gw_request_ops {
 	void (*on_tokens)(void *arg, const struct proto_tokens *t);
+	/* EMBEDDING of an EMBED (NULL for SUBMIT requests: ignored) */
+	void (*on_embedding)(void *arg, const struct proto_embedding *e);
 	void (*on_done)(void *arg, const struct proto_done *d);
 	void (*on_error)(void *arg, uint16_t code, const char *msg, size_t len);
 };
@@ -150,6 +152,20 @@ enum cm_status gw_workers_submit(struct gw_workers *ws, size_t i,
 				 uint64_t request_id, uint32_t flags,
 				 const struct proto_submit *s,
 				 const struct gw_request_ops *ops, void *arg) CM_WUR;
+
+/* The same with EMBED (flags PROTO_EMBED_F_*): EMBEDDING frames go to
+ * ops->on_embedding, then on_done or on_error. */
+enum cm_status gw_workers_embed(struct gw_workers *ws, size_t i, uint64_t request_id,
+				uint32_t flags, const struct proto_embed *e,
+				const struct gw_request_ops *ops, void *arg) CM_WUR;
+
+/*
+ * What the connected workers serving `model` do: *embedding_dim the
+ * largest HELLO embedding_dim (0: none embeds), *generates 1 when one of
+ * them generates.  0 when no connected worker serves it.
+ */
+int gw_workers_model_does(const struct gw_workers *ws, const char *model, size_t len,
+			  uint32_t *embedding_dim, int *generates);
 
 /* Sends CANCEL and detaches the callbacks (none is called afterwards). */
 void gw_workers_cancel(struct gw_workers *ws, size_t i, uint64_t request_id,

@@ -65,6 +65,7 @@ struct gw_api_limits {
 	uint32_t max_output_tokens; /* limits.max_output_tokens: cap and default */
 	uint32_t constraint_bytes;  /* limits.constraint_bytes: a schema or grammar */
 	uint32_t choices;           /* limits.choices: OpenAI `n` at most */
+	uint32_t embed_inputs;      /* limits.embed_inputs: inputs of one embeddings request */
 	uint32_t tools;             /* limits.tools: tools in one request */
 	uint32_t tools_bytes;       /* limits.tools_bytes: all of them as compact JSON */
 	uint32_t thinking_token_budget; /* limits.thinking_token_budget: default, 0 none */
@@ -345,6 +346,8 @@ struct gw_api_model {
 	uint8_t sha256[PROTO_DIGEST_LEN];
 	int64_t modified_wall_ns;
 	uint32_t context_len;
+	uint32_t embedding_dim;     /* 0: it does not embed */
+	int generates;              /* 1: it generates */
 };
 
 /* Ollama's parameter_size: "8.0B", "494.0M", "260.1K", "12". */

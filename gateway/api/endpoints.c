@@ -38,6 +38,8 @@ static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size
 		m[k].modified_wall_ns = wi[k].hello.model_mtime_s * CM_NS_PER_S;
 		memcpy(m[k].sha256, wi[k].hello.model_sha256, PROTO_DIGEST_LEN);
 		m[k].context_len = wi[k].hello.context_len;
+		m[k].embedding_dim = wi[k].hello.embedding_dim;
+		m[k].generates = wi[k].hello.generates;
 		m[k].vram_bytes = wi[k].have_stats ? wi[k].stats.device_mem_used : 0;
 		k++;
 	}

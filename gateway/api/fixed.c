@@ -54,6 +54,18 @@ static json_t *model_details(const struct gw_api_model *m)
 	return d;
 }
 
+/* What the model does: "completion" (it generates), "embedding" (it embeds). */
+static json_t *capabilities(const struct gw_api_model *m)
+{
+	json_t *caps = json_array();
+
+	if (m->generates)
+		json_array_append_new(caps, json_string("completion"));
+	if (m->embedding_dim)
+		json_array_append_new(caps, json_string("embedding"));
+	return caps;
+}
+
 static json_t *model_entry(const struct gw_api_model *m)
 {
 	json_t *o = json_object();
@@ -72,6 +84,7 @@ static json_t *model_entry(const struct gw_api_model *m)
 	json_object_set_new(o, "size", json_integer((json_int_t)m->size_bytes));
 	json_object_set_new(o, "digest", gw_api_jstr(hex));
 	json_object_set_new(o, "details", model_details(m));
+	json_object_set_new(o, "capabilities", capabilities(m));
 	return o;
 }
 
@@ -129,6 +142,7 @@ static json_t *openai_model(const struct gw_api_model *m)
 	json_object_set_new(e, "object", json_string("model"));
 	json_object_set_new(e, "created", json_integer(m->modified_wall_ns / CM_NS_PER_S));
 	json_object_set_new(e, "owned_by", json_string("sluice"));
+	json_object_set_new(e, "capabilities", capabilities(m));
 	return e;
 }
 
@@ -153,7 +167,7 @@ enum cm_status gw_api_render_models(struct cm_buf *out,
 
 enum cm_status gw_api_render_show(struct cm_buf *out, const struct gw_api_model *m)
 {
-	json_t *o = json_object(), *info = json_object(), *caps = json_array();
+	json_t *o = json_object(), *info = json_object(), *caps = capabilities(m);
 	char key[96], ts[32];
 	const char *arch = m->architecture ? m->architecture : "llama";
 
@@ -174,8 +188,11 @@ enum cm_status gw_api_render_show(struct cm_buf *out, const struct gw_api_model 
 	json_object_set_new(info, key, json_integer(m->context_len));
 	json_object_set_new(info, "general.parameter_count",
 			    json_integer((json_int_t)m->parameter_count));
+	if (m->embedding_dim) {
+		snprintf(key, sizeof(key), "%.64s.embedding_length", arch);
+		json_object_set_new(info, key, json_integer(m->embedding_dim));
+	}
 	json_object_set_new(o, "model_info", info);
-	json_array_append_new(caps, json_string("completion"));
 	json_object_set_new(o, "capabilities", caps);
 	json_object_set_new(o, "modified_at", gw_api_jstr(ts));
 	return gw_api_dump_json(out, o);

@@ -29,6 +29,7 @@ void gw_api_limits_defaults(struct gw_api_limits *l)
 	l->max_output_tokens = CM_LIM_MAX_OUTPUT_TOKENS;
 	l->constraint_bytes = CM_LIM_CONSTRAINT_BYTES;
 	l->choices = CM_LIM_CHOICES;
+	l->embed_inputs = CM_LIM_EMBED_INPUTS;
 	l->tools = CM_LIM_TOOLS;
 	l->tools_bytes = CM_LIM_TOOLS_BYTES;
 	l->thinking_token_budget = CM_LIM_THINKING_TOKEN_BUDGET;
@@ -54,6 +55,8 @@ enum cm_status gw_api_limits_check(const struct gw_api_limits *l, char *err,
 	    !lim_ok("limits.max_output_tokens", l->max_output_tokens, 1, 1048576, err, err_len) ||
 	    !lim_ok("limits.constraint_bytes", l->constraint_bytes, 16, 64u << 20, err, err_len) ||
 	    !lim_ok("limits.choices", l->choices, 1, GW_API_CHOICES_MAX, err, err_len) ||
+	    !lim_ok("limits.embed_inputs", l->embed_inputs, 1, CM_LIM_PROTO_EMBED_INPUTS_HARD, err,
+		    err_len) ||
 	    !lim_ok("limits.tools", l->tools, 0, GW_API_TOOLS_MAX, err, err_len) ||
 	    !lim_ok("limits.tools_bytes", l->tools_bytes, 1024, GW_API_TOOLS_BYTES_MAX, err, err_len) ||
 	    !lim_ok("limits.thinking_token_budget", l->thinking_token_budget, 0,

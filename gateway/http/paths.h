@@ -30,6 +30,9 @@ enum gw_path {
 	GW_PATH_OPENAI_COMPLETIONS,/* POST /v1/completions */
 	GW_PATH_OPENAI_MODELS,     /* GET /v1/models */
 	GW_PATH_OPENAI_MODEL,      /* GET /v1/models/{id} */
+	GW_PATH_OPENAI_EMBEDDINGS, /* POST /v1/embeddings */
+	GW_PATH_OLLAMA_EMBED,      /* POST /api/embed */
+	GW_PATH_OLLAMA_EMBEDDINGS, /* POST /api/embeddings (legacy) */
 	GW_PATH_HEALTHZ,           /* GET /healthz */
 	GW_PATH_READYZ,            /* GET /readyz */
 	GW_PATH_METRICS,           /* GET /metrics (admin listener only) */

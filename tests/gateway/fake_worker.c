@@ -53,6 +53,7 @@ static void fk_hello_and_stats(struct fake_worker *fk)
 	m.u.hello.model_name = (struct proto_str){ "tiny", 4 };
 	m.u.hello.context_len = fk->hello_context ? fk->hello_context : 256;
 	m.u.hello.vocab_size = 512;
+	m.u.hello.generates = 1;
 	m.u.hello.max_seqs = fk->hello_max_seqs ? fk->hello_max_seqs : 4;
 	m.u.hello.kv_blocks_total = 64;
 	m.u.hello.kv_block_tokens = 16;

@@ -71,7 +71,8 @@ static void on_error(void *arg, uint16_t code, const char *msg, size_t len)
 	r->code = code;
 }
 
-static const struct gw_request_ops ops = { on_tokens, on_done, on_error };
+static const struct gw_request_ops ops = { .on_tokens = on_tokens, .on_done = on_done,
+					   .on_error = on_error };
 
 static int wt_until(int (*cond)(void *), void *arg)
 {

@@ -668,10 +668,14 @@ static void test_render_fixed(void **state)
 		{ .name = "tiny:latest", .architecture = "llama", .family = "llama",
 		  .parameter_size = "1.1B", .quantization = "Q4_K_M", .size_bytes = 123,
 		  .vram_bytes = 456, .modified_wall_ns = 1700000000LL * 1000000000LL,
-		  .context_len = 2048 },
+		  .context_len = 2048, .generates = 1 },
 		{ .name = "qwen", .architecture = "qwen2", .family = "qwen2",
-		  .parameter_size = "0.5B", .quantization = "Q8_0", .context_len = 4096 },
+		  .parameter_size = "0.5B", .quantization = "Q8_0", .context_len = 4096,
+		  .generates = 1 },
 	};
+	struct gw_api_model emb = { .name = "minilm", .architecture = "bert", .family = "bert",
+				    .parameter_size = "22.6M", .quantization = "F16",
+				    .context_len = 512, .embedding_dim = 384 };
 	struct cm_buf b;
 	json_t *j, *e;
 
@@ -730,6 +734,29 @@ static void test_render_fixed(void **state)
 							    "qwen2.context_length")), 4096);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "details"), "family")), "qwen2");
 	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "capabilities"), 0)), "completion");
+	assert_int_equal(json_array_size(json_object_get(j, "capabilities")), 1);
+	json_decref(j);
+
+	/* an embedding model: capabilities ["embedding"] everywhere, its width */
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_show(&b, &emb), CM_OK);
+	j = api_load(&b);
+	assert_int_equal(json_array_size(json_object_get(j, "capabilities")), 1);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "capabilities"), 0)), "embedding");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "model_info"),
+							    "bert.embedding_length")), 384);
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_models(&b, &emb, 1), CM_OK);
+	j = api_load(&b);
+	e = json_array_get(json_object_get(j, "data"), 0);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "capabilities"), 0)), "embedding");
+	json_decref(j);
+	cm_buf_reset(&b);
+	assert_int_equal(gw_api_render_tags(&b, &emb, 1), CM_OK);
+	j = api_load(&b);
+	e = json_array_get(json_object_get(j, "models"), 0);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "capabilities"), 0)), "embedding");
 	json_decref(j);
 	cm_buf_deinit(&b);
 }

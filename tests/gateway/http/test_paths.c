@@ -99,9 +99,21 @@ static void test_errors(void **state)
 	gw_paths_match(GW_HTTP_GET, "/api/nope", &r);
 	assert_int_equal(r.status, 404);
 	assert_int_equal(r.route, GW_PATH_NONE);
-	gw_paths_match(GW_HTTP_POST, "/v1/embeddings", &r);
+	gw_paths_match(GW_HTTP_POST, "/v1/audio/speech", &r);
 	assert_int_equal(r.status, 404);
 	assert_int_equal(r.style, GW_STYLE_OPENAI);
+	/* the embedding endpoints: POST only */
+	gw_paths_match(GW_HTTP_POST, "/v1/embeddings", &r);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.route, GW_PATH_OPENAI_EMBEDDINGS);
+	assert_string_equal(gw_path_name(r.route), "openai_embeddings");
+	gw_paths_match(GW_HTTP_POST, "/api/embed", &r);
+	assert_int_equal(r.route, GW_PATH_OLLAMA_EMBED);
+	assert_int_equal(r.style, GW_STYLE_OLLAMA);
+	gw_paths_match(GW_HTTP_POST, "/api/embeddings", &r);
+	assert_int_equal(r.route, GW_PATH_OLLAMA_EMBEDDINGS);
+	gw_paths_match(GW_HTTP_GET, "/api/embed", &r);
+	assert_int_equal(r.status, 405);
 	/* exact match only */
 	gw_paths_match(GW_HTTP_POST, "/api/generate/", &r);
 	assert_int_equal(r.status, 404);
