@@ -7,11 +7,13 @@
 // SLUICE_KEY_LIMITED (a key whose tenant allows 1 request a minute),
 // SLUICE_KEY_PACED (30 a minute: a refusal's Retry-After is at most 2 s),
 // SLUICE_MODEL, SLUICE_MODEL_FILE (the GGUF file the worker serves);
-// NODE_EXTRA_CA_CERTS names the test's certificate.
+// NODE_EXTRA_CA_CERTS names the test's certificate.  SLUICE_EMBED=1: the
+// model embeds (tests/integration/test_embed_api.c): the "embed:" scenarios
+// run, and only with it.
 import OpenAI from 'openai';
 import { Ollama } from 'ollama';
-import { ChatOpenAI, OpenAI as LangChainOpenAI } from '@langchain/openai';
-import { ChatOllama } from '@langchain/ollama';
+import { ChatOpenAI, OpenAI as LangChainOpenAI, OpenAIEmbeddings } from '@langchain/openai';
+import { ChatOllama, OllamaEmbeddings } from '@langchain/ollama';
 import { HumanMessage, SystemMessage } from '@langchain/core/messages';
 import { generateText, jsonSchema, tool } from 'ai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
@@ -529,6 +531,57 @@ await scenario('thinking: ollama-js think false answers without thinking', async
   assert.ok(!r.message.thinking, `thinking [${r.message.thinking}]`);
   assert.equal(typeof r.message.content, 'string');
 });
+
+// ---- embeddings (SLUICE_EMBED: the model is an embedding model) ----------
+const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+const same = (a, b) => a.length === b.length && a.every((x, i) => Math.fround(x) === Math.fround(b[i]));
+if (process.env.SLUICE_EMBED) {
+  let ref = null;
+  await scenario('embed: openai embeddings.create, a string (its default base64)', async () => {
+    const r = await oa.embeddings.create({ model, input: 'hello world' });
+    assert.equal(r.data.length, 1);
+    ref = r.data[0].embedding;
+    assert.ok(Array.isArray(ref) && ref.length >= 16, `${typeof ref} ${ref && ref.length}`);
+    assert.ok(Math.abs(norm(ref) - 1) < 1e-5, `norm ${norm(ref)}`);
+    assert.ok(r.usage.prompt_tokens >= 4, JSON.stringify(r.usage));
+  });
+  await scenario('embed: openai batch, float and base64 the same vectors', async () => {
+    const f = await oa.embeddings.create({ model, input: ['x', 'hello world'], encoding_format: 'float' });
+    assert.equal(f.data.length, 2);
+    assert.deepEqual(f.data.map((d) => d.index), [0, 1]);
+    assert.ok(same(f.data[1].embedding, ref), 'float differs from base64');
+    const t = await oa.embeddings.create({ model, input: [[2, 40, 41, 3]] });
+    assert.equal(t.usage.prompt_tokens, 4);
+  });
+  await scenario('embed: openai bad input is a BadRequestError', async () => {
+    await rejects(oa.embeddings.create({ model, input: [] }), OpenAI.BadRequestError, 400);
+    await rejects(oa.embeddings.create({ model: 'no-such-model', input: 'x' }), OpenAI.NotFoundError, 404);
+  });
+  await scenario('embed: ollama embed and the legacy embeddings', async () => {
+    const r = await ol.embed({ model, input: ['x', 'hello world'] });
+    assert.equal(r.embeddings.length, 2);
+    assert.ok(same(r.embeddings[1], ref));
+    assert.ok(r.prompt_eval_count > 0);
+    const l = await ol.embeddings({ model, prompt: 'hello world' });
+    assert.ok(same(l.embedding, ref));
+    await assert.rejects(ol.embed({ model, input: 'x', dimensions: 3 }), (e) => e.status_code === 400);
+  });
+  await scenario('embed: langchain OpenAIEmbeddings', async () => {
+    const e = new OpenAIEmbeddings({ model, ...lcOpenAI });
+    const q = await e.embedQuery('hello world');
+    assert.ok(same(q, ref));
+    const d = await e.embedDocuments(['a document', 'hello world']);
+    assert.equal(d.length, 2);
+    assert.ok(same(d[1], ref));
+  });
+  await scenario('embed: langchain OllamaEmbeddings', async () => {
+    const e = new OllamaEmbeddings({ model, baseUrl: url, headers: { Authorization: `Bearer ${key}` } });
+    const d = await e.embedDocuments(['a document', 'hello world']);
+    assert.equal(d.length, 2);
+    assert.ok(same(d[1], ref));
+    assert.ok(same(await e.embedQuery('hello world'), ref));
+  });
+}
 
 console.log(failed ? `${failed} scenario(s) failed` : 'all scenarios passed');
 process.exit(failed ? 1 : 0);
