@@ -3,7 +3,11 @@
  * endpoint, then the responses rendered from what was accepted.
  *
  * Input layout: byte 0 selects the endpoint (generate, chat, OpenAI chat,
- * OpenAI completions, show); the rest is the body.  Invariants: an accepted
+ * OpenAI completions, show, OpenAI embeddings, Ollama embed, Ollama legacy
+ * embeddings: embed.c); the rest is the body.  An accepted embeddings
+ * request has a model, at most limits.embed_inputs inputs, each text valid
+ * UTF-8 and each id input non-empty; its answer (both encodings) is valid
+ * JSON.  Invariants: an accepted
  * request has a model, max_tokens >= 1, counts within the limits and valid
  * UTF-8 strings; a refusal has a 4xx/5xx status and a non-empty message;
  * every rendered body is valid JSON (checked with jansson).
@@ -18,6 +22,7 @@
 #include "common/arena.h"
 #include "common/utf8.h"
 #include "gateway/api/api.h"
+#include "gateway/api/embed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,6 +41,47 @@ static void check_str(struct proto_str s)
 		abort();
 }
 
+/* The embeddings bodies (sel 5..7) and their answers. */
+static void fuzz_embed(unsigned sel, const uint8_t *data, size_t size,
+		       const struct gw_api_limits *lim, struct cm_arena *a, struct cm_buf *b)
+{
+	static const float vec[6] = { 0.5f, -0.5f, 0.5f, -0.5f, 1e-30f, -3.4e38f };
+	struct gw_api_embed r;
+	struct gw_api_error e;
+	float *vals;
+
+	if (gw_api_parse_embed((enum gw_api_embed_kind)(sel - 5), data, size, lim, a, &r, &e) !=
+	    CM_OK) {
+		if (e.status < 400 || e.status > 599 || !e.message[0])
+			abort();
+		return;
+	}
+	if (r.model.len == 0 || r.n_inputs > lim->embed_inputs || (r.n_inputs && !r.inputs))
+		abort();
+	check_str(r.model);
+	for (uint32_t i = 0; i < r.n_inputs; i++) {
+		if (r.inputs[i].kind == PROTO_INPUT_TEXT)
+			check_str(r.inputs[i].text);
+		else if (r.inputs[i].kind != PROTO_INPUT_TOKENS || r.inputs[i].n_tokens == 0)
+			abort();
+	}
+	if (gw_api_embed_token_estimate(&r, 512) > (int64_t)r.n_inputs * 512)
+		abort();
+	vals = malloc(((size_t)r.n_inputs + 1) * 6 * sizeof(float));
+	if (!vals)
+		return;
+	for (uint32_t i = 0; i < r.n_inputs; i++)
+		memcpy(vals + (size_t)i * 6, vec, sizeof(vec));
+	for (int enc = 0; enc < 2; enc++) {
+		r.base64 = enc;
+		cm_buf_reset(b);
+		if (gw_api_render_embed(b, &r, "m\"odel", vals, 6, 7, 10) != CM_OK)
+			abort();
+		check_json(b);
+	}
+	free(vals);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct gw_api_limits lim;
@@ -48,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	sel = data[0] % 5;
+	sel = data[0] % 8;
 	data++;
 	size--;
 	gw_api_limits_defaults(&lim);
@@ -56,6 +102,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!a)
 		return 0;
 	cm_buf_init(&b, 16 * 1024 * 1024);
+	if (sel >= 5) {
+		fuzz_embed(sel, data, size, &lim, a, &b);
+		goto out;
+	}
 	if (sel == 4) {
 		struct proto_str m;
 

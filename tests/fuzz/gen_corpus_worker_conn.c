@@ -3,7 +3,8 @@
  * (corpus/worker_conn/): byte streams of well-formed gateway sessions
  * (SUBMIT text and chat, with grammar and schema constraints and logprobs,
  * tools and a forced call, thinking with budgets before a constraint,
- * CANCEL, PING, DRAIN, a bad SUBMIT), framed the way
+ * CANCEL, PING, DRAIN, a bad SUBMIT; EMBED of text and ids, truncated
+ * and shortened, cancelled), framed the way
  * the fuzzer reads them (a piece-length byte before each piece).
  *
  * Not part of the build; run by hand:
@@ -108,6 +109,33 @@ static void submit(uint64_t id, const char *text, uint32_t max_tokens, int chat,
 	frame(&m);
 }
 
+/* EMBED of n inputs (text, then ids), flags (TRUNCATE), dimensions */
+static void embed(uint64_t id, uint32_t n, const char *text, uint32_t n_ids, uint32_t flags,
+		  uint32_t dims)
+{
+	static uint32_t ids[600];
+	struct proto_embed_input in[8];
+	struct proto_msg m;
+
+	for (uint32_t i = 0; i < 600; i++)
+		ids[i] = 5 + i % 100;
+	for (uint32_t i = 0; i < n && i < 8; i++)
+		in[i] = i % 2 == 0 || !n_ids
+				? (struct proto_embed_input){ PROTO_INPUT_TEXT,
+							      { text, (uint32_t)strlen(text) }, 0, NULL }
+				: (struct proto_embed_input){ PROTO_INPUT_TOKENS, { "", 0 }, n_ids, ids };
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_EMBED;
+	m.flags = flags;
+	m.request_id = id;
+	m.u.embed.tenant_id = (struct proto_str){ "t", 1 };
+	m.u.embed.model = (struct proto_str){ "tiny", 4 };
+	m.u.embed.dimensions = dims;
+	m.u.embed.n_inputs = n < 8 ? n : 8;
+	m.u.embed.inputs = in;
+	frame(&m);
+}
+
 static void simple(uint16_t type, uint64_t id)
 {
 	struct proto_msg m;
@@ -165,6 +193,16 @@ int main(int argc, char **argv)
 	for (uint64_t i = 1; i <= 12; i++)
 		submit(i, "many at once fill the queue and the cache", 20, (int)(i % 2), (uint8_t)i);
 	save(argv[1], "many");
+	embed(1, 3, "hello world", 4, 0, 0);
+	embed(2, 1, "", 0, 0, 0);
+	save(argv[1], "embed");
+	embed(1, 2, "x", 600, PROTO_EMBED_F_TRUNCATE, 16);
+	embed(2, 2, "x", 600, 0, 0);
+	save(argv[1], "embed_truncate");
+	embed(1, 8, "a sentence to embed, and another one", 30, 0, 0);
+	simple(PROTO_CANCEL, 1);
+	embed(2, 8, "a sentence to embed", 30, 0, 0);
+	save(argv[1], "embed_cancel");
 	cm_buf_deinit(&out);
 	return 0;
 }

@@ -567,6 +567,11 @@ void wk_server_kv_usage(const struct wk_server *s, uint32_t *used, uint32_t *cac
 	*cached = ks.cached;
 }
 
+uint32_t wk_server_embed_waiting(const struct wk_server *s)
+{
+	return wk_serve_emb_waiting(s);
+}
+
 int wk_cli_serve(int argc, char **argv)
 {
 	struct wk_server_cfg cfg;

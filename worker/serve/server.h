@@ -49,6 +49,8 @@ int wk_server_input(struct wk_server *s, int fd, const void *data, size_t n);
 int wk_server_step(struct wk_server *s);
 void wk_server_drop_fd(struct wk_server *s, int fd);
 void wk_server_kv_usage(const struct wk_server *s, uint32_t *used, uint32_t *cached);
+/* EMBED requests queued (tests, fuzzers). */
+uint32_t wk_server_embed_waiting(const struct wk_server *s);
 
 /* `sluice-worker serve --config FILE` */
 int wk_cli_serve(int argc, char **argv);
