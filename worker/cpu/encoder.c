@@ -22,6 +22,7 @@ struct enc_buf {
 	float *x, *q, *k, *v, *a, *h, *f, *vec, *sc;
 	const uint32_t *start, *len; /* each input's first row and its rows */
 	uint32_t n_in, max_len;
+	uint64_t sc_per_thread;      /* scores, K^T and V^T of one (input, head) */
 	const struct wk_hparams *hp;
 };
 
@@ -92,7 +93,10 @@ static enum cm_status proj_qkv(struct wk_cpu_mm *mm, const struct wk_layer *L, c
 
 /*
  * a = softmax(q k^T / sqrt(hd)) v for one (input, head): every position
- * of the input sees every other of the same input, none of another.
+ * of the input sees every other of the same input, none of another.  The
+ * head's K and V are copied transposed (hd rows of n) into the thread's
+ * scratch, so that a query's scores are hd axpys over n and its output hd
+ * dots over n: long vectors for the SIMD ops.
  */
 static void attention_task(void *ctx, int task, int thread)
 {
@@ -101,29 +105,26 @@ static void attention_task(void *ctx, int task, int thread)
 	uint32_t hd = hp->head_dim, e = hp->n_embd, grp = hp->n_head / hp->n_head_kv;
 	uint32_t kvd = hp->n_head_kv * hd, in = (uint32_t)task / hp->n_head;
 	uint32_t h = (uint32_t)task % hp->n_head, n = b->len[in];
-	uint64_t r0 = b->start[in];
-	float scale = 1.0f / sqrtf((float)hd), *sc = b->sc + (uint64_t)thread * b->max_len;
+	uint64_t r0 = b->start[in], kv0 = (uint64_t)(h / grp) * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+	float *sc = b->sc + (uint64_t)thread * b->sc_per_thread, *kt = sc + b->max_len,
+	      *vt = kt + (uint64_t)hd * b->max_len;
 
+	for (uint32_t j = 0; j < n; j++)
+		for (uint32_t c = 0; c < hd; c++) {
+			kt[(uint64_t)c * n + j] = b->k[(r0 + j) * kvd + kv0 + c];
+			vt[(uint64_t)c * n + j] = b->v[(r0 + j) * kvd + kv0 + c];
+		}
 	for (uint32_t i = 0; i < n; i++) {
 		const float *q = b->q + (r0 + i) * e + (uint64_t)h * hd;
 		float *o = b->a + (r0 + i) * e + (uint64_t)h * hd;
 
-		for (uint32_t j = 0; j < n; j++) {
-			const float *k = b->k + (r0 + j) * kvd + (uint64_t)(h / grp) * hd;
-			float d = 0;
-
-			for (uint32_t c = 0; c < hd; c++)
-				d += q[c] * k[c];
-			sc[j] = d * scale;
-		}
+		memset(sc, 0, n * sizeof(float));
+		for (uint32_t c = 0; c < hd; c++)
+			wk_cpu_axpy_f32(sc, q[c] * scale, kt + (uint64_t)c * n, (int)n);
 		wk_cpu_softmax(sc, (int)n);
-		memset(o, 0, hd * sizeof(float));
-		for (uint32_t j = 0; j < n; j++) {
-			const float *v = b->v + (r0 + j) * kvd + (uint64_t)(h / grp) * hd;
-
-			for (uint32_t c = 0; c < hd; c++)
-				o[c] += sc[j] * v[c];
-		}
+		for (uint32_t c = 0; c < hd; c++)
+			o[c] = wk_cpu_dot_f32(sc, vt + (uint64_t)c * n, (int)n);
 	}
 }
 
@@ -147,11 +148,8 @@ static enum cm_status layer(struct wk_cpu_mm *mm, const struct wk_hparams *hp,
 	}
 	if ((st = proj(mm, &L->w_up, &L->b_up, b->x, n, b->f)) != CM_OK)
 		return st;
-	for (uint64_t i = 0; i < (uint64_t)n * f; i++) {
-		float g = b->f[i];
-
-		b->f[i] = 0.5f * g * (1.0f + tanhf(0.7978845608028654f * (g + 0.044715f * g * g * g)));
-	}
+	for (uint32_t t = 0; t < n; t++)
+		wk_cpu_gelu(b->f + (uint64_t)t * f, (int)f);
 	if ((st = proj(mm, &L->w_down, &L->b_down, b->f, n, b->h)) != CM_OK)
 		return st;
 	for (uint32_t t = 0; t < n; t++) {
@@ -244,7 +242,8 @@ enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *
 	b.h = cm_malloc(n * e * sizeof(float));
 	b.f = cm_malloc(n * hp->n_ff * sizeof(float));
 	b.vec = cm_malloc(e * sizeof(float));
-	b.sc = cm_malloc((uint64_t)nth * b.max_len * sizeof(float));
+	b.sc_per_thread = (1 + 2 * (uint64_t)hp->head_dim) * b.max_len;
+	b.sc = cm_malloc((uint64_t)nth * b.sc_per_thread * sizeof(float));
 	if (!start || !b.x || !b.q || !b.k || !b.v || !b.a || !b.h || !b.f || !b.vec || !b.sc) {
 		st = CM_ENOMEM;
 		goto out;

@@ -94,6 +94,21 @@ float wk_cpu_expf(float x)
 	return wk_cpu_ops_get()->expf(x);
 }
 
+float wk_cpu_dot_f32(const float *a, const float *b, int n)
+{
+	return wk_cpu_ops_get()->dot_f32(a, b, n);
+}
+
+void wk_cpu_axpy_f32(float *y, float alpha, const float *x, int n)
+{
+	wk_cpu_ops_get()->axpy_f32(y, alpha, x, n);
+}
+
+void wk_cpu_gelu(float *x, int n)
+{
+	wk_cpu_ops_get()->gelu(x, n);
+}
+
 /* ---- rotary embedding ------------------------------------------------- */
 
 void wk_cpu_rope_sincos(const struct wk_cpu_rope *rope, int pos, float *cs)

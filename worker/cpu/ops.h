@@ -1,7 +1,8 @@
 /*
  * ops.h - the small vector operations of the forward pass besides matmul:
- * RMS norm, rotary embedding, softmax, SwiGLU, residual add, and the F16
- * dot / axpy used by attention over an F16 KV cache.
+ * RMS norm, rotary embedding, softmax, SwiGLU, GELU, residual add, the F16
+ * dot / axpy used by attention over an F16 KV cache and their F32 forms
+ * (the encoder's attention).
  *
  * Each has a scalar, an AVX2 and an AVX-512 build, picked once at run
  * time like the matmul kernels (SLUICE_CPU_ISA overrides).  Reductions use
@@ -32,6 +33,13 @@ void wk_cpu_axpy_f16(float *y, float alpha, const uint16_t *x, int n);
 void wk_cpu_f32_to_f16(uint16_t *dst, const float *src, int n);
 /* e^x to about 2 ulp; 0 below -87.3, e^88.3 above 88.3. */
 float wk_cpu_expf(float x);
+/* sum a[i] * b[i] (the fixed reduction pattern). */
+float wk_cpu_dot_f32(const float *a, const float *b, int n);
+/* y[i] += alpha * x[i]. */
+void wk_cpu_axpy_f32(float *y, float alpha, const float *x, int n);
+/* In place: GELU in its tanh form (llama.cpp's ggml_gelu), tanh from
+ * wk_cpu_expf; within 1e-6 of the libm form. */
+void wk_cpu_gelu(float *x, int n);
 
 /*
  * Rotary position embedding.  Pair i (0 <= i < n_rot/2) of a head turns

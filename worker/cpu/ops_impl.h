@@ -190,6 +190,37 @@ static void wo_axpy_f16(float *y, float alpha, const uint16_t *x, int n)
 }
 #endif
 
+static float wo_dot_f32(const float *a, const float *b, int n)
+{
+	float acc[WO_L] = { 0 };
+	int main = n - n % WO_L;
+	for (int i = 0; i < main; i += WO_L)
+		for (int l = 0; l < WO_L; l++)
+			acc[l] += a[i + l] * b[i + l];
+	float s = wo_combine(acc);
+	for (int i = main; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+static void wo_axpy_f32(float *y, float alpha, const float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		y[i] += alpha * x[i];
+}
+
+/* GELU, tanh form: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), with
+ * tanh(u) = 1 - 2 / (e^(2u) + 1) on wo_expf (saturates cleanly: e^(2u)
+ * is 0 or huge at the ends) */
+static void wo_gelu(float *x, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float g = x[i], u = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+		float t = 1.0f - 2.0f / (wo_expf(2.0f * u) + 1.0f);
+		x[i] = 0.5f * g * (1.0f + t);
+	}
+}
+
 static void wo_f32_to_f16(uint16_t *dst, const float *src, int n)
 {
 	int i = 0;
@@ -211,4 +242,7 @@ const struct wk_cpu_ops WO_TABLE = {
 	.axpy_f16 = wo_axpy_f16,
 	.f32_to_f16 = wo_f32_to_f16,
 	.expf = wo_expf,
+	.dot_f32 = wo_dot_f32,
+	.axpy_f32 = wo_axpy_f32,
+	.gelu = wo_gelu,
 };

@@ -17,6 +17,9 @@ struct wk_cpu_ops {
 	void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int n);
 	void (*f32_to_f16)(uint16_t *dst, const float *src, int n);
 	float (*expf)(float x);
+	float (*dot_f32)(const float *a, const float *b, int n);
+	void (*axpy_f32)(float *y, float alpha, const float *x, int n);
+	void (*gelu)(float *x, int n);
 };
 
 extern const struct wk_cpu_ops wk_cpu_ops_scalar;

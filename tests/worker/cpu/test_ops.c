@@ -157,6 +157,48 @@ static void check_f16(void)
 	}
 }
 
+/* dot_f32, axpy_f32 against double; gelu against the libm tanh form
+ * (1e-6 absolute, and exact saturation at the ends) */
+static void check_f32_gelu(void)
+{
+	enum { N = 512 + 5 };
+	float a[N], b[N], y[N], g[N];
+	double dot = 0, mag = 0;
+
+	for (int i = 0; i < N; i++) {
+		a[i] = rnd() * 4;
+		b[i] = rnd();
+		y[i] = rnd();
+		dot += (double)a[i] * b[i];
+		mag += fabs((double)a[i] * b[i]);
+	}
+	for (int n = 0; n <= N; n += 47) {
+		double d = 0;
+
+		for (int i = 0; i < n; i++)
+			d += (double)a[i] * b[i];
+		assert_true(fabs(wk_cpu_dot_f32(a, b, n) - d) <= 1e-6 * (mag + 1));
+	}
+	assert_true(fabs(wk_cpu_dot_f32(a, b, N) - dot) <= 1e-6 * mag);
+	memcpy(g, y, sizeof y);
+	wk_cpu_axpy_f32(g, -1.5f, a, N - 3);
+	for (int i = 0; i < N; i++)
+		assert_true(g[i] == (i < N - 3 ? y[i] + -1.5f * a[i] : y[i]));
+	for (int i = 0; i < N; i++)
+		g[i] = (float)(i - N / 2) / 16.0f; /* -16 .. 16 */
+	g[0] = -1000.0f;
+	g[1] = 1000.0f;
+	g[2] = 0.0f;
+	memcpy(y, g, sizeof g);
+	wk_cpu_gelu(g, N);
+	for (int i = 0; i < N; i++) {
+		double x = y[i], want = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+
+		assert_true(fabs(g[i] - want) <= 1e-6 * (fabs(want) + 1));
+	}
+	assert_true(g[0] == 0.0f && g[1] == 1000.0f && g[2] == 0.0f);
+}
+
 static void check_rope(void)
 {
 	enum { HD = 64, NH = 3 };
@@ -235,6 +277,7 @@ static void test_f16(void **state)
 {
 	(void)state;
 	each_isa(check_f16);
+	each_isa(check_f32_gelu);
 }
 
 static void test_rope(void **state)
