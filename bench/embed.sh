@@ -12,7 +12,7 @@
 # these loads (LLAMA_ARGS, default one slot of 512 tokens, -b/-ub 512: 1.4x
 # to 7x the throughput of 16 slots in one 8192-token batch, 4.4x the 4-slot
 # 2048 one at 128 tokens x 16; docs/bench.md), our worker its default
-# embed_step_tokens (8192).
+# embed_step_tokens (2048).
 # Environment: SLUICE_BUILD_DIR (build), THREADS, SECONDS_PER_CELL (5),
 # LENS (32,128,512), BATCHES (1,16,64), LLAMA_ARGS.
 set -euo pipefail

@@ -50,7 +50,7 @@
 /* worker.max_running's bound; what the gateway accepts in HELLO.max_seqs */
 #define CM_LIM_MAX_RUNNING_SEQS_HARD 4096
 #define CM_LIM_STEP_TOKEN_BUDGET 512
-#define CM_LIM_EMBED_STEP_TOKENS 8192 /* worker.embed_step_tokens */
+#define CM_LIM_EMBED_STEP_TOKENS 2048 /* worker.embed_step_tokens */
 #define CM_LIM_EMBED_INPUTS 2048      /* gateway limits.embed_inputs (OpenAI's bound) */
 #define CM_LIM_WORKER_CONNECTIONS 16
 

@@ -326,6 +326,7 @@ static const char *const arch_names[] = {
 	[WK_ARCH_GRANITE] = "granite", [WK_ARCH_PHI3] = "phi3",     [WK_ARCH_GEMMA2] = "gemma2",
 	[WK_ARCH_GEMMA3] = "gemma3",   [WK_ARCH_QWEN3MOE] = "qwen3moe",
 	[WK_ARCH_QWEN2MOE] = "qwen2moe", [WK_ARCH_BERT] = "bert",
+	[WK_ARCH_NOMIC_BERT] = "nomic-bert",
 };
 
 struct synth_opts {
@@ -481,10 +482,11 @@ static enum cm_status synth_finish(struct wk_gguf_writer *w, struct synth *sy, e
 }
 
 /*
- * An encoder (bert, llama.cpp's tensor names): token, token-type and
+ * An encoder (llama.cpp's tensor names): bert has token, token-type and
  * position embeddings with their LayerNorm, per layer Q/K/V and output with
- * biases, LayerNorms after attention and after the GELU FFN; a WordPiece
- * vocabulary; mean pooling.
+ * biases, LayerNorms after attention and after the GELU FFN; nomic-bert no
+ * position embeddings (RoPE, base 1000), a fused QKV, no biases and a
+ * SwiGLU FFN.  A WordPiece vocabulary; mean pooling.
  */
 static enum cm_status synth_write_bert(const struct synth_opts *o, const struct preset *p,
 				       uint32_t mtype, char *err, size_t err_len)
@@ -497,7 +499,16 @@ static enum cm_status synth_write_bert(const struct synth_opts *o, const struct 
 		{ "ffn_up.weight", 'u' }, { "ffn_up.bias", 'f' }, { "ffn_down.weight", 'd' },
 		{ "ffn_down.bias", 'b' }, { "layer_output_norm.weight", 'n' },
 		{ "layer_output_norm.bias", 'b' },
+	}, nomic_layer[] = {
+		{ "attn_qkv.weight", 'q' }, { "attn_output.weight", 'm' },
+		{ "attn_output_norm.weight", 'n' }, { "attn_output_norm.bias", 'b' },
+		{ "ffn_up.weight", 'u' }, { "ffn_gate.weight", 'u' }, { "ffn_down.weight", 'd' },
+		{ "layer_output_norm.weight", 'n' }, { "layer_output_norm.bias", 'b' },
 	};
+	const int nomic = o->arch == WK_ARCH_NOMIC_BERT;
+	const char *a = arch_names[o->arch];
+	size_t n_per = nomic ? sizeof(nomic_layer) / sizeof(nomic_layer[0])
+			     : sizeof(per_layer) / sizeof(per_layer[0]);
 	struct wk_gguf_writer *w = NULL;
 	struct synth sy = { .seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull,
 			    .n_threads = 2 };
@@ -512,35 +523,42 @@ static enum cm_status synth_write_bert(const struct synth_opts *o, const struct 
 	}
 	add_synth_tensor(&sy, "token_embd.weight", mtype, 2, p->embd, o->vocab, K_MATRIX);
 	add_synth_tensor(&sy, "token_types.weight", WK_Q_F32, 2, p->embd, 2, K_MATRIX);
-	add_synth_tensor(&sy, "position_embd.weight", WK_Q_F32, 2, p->embd, o->ctx, K_MATRIX);
+	if (!nomic)
+		add_synth_tensor(&sy, "position_embd.weight", WK_Q_F32, 2, p->embd, o->ctx, K_MATRIX);
 	add_synth_tensor(&sy, "token_embd_norm.weight", WK_Q_F32, 1, p->embd, 1, K_NORM);
 	add_synth_tensor(&sy, "token_embd_norm.bias", WK_Q_F32, 1, p->embd, 1, K_BIAS);
 	for (uint32_t l = 0; l < p->layers; l++)
-		for (size_t k = 0; k < sizeof(per_layer) / sizeof(per_layer[0]); k++) {
-			char s = per_layer[k].shape;
+		for (size_t k = 0; k < n_per; k++) {
+			char s = nomic ? nomic_layer[k].shape : per_layer[k].shape;
+			int mat = s == 'm' || s == 'u' || s == 'd' || s == 'q';
 
-			snprintf(name, sizeof(name), "blk.%u.%s", l, per_layer[k].name);
-			add_synth_tensor(&sy, name, s == 'm' || s == 'u' || s == 'd' ? mtype : WK_Q_F32,
-					 s == 'm' || s == 'u' || s == 'd' ? 2 : 1,
+			snprintf(name, sizeof(name), "blk.%u.%s", l,
+				 nomic ? nomic_layer[k].name : per_layer[k].name);
+			add_synth_tensor(&sy, name, mat ? mtype : WK_Q_F32, mat ? 2 : 1,
 					 s == 'd' || s == 'f' ? p->ff : p->embd,
-					 s == 'm' || s == 'd' ? p->embd : s == 'u' ? p->ff : 1,
+					 s == 'm' || s == 'd' ? p->embd : s == 'u' ? p->ff
+					 : s == 'q' ? 3 * p->embd : 1,
 					 s == 'n' ? K_NORM : s == 'b' || s == 'f' ? K_BIAS : K_MATRIX);
 		}
 	st = wk_gguf_writer_new(&w);
 #define CHK(call) do { if (st == CM_OK) st = (call); } while (0)
-	CHK(wk_gguf_writer_add_str(w, "general.architecture", "bert"));
+	CHK(wk_gguf_writer_add_str(w, "general.architecture", a));
 	snprintf(name, sizeof(name), "sluice-synth-%s-%s", p->name, o->type_name);
 	CHK(wk_gguf_writer_add_str(w, "general.name", name));
 	CHK(wk_gguf_writer_add_u32(w, "general.file_type", file_type_id(o->type_name)));
 	CHK(wk_gguf_writer_set_alignment(w, 32, 1));
-	CHK(wk_gguf_writer_add_u32(w, "bert.context_length", o->ctx));
-	CHK(wk_gguf_writer_add_u32(w, "bert.embedding_length", p->embd));
-	CHK(wk_gguf_writer_add_u32(w, "bert.block_count", p->layers));
-	CHK(wk_gguf_writer_add_u32(w, "bert.feed_forward_length", p->ff));
-	CHK(wk_gguf_writer_add_u32(w, "bert.attention.head_count", p->heads));
-	CHK(wk_gguf_writer_add_f32(w, "bert.attention.layer_norm_epsilon", 1e-12f));
-	CHK(wk_gguf_writer_add_bool(w, "bert.attention.causal", 0));
-	CHK(wk_gguf_writer_add_u32(w, "bert.pooling_type", WK_POOL_MEAN));
+#define KEY(k) (snprintf(name, sizeof(name), "%s." k, a), name)
+	CHK(wk_gguf_writer_add_u32(w, KEY("context_length"), o->ctx));
+	CHK(wk_gguf_writer_add_u32(w, KEY("embedding_length"), p->embd));
+	CHK(wk_gguf_writer_add_u32(w, KEY("block_count"), p->layers));
+	CHK(wk_gguf_writer_add_u32(w, KEY("feed_forward_length"), p->ff));
+	CHK(wk_gguf_writer_add_u32(w, KEY("attention.head_count"), p->heads));
+	CHK(wk_gguf_writer_add_f32(w, KEY("attention.layer_norm_epsilon"), 1e-12f));
+	CHK(wk_gguf_writer_add_bool(w, KEY("attention.causal"), 0));
+	CHK(wk_gguf_writer_add_u32(w, KEY("pooling_type"), WK_POOL_MEAN));
+	if (nomic)
+		CHK(wk_gguf_writer_add_f32(w, KEY("rope.freq_base"), 1000.0f));
+#undef KEY
 	CHK(wk_gguf_writer_add_u32(w, "tokenizer.ggml.token_type_count", 2));
 	CHK(wk_gguf_writer_add_str(w, "tokenizer.ggml.model", "bert"));
 	CHK(wk_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok,
@@ -586,7 +604,7 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 		shape.layers = o->layers;
 	head_dim = o->head_dim ? o->head_dim : p->head_dim ? p->head_dim : p->embd / p->heads;
 	mtype = mix ? mix->base : (uint32_t)wk_qtype_parse(o->type_name);
-	if (o->arch == WK_ARCH_BERT)
+	if (wk_mcfg_encoder_arch(o->arch))
 		return synth_write_bert(o, p, mtype, err, err_len);
 	sy.seed = o->seed * 0x9e3779b97f4a7c15ull + 0x5851f42d4c957f2dull;
 	sy.n_rot = head_dim;
@@ -743,7 +761,7 @@ static int set_arch(struct synth_opts *o, const char *val)
 			return 0;
 		}
 	fprintf(stderr, "sluice-model: --arch: expected llama, qwen2, qwen2moe, qwen3, qwen3moe, "
-		"granite, phi3, gemma2, gemma3 or bert, found '%s'\n", val);
+		"granite, phi3, gemma2, gemma3, bert or nomic-bert, found '%s'\n", val);
 	return 2;
 }
 

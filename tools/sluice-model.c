@@ -6,7 +6,7 @@
  *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]
  *   sluice-model sha256 PATH
  *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm
- *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert] [--swa N]
+ *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert|nomic-bert] [--swa N]
  *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N] [--layers N] [--head-dim N]
  *                      [--experts N] [--experts-used K] [--fuse-experts]
  *                      [--template NAME]
@@ -54,7 +54,7 @@ void model_usage(FILE *f)
 	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm\n"
 	      "                     [--type F32|F16|BF16|Q8_0|Q4_0|"
 	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
-	      "                     [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
+	      "                     [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert|nomic-bert] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
 	      "                     [--embd N] [--ffn N] [--layers N] [--head-dim N]\n"
 	      "                     [--experts N] [--experts-used K] [--fuse-experts]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|phi4|"
@@ -299,7 +299,7 @@ static int cmd_inspect(int argc, char **argv)
 	       c->hp.rope_scaling == WK_ROPE_SCALING_LINEAR ? "linear" :
 	       c->hp.rope_scaling == WK_ROPE_SCALING_YARN ? "yarn" : "none");
 	printf("tied embeddings: %s\n", c->tied_embeddings ? "yes" : "no");
-	if (c->hp.arch == WK_ARCH_BERT)
+	if (wk_mcfg_encoder_arch(c->hp.arch))
 		printf("encoder: bidirectional attention, %u token types, pooling %s, LayerNorm "
 		       "epsilon %g; embeds, does not generate\n", c->hp.n_token_types,
 		       c->hp.pooling == WK_POOL_MEAN ? "mean" : c->hp.pooling == WK_POOL_CLS ? "cls"

@@ -19,7 +19,7 @@
 #include "worker/model/quant.h"
 
 struct enc_buf {
-	float *x, *q, *k, *v, *a, *h, *f, *vec, *sc;
+	float *x, *q, *k, *v, *a, *h, *f, *g, *vec, *sc;
 	const uint32_t *start, *len; /* each input's first row and its rows */
 	uint32_t n_in, max_len;
 	uint64_t sc_per_thread;      /* scores, K^T and V^T of one (input, head) */
@@ -35,6 +35,7 @@ static void enc_free(struct enc_buf *b)
 	cm_free(b->a);
 	cm_free(b->h);
 	cm_free(b->f);
+	cm_free(b->g);
 	cm_free(b->vec);
 	cm_free(b->sc);
 }
@@ -57,7 +58,7 @@ static void layer_norm(float *y, const float *x, const float *w, const float *b,
 		y[i] = (x[i] - m) * inv * w[i] + b[i];
 }
 
-/* y (n, rows) = x (n, cols) W^T + bias (an F32 vector) */
+/* y (n, rows) = x (n, cols) W^T + bias (an F32 vector; nomic-bert: none) */
 static enum cm_status proj(struct wk_cpu_mm *mm, const struct wk_tensor *w,
 			   const struct wk_tensor *bias, const float *x, uint32_t n, float *y)
 {
@@ -65,9 +66,57 @@ static enum cm_status proj(struct wk_cpu_mm *mm, const struct wk_tensor *w,
 					  (int)n, y);
 	const float *b = bias->data;
 
-	for (uint32_t t = 0; st == CM_OK && t < n; t++)
+	for (uint32_t t = 0; st == CM_OK && b && t < n; t++)
 		wk_cpu_add(y + (uint64_t)t * w->rows, b, (int)w->rows);
 	return st;
+}
+
+/* nomic-bert: q and k of every input's positions 0.. turned by RoPE (neox) */
+static void rope_qk(const struct wk_hparams *hp, struct enc_buf *b)
+{
+	struct wk_cpu_rope r = { .n_rot = (int)hp->rope_dim, .neox = 1, .base = hp->rope_base,
+				 .freq_scale = hp->rope_pos_scale, .mscale = 1.0f };
+	uint32_t e = hp->n_embd, kvd = hp->n_head_kv * hp->head_dim;
+
+	for (uint32_t in = 0; in < b->n_in; in++)
+		for (uint32_t t = 0; t < b->len[in]; t++) {
+			uint64_t row = (uint64_t)b->start[in] + t;
+
+			wk_cpu_rope_sincos(&r, (int)t, b->vec);
+			wk_cpu_rope_apply(&r, b->vec, b->q + row * e, (int)hp->n_head, (int)hp->head_dim);
+			wk_cpu_rope_apply(&r, b->vec, b->k + row * kvd, (int)hp->n_head_kv,
+					  (int)hp->head_dim);
+		}
+}
+
+/* the FFN into b->h: bert up (+bias), GELU, down (+bias); nomic-bert
+ * silu(gate) * up, down */
+static enum cm_status ffn(struct wk_cpu_mm *mm, const struct wk_hparams *hp,
+			  const struct wk_layer *L, struct enc_buf *b, uint32_t n)
+{
+	uint32_t f = hp->n_ff;
+	enum cm_status st;
+
+	if (hp->arch == WK_ARCH_NOMIC_BERT) {
+		struct wk_cpu_mm_op ops[2] = {
+			{ L->w_gate.type, L->w_gate.data, (int)L->w_gate.rows, (int)L->w_gate.cols, b->x,
+			  (int)n, b->f },
+			{ L->w_up.type, L->w_up.data, (int)L->w_up.rows, (int)L->w_up.cols, b->x, (int)n,
+			  b->g },
+		};
+
+		if ((st = wk_cpu_matmul_multi(mm, ops, 2)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < n; t++)
+			wk_cpu_silu_mul(b->f + (uint64_t)t * f, b->f + (uint64_t)t * f,
+					b->g + (uint64_t)t * f, (int)f);
+	} else {
+		if ((st = proj(mm, &L->w_up, &L->b_up, b->x, n, b->f)) != CM_OK)
+			return st;
+		for (uint32_t t = 0; t < n; t++)
+			wk_cpu_gelu(b->f + (uint64_t)t * f, (int)f);
+	}
+	return proj(mm, &L->w_down, &L->b_down, b->f, n, b->h);
 }
 
 /* q, k, v = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv in one parallel run */
@@ -85,7 +134,7 @@ static enum cm_status proj_qkv(struct wk_cpu_mm *mm, const struct wk_layer *L, c
 						.x = x, .n = (int)n, .y = y[i] };
 	if ((st = wk_cpu_matmul_multi(mm, ops, 3)) != CM_OK)
 		return st;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3 && bias[i]->data; i++)
 		for (uint32_t t = 0; t < n; t++)
 			wk_cpu_add(y[i] + (uint64_t)t * w[i]->rows, bias[i]->data, (int)w[i]->rows);
 	return CM_OK;
@@ -132,11 +181,13 @@ static void attention_task(void *ctx, int task, int thread)
 static enum cm_status layer(struct wk_cpu_mm *mm, const struct wk_hparams *hp,
 			    const struct wk_layer *L, struct enc_buf *b, uint32_t n)
 {
-	uint32_t e = hp->n_embd, f = hp->n_ff;
+	uint32_t e = hp->n_embd;
 	enum cm_status st;
 
 	if ((st = proj_qkv(mm, L, b->x, n, b)) != CM_OK)
 		return st;
+	if (hp->arch == WK_ARCH_NOMIC_BERT)
+		rope_qk(hp, b);
 	wk_pool_run(wk_cpu_mm_pool(mm), attention_task, b, (int)(b->n_in * hp->n_head));
 	if ((st = proj(mm, &L->wo, &L->bo, b->a, n, b->h)) != CM_OK)
 		return st;
@@ -146,11 +197,7 @@ static enum cm_status layer(struct wk_cpu_mm *mm, const struct wk_hparams *hp,
 		wk_cpu_add(x, b->h + (uint64_t)t * e, (int)e);
 		layer_norm(x, x, L->ln_attn.data, L->ln_attn_b.data, e, hp->norm_eps);
 	}
-	if ((st = proj(mm, &L->w_up, &L->b_up, b->x, n, b->f)) != CM_OK)
-		return st;
-	for (uint32_t t = 0; t < n; t++)
-		wk_cpu_gelu(b->f + (uint64_t)t * f, (int)f);
-	if ((st = proj(mm, &L->w_down, &L->b_down, b->f, n, b->h)) != CM_OK)
+	if ((st = ffn(mm, hp, L, b, n)) != CM_OK)
 		return st;
 	for (uint32_t t = 0; t < n; t++) {
 		float *x = b->x + (uint64_t)t * e;
@@ -199,10 +246,12 @@ static void embed_input(const struct wk_model *m, struct enc_buf *b, const int32
 							    (uint64_t)tokens[r] * m->tok_embd.row_bytes,
 				  x, e);
 		wk_cpu_add(x, b->a, (int)e);
-		wk_dequantize_row(c->pos_embd.type, (const uint8_t *)c->pos_embd.data +
-							    (uint64_t)t * c->pos_embd.row_bytes,
-				  b->vec, e);
-		wk_cpu_add(x, b->vec, (int)e);
+		if (c->pos_embd.data) { /* bert; nomic-bert turns q and k instead */
+			wk_dequantize_row(c->pos_embd.type, (const uint8_t *)c->pos_embd.data +
+								    (uint64_t)t * c->pos_embd.row_bytes,
+					  b->vec, e);
+			wk_cpu_add(x, b->vec, (int)e);
+		}
 		layer_norm(x, x, c->embd_norm.data, c->embd_norm_b.data, (uint32_t)e,
 			   m->hp.norm_eps);
 	}
@@ -219,7 +268,7 @@ enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *
 	enum cm_status st = CM_OK;
 	int nth = wk_pool_threads(wk_cpu_mm_pool(mm));
 
-	if (hp->arch != WK_ARCH_BERT || n_in == 0 ||
+	if (!wk_mcfg_encoder_arch(hp->arch) || n_in == 0 ||
 	    (uint64_t)n_in * hp->n_head > WK_POOL_MAX_TASKS)
 		return CM_EINVAL;
 	for (uint32_t i = 0; i < n_in; i++) {
@@ -241,10 +290,12 @@ enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *
 	b.a = cm_malloc(n * e * sizeof(float));
 	b.h = cm_malloc(n * e * sizeof(float));
 	b.f = cm_malloc(n * hp->n_ff * sizeof(float));
-	b.vec = cm_malloc(e * sizeof(float));
+	b.g = hp->arch == WK_ARCH_NOMIC_BERT ? cm_malloc(n * hp->n_ff * sizeof(float)) : NULL;
+	b.vec = cm_malloc((e > hp->rope_dim ? e : hp->rope_dim) * sizeof(float));
 	b.sc_per_thread = (1 + 2 * (uint64_t)hp->head_dim) * b.max_len;
 	b.sc = cm_malloc((uint64_t)nth * b.sc_per_thread * sizeof(float));
-	if (!start || !b.x || !b.q || !b.k || !b.v || !b.a || !b.h || !b.f || !b.vec || !b.sc) {
+	if (!start || !b.x || !b.q || !b.k || !b.v || !b.a || !b.h || !b.f || !b.vec || !b.sc ||
+	    (hp->arch == WK_ARCH_NOMIC_BERT && !b.g)) {
 		st = CM_ENOMEM;
 		goto out;
 	}

@@ -166,6 +166,10 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		l->c->hp.arch = WK_ARCH_BERT;
 		l->c->arch_name = "bert";
 		l->c->has_qkv_bias = 1;
+	} else if (s.len == 10 && memcmp(s.ptr, "nomic-bert", 10) == 0) {
+		l->c->hp.arch = WK_ARCH_NOMIC_BERT;
+		l->c->arch_name = "nomic-bert";
+		l->c->fused_qkv = 1;
 	} else if (s.len == 4 && memcmp(s.ptr, "phi3", 4) == 0) {
 		l->c->hp.arch = WK_ARCH_PHI3;
 		l->c->arch_name = "phi3";
@@ -174,7 +178,7 @@ static enum cm_status read_arch(struct mcfg_load *l)
 		printable(&s, shown, sizeof(shown));
 		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "unsupported architecture '%s' (supported: "
 			    "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3, "
-			    "bert)", shown);
+			    "bert, nomic-bert)", shown);
 	}
 	return CM_OK;
 }
@@ -331,6 +335,11 @@ static enum cm_status read_rope_scaling(struct mcfg_load *l)
 	return CM_OK;
 }
 
+int wk_mcfg_encoder_arch(enum wk_arch a)
+{
+	return a == WK_ARCH_BERT || a == WK_ARCH_NOMIC_BERT;
+}
+
 int wk_mcfg_moe_arch(enum wk_arch a)
 {
 	return a == WK_ARCH_QWEN3MOE || a == WK_ARCH_QWEN2MOE;
@@ -407,7 +416,7 @@ static enum cm_status read_moe(struct mcfg_load *l)
 static enum cm_status read_encoder(struct mcfg_load *l)
 {
 	struct wk_hparams *hp = &l->c->hp;
-	int bert = hp->arch == WK_ARCH_BERT, b;
+	int bert = wk_mcfg_encoder_arch(hp->arch), b;
 	uint32_t pool;
 	enum cm_status st;
 
@@ -419,8 +428,8 @@ static enum cm_status read_encoder(struct mcfg_load *l)
 	else if (st != CM_ENOTFOUND)
 		return wk_mcfg_fail(l, CM_EFORMAT, "key '%s': expected a bool", l->key);
 	if (bert && hp->causal)
-		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': a causal bert is not supported",
-				    l->key);
+		return wk_mcfg_fail(l, CM_EUNSUPPORTED, "key '%s': a causal %s is not supported",
+				    l->key, l->c->arch_name);
 	st = key_u32(l, arch_key(l, "pooling_type"), 0, bert ? WK_POOL_MEAN : WK_POOL_NONE, 0,
 		     WK_POOL_LAST, &pool);
 	if (st != CM_OK)
@@ -536,7 +545,8 @@ static enum cm_status read_misc(struct mcfg_load *l)
 				       ? 1.0f / c->hp.rope_scale_factor : 1.0f;
 	c->hp.rope_style = c->hp.arch == WK_ARCH_QWEN2 || c->hp.arch == WK_ARCH_QWEN3 ||
 					   c->hp.arch == WK_ARCH_PHI3 || c->hp.arch == WK_ARCH_GEMMA2 ||
-					   c->hp.arch == WK_ARCH_GEMMA3 || wk_mcfg_moe_arch(c->hp.arch)
+					   c->hp.arch == WK_ARCH_GEMMA3 || wk_mcfg_moe_arch(c->hp.arch) ||
+					   c->hp.arch == WK_ARCH_NOMIC_BERT
 				   ? WK_ROPE_NEOX : WK_ROPE_NORM;
 	st = wk_gguf_get_str(l->g, "tokenizer.chat_template", &c->chat_template);
 	if (st == CM_OK) {

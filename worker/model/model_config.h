@@ -64,7 +64,12 @@ enum wk_arch {
 	WK_ARCH_QWEN3MOE = 7, /* qwen3 with a mixture of experts in every FFN */
 	WK_ARCH_QWEN2MOE = 8, /* qwen2 with experts and a gated shared expert */
 	WK_ARCH_BERT = 9,     /* an encoder (all-MiniLM, bge, e5): embeddings only */
+	WK_ARCH_NOMIC_BERT = 10, /* an encoder with RoPE, SwiGLU, fused QKV, no biases
+				  * (nomic-embed-text) */
 };
+
+/* 1 for the encoders (bert, nomic-bert): they embed, never generate. */
+int wk_mcfg_encoder_arch(enum wk_arch a);
 
 /* How an embedding is made of a sequence's final hidden states
  * ({arch}.pooling_type, llama.cpp's numbering). */

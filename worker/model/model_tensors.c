@@ -349,6 +349,39 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 	return check_token_meta(l);
 }
 
+/* One layer of nomic-bert: fused QKV, output, SwiGLU FFN (no biases),
+ * LayerNorms (weight, bias) after attention and after the FFN. */
+static enum cm_status read_nomic_layer(struct mcfg_load *l, uint32_t i)
+{
+	struct wk_mcfg *c = l->c;
+	struct wk_layer *ly = &c->layers[i];
+	uint64_t e = c->hp.n_embd, f = c->hp.n_ff;
+	uint64_t kv = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
+	struct wk_tensor qkv;
+	struct { const char *name; uint32_t nd; uint64_t d0, d1; int f32; struct wk_tensor *t; } want[] = {
+		{ "attn_qkv.weight", 2, e, e + 2 * kv, 0, &qkv },
+		{ "attn_output.weight", 2, e, e, 0, &ly->wo },
+		{ "attn_output_norm.weight", 1, e, 0, 1, &ly->ln_attn },
+		{ "attn_output_norm.bias", 1, e, 0, 1, &ly->ln_attn_b },
+		{ "ffn_up.weight", 2, e, f, 0, &ly->w_up },
+		{ "ffn_gate.weight", 2, e, f, 0, &ly->w_gate },
+		{ "ffn_down.weight", 2, f, e, 0, &ly->w_down },
+		{ "layer_output_norm.weight", 1, e, 0, 1, &ly->ln_out },
+		{ "layer_output_norm.bias", 1, e, 0, 1, &ly->ln_out_b },
+	};
+	enum cm_status st = CM_OK;
+
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]) && st == CM_OK; k++)
+		st = expect(l, blk(l, i, want[k].name), 1, want[k].nd, want[k].d0, want[k].d1,
+			    want[k].f32, want[k].t);
+	if (st == CM_OK) {
+		row_view(&qkv, 0, e, &ly->wq);
+		row_view(&qkv, e, kv, &ly->wk);
+		row_view(&qkv, e + kv, kv, &ly->wv);
+	}
+	return st;
+}
+
 /* One layer of bert: Q/K/V and output with biases, LayerNorm (weight,
  * bias) after attention, the GELU FFN with biases, LayerNorm after it. */
 static enum cm_status read_bert_layer(struct mcfg_load *l, uint32_t i)
@@ -383,7 +416,8 @@ static enum cm_status read_bert_layer(struct mcfg_load *l, uint32_t i)
 	return st;
 }
 
-/* bert: the embeddings' tensors, then every layer; no output head */
+/* bert, nomic-bert: the embeddings' tensors (nomic-bert: no position
+ * embeddings, RoPE instead), then every layer; no output head */
 static enum cm_status read_bert(struct mcfg_load *l)
 {
 	struct wk_mcfg *c = l->c;
@@ -401,7 +435,7 @@ static enum cm_status read_bert(struct mcfg_load *l)
 	}
 	c->hp.n_token_types = (uint32_t)tt->dims[1];
 	st = expect(l, "token_types.weight", 1, 2, e, tt->dims[1], 0, &c->tok_types);
-	if (st == CM_OK)
+	if (st == CM_OK && c->hp.arch == WK_ARCH_BERT)
 		st = expect(l, "position_embd.weight", 1, 2, e, c->hp.n_ctx_train, 0, &c->pos_embd);
 	if (st == CM_OK)
 		st = expect(l, "token_embd_norm.weight", 1, 1, e, 0, 1, &c->embd_norm);
@@ -413,7 +447,7 @@ static enum cm_status read_bert(struct mcfg_load *l)
 	if (!c->layers)
 		return wk_mcfg_fail(l, CM_ENOMEM, "out of memory for %u layers", c->hp.n_layer);
 	for (uint32_t i = 0; i < c->hp.n_layer && st == CM_OK; i++)
-		st = read_bert_layer(l, i);
+		st = c->hp.arch == WK_ARCH_BERT ? read_bert_layer(l, i) : read_nomic_layer(l, i);
 	return st;
 }
 
@@ -425,7 +459,7 @@ enum cm_status wk_mcfg_read_tensors(struct mcfg_load *l)
 	uint32_t i;
 
 	st = read_vocab(l);
-	if (st == CM_OK && c->hp.arch == WK_ARCH_BERT)
+	if (st == CM_OK && wk_mcfg_encoder_arch(c->hp.arch))
 		return read_bert(l);
 	if (st == CM_OK)
 		st = expect(l, "output_norm.weight", 1, 1, c->hp.n_embd, 0, 1, &c->output_norm);

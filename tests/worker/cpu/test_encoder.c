@@ -30,22 +30,27 @@
 
 static char tmpdir[256];
 
-static struct wk_model *load(const char *type)
+static struct wk_model *load_arch(const char *arch, const char *type)
 {
 	const char *bd = getenv("SLUICE_BUILD_DIR");
 	char path[512], cmd[1024], err[256];
 	struct wk_model *m = NULL;
 	struct wk_model_opts mo = { 0 };
 
-	snprintf(path, sizeof(path), "%s/bert-%s.gguf", tmpdir, type);
+	snprintf(path, sizeof(path), "%s/%s-%s.gguf", tmpdir, arch, type);
 	if (access(path, R_OK) != 0) {
-		snprintf(cmd, sizeof(cmd), "%s/tools/sluice-model synth --preset bert-tiny --type %s "
-			 "--seed 3 -o %s", bd ? bd : ".", type, path);
+		snprintf(cmd, sizeof(cmd), "%s/tools/sluice-model synth --preset bert-tiny --arch %s "
+			 "--type %s --seed 3 -o %s", bd ? bd : ".", arch, type, path);
 		assert_int_equal(system(cmd), 0);
 	}
 	if (wk_model_load(path, &mo, &m, err, sizeof(err)) != CM_OK)
 		fail_msg("load %s: %s", path, err);
 	return m;
+}
+
+static struct wk_model *load(const char *type)
+{
+	return load_arch("bert", type);
 }
 
 static double *deq(const struct wk_tensor *t, uint64_t row)
@@ -269,16 +274,17 @@ static void test_cls_pooling(void **state)
 /*
  * Batch invariance: three inputs of different lengths in one
  * wk_cpu_encode_batch give, each, the bits wk_cpu_encode gives for it
- * alone (F32 and Q8_0, whose activation quantisation is per row), in
- * either order; a bad input anywhere refuses the whole batch.
+ * alone (bert and nomic-bert, whose RoPE positions restart per input; F32
+ * and Q8_0, whose activation quantisation is per row), in either order;
+ * a bad input anywhere refuses the whole batch.
  */
 static void test_batch_invariance(void **state)
 {
 	static const char *const types[] = { "F32", "Q8_0" };
 
 	(void)state;
-	for (int ti = 0; ti < 2; ti++) {
-		struct wk_model *m = load(types[ti]);
+	for (int ti = 0; ti < 4; ti++) {
+		struct wk_model *m = load_arch(ti < 2 ? "bert" : "nomic-bert", types[ti % 2]);
 		struct wk_pool *p = NULL;
 		struct wk_cpu_mm *mm = NULL;
 		int32_t toks[64], rev[64];
@@ -320,7 +326,7 @@ static void test_batch_invariance(void **state)
  * tests/worker/model/llamacpp/README.md): our WordPiece ids and encoder
  * give vectors of cosine >= 0.9999 (F32) and >= 0.999 (Q8_0) to its.
  */
-static void test_vs_llamacpp(void **state)
+static void vs_llamacpp(const char *arch, const char *fixture)
 {
 	static const char *const prompts[] = {
 		"hello world", "The quick brown fox jumps over the lazy dog.",
@@ -331,14 +337,12 @@ static void test_vs_llamacpp(void **state)
 	char path[1024];
 	FILE *f;
 
-	(void)state;
-	snprintf(path, sizeof(path), "%s/tests/worker/model/llamacpp/bert-tiny-embeddings.txt",
-		 src ? src : ".");
+	snprintf(path, sizeof(path), "%s/tests/worker/model/llamacpp/%s", src ? src : ".", fixture);
 	f = fopen(path, "r");
 	if (!f)
 		fail_msg("cannot open %s", path);
 	for (size_t ti = 0; ti < 2; ti++) {
-		struct wk_model *m = load(types[ti]);
+		struct wk_model *m = load_arch(arch, types[ti]);
 		struct wk_pool *p = NULL;
 		struct wk_cpu_mm *mm = NULL;
 		uint32_t e = m->hp.n_embd;
@@ -362,13 +366,21 @@ static void test_vs_llamacpp(void **state)
 			cs = compare(got, ref, e, &l2);
 			worst = cs < worst ? cs : worst;
 		}
-		printf("# bert-tiny %s vs llama.cpp: worst cosine %.9f\n", types[ti], worst);
+		printf("# %s (bert-tiny shape) %s vs llama.cpp: worst cosine %.9f\n", arch, types[ti],
+		       worst);
 		assert_true(worst >= (ti == 0 ? 0.9999 : 0.999));
 		wk_cpu_mm_free(mm);
 		wk_pool_free(p);
 		wk_model_free(m);
 	}
 	fclose(f);
+}
+
+static void test_vs_llamacpp(void **state)
+{
+	(void)state;
+	vs_llamacpp("bert", "bert-tiny-embeddings.txt");
+	vs_llamacpp("nomic-bert", "nomic-tiny-embeddings.txt");
 }
 
 static int setup(void **state)

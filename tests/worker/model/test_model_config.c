@@ -369,7 +369,7 @@ static void test_bad_models(void **state)
 	(void)state;
 	o = (struct mopts){ .arch = "falcon" };
 	expect_load_error(&o, CM_EUNSUPPORTED, "unsupported architecture 'falcon' (supported: "
-			  "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3, bert)");
+			  "llama, qwen2, qwen2moe, qwen3, qwen3moe, granite, phi3, gemma2, gemma3, bert, nomic-bert)");
 	/* gemma3 needs its window */
 	o = (struct mopts){ .arch = "gemma3" };
 	expect_load_error(&o, CM_EFORMAT, "key 'gemma3.attention.sliding_window': missing "

@@ -454,6 +454,21 @@ static void test_synth_bert(void **state)
 	snprintf(a, sizeof(a), "inspect '%s'", path);
 	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "encoder: bidirectional attention, 2 token types, pooling mean"));
+	/* nomic-bert: fused QKV seen as three views, SwiGLU, RoPE (neox,
+	 * base 1000), no position embeddings and no biases */
+	synth_cfg("nomic.gguf", "--preset bert-tiny --arch nomic-bert --type F32", &g, &c);
+	assert_int_equal(c->hp.arch, WK_ARCH_NOMIC_BERT);
+	assert_false(c->hp.causal);
+	assert_int_equal(c->hp.rope_style, WK_ROPE_NEOX);
+	assert_true(c->hp.rope_base == 1000.0f);
+	assert_null(c->pos_embd.data);
+	assert_null(c->layers[0].bq.data);
+	assert_non_null(c->layers[0].w_gate.data);
+	assert_int_equal(c->layers[0].wk.rows, 256);
+	assert_ptr_equal((const uint8_t *)c->layers[0].wk.data,
+			 (const uint8_t *)c->layers[0].wq.data + 256 * c->layers[0].wq.row_bytes);
+	wk_mcfg_free(c);
+	wk_gguf_close(g);
 }
 
 /* gemma3: QK norms, the window on 5 layers of 6, two rope bases, no caps */
