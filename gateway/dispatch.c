@@ -190,6 +190,9 @@ static void log_request(struct gw_job *j)
 		.enq_ns = j->enq_ns,
 		.disp_ns = j->disp_ns,
 		.first_ns = j->first_ns,
+		.embed_inputs = j->em ? j->em->req.n_inputs : 0,
+		.embed_dimensions = j->em ? j->em->req.dimensions : 0,
+		.embed_base64 = j->em ? j->em->req.base64 : 0,
 	};
 
 	if (!cm_log_enabled(CM_LOG_INFO))

@@ -46,7 +46,13 @@ void gw_reqlog_write(const struct gw_reqlog *l)
 			cm_log_str(&r, "device", wi->hello.device.ptr);
 		}
 	}
-	if (l->model && l->model[0]) {
+	if (l->embed_inputs) {
+		/* an embedding request: what it asked, never the inputs */
+		cm_log_u64(&r, "inputs", l->embed_inputs);
+		if (l->embed_dimensions)
+			cm_log_u64(&r, "dimensions", l->embed_dimensions);
+		cm_log_str(&r, "encoding", l->embed_base64 ? "base64" : "float");
+	} else if (l->model && l->model[0]) {
 		const struct proto_sampling *s = &l->api->sampling;
 
 		cm_log_f64(&r, "temperature", s->temperature);

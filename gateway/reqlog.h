@@ -32,6 +32,9 @@ struct gw_reqlog {
 	const struct gw_api_request *api;      /* sampling, limits (model set) */
 	uint32_t tokens;                       /* tokens streamed */
 	const struct proto_done *done;         /* the worker's counts */
+	uint32_t embed_inputs;                 /* an embedding request's inputs (0: generation) */
+	uint32_t embed_dimensions;             /* its dimensions (0: the model's) */
+	int embed_base64;                      /* its encoding_format base64 */
 	int64_t start_ns, enq_ns, disp_ns, first_ns; /* cm_mono_ns(); 0 = not reached */
 };
 

@@ -140,6 +140,12 @@ static void test_openai(void **state)
 	floats(json_object_get(json_array_get(json_object_get(j, "data"), 1), "embedding"), c, dim);
 	assert_memory_equal(b, c, dim * sizeof(float));
 	json_decref(j);
+	/* the request log line: what was asked, never the text */
+	assert_int_equal(gwt_wait_log(gwt_gateway.log, "\"route\":\"openai_embeddings\""), 0);
+	assert_int_equal(gwt_wait_log(gwt_gateway.log, "\"inputs\":3,\"encoding\":\"float\""), 0);
+	assert_int_equal(gwt_wait_log(gwt_gateway.log, "\"inputs\":1,\"encoding\":\"base64\""), 0);
+	assert_int_equal(gwt_log_count(gwt_gateway.log, "hello world"), 0);
+	assert_int_equal(gwt_log_count(gwt_worker.log, "hello world"), 0);
 }
 
 static void test_ollama(void **state)
