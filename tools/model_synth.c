@@ -339,6 +339,7 @@ struct synth_opts {
 	 * norms, 5 local : 1 global, no caps. */
 	enum wk_arch arch;
 	uint32_t swa;           /* phi3's sliding window (0: the default 2047) */
+	int pooling;            /* a decoder's pooling_type key (-1: none written) */
 	uint64_t seed;
 	uint32_t vocab, ctx;
 	const struct template_def *td;
@@ -635,6 +636,8 @@ static enum cm_status synth_write(const struct synth_opts *o, char *err, size_t 
 	CHK(wk_gguf_writer_add_u32(w, "general.quantization_version", 2));
 	CHK(wk_gguf_writer_set_alignment(w, 32, 1));
 	CHK(wk_gguf_writer_add_u32(w, K("context_length"), o->ctx));
+	if (o->pooling >= 0) /* a decoder embedder (Qwen3-Embedding: last) */
+		CHK(wk_gguf_writer_add_u32(w, K("pooling_type"), (uint32_t)o->pooling));
 	CHK(wk_gguf_writer_add_u32(w, K("embedding_length"), p->embd));
 	CHK(wk_gguf_writer_add_u32(w, K("block_count"), p->layers));
 	CHK(wk_gguf_writer_add_u32(w, K("feed_forward_length"), p->ff));
@@ -811,6 +814,18 @@ static int synth_shape_opt(struct synth_opts *o, const char *arg, const char *va
 			return 2;
 		}
 		o->swa = (uint32_t)v;
+	} else if (strcmp(arg, "--pooling") == 0) {
+		static const char *const names[] = { "none", "mean", "cls", "last" };
+
+		o->pooling = -1;
+		for (int i = 0; i < 4; i++)
+			if (strcmp(val, names[i]) == 0)
+				o->pooling = i;
+		if (o->pooling < 0) {
+			fprintf(stderr, "sluice-model: --pooling: expected none, mean, cls or last, "
+				"found '%s'\n", val);
+			return 2;
+		}
 	} else if (strcmp(arg, "--head-dim") == 0) {
 		if (model_parse_u64(val, 512, &v) != 0 || v < 2 || v % 2 != 0) {
 			fprintf(stderr, "sluice-model: --head-dim: expected an even number "
@@ -826,7 +841,8 @@ static int synth_shape_opt(struct synth_opts *o, const char *arg, const char *va
 
 int model_cmd_synth(int argc, char **argv)
 {
-	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = synth_template(NULL) };
+	struct synth_opts o = { .type_name = "F32", .seed = 1, .td = synth_template(NULL),
+				.pooling = -1 };
 	uint64_t v;
 	int have_vocab = 0, have_ctx = 0, have_arch = 0, have_tmpl = 0, ctl = 0, rc;
 	char err[ERR_LEN];

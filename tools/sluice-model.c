@@ -7,7 +7,7 @@
  *   sluice-model sha256 PATH
  *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm
  *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert|nomic-bert] [--swa N]
- *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N] [--layers N] [--head-dim N]
+ *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N] [--layers N] [--head-dim N] [--pooling none|mean|cls|last]
  *                      [--experts N] [--experts-used K] [--fuse-experts]
  *                      [--template NAME]
  *                      [--rope-freqs] -o PATH
@@ -55,7 +55,7 @@ void model_usage(FILE *f)
 	      "                     [--type F32|F16|BF16|Q8_0|Q4_0|"
 	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
 	      "                     [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert|nomic-bert] [--swa N] [--seed N] [--vocab N] [--ctx N]\n"
-	      "                     [--embd N] [--ffn N] [--layers N] [--head-dim N]\n"
+	      "                     [--embd N] [--ffn N] [--layers N] [--head-dim N] [--pooling none|mean|cls|last]\n"
 	      "                     [--experts N] [--experts-used K] [--fuse-experts]\n"
 	      "                     [--template chatml|llama3|llama2|mistral|zephyr|phi3|phi4|"
 	      "granite|gemma|qwen3|qwen3-thinking|none]\n"
@@ -305,6 +305,10 @@ static int cmd_inspect(int argc, char **argv)
 		       c->hp.pooling == WK_POOL_MEAN ? "mean" : c->hp.pooling == WK_POOL_CLS ? "cls"
 											: "last",
 		       (double)c->hp.norm_eps);
+	if (c->hp.causal && c->hp.pooling != WK_POOL_NONE)
+		printf("embeddings: pooling %s of the final-norm states (a decoder embedder: it "
+		       "embeds and generates)\n", c->hp.pooling == WK_POOL_MEAN ? "mean"
+		       : c->hp.pooling == WK_POOL_CLS ? "cls" : "last");
 	printf("kv bytes per token (F16): %" PRIu64 " (%s)\n", c->kv_bytes_per_token,
 	       human(c->kv_bytes_per_token, h, sizeof(h)));
 	if (want_sha) {

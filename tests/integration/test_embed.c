@@ -8,7 +8,10 @@
  * bit); truncation cuts to the context and equals the cut input;
  * refusals (too long, an id outside the vocabulary, dimensions, SUBMIT to
  * an embedding model, a duplicate id) each a clear ERROR while the worker
- * keeps serving; CANCEL; PING runs a real embedding.
+ * keeps serving; CANCEL; PING runs a real embedding.  A second worker on
+ * a decoder embedder (qwen2 with last pooling) serves both: EMBED beside a
+ * running generation, the vectors the same bits as alone, the generation
+ * undisturbed, no KV block kept after the embedding steps.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -319,12 +322,93 @@ static void test_cancel_and_ping(void **state)
 	pc_close(c);
 }
 
+/* A decoder with a pooling type: generation and embeddings on one worker. */
+static void test_decoder_embedder(void **state)
+{
+	char model[600], cmd[1400], dsock[512];
+	struct h_proc w2;
+	struct pc_conn *c;
+	struct pc_event ev;
+	struct proto_embed_input in[3] = { text_in("hello world"), text_in("a b c d e f g"),
+					   text_in("x") };
+	struct proto_msg m, sm;
+	static struct emb_out alone[3], both[2];
+	uint32_t saved_dim;
+	int got_tokens = 0, sub_done = 0, emb_done = 0;
+
+	(void)state;
+	snprintf(model, sizeof(model), "%s/qwen2-last.gguf", h_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s synth --preset tiny --arch qwen2 --type Q8_0 --seed 5 "
+		 "--pooling last -o %s >/dev/null", h_bin("tools/sluice-model"), model);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(h_worker_start_model(&w2, "dec", model, "\"threads\": 2, "
+					      "\"kv_cache_bytes\": \"8MiB\"", dsock, sizeof(dsock)), 0);
+	c = pc_connect(dsock, 30000);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &ev, 30000), 1);
+	assert_int_equal(ev.type, PROTO_HELLO);
+	assert_int_equal(ev.hello_generates, 1);
+	assert_int_equal(ev.hello_embedding_dim, 256);
+	saved_dim = dim;
+	dim = 256;
+	/* each input alone */
+	for (uint32_t i = 0; i < 3; i++) {
+		embed_init(&m, 60 + i, in + i, 1);
+		assert_int_equal(pc_send(c, &m), 0);
+		collect(c, 60 + i, 1, alone + i);
+		assert_int_equal(alone[i].err, 0);
+		assert_true(fabs(norm(alone[i].v[0], dim) - 1.0) < 1e-5);
+	}
+	/* a long generation, and the three inputs in one EMBED while it runs */
+	memset(&sm, 0, sizeof(sm));
+	sm.type = PROTO_SUBMIT;
+	sm.request_id = 70;
+	sm.flags = PROTO_SUBMIT_F_IGNORE_EOS;
+	sm.u.submit.max_tokens = 40;
+	sm.u.submit.sampling.top_p = 1;
+	sm.u.submit.sampling.repeat_penalty = 1;
+	sm.u.submit.text = (struct proto_str){ "once upon a time", 16 };
+	assert_int_equal(pc_send(c, &sm), 0);
+	embed_init(&m, 71, in, 3);
+	assert_int_equal(pc_send(c, &m), 0);
+	memset(both, 0, sizeof(both));
+	while (!sub_done || !emb_done) {
+		assert_int_equal(pc_next(c, &ev, 30000), 1);
+		if (ev.type == PROTO_TOKEN && ev.request_id == 70) {
+			got_tokens += (int)ev.n_ids;
+		} else if (ev.type == PROTO_DONE && ev.request_id == 70) {
+			assert_int_equal(ev.done.gen_tokens, 40);
+			sub_done = 1;
+		} else if (ev.type == PROTO_EMBEDDING && ev.request_id == 71) {
+			assert_true(ev.emb_index < 3);
+			assert_memory_equal(ev.emb, alone[ev.emb_index].v[0], dim * sizeof(float));
+			both[0].got++;
+		} else if (ev.type == PROTO_DONE && ev.request_id == 71) {
+			assert_int_equal(both[0].got, 3);
+			emb_done = 1;
+		} else {
+			assert_true(ev.type == PROTO_STATS || ev.type == PROTO_PONG);
+		}
+	}
+	assert_true(got_tokens >= 40);
+	/* the embedding steps kept no KV block: the next STATS shows only the
+	 * generation's cached prefix, nothing in use */
+	do {
+		assert_int_equal(pc_next(c, &ev, 30000), 1);
+	} while (ev.type != PROTO_STATS);
+	assert_int_equal(ev.stats.kv_blocks_used, 0);
+	dim = saved_dim;
+	pc_close(c);
+	h_stop(&w2, 10000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vectors_and_invariance),
 		cmocka_unit_test(test_truncation_and_refusals),
 		cmocka_unit_test(test_cancel_and_ping),
+		cmocka_unit_test(test_decoder_embedder),
 	};
 
 	return cmocka_run_group_tests_name("it_embed", tests, setup, teardown);

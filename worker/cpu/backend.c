@@ -405,22 +405,17 @@ static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L
 	return mm(be, &L->w_down, be->g, T, be->h, NULL);
 }
 
-static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch *b,
-				  float *logits)
+/* The layers over the batch (its K and V into the blocks): the final
+ * hidden states in be->x, one row per token.  Checks as forward(). */
+static enum cm_status forward_layers(struct cpu_backend *be, const struct wk_batch *b)
 {
-	struct cpu_backend *be = (struct cpu_backend *)base;
 	const struct wk_model *m = be->m;
 	const struct wk_hparams *hp = &m->hp;
 	uint32_t T = b->n_tokens, e = hp->n_embd;
-	uint32_t q_dim = hp->n_head * hp->head_dim;
 	uint32_t max_pos = 0;
 	enum cm_status st;
 	float *fo;
 
-	if (!hp->causal || !m->output.data)
-		return CM_EUNSUPPORTED; /* an encoder embeds (cpu_embed), never generates */
-	if (T == 0)
-		return CM_OK;
 	st = wk_batch_check(b, hp->n_vocab, be->block_tokens, be->n_blocks, &max_pos);
 	if (st != CM_OK)
 		return st;
@@ -499,7 +494,24 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_add(be->x + (uint64_t)t * e, fo + (uint64_t)t * e, (int)e);
 	}
-	(void)q_dim;
+	return CM_OK;
+}
+
+static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch *b,
+				  float *logits)
+{
+	struct cpu_backend *be = (struct cpu_backend *)base;
+	const struct wk_model *m = be->m;
+	const struct wk_hparams *hp = &m->hp;
+	uint32_t e = hp->n_embd;
+	enum cm_status st;
+
+	if (!hp->causal || !m->output.data)
+		return CM_EUNSUPPORTED; /* an encoder embeds (cpu_embed), never generates */
+	if (b->n_tokens == 0)
+		return CM_OK;
+	if ((st = forward_layers(be, b)) != CM_OK)
+		return st;
 
 	/* final norm of the requested rows only, then the vocabulary projection */
 	for (uint32_t o = 0; o < b->n_out; o++)
@@ -651,13 +663,91 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	out->kv_bytes = be->kv_bytes;
 }
 
+/* out = the pooled final-norm states of rows x[0..n) (pooling of the
+ * file), divided by its L2 norm */
+static void pool_states(struct cpu_backend *be, const float *x, uint32_t n, float *out)
+{
+	const struct wk_hparams *hp = &be->m->hp;
+	uint32_t e = hp->n_embd, first = hp->pooling == WK_POOL_LAST ? n - 1 : 0;
+	uint32_t last = hp->pooling == WK_POOL_MEAN ? n : first + 1;
+	float *h = be->h;
+	double norm = 0;
+
+	memset(out, 0, e * sizeof(float));
+	for (uint32_t t = first; t < last; t++) {
+		wk_cpu_rmsnorm(h, x + (uint64_t)t * e, be->m->output_norm.data, (int)e, hp->rms_eps);
+		wk_cpu_add(out, h, (int)e);
+	}
+	for (uint32_t i = 0; i < e; i++) {
+		out[i] /= (float)(last - first);
+		norm += (double)out[i] * out[i];
+	}
+	norm = sqrt(norm);
+	for (uint32_t i = 0; norm > 0 && i < e; i++)
+		out[i] = (float)(out[i] / norm);
+}
+
+/* A decoder with a pooling type: every input its own causal sequence in one
+ * batch (their K and V in the caller's blocks), no logits. */
+static enum cm_status decoder_embed(struct cpu_backend *be, uint32_t n_in, const int32_t *tokens,
+				    const uint32_t *lens, const uint32_t *blocks, float *out)
+{
+	const struct wk_hparams *hp = &be->m->hp;
+	uint64_t n = 0, nb = 0;
+	uint32_t *pos = NULL, *seq = NULL, bt = be->block_tokens;
+	struct wk_batch_seq *seqs = NULL;
+	enum cm_status st = CM_ENOMEM;
+
+	if (hp->pooling == WK_POOL_NONE || !blocks)
+		return hp->pooling == WK_POOL_NONE ? CM_EUNSUPPORTED : CM_EINVAL;
+	for (uint32_t i = 0; i < n_in; i++) {
+		if (lens[i] == 0)
+			return CM_EINVAL;
+		n += lens[i];
+	}
+	if (n > UINT32_MAX / 2)
+		return CM_EINVAL;
+	pos = cm_malloc(n * sizeof(uint32_t));
+	seq = cm_malloc(n * sizeof(uint32_t));
+	seqs = cm_calloc(n_in, sizeof(*seqs));
+	if (!pos || !seq || !seqs)
+		goto out;
+	n = 0;
+	for (uint32_t i = 0; i < n_in; i++) {
+		seqs[i].blocks = blocks + nb;
+		seqs[i].n_blocks = (lens[i] + bt - 1) / bt;
+		nb += seqs[i].n_blocks;
+		for (uint32_t t = 0; t < lens[i]; t++, n++) {
+			pos[n] = t;
+			seq[n] = i;
+		}
+	}
+	{
+		struct wk_batch b = { (uint32_t)n, tokens, pos, seq, n_in, seqs, 0, NULL };
+
+		st = forward_layers(be, &b);
+	}
+	n = 0;
+	for (uint32_t i = 0; st == CM_OK && i < n_in; i++) {
+		pool_states(be, be->x + n * hp->n_embd, lens[i], out + (uint64_t)i * hp->n_embd);
+		n += lens[i];
+	}
+out:
+	cm_free(pos);
+	cm_free(seq);
+	cm_free(seqs);
+	return st;
+}
+
 static enum cm_status cpu_embed(struct wk_backend *base, uint32_t n_in, const int32_t *tokens,
-				const uint32_t *lens, float *out)
+				const uint32_t *lens, const uint32_t *blocks, float *out)
 {
 	struct cpu_backend *be = (struct cpu_backend *)base;
 
+	if (n_in == 0)
+		return CM_EINVAL;
 	if (be->m->hp.causal)
-		return CM_EUNSUPPORTED; /* decoder pooling: not built */
+		return decoder_embed(be, n_in, tokens, lens, blocks, out);
 	return wk_cpu_encode_batch(be->mm, be->m, n_in, tokens, lens, out);
 }
 

@@ -105,13 +105,19 @@ struct wk_backend_ops {
 	 * L2-normalised embeddings of n_in inputs, input i being lens[i] tokens
 	 * of `tokens` (the inputs one after another), into out[i * n_embd ..].
 	 * An input's vector depends only on its tokens, never on the other
-	 * inputs (batch invariance).  CM_EUNSUPPORTED when the model does not
-	 * embed (a decoder without pooling), CM_EINVAL for an input the model
-	 * cannot take (empty, over its positions, an id outside the vocabulary).
-	 * An encoder model's forward() is CM_EUNSUPPORTED: it never generates.
+	 * inputs (batch invariance).  An encoder ignores `blocks` (NULL).  A
+	 * decoder with a pooling type (Qwen3-Embedding: last) runs each input
+	 * causally from position 0, its K and V written into the caller's
+	 * blocks (input i's ceil(lens[i] / block_tokens) of them, the inputs'
+	 * lists one after another; their contents are overwritten), and pools
+	 * the final-norm states.  CM_EUNSUPPORTED when the model does not embed
+	 * (a decoder without pooling), CM_EINVAL for an input the model cannot
+	 * take (empty, over its positions, an id outside the vocabulary, a
+	 * block outside the cache).  An encoder model's forward() is
+	 * CM_EUNSUPPORTED: it never generates.
 	 */
 	enum cm_status (*embed)(struct wk_backend *be, uint32_t n_in, const int32_t *tokens,
-				const uint32_t *lens, float *out);
+				const uint32_t *lens, const uint32_t *blocks, float *out);
 };
 
 /* Every backend struct starts with this header so that generic code can

@@ -48,9 +48,61 @@ struct wk_serve_emb {
 	int in_step;               /* has an input in the step that runs */
 };
 
+/* The step's picks: (request, input), round robin over the requests. */
+struct emb_pick {
+	struct wk_serve_emb *e;
+	uint32_t input;
+};
+
 int wk_serve_embeds(const struct wk_server *s)
 {
-	return s->be->ops->embed && !s->model->hp.causal;
+	return s->be->ops->embed && (!s->model->hp.causal || s->model->hp.pooling != WK_POOL_NONE);
+}
+
+/*
+ * A decoder's inputs need KV blocks for the step (given back after it):
+ * the picks' blocks into s->emb_blocks; the picks that do not fit are put
+ * back into their requests (they run in a later step).  The number of
+ * picks kept (0: none fits now).
+ */
+static uint32_t emb_blocks(struct wk_server *s, struct emb_pick *pk, uint32_t n,
+			   uint64_t *n_tok)
+{
+	uint32_t bt = wk_kv_block_tokens(s->kv), kept = 0;
+	uint64_t need = 0;
+
+	s->emb_n_blocks = 0;
+	for (uint32_t i = 0; i < n; i++)
+		need += (pk[i].e->len[pk[i].input] + bt - 1) / bt;
+	if (need > s->emb_blocks_cap) {
+		uint32_t *p = cm_realloc(s->emb_blocks, need * sizeof(uint32_t));
+
+		if (!p)
+			need = s->emb_blocks_cap; /* as many as the old array holds */
+		else {
+			s->emb_blocks = p;
+			s->emb_blocks_cap = need;
+		}
+	}
+	for (; kept < n; kept++) {
+		uint32_t nb = (pk[kept].e->len[pk[kept].input] + bt - 1) / bt, got = 0;
+
+		if (s->emb_n_blocks + nb > s->emb_blocks_cap)
+			break;
+		while (got < nb && wk_kv_alloc(s->kv, &s->emb_blocks[s->emb_n_blocks + got]) == CM_OK)
+			got++;
+		if (got < nb) {
+			while (got)
+				wk_kv_unref(s->kv, s->emb_blocks[s->emb_n_blocks + --got]);
+			break;
+		}
+		s->emb_n_blocks += nb;
+	}
+	for (uint32_t i = n; i-- > kept;) {
+		pk[i].e->next_input--;
+		*n_tok -= pk[i].e->len[pk[i].input];
+	}
+	return kept;
 }
 
 uint32_t wk_serve_emb_waiting(const struct wk_server *s)
@@ -309,12 +361,6 @@ void wk_serve_embed_conn_gone(struct wk_server *s, const struct wk_serve_conn *c
 	}
 }
 
-/* The step's picks: (request, input), round robin over the requests. */
-struct emb_pick {
-	struct wk_serve_emb *e;
-	uint32_t input;
-};
-
 static uint32_t emb_pick(struct wk_server *s, struct emb_pick *pk, uint64_t *n_tok)
 {
 	uint64_t budget = (uint64_t)s->cfg->embed_step_tokens;
@@ -412,6 +458,8 @@ enum cm_status wk_serve_embed_step(struct wk_server *s)
 	if (!s->emb_head)
 		return CM_OK;
 	n = emb_pick(s, pk, &n_tok);
+	if (n && s->model->hp.causal)
+		n = emb_blocks(s, pk, n, &n_tok);
 	if (n == 0)
 		return CM_OK;
 	for (uint32_t i = 0; i < n; i++) {
@@ -450,7 +498,8 @@ enum cm_status wk_serve_embed_step(struct wk_server *s)
 		s->emb_lens[i] = e->len[pk[i].input];
 		n_tok += s->emb_lens[i];
 	}
-	st = s->be->ops->embed(s->be, n, s->emb_tok, s->emb_lens, s->emb_out);
+	st = s->be->ops->embed(s->be, n, s->emb_tok, s->emb_lens,
+			       s->model->hp.causal ? s->emb_blocks : NULL, s->emb_out);
 	t1 = cm_mono_ns();
 	s->emb_steps++;
 	s->emb_step_tokens += n_tok;
@@ -460,6 +509,9 @@ enum cm_status wk_serve_embed_step(struct wk_server *s)
 	for (uint32_t i = 0; st == CM_OK && i < n; i++)
 		emb_send(s, pk[i].e, pk[i].input, s->emb_out + (uint64_t)i * e_dim, t1);
 out:
+	for (uint32_t i = 0; s->model->hp.causal && i < s->emb_n_blocks; i++)
+		wk_kv_unref(s->kv, s->emb_blocks[i]);
+	s->emb_n_blocks = 0;
 	if (st != CM_OK)
 		cm_logf(CM_LOG_ERROR, "embed_step_failed", "%u inputs, %llu tokens: %s", n,
 			(unsigned long long)n_tok, cm_status_str(st));
@@ -487,14 +539,16 @@ void wk_serve_embed_teardown(struct wk_server *s)
 	cm_free(s->emb_lens);
 	cm_free(s->emb_tok);
 	cm_free(s->emb_out);
+	cm_free(s->emb_blocks);
 }
 
+/* (an encoder's: a decoder's PING is a real generation, request.c) */
 int wk_serve_embed_probe(struct wk_server *s)
 {
 	int32_t tok = wk_tok_bos(s->model->tok) >= 0 ? wk_tok_bos(s->model->tok) : 0;
 	uint32_t len = 1;
 	float *v = cm_malloc(s->model->hp.n_embd * sizeof(float));
-	enum cm_status st = v ? s->be->ops->embed(s->be, 1, &tok, &len, v) : CM_ENOMEM;
+	enum cm_status st = v ? s->be->ops->embed(s->be, 1, &tok, &len, NULL, v) : CM_ENOMEM;
 
 	cm_free(v);
 	return st == CM_OK;

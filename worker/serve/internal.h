@@ -104,6 +104,9 @@ struct wk_server {
 	float *emb_out;
 	uint64_t emb_out_cap;
 	uint64_t emb_steps, emb_step_tokens;
+	uint32_t *emb_blocks;             /* a decoder's step: the picks' KV blocks */
+	uint64_t emb_blocks_cap;
+	uint32_t emb_n_blocks;
 };
 
 /* ---- conn.c ------------------------------------------------------------------ */

@@ -624,7 +624,7 @@ static void test_bert_config(void **state)
 
 			assert_true(m->hp.n_vocab <= 64 * 64 && m->hp.n_embd <= 64);
 			assert_int_equal(be->ops->forward(be, &b, logits), CM_EUNSUPPORTED);
-			assert_int_equal(be->ops->embed(be, 1, tok, lens, vec), CM_OK);
+			assert_int_equal(be->ops->embed(be, 1, tok, lens, NULL, vec), CM_OK);
 		}
 		be->ops->destroy(be);
 		wk_model_free(m);
