@@ -322,6 +322,57 @@ static void test_cancel_and_ping(void **state)
 	pc_close(c);
 }
 
+/* worker.embed_truncatable: `dimensions` gives the first values of the
+ * full vector, renormalised to unit length */
+static void test_shortened_vectors(void **state)
+{
+	struct h_proc w3;
+	char sock3[512];
+	struct pc_conn *c;
+	struct pc_event ev;
+	struct proto_embed_input in[1] = { text_in("hello world") };
+	struct proto_msg m;
+	static struct emb_out full[1], short8[1];
+	double s = 0;
+
+	(void)state;
+	assert_int_equal(h_worker_start_model(&w3, "trunc", h_model("bert-tiny", "F32", "bert"),
+					      "\"threads\": 1, \"embed_truncatable\": true", sock3,
+					      sizeof(sock3)), 0);
+	c = pc_connect(sock3, 30000);
+	assert_non_null(c);
+	assert_int_equal(pc_next(c, &ev, 30000), 1);
+	assert_int_equal(ev.type, PROTO_HELLO);
+	embed_init(&m, 80, in, 1);
+	assert_int_equal(pc_send(c, &m), 0);
+	collect(c, 80, 1, full);
+	m.request_id = 81;
+	m.u.embed.dimensions = 8;
+	assert_int_equal(pc_send(c, &m), 0);
+	{
+		/* collect() expects dim values: read this one by hand */
+		int done = 0;
+
+		while (!done) {
+			assert_int_equal(pc_next(c, &ev, 30000), 1);
+			if (ev.type == PROTO_EMBEDDING) {
+				assert_int_equal(ev.emb_n, 8);
+				memcpy(short8[0].v[0], ev.emb, 8 * sizeof(float));
+			}
+			done = ev.type == PROTO_DONE;
+			assert_true(ev.type != PROTO_ERROR);
+		}
+	}
+	for (int i = 0; i < 8; i++)
+		s += (double)full[0].v[0][i] * full[0].v[0][i];
+	s = sqrt(s);
+	for (int i = 0; i < 8; i++)
+		assert_true(fabs(short8[0].v[0][i] - full[0].v[0][i] / s) < 1e-6);
+	assert_true(fabs(norm(short8[0].v[0], 8) - 1.0) < 1e-6);
+	pc_close(c);
+	h_stop(&w3, 10000);
+}
+
 /* A decoder with a pooling type: generation and embeddings on one worker. */
 static void test_decoder_embedder(void **state)
 {
@@ -409,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_truncation_and_refusals),
 		cmocka_unit_test(test_cancel_and_ping),
 		cmocka_unit_test(test_decoder_embedder),
+		cmocka_unit_test(test_shortened_vectors),
 	};
 
 	return cmocka_run_group_tests_name("it_embed", tests, setup, teardown);
