@@ -349,6 +349,25 @@ static enum cm_status read_vocab(struct mcfg_load *l)
 	return check_token_meta(l);
 }
 
+/* A tensor an encoder layer must have: name, dims, F32 (norms, biases). */
+struct enc_want {
+	const char *name;
+	uint32_t nd;
+	uint64_t d0, d1;
+	int f32;
+	struct wk_tensor *t;
+};
+
+static enum cm_status expect_layer(struct mcfg_load *l, uint32_t i, const struct enc_want *w,
+				   size_t n)
+{
+	enum cm_status st = CM_OK;
+
+	for (size_t k = 0; k < n && st == CM_OK; k++)
+		st = expect(l, blk(l, i, w[k].name), 1, w[k].nd, w[k].d0, w[k].d1, w[k].f32, w[k].t);
+	return st;
+}
+
 /* One layer of nomic-bert: fused QKV, output, SwiGLU FFN (no biases),
  * LayerNorms (weight, bias) after attention and after the FFN. */
 static enum cm_status read_nomic_layer(struct mcfg_load *l, uint32_t i)
@@ -358,7 +377,7 @@ static enum cm_status read_nomic_layer(struct mcfg_load *l, uint32_t i)
 	uint64_t e = c->hp.n_embd, f = c->hp.n_ff;
 	uint64_t kv = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
 	struct wk_tensor qkv;
-	struct { const char *name; uint32_t nd; uint64_t d0, d1; int f32; struct wk_tensor *t; } want[] = {
+	const struct enc_want want[] = {
 		{ "attn_qkv.weight", 2, e, e + 2 * kv, 0, &qkv },
 		{ "attn_output.weight", 2, e, e, 0, &ly->wo },
 		{ "attn_output_norm.weight", 1, e, 0, 1, &ly->ln_attn },
@@ -369,11 +388,8 @@ static enum cm_status read_nomic_layer(struct mcfg_load *l, uint32_t i)
 		{ "layer_output_norm.weight", 1, e, 0, 1, &ly->ln_out },
 		{ "layer_output_norm.bias", 1, e, 0, 1, &ly->ln_out_b },
 	};
-	enum cm_status st = CM_OK;
+	enum cm_status st = expect_layer(l, i, want, sizeof(want) / sizeof(want[0]));
 
-	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]) && st == CM_OK; k++)
-		st = expect(l, blk(l, i, want[k].name), 1, want[k].nd, want[k].d0, want[k].d1,
-			    want[k].f32, want[k].t);
 	if (st == CM_OK) {
 		row_view(&qkv, 0, e, &ly->wq);
 		row_view(&qkv, e, kv, &ly->wk);
@@ -390,7 +406,7 @@ static enum cm_status read_bert_layer(struct mcfg_load *l, uint32_t i)
 	struct wk_layer *ly = &c->layers[i];
 	uint64_t e = c->hp.n_embd, f = c->hp.n_ff;
 	uint64_t kv = (uint64_t)c->hp.n_head_kv * c->hp.head_dim;
-	struct { const char *name; uint32_t nd; uint64_t d0, d1; int f32; struct wk_tensor *t; } want[] = {
+	const struct enc_want want[] = {
 		{ "attn_q.weight", 2, e, e, 0, &ly->wq },
 		{ "attn_q.bias", 1, e, 0, 1, &ly->bq },
 		{ "attn_k.weight", 2, e, kv, 0, &ly->wk },
@@ -408,12 +424,7 @@ static enum cm_status read_bert_layer(struct mcfg_load *l, uint32_t i)
 		{ "layer_output_norm.weight", 1, e, 0, 1, &ly->ln_out },
 		{ "layer_output_norm.bias", 1, e, 0, 1, &ly->ln_out_b },
 	};
-	enum cm_status st = CM_OK;
-
-	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]) && st == CM_OK; k++)
-		st = expect(l, blk(l, i, want[k].name), 1, want[k].nd, want[k].d0, want[k].d1,
-			    want[k].f32, want[k].t);
-	return st;
+	return expect_layer(l, i, want, sizeof(want) / sizeof(want[0]));
 }
 
 /* bert, nomic-bert: the embeddings' tensors (nomic-bert: no position

@@ -250,13 +250,8 @@ static uint16_t emb_refusal(struct wk_server *s, struct wk_serve_conn *c,
 		snprintf(err, err_len, "request id already in use on this connection");
 		return PROTO_E_DUPLICATE;
 	}
-	if (pe->model.len && (strlen(s->cfg->model_name) != pe->model.len ||
-			      memcmp(pe->model.ptr, s->cfg->model_name, pe->model.len) != 0)) {
-		snprintf(err, err_len, "model: this worker serves '%s', found '%.*s'",
-			 s->cfg->model_name, (int)(pe->model.len > 64 ? 64 : pe->model.len),
-			 pe->model.ptr);
+	if (wk_serve_model_other(s, pe->model, err, err_len))
 		return PROTO_E_BAD_REQUEST;
-	}
 	if (!wk_serve_embeds(s)) {
 		snprintf(err, err_len, "model '%s' does not embed (a generation model without a "
 			 "pooling type)", s->cfg->model_name);

@@ -151,6 +151,10 @@ enum cm_status wk_serve_constraint_get_text(struct wk_server *s, uint64_t id, in
 					    struct wk_gentry **out, int64_t *compile_ns, char *err,
 					    size_t err_len) CM_WUR;
 
+/* 1 (with the message in err) when a request names a model other than
+ * the worker's ("" names it). */
+int wk_serve_model_other(const struct wk_server *s, struct proto_str model, char *err,
+			 size_t err_len);
 /* The request `id` of connection c (NULL: none, or a PING's probe). */
 struct wk_serve_req *wk_serve_find_req(struct wk_serve_conn *c, uint64_t id);
 

@@ -222,6 +222,17 @@ static void cb_done(void *owner, struct wk_seq *q, enum wk_seq_end end)
 	req_free(s, r);
 }
 
+int wk_serve_model_other(const struct wk_server *s, struct proto_str model, char *err,
+			 size_t err_len)
+{
+	if (!model.len || (strlen(s->cfg->model_name) == model.len &&
+			   memcmp(model.ptr, s->cfg->model_name, model.len) == 0))
+		return 0;
+	snprintf(err, err_len, "model: this worker serves '%s', found '%.*s'", s->cfg->model_name,
+		 (int)(model.len > 64 ? 64 : model.len), model.ptr);
+	return 1;
+}
+
 struct wk_serve_req *wk_serve_find_req(struct wk_serve_conn *c, uint64_t id)
 {
 	for (struct wk_serve_req *r = c->reqs; r; r = r->next)
@@ -428,13 +439,8 @@ static uint16_t submit_refusal(struct wk_server *s, struct wk_serve_conn *c,
 			 ss.waiting, (long long)s->cfg->max_waiting);
 		return PROTO_E_OVERLOADED;
 	}
-	if (sb->model.len && (strlen(s->cfg->model_name) != sb->model.len ||
-			      memcmp(sb->model.ptr, s->cfg->model_name, sb->model.len) != 0)) {
-		snprintf(err, err_len, "model: this worker serves '%s', found '%.*s'",
-			 s->cfg->model_name, (int)(sb->model.len > 64 ? 64 : sb->model.len),
-			 sb->model.ptr);
+	if (wk_serve_model_other(s, sb->model, err, err_len))
 		return PROTO_E_BAD_REQUEST;
-	}
 	return 0;
 }
 
