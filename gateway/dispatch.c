@@ -168,6 +168,7 @@ static void quota_subject(const struct gw_job *j, struct gw_quota_subject *s)
 	s->client = j->ident.client;
 	s->tenant_limits = j->ident.tenant_limits;
 	s->client_limits = j->ident.client_limits;
+	s->embedding = j->em != NULL;
 }
 
 static void log_request(struct gw_job *j)

@@ -26,6 +26,7 @@ void ctl_main_usage(FILE *out)
 	      "  tenant create NAME [--weight W] [--rpm N] [--tpm N] [--concurrency N]\n"
 	      "                     [--queue N] [--daily-tokens N]\n"
 	      "                     [--max-prompt-tokens N] [--max-output-tokens N]\n"
+	      "                     [--embed-rpm N] [--embed-tpm N]\n"
 	      "  tenant list\n"
 	      "  tenant show NAME\n"
 	      "  tenant set NAME [quota options] [--clear FIELD]...\n"

@@ -364,7 +364,7 @@ void ctl_print_json(json_t *v)
 	json_decref(v);
 }
 
-#define CTL_TABLE_COLS 12
+#define CTL_TABLE_COLS 16
 
 struct ctl_table {
 	int ncols;

@@ -144,8 +144,8 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 {
 	static const char *const head[] = {"NAME", "WEIGHT", "RPM", "TPM", "CONC",
 					   "QUEUE", "DAILY", "MAX_PROMPT",
-					   "MAX_OUTPUT", "CLIENTS", "DISABLED",
-					   "CREATED"};
+					   "MAX_OUTPUT", "EMBED_RPM", "EMBED_TPM",
+					   "CLIENTS", "DISABLED", "CREATED"};
 	char key[CTL_KEYNAME_MAX];
 	redisReply *members = NULL;
 	const char **names = NULL;
@@ -167,7 +167,7 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 		rc = CTL_EXIT_REDIS;
 		goto out;
 	}
-	t = ctl->json ? NULL : ctl_table_new(12, head);
+	t = ctl->json ? NULL : ctl_table_new(14, head);
 	arr = ctl->json ? json_array() : NULL;
 	if (!t && !arr) {
 		rc = CTL_EXIT_REDIS;
@@ -176,7 +176,7 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		char ck[CTL_KEYNAME_MAX], created[32], nclients[24];
 		redisReply *h, *sc;
-		const char *cells[12];
+		const char *cells[14];
 
 		ctl_key(ctl, key, "tenant", names[i], NULL);
 		ctl_key(ctl, ck, "tenant", names[i], "clients");
@@ -207,9 +207,9 @@ static int tenant_list(struct ctl *ctl, int argc, char **argv)
 		} else {
 			cells[0] = names[i];
 			quota_cells(h, cells + 1);
-			cells[9] = nclients;
-			cells[10] = disabled ? "yes" : "no";
-			cells[11] = created;
+			cells[1 + GW_GOV_F_COUNT] = nclients;
+			cells[2 + GW_GOV_F_COUNT] = disabled ? "yes" : "no";
+			cells[3 + GW_GOV_F_COUNT] = created;
 			if (ctl_table_add(t, cells) != 0)
 				rc = CTL_EXIT_REDIS;
 		}
@@ -232,7 +232,7 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 {
 	static const char *const head[] = {"CLIENT", "DISABLED", "KEYS", "RPM", "TPM",
 					   "CONC", "QUEUE", "DAILY", "MAX_PROMPT",
-					   "MAX_OUTPUT", "CREATED"};
+					   "MAX_OUTPUT", "EMBED_RPM", "EMBED_TPM", "CREATED"};
 	char key[CTL_KEYNAME_MAX], created[32];
 	redisReply *h = NULL, *members = NULL;
 	const char **names = NULL;
@@ -289,7 +289,7 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 		printf("cache salt: %s (never shown)\n",
 		       gw_gov_hash_get(h, "salt") ? "set" : "MISSING");
 		printf("\n");
-		t = ctl_table_new(11, head);
+		t = ctl_table_new(13, head);
 		if (!t) {
 			rc = CTL_EXIT_REDIS;
 			goto out;
@@ -298,7 +298,7 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		char full[2 * CTL_NAME_MAX + 2], kk[CTL_KEYNAME_MAX], ccreated[32], nkeys[24];
 		redisReply *ch, *kc;
-		const char *cells[11];
+		const char *cells[13];
 
 		snprintf(full, sizeof(full), "%s/%s", argv[0], names[i]);
 		ctl_key(ctl, key, "client", full, NULL);
@@ -335,7 +335,7 @@ static int tenant_show(struct ctl *ctl, int argc, char **argv)
 			cells[2] = nkeys;
 			for (int f = GW_GOV_F_RPM; f < GW_GOV_F_COUNT; f++)
 				cells[2 + f] = gw_gov_hash_get(ch, gw_gov_fields[f].field);
-			cells[10] = ccreated;
+			cells[2 + GW_GOV_F_COUNT] = ccreated;
 			if (ctl_table_add(t, cells) != 0)
 				rc = CTL_EXIT_REDIS;
 		}
@@ -391,7 +391,8 @@ static int update_cmd(struct ctl *ctl, int argc, char **argv, int is_client)
 			if (f < 0 || f == GW_GOV_F_WEIGHT) {
 				fprintf(stderr,
 					"sluicectl: --clear: expected one of rpm, tpm, concurrency, "
-					"queue, daily_tokens, max_prompt_tokens, max_output_tokens\n");
+					"queue, daily_tokens, max_prompt_tokens, max_output_tokens, "
+					"embed_rpm, embed_tpm\n");
 				return CTL_EXIT_USAGE;
 			}
 			q.clear[f] = 1;

@@ -23,14 +23,16 @@ void gw_lease_init(struct gw_lease *l, const struct gw_lease_env *env,
 	l->subj = *subj;
 }
 
-static int lease_limits_set(const struct gw_quota_limits *q)
+static int lease_limits_set(const struct gw_quota_limits *q, int embedding)
 {
-	return q->rpm || q->tpm || q->concurrency || q->daily_tokens;
+	return q->rpm || q->tpm || q->concurrency || q->daily_tokens ||
+	       (embedding && (q->embed_rpm || q->embed_tpm));
 }
 
 int gw_lease_needed(const struct gw_quota_subject *s)
 {
-	return lease_limits_set(&s->tenant_limits) || lease_limits_set(&s->client_limits);
+	return lease_limits_set(&s->tenant_limits, s->embedding) ||
+	       lease_limits_set(&s->client_limits, s->embedding);
 }
 
 static void lease_stop_timers(struct gw_lease *l)

@@ -25,6 +25,8 @@ static const char *const key_kind_suffix[] = {
 	[GW_QUOTA_KEY_TPM] = "tpm",
 	[GW_QUOTA_KEY_CONCURRENCY] = "conc",
 	[GW_QUOTA_KEY_DAILY] = "daily",
+	[GW_QUOTA_KEY_EMBED_RPM] = "erpm",
+	[GW_QUOTA_KEY_EMBED_TPM] = "etpm",
 };
 
 const char *gw_quota_limit_name(enum gw_quota_limit l)
@@ -34,6 +36,8 @@ const char *gw_quota_limit_name(enum gw_quota_limit l)
 	case GW_QUOTA_LIMIT_TPM: return "tpm";
 	case GW_QUOTA_LIMIT_CONCURRENCY: return "concurrency";
 	case GW_QUOTA_LIMIT_DAILY_TOKENS: return "daily_tokens";
+	case GW_QUOTA_LIMIT_EMBED_RPM: return "embed_rpm";
+	case GW_QUOTA_LIMIT_EMBED_TPM: return "embed_tpm";
 	case GW_QUOTA_LIMIT_NONE: break;
 	}
 	return "none";
@@ -75,7 +79,7 @@ enum cm_status gw_quota_key(char *out, size_t size, const char *ns,
 		ns = GW_QUOTA_NS_DEFAULT;
 	if (strnlen(ns, GW_QUOTA_NAME_MAX + 1) > GW_QUOTA_NAME_MAX ||
 	    !name_ok(tenant) || (client && !name_ok(client)) ||
-	    (unsigned)kind > GW_QUOTA_KEY_DAILY)
+	    (unsigned)kind > GW_QUOTA_KEY_EMBED_TPM)
 		return CM_EINVAL;
 	return gw_redis_tenant_key(out, size, ns, "q", tenant, client, key_kind_suffix[kind]);
 }
@@ -105,7 +109,8 @@ static enum cm_status cmd_add_key(struct gw_redis_cmd *cmd,
 	return gw_redis_cmd_add(cmd, key);
 }
 
-/* numkeys 8, KEYS[1..8], ARGV[1..8] (the limits of both scopes). */
+/* numkeys 12, KEYS[1..12], ARGV[1..12] (the six limits of both scopes;
+ * embed_rpm and embed_tpm 0 unless the request embeds). */
 static enum cm_status cmd_add_keys_limits(struct gw_redis_cmd *cmd,
 					  const struct gw_quota_subject *subj)
 {
@@ -116,9 +121,9 @@ static enum cm_status cmd_add_keys_limits(struct gw_redis_cmd *cmd,
 
 	if (!subj->client)
 		return CM_EINVAL;
-	st = gw_redis_cmd_add(cmd, "8");
+	st = gw_redis_cmd_add(cmd, "12");
 	for (int s = 0; s < 2 && st == CM_OK; s++)
-		for (int k = GW_QUOTA_KEY_RPM; k <= GW_QUOTA_KEY_DAILY && st == CM_OK; k++)
+		for (int k = GW_QUOTA_KEY_RPM; k <= GW_QUOTA_KEY_EMBED_TPM && st == CM_OK; k++)
 			st = cmd_add_key(cmd, subj, who[s], (enum gw_quota_key_kind)k);
 	for (int s = 0; s < 2 && st == CM_OK; s++) {
 		st = cmd_add_i64(cmd, lim[s]->rpm);
@@ -128,6 +133,10 @@ static enum cm_status cmd_add_keys_limits(struct gw_redis_cmd *cmd,
 			st = cmd_add_i64(cmd, lim[s]->concurrency);
 		if (st == CM_OK)
 			st = cmd_add_i64(cmd, lim[s]->daily_tokens);
+		if (st == CM_OK)
+			st = cmd_add_i64(cmd, subj->embedding ? lim[s]->embed_rpm : 0);
+		if (st == CM_OK)
+			st = cmd_add_i64(cmd, subj->embedding ? lim[s]->embed_tpm : 0);
 	}
 	return st;
 }
@@ -231,7 +240,8 @@ enum cm_status gw_quota_parse_admit(const redisReply *r,
 {
 	static const enum gw_quota_limit limits[] = {
 		GW_QUOTA_LIMIT_RPM, GW_QUOTA_LIMIT_TPM,
-		GW_QUOTA_LIMIT_CONCURRENCY, GW_QUOTA_LIMIT_DAILY_TOKENS};
+		GW_QUOTA_LIMIT_CONCURRENCY, GW_QUOTA_LIMIT_DAILY_TOKENS,
+		GW_QUOTA_LIMIT_EMBED_RPM, GW_QUOTA_LIMIT_EMBED_TPM};
 	int64_t allowed;
 
 	memset(out, 0, sizeof(*out));
@@ -282,9 +292,9 @@ enum cm_status gw_quota_limits_parse(const redisReply *r,
 				     struct gw_quota_limits *out)
 {
 	static const char *const names[] = {"rpm", "tpm", "concurrency",
-					    "daily_tokens"};
+					    "daily_tokens", "embed_rpm", "embed_tpm"};
 	int64_t *slots[] = {&out->rpm, &out->tpm, &out->concurrency,
-			    &out->daily_tokens};
+			    &out->daily_tokens, &out->embed_rpm, &out->embed_tpm};
 
 	memset(out, 0, sizeof(*out));
 	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)

@@ -8,7 +8,10 @@
  *                 end of the request;
  *   concurrency   concurrent requests, as leases (sorted set of lease ids
  *                 scored by expiry in ms) that expire if a gateway dies;
- *   daily_tokens  tokens per UTC day.
+ *   daily_tokens  tokens per UTC day;
+ *   embed_rpm, embed_tpm  requests and tokens per minute of embedding
+ *                 requests alone (as rpm and tpm), on top of the above:
+ *                 an embedding request counts against all of them.
  * The tenant limits bind all clients of the tenant together; the client
  * limits (overrides) bind one client alone.  One admission script call
  * checks both scopes atomically against Redis's clock and consumes
@@ -52,6 +55,8 @@ enum gw_quota_limit {
 	GW_QUOTA_LIMIT_TPM,
 	GW_QUOTA_LIMIT_CONCURRENCY,
 	GW_QUOTA_LIMIT_DAILY_TOKENS,
+	GW_QUOTA_LIMIT_EMBED_RPM,
+	GW_QUOTA_LIMIT_EMBED_TPM,
 };
 
 enum gw_quota_scope {
@@ -66,6 +71,8 @@ struct gw_quota_limits {
 	int64_t tpm;          /* tokens per minute */
 	int64_t concurrency;  /* requests in flight */
 	int64_t daily_tokens; /* tokens per UTC day */
+	int64_t embed_rpm;    /* embedding requests per minute */
+	int64_t embed_tpm;    /* embedding tokens per minute */
 };
 
 /* Who is asking, and the limits that apply (from the tenant/client hashes). */
@@ -75,6 +82,7 @@ struct gw_quota_subject {
 	const char *client; /* validated client name */
 	struct gw_quota_limits tenant_limits;
 	struct gw_quota_limits client_limits;
+	int embedding;      /* an embedding request: embed_rpm/embed_tpm apply */
 };
 
 struct gw_quota_verdict {
@@ -95,13 +103,15 @@ enum gw_quota_key_kind {
 	GW_QUOTA_KEY_TPM,
 	GW_QUOTA_KEY_CONCURRENCY,
 	GW_QUOTA_KEY_DAILY,
+	GW_QUOTA_KEY_EMBED_RPM,
+	GW_QUOTA_KEY_EMBED_TPM,
 };
 
 /*
  * Writes the Redis key of one quota counter:
  *   tenant scope (client NULL): <ns>q:{<tenant>}:<kind>
  *   client scope:               <ns>q:{<tenant>}:c:<client>:<kind>
- * with kind rpm, tpm, conc or daily.  The {tenant} hash tag keeps every key
+ * with kind rpm, tpm, conc, daily, erpm or etpm.  The {tenant} hash tag keeps every key
  * of one admission in one Redis Cluster slot.  CM_EINVAL when a name is
  * empty or too long, or the result does not fit in `size`.
  */

@@ -1,12 +1,14 @@
 -- admit: checks every limit of both scopes, then consumes all or nothing.
--- KEYS[1..4]  tenant scope: rpm (GCRA TAT), tpm (GCRA TAT), concurrency
---             (sorted set of lease ids scored by expiry ms), daily (hash)
--- KEYS[5..8]  client scope: same four
--- ARGV[1..4]  tenant limits: rpm, tpm, concurrency, daily tokens (0 = none)
--- ARGV[5..8]  client limits: same four
--- ARGV[9]     token estimate of this request (>= 0)
--- ARGV[10]    lease id (unique per request)
--- ARGV[11]    lease TTL in ms
+-- KEYS[1..6]  tenant scope: rpm (GCRA TAT), tpm (GCRA TAT), concurrency
+--             (sorted set of lease ids scored by expiry ms), daily (hash),
+--             embed rpm, embed tpm (GCRA TATs)
+-- KEYS[7..12] client scope: same six
+-- ARGV[1..6]  tenant limits: rpm, tpm, concurrency, daily tokens, embed rpm,
+--             embed tpm (0 = none; the embed ones 0 unless the request embeds)
+-- ARGV[7..12] client limits: same six
+-- ARGV[13]    token estimate of this request (>= 0)
+-- ARGV[14]    lease id (unique per request)
+-- ARGV[15]    lease TTL in ms
 -- Returns {allowed 0|1, scope, limit, retry_after_ms (-1: never), now_ms}.
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -16,9 +18,9 @@ local now_ms = math.floor(now_us / 1000)
 local WIN = 60000000
 local day = math.floor(sec / 86400)
 local to_midnight = (day + 1) * 86400000 - now_ms
-local cost = tonumber(ARGV[9])
-local lease = ARGV[10]
-local ttl = tonumber(ARGV[11])
+local cost = tonumber(ARGV[13])
+local lease = ARGV[14]
+local ttl = tonumber(ARGV[15])
 local refused, r_scope, r_limit, r_retry = false, '', '', 0
 local writes = {}
 
@@ -81,9 +83,10 @@ end
 
 local SCOPES = {'tenant', 'client'}
 for s = 1, 2 do
-  local k = (s - 1) * 4
+  local k = (s - 1) * 6
   local rpm, tpm = tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2])
   local cc, dl = tonumber(ARGV[k + 3]), tonumber(ARGV[k + 4])
+  local erpm, etpm = tonumber(ARGV[k + 5]), tonumber(ARGV[k + 6])
   if rpm > 0 then
     local T = math.floor(WIN / rpm)
     gcra(KEYS[k + 1], T, rpm * T, 1, 0, SCOPES[s], 'rpm')
@@ -91,6 +94,11 @@ for s = 1, 2 do
   if tpm > 0 then gcra(KEYS[k + 2], WIN / tpm, WIN, cost, 1, SCOPES[s], 'tpm') end
   if cc > 0 then concurrency(KEYS[k + 3], cc, SCOPES[s]) end
   if dl > 0 then daily(KEYS[k + 4], dl, cost, SCOPES[s]) end
+  if erpm > 0 then
+    local T = math.floor(WIN / erpm)
+    gcra(KEYS[k + 5], T, erpm * T, 1, 0, SCOPES[s], 'embed_rpm')
+  end
+  if etpm > 0 then gcra(KEYS[k + 6], WIN / etpm, WIN, cost, 1, SCOPES[s], 'embed_tpm') end
 end
 if refused then return {0, r_scope, r_limit, r_retry, now_ms} end
 

@@ -28,6 +28,8 @@ const struct gw_gov_field_def gw_gov_fields[GW_GOV_F_COUNT] = {
 				 "MAX_PROMPT", 1, 1048576},
 	[GW_GOV_F_MAX_OUTPUT] = {"--max-output-tokens", "max_output_tokens",
 				 "MAX_OUTPUT", 1, 1048576},
+	[GW_GOV_F_EMBED_RPM] = {"--embed-rpm", "embed_rpm", "EMBED_RPM", 1, 1000000},
+	[GW_GOV_F_EMBED_TPM] = {"--embed-tpm", "embed_tpm", "EMBED_TPM", 1, 1000000000LL},
 };
 
 /* ---- scripts -------------------------------------------------------------- */

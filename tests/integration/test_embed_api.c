@@ -310,6 +310,26 @@ static void test_usage_and_quota(void **state)
 	assert_int_equal(reqs, 6);
 	assert_true(prompt > 0);
 	assert_int_equal(prompt % (6 - n429), 0); /* each answered request the same tokens */
+
+	/* a separate embedding limit: --embed-rpm 2 lets two through a minute */
+	{
+		char out[4096], key2[64];
+		struct gwt_resp r;
+		const char *b = "{\"model\":\"minilm\",\"input\":\"one\"}";
+
+		h_ctl(NULL, 0, "tenant create embr --embed-rpm 2");
+		h_ctl(NULL, 0, "client create embr/app");
+		h_issue_key("embr/app", key2, NULL);
+		h_ctl(out, sizeof(out), "tenant show embr");
+		assert_non_null(strstr(out, "embed_rpm"));
+		for (int k = 0; k < 3; k++) {
+			gwt_req(&r, "/api/embed", key2, b, strlen(b), NULL);
+			assert_int_equal(r.code, k < 2 ? 200 : 429);
+			if (k == 2)
+				assert_non_null(strstr(r.body, "quota exceeded: tenant embed_rpm"));
+			gwt_resp_free(&r);
+		}
+	}
 }
 
 static void test_npm_clients(void **state)

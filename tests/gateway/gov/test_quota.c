@@ -177,13 +177,15 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(gw_quota_cmd_admit(&cmd, 0, &s, 1, "L", 1000), CM_EINVAL);
 	s.client = "bot";
 	assert_int_equal(gw_quota_cmd_admit(&cmd, 0, &s, 1, "L", 1000), CM_OK);
-	/* EVALSHA <sha> 8 keys*8 limits*8 tokens lease ttl */
-	assert_int_equal(cmd.argc, 2 + 1 + 8 + 8 + 3);
+	/* EVALSHA <sha> 12 keys*12 limits*12 tokens lease ttl */
+	assert_int_equal(cmd.argc, 2 + 1 + 12 + 12 + 3);
 	assert_string_equal(cmd.argv[0], "EVALSHA");
 	assert_string_equal(cmd.argv[1], gw_lua_sha1(GW_LUA_QUOTA_ADMIT));
 	assert_string_equal(cmd.argv[3], "t:q:{eng}:rpm");
-	assert_string_equal(cmd.argv[7], "t:q:{eng}:c:bot:rpm");
-	assert_string_equal(cmd.argv[11], "5");
+	assert_string_equal(cmd.argv[7], "t:q:{eng}:erpm");
+	assert_string_equal(cmd.argv[9], "t:q:{eng}:c:bot:rpm");
+	assert_string_equal(cmd.argv[15], "5");
+	assert_string_equal(cmd.argv[19], "0"); /* embed_rpm: not an embedding request */
 	gw_redis_cmd_use_eval(&cmd);
 	assert_string_equal(cmd.argv[0], "EVAL");
 	assert_string_equal(cmd.argv[1], gw_lua_text(GW_LUA_QUOTA_ADMIT));
@@ -340,6 +342,60 @@ static void test_tpm_reserve_reconcile(void **state)
 	assert_int_equal(v.allowed, 0);
 	assert_int_equal(v.limit, GW_QUOTA_LIMIT_TPM);
 	assert_true(v.retry_after_ms >= 1);
+}
+
+/*
+ * embed_rpm and embed_tpm bind embedding requests only (on top of rpm and
+ * tpm, which bind every request): a generation request of the same tenant
+ * is not held back by them; the embedding tokens are reconciled at finish
+ * like tpm's; the limits read from the hash.
+ */
+static void test_embedding_limits(void **state)
+{
+	struct gw_quota_subject s = subject("emb", "app"), g;
+	struct gw_quota_verdict v;
+	redisReply *r;
+
+	(void)state;
+	s.tenant_limits.embed_rpm = 2;
+	s.client_limits.embed_tpm = 1000;
+	s.embedding = 1;
+	g = s;
+	g.embedding = 0;
+	assert_int_equal(admit(&s, 10, "e1", 1000).allowed, 1);
+	assert_int_equal(admit(&s, 10, "e2", 1000).allowed, 1);
+	v = admit(&s, 10, "e3", 1000);
+	assert_int_equal(v.allowed, 0);
+	assert_int_equal(v.scope, GW_QUOTA_SCOPE_TENANT);
+	assert_int_equal(v.limit, GW_QUOTA_LIMIT_EMBED_RPM);
+	assert_string_equal(gw_quota_limit_name(v.limit), "embed_rpm");
+	assert_true(v.retry_after_ms >= 1 && v.retry_after_ms <= 30000);
+	/* generation: not an embedding request, admitted */
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(admit(&g, 2000, "g", 1000).allowed, 1);
+	/* embed_tpm of the client: 1000 tokens a minute */
+	s.tenant_limits.embed_rpm = 0;
+	v = admit(&s, 990, "e4", 1000);
+	assert_int_equal(v.allowed, 0); /* 10 + 10 + 990 > 1000 */
+	assert_int_equal(v.scope, GW_QUOTA_SCOPE_CLIENT);
+	assert_int_equal(v.limit, GW_QUOTA_LIMIT_EMBED_TPM);
+	/* the first two really used 1 token each: 18 given back */
+	finish(&s, 10, 1, "e1");
+	finish(&s, 10, 1, "e2");
+	assert_int_equal(admit(&s, 990, "e4", 1000).allowed, 1);
+	/* from the hash, as sluicectl writes them */
+	r = redisCommand(rc, "HSET t:q-limits embed_rpm 7 embed_tpm 9000 rpm 3");
+	freeReplyObject(r);
+	r = redisCommand(rc, "HGETALL t:q-limits");
+	{
+		struct gw_quota_limits l;
+
+		assert_int_equal(gw_quota_limits_parse(r, &l), CM_OK);
+		assert_int_equal(l.embed_rpm, 7);
+		assert_int_equal(l.embed_tpm, 9000);
+		assert_int_equal(l.rpm, 3);
+	}
+	freeReplyObject(r);
 }
 
 /* Concurrency: a cap, release, renewal, and recovery of expired leases. */
@@ -684,6 +740,7 @@ int main(void)
 		cmocka_unit_test_setup(test_rpm_burst, flush),
 		cmocka_unit_test_setup(test_rpm_parallel, flush),
 		cmocka_unit_test_setup(test_tpm_reserve_reconcile, flush),
+		cmocka_unit_test_setup(test_embedding_limits, flush),
 		cmocka_unit_test_setup(test_concurrency_leases, flush),
 		cmocka_unit_test_setup(test_daily_budget, flush),
 		cmocka_unit_test_setup(test_client_override, flush),
