@@ -233,6 +233,7 @@ void gw_job_end(struct gw_job *j, int status, const char *outcome)
 		respond_raw(gw_job_take_req(j), 500, "text/plain", "internal error\n", 15);
 	}
 	log_request(j);
+	gw_dispatch_slo_ended(j);
 	usage_record(j);
 	if (d->dep.metrics) {
 		gw_metrics_request(d->dep.metrics, j->have_ident ? j->ident.tenant : "",
@@ -317,6 +318,7 @@ static int submit(struct gw_dispatch *d, struct gw_job *j, long w)
 		j->n_reserved = j->n_ch - 1;
 	j->stage = GW_ST_RUNNING;
 	j->disp_ns = cm_mono_ns();
+	gw_dispatch_slo_placed(j);
 	if (d->dep.metrics)
 		gw_metrics_observe(d->dep.metrics, GW_HIST_QUEUE, j->disp_ns - j->enq_ns);
 	return 0;
@@ -594,12 +596,10 @@ static enum gw_api_kind kind_of(enum gw_path r)
 	}
 }
 
-/*
- * The request's choices: all on one worker, so `n` is at most what the
+/* The request's choices: all on one worker, so `n` is at most what the
  * largest worker of the model runs at once.  A non-streamed reply holds
  * limits.output_bytes of text in all (each choice its share).  0, or -1
- * when the job was answered.
- */
+ * when the job was answered. */
 static int choices_init(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
@@ -946,10 +946,12 @@ enum cm_status gw_dispatch_new(struct event_base *base,
 		return CM_ENOMEM;
 	}
 	if (cm_random_bytes(d->lease_prefix, sizeof(d->lease_prefix)) != CM_OK ||
+	    gw_dispatch_slo_new(d) != CM_OK ||
 	    gw_usage_queue_new(base, deps->redis, &d->usage) != CM_OK ||
 	    gw_local_limit_new(cfg->outage_quota_fraction > 0 ? cfg->outage_quota_fraction : 1.0,
 			       &d->local) != CM_OK) {
 		gw_usage_queue_free(d->usage);
+		gw_dispatch_slo_free(d);
 		event_free(d->qtimer);
 		cm_free(d);
 		return CM_EINVAL;
@@ -979,14 +981,14 @@ void gw_dispatch_free(struct gw_dispatch *d)
 		j->lease.admitted = 0; /* leases expire by themselves */
 		gw_job_failf(j, 503, "shutdown", 1, "the gateway is shutting down");
 	}
-	/* the usage records of the requests just ended (and any still
-	 * waiting) get up to GW_USAGE_FLUSH_MS to reach Redis: the loop runs
-	 * again, new requests are refused meanwhile */
+	/* usage records get up to GW_USAGE_FLUSH_MS to reach Redis: the loop
+	 * runs again, new requests are refused meanwhile */
 	d->closing = 1;
 	gw_usage_queue_free(d->usage);
 	gw_workers_set_capacity_cb(d->dep.workers, NULL, NULL);
 	gw_auth_set_revoke_cb(d->dep.auth, NULL, NULL);
 	gw_local_limit_free(d->local);
+	gw_dispatch_slo_free(d);
 	event_free(d->qtimer);
 	cm_free(d);
 }

@@ -37,6 +37,7 @@
 #include "gateway/metrics.h"
 #include "gateway/queue.h"
 #include "gateway/http/server.h"
+#include "gateway/slo_limit.h"
 #include "gateway/workers.h"
 
 struct event_base;
@@ -58,6 +59,10 @@ struct gw_dispatch_config {
 	/* gateway.cors_origins (borrowed; n 0: CORS off) */
 	char *const *cors_origins;
 	size_t n_cors_origins;
+	/* gateway.slo: adaptive per-worker concurrency limits held to latency
+	 * targets (gateway/slo_limit.h); enabled 0: the static caps only */
+	int slo_enabled;
+	struct gw_slo_cfg slo;
 };
 
 struct gw_dispatch_deps {

@@ -109,6 +109,7 @@ struct gw_job {
 	const char *outcome;        /* "ok", "cancelled", "error", ... */
 	struct gw_job *anext, *aprev;
 	struct gw_job_emb *em;      /* an embedding request; NULL for generation */
+	int slo_saturated;          /* its placement filled the worker to its SLO limit */
 };
 
 struct gw_dispatch {
@@ -125,6 +126,8 @@ struct gw_dispatch {
 	struct gw_local_limit *local;      /* quotas while Redis is unreachable */
 	struct gw_lease_env lease_env;
 	size_t rr_next;             /* route_round_robin cursor */
+	struct gw_slo_limit *slo;   /* per worker, with gateway.slo enabled */
+	size_t n_slo;
 };
 
 /* Ends the job: accounting, the request log line, the lease, the slot. */
@@ -168,6 +171,16 @@ int64_t gw_job_embed_estimate(const struct gw_job *j);
 /* Sends the job's EMBED to j->worker: CM_OK, or what gw_workers_embed said. */
 enum cm_status gw_job_submit_embed(struct gw_job *j);
 void gw_job_emb_free(struct gw_job *j);
+
+/* ---- dispatch_slo.c ---- */
+/* The per-worker controllers (none unless gateway.slo.enabled). */
+enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d) CM_WUR;
+void gw_dispatch_slo_free(struct gw_dispatch *d);
+/* After a placement: whether it filled the worker to its limit. */
+void gw_dispatch_slo_placed(struct gw_job *j);
+/* A job ended: an interactive generation's TTFT and ITL feed its
+ * worker's controller; a new limit goes to the worker table. */
+void gw_dispatch_slo_ended(struct gw_job *j);
 /* A generation request for a model whose workers only embed: answered
  * 400 (-1); 0 otherwise. */
 int gw_job_embed_only(struct gw_job *j);

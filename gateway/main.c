@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -273,6 +274,15 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 	dc.outage_quota_fraction = set->redis.outage_quota_fraction;
 	dc.cors_origins = set->cors_origins.items;
 	dc.n_cors_origins = set->cors_origins.n;
+	dc.slo_enabled = set->slo.enabled;
+	dc.slo = (struct gw_slo_cfg){
+		.ttft_p95_ns = set->slo.ttft_p95_ms * CM_NS_PER_MS,
+		.itl_p95_ns = set->slo.itl_p95_ms * CM_NS_PER_MS,
+		.window = (uint32_t)set->slo.window,
+		.decrease = set->slo.decrease,
+		.increase = (uint32_t)set->slo.increase,
+		.min_limit = (uint32_t)set->slo.min_limit,
+	};
 	if (gw_dispatch_new(p->base, &dc, &dd, &p->disp) != CM_OK)
 		return CM_ENOMEM;
 	gw_settings_server(set, &sc);

@@ -201,6 +201,12 @@ static double mx_kv_occupancy(const struct gw_worker_info *wi)
 	return tot ? (double)wi->stats.kv_blocks_used / (double)tot : 0;
 }
 
+/* the SLO limit in force (gateway.slo), else the static cap */
+static double mx_slo_limit(const struct gw_worker_info *wi)
+{
+	return wi->slo_limit && wi->slo_limit < wi->cap ? wi->slo_limit : wi->cap;
+}
+
 static const struct mx_worker_series mx_workers[] = {
 	{ "sluice_worker_ready", "1 when the worker passes readiness (PING, STATS).",
 	  "gauge", 0, mx_ready },
@@ -208,6 +214,9 @@ static const struct mx_worker_series mx_workers[] = {
 	  "gauge", 0, mx_inflight },
 	{ "sluice_worker_inflight_limit", "The gateway's in-flight cap for the worker.",
 	  "gauge", 0, mx_cap },
+	{ "sluice_worker_slo_limit",
+	  "The adaptive SLO concurrency limit in force for the worker (gateway.slo), else its cap.",
+	  "gauge", 0, mx_slo_limit },
 	{ "sluice_worker_kv_blocks_used", "KV blocks in use (worker STATS).",
 	  "gauge", 1, mx_kv_used },
 	{ "sluice_worker_kv_blocks_free", "KV blocks free (worker STATS).",

@@ -122,6 +122,26 @@ static const struct cm_cfg_key gw_queue_keys[] = {
 static const struct cm_cfg_section gw_queue_section =
 	CM_CFG_SECTION("queue", Q, gw_queue_keys, "Fair bounded queues.");
 
+#define SL struct gw_settings_slo
+static const struct cm_cfg_key gw_slo_keys[] = {
+	CM_CFG_BOOL(SL, enabled, false,
+		    "Adaptive per-worker concurrency limits held to the latency targets below "
+		    "(docs/gateway.md#slo-admission); off: the static caps only."),
+	CM_CFG_DURATION(SL, ttft_p95_ms, 1000, 1, 600000,
+			"Target p95 time to first token of interactive requests."),
+	CM_CFG_DURATION(SL, itl_p95_ms, 200, 0, 60000,
+			"Target p95 inter-token latency (a request's mean gap); 0: none."),
+	CM_CFG_INT(SL, window, 32, 1, 100000,
+		   "Finished interactive requests per worker between two decisions."),
+	CM_CFG_DOUBLE(SL, decrease, 0.8, 0.05, 0.99,
+		      "Multiplier of the limit when a window's p95 misses a target."),
+	CM_CFG_INT(SL, increase, 1, 1, 1000,
+		   "Added to the limit when both targets hold and the limit was reached."),
+	CM_CFG_INT(SL, min_limit, 1, 1, 4096, "The limit never goes below it."),
+};
+static const struct cm_cfg_section gw_slo_section =
+	CM_CFG_SECTION("slo", SL, gw_slo_keys, "SLO admission.");
+
 static const struct cm_cfg_key gw_redis_keys[] = {
 	CM_CFG_STRING(R, url, "redis://127.0.0.1:6379", 256,
 		      "Redis: `unix:///path/redis.sock` or `redis://host:port`."),
@@ -187,6 +207,7 @@ static const struct cm_cfg_key gw_keys[] = {
 		    "Placement: `affinity` (tenant-salted prefix key, bounded-load rendezvous) or "
 		    "`round_robin` (ignores prefixes; for comparisons, docs/routing.md)."),
 	CM_CFG_OBJECT(S, queue, &gw_queue_section, "Queues."),
+	CM_CFG_OBJECT(S, slo, &gw_slo_section, "SLO admission: latency targets and the adaptive limits."),
 	CM_CFG_OBJECT(S, redis, &gw_redis_section, "Redis."),
 };
 

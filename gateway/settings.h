@@ -61,6 +61,17 @@ struct gw_settings_queue {
 	int64_t timeout_ms;
 };
 
+/* gateway.slo: SLO admission (gateway/slo_limit.h) */
+struct gw_settings_slo {
+	bool enabled;
+	int64_t ttft_p95_ms;
+	int64_t itl_p95_ms;
+	int64_t window;
+	double decrease;
+	int64_t increase;
+	int64_t min_limit;
+};
+
 struct gw_settings_redis {
 	char *url;             /* unix:///path or redis://host:port */
 	char *ns;              /* key namespace */
@@ -98,6 +109,7 @@ struct gw_settings {
 	double route_load_factor;
 	int route_policy;       /* enum gw_place_policy */
 	struct gw_settings_queue queue;
+	struct gw_settings_slo slo;
 	struct gw_settings_redis redis;
 };
 

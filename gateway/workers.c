@@ -63,6 +63,7 @@ struct gw_wconn {
 	uint32_t inflight;
 	uint32_t reserved;      /* slots held for requests not sent yet (gw_workers_reserve) */
 	uint32_t cap;
+	uint32_t slo_limit;       /* gateway.slo: the adaptive limit (0: none) */
 	struct cm_buf out;
 	int drained;            /* operator drain: no new placements */
 	uint64_t placed, prompt_tokens, cached_tokens;
@@ -652,6 +653,7 @@ void gw_workers_info(const struct gw_workers *ws, size_t i,
 	o->inflight = c->inflight;
 	o->reserved = c->reserved;
 	o->cap = c->cap;
+	o->slo_limit = c->slo_limit;
 	o->pings_ok = c->pings_ok;
 	o->pings_failed = c->pings_failed;
 	o->reconnects = c->reconnects;
@@ -679,11 +681,23 @@ enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name)
 	return CM_ENOTFOUND;
 }
 
+/* The static cap, lowered by an SLO limit. */
+static uint32_t eff_cap(const struct gw_wconn *c)
+{
+	return c->slo_limit && c->slo_limit < c->cap ? c->slo_limit : c->cap;
+}
+
+void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit)
+{
+	if (i < ws->n)
+		ws->w[i].slo_limit = limit;
+}
+
 int gw_workers_can_take_n(const struct gw_workers *ws, size_t i, uint32_t k)
 {
 	const struct gw_wconn *c = &ws->w[i];
 
-	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= c->cap;
+	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= eff_cap(c);
 }
 
 int gw_workers_can_take(const struct gw_workers *ws, size_t i)
@@ -695,7 +709,7 @@ enum cm_status gw_workers_reserve(struct gw_workers *ws, size_t i, uint32_t k)
 {
 	struct gw_wconn *c = &ws->w[i];
 
-	if ((uint64_t)c->inflight + c->reserved + k > c->cap)
+	if ((uint64_t)c->inflight + c->reserved + k > eff_cap(c))
 		return CM_ELIMIT;
 	c->reserved += k;
 	return CM_OK;

@@ -82,6 +82,7 @@ struct gw_worker_info {
 	uint32_t inflight;
 	uint32_t reserved;             /* slots held by gw_workers_reserve */
 	uint32_t cap;
+	uint32_t slo_limit;            /* the SLO limit (0: none) */
 	uint64_t pings_ok, pings_failed, reconnects;
 	uint64_t stalls;           /* dropped for sending nothing with requests in flight */
 	int drained;                   /* gw_workers_drain on this connection */
@@ -106,6 +107,9 @@ void gw_workers_set_capacity_cb(struct gw_workers *ws, gw_workers_capacity_fn fn
 size_t gw_workers_count(const struct gw_workers *ws);
 void gw_workers_info(const struct gw_workers *ws, size_t i,
 		     struct gw_worker_info *out);
+/* Worker i's SLO limit (gateway/dispatch_slo.c): its cap becomes
+ * min(static cap, limit); 0 removes it. */
+void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit);
 /* 1 when worker i is ready and has room for one more request (k more). */
 int gw_workers_can_take(const struct gw_workers *ws, size_t i);
 int gw_workers_can_take_n(const struct gw_workers *ws, size_t i, uint32_t k);

@@ -41,6 +41,7 @@ unsigned gwt_max_inflight = 1;
 unsigned gwt_context = 0;
 const char *gwt_chat_template;
 unsigned gwt_thinking_budget;
+const char *gwt_gateway_extra = "";
 char gwt_key_a[64], gwt_key_b[64], gwt_key_night[64], gwt_key_small[64];
 const char *gwt_model_file;
 const char *gwt_model_name = "tiny";
@@ -384,9 +385,9 @@ int gwt_setup(void **state)
 		" \"max_inflight_per_worker\": %u, \"ping_interval_ms\": 2000,"
 		" \"stats_timeout_ms\": 20000,"
 		" \"queue\": {\"tenant_max\": 8, \"global_max\": 200, \"timeout_ms\": \"60s\"},"
-		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}}}\n",
+		" \"redis\": {\"url\": \"unix://%s\", \"auth_cache_ttl_ms\": 2000}%s}}\n",
 		gwt_cert, gwt_dir, gwt_pepper, gwt_thinking_budget, gwt_worker_sock, gwt_model_name, gwt_max_inflight,
-		gwt_redis_sock);
+		gwt_redis_sock, gwt_gateway_extra);
 	fclose(f);
 	argv[0] = (char *)h_bin("gateway/sluice-gateway");
 	argv[1] = "--config";

@@ -35,6 +35,8 @@ extern unsigned gwt_context;
 extern const char *gwt_chat_template;
 /* gateway limits.thinking_token_budget (0: none) */
 extern unsigned gwt_thinking_budget;
+/* more members of the gateway object, each after a comma (default "") */
+extern const char *gwt_gateway_extra;
 
 struct gwt_resp {
 	int code;

@@ -1,0 +1,85 @@
+/*
+ * dispatch_slo.c - SLO admission (docs/gateway.md#slo-admission): one
+ * adaptive concurrency limit per worker (gateway/slo_limit.h), fed by the
+ * interactive generation requests that finish there, and handed to the
+ * worker table as the worker's current cap (never above its static cap).
+ * When a worker is at its limit, new work waits in the bounded queues
+ * (and is refused early by their bounds and timeout) instead of every
+ * running request getting slower.
+ *
+ * Owns the controllers (one per configured worker).  Event-loop thread.
+ */
+#include "gateway/dispatch_internal.h"
+
+#include "common/alloc.h"
+#include "common/limits.h"
+#include "common/log.h"
+
+enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d)
+{
+	size_t n = gw_workers_count(d->dep.workers);
+
+	if (!d->cfg.slo_enabled || n == 0)
+		return CM_OK;
+	d->slo = cm_calloc(n, sizeof(*d->slo));
+	if (!d->slo)
+		return CM_ENOMEM;
+	d->n_slo = n;
+	for (size_t i = 0; i < n; i++) {
+		/* the ceiling is the worker's static cap once its HELLO came;
+		 * until then the hard bound */
+		enum cm_status st = gw_slo_limit_init(&d->slo[i], &d->cfg.slo,
+						      CM_LIM_MAX_RUNNING_SEQS_HARD);
+
+		if (st != CM_OK)
+			return st;
+	}
+	return CM_OK;
+}
+
+void gw_dispatch_slo_free(struct gw_dispatch *d)
+{
+	for (size_t i = 0; i < d->n_slo; i++)
+		gw_slo_limit_deinit(&d->slo[i]);
+	cm_free(d->slo);
+	d->slo = NULL;
+	d->n_slo = 0;
+}
+
+void gw_dispatch_slo_placed(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	struct gw_worker_info wi;
+
+	if (j->worker < 0 || (size_t)j->worker >= d->n_slo)
+		return;
+	gw_workers_info(d->dep.workers, (size_t)j->worker, &wi);
+	/* saturated: this placement filled the worker up to its limit */
+	j->slo_saturated = wi.inflight + wi.reserved >= gw_slo_limit_get(&d->slo[j->worker]);
+}
+
+void gw_dispatch_slo_ended(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	struct gw_slo_limit *l;
+	struct gw_worker_info wi;
+	int64_t ttft, itl = -1;
+
+	/* interactive generation that ran to its end on a worker */
+	if (j->worker < 0 || (size_t)j->worker >= d->n_slo || j->em || j->batch ||
+	    j->status != 200 || !j->first_ns || !j->n_ch)
+		return;
+	l = &d->slo[j->worker];
+	gw_workers_info(d->dep.workers, (size_t)j->worker, &wi);
+	gw_slo_limit_set_ceiling(l, wi.cap ? wi.cap : 1);
+	ttft = j->first_ns - j->start_ns;
+	if (j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns)
+		itl = (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1);
+	if (gw_slo_limit_observe(l, ttft, itl, j->slo_saturated)) {
+		gw_workers_set_limit(d->dep.workers, (size_t)j->worker, gw_slo_limit_get(l));
+		cm_logf(CM_LOG_DEBUG, "slo_limit", "worker %s: limit %u (ttft p95 %lld ms, itl "
+			"p95 %lld ms)", wi.name, gw_slo_limit_get(l),
+			(long long)(l->last_ttft_p95 / 1000000), (long long)(l->last_itl_p95 / 1000000));
+		gw_dispatch_pump_soon(d); /* a raised limit makes room */
+	}
+}

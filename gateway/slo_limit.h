@@ -1,0 +1,64 @@
+/*
+ * slo_limit.h - an adaptive concurrency limit for one worker, held to
+ * latency targets (docs/gateway.md#slo-admission): additive increase,
+ * multiplicative decrease on the p95 of time to first token and of
+ * inter-token latency over a window of finished requests.
+ *
+ * After every `window` observations: when either p95 is over its target
+ * the limit is multiplied by `decrease` (at least `min_limit`); when both
+ * hold and the limit was reached during the window (the worker was
+ * saturated: the limit, not the load, bounded it), it grows by
+ * `increase` up to the ceiling (the static cap).  A limit that was never
+ * reached is left alone: there is no evidence that more would hold.
+ *
+ * Owns its fixed sample buffers (allocated by gw_slo_limit_init, freed by
+ * gw_slo_limit_deinit).  One thread (the gateway loop).
+ */
+#ifndef SLUICE_GATEWAY_SLO_LIMIT_H
+#define SLUICE_GATEWAY_SLO_LIMIT_H
+
+#include <stdint.h>
+
+#include "common/status.h"
+
+/* The controller's constants (gateway.slo.*). */
+struct gw_slo_cfg {
+	int64_t ttft_p95_ns;   /* target: time to first token, p95 */
+	int64_t itl_p95_ns;    /* target: inter-token latency, p95 (0: none) */
+	uint32_t window;       /* observations per decision */
+	double decrease;       /* multiplier when a target is missed, 0 < x < 1 */
+	uint32_t increase;     /* added when both hold and the limit was reached */
+	uint32_t min_limit;    /* the limit never goes below it (>= 1) */
+};
+
+struct gw_slo_limit {
+	struct gw_slo_cfg cfg;
+	uint32_t ceiling;      /* the static cap */
+	double limit;          /* current limit (whole requests: floor) */
+	int64_t *ttft, *itl;   /* this window's samples */
+	uint32_t n;            /* samples in the window */
+	int saturated;         /* the limit was reached during the window */
+	uint64_t decisions, decreases, increases;
+	int64_t last_ttft_p95, last_itl_p95;
+};
+
+/* Starts at the ceiling.  CM_EINVAL for a window of 0, decrease outside
+ * (0, 1), min_limit 0 or a ceiling below it; CM_ENOMEM. */
+enum cm_status gw_slo_limit_init(struct gw_slo_limit *l, const struct gw_slo_cfg *cfg,
+				 uint32_t ceiling) CM_WUR;
+void gw_slo_limit_deinit(struct gw_slo_limit *l);
+/* A new static cap (a worker's HELLO); the limit is kept within it. */
+void gw_slo_limit_set_ceiling(struct gw_slo_limit *l, uint32_t ceiling);
+
+/*
+ * One finished request: its TTFT and mean inter-token latency (ns; itl
+ * < 0 when it had fewer than two tokens), and whether the worker's
+ * requests in flight had reached the limit when it was placed.  Returns
+ * 1 when this observation closed a window (the limit may have changed).
+ */
+int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t ttft_ns, int64_t itl_ns, int saturated);
+
+/* The current limit: floor(limit), in [min_limit, ceiling]. */
+uint32_t gw_slo_limit_get(const struct gw_slo_limit *l);
+
+#endif
