@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -182,6 +183,39 @@ static void test_vectors(void **state)
 	print_message("tokenizer vectors: %d files, %d cases, %d files with mismatches\n",
 		      files, cases, fails);
 	assert_true(files >= 6);
+	assert_int_equal(fails, 0);
+}
+
+/*
+ * SLUICE_EXTRA_VOCABS=DIR: the same check on the ggml-vocab-*.gguf files
+ * (with their .inp/.out) of another directory, e.g. a llama.cpp checkout's
+ * models/ (its BERT/bge WordPiece vocabulary; nothing of it is committed
+ * here: docs/tokenizers.md).  Skipped without it.
+ */
+static void test_extra_vectors(void **state)
+{
+	const char *dir = getenv("SLUICE_EXTRA_VOCABS");
+	struct dirent *de;
+	DIR *d;
+	int fails = 0, files = 0, cases = 0;
+	char inp[1200];
+
+	(void)state;
+	if (!dir || !(d = opendir(dir)))
+		skip();
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+
+		snprintf(inp, sizeof(inp), "%s/%s.inp", dir, de->d_name);
+		if (strncmp(de->d_name, "ggml-vocab-", 11) != 0 || l < 5 ||
+		    strcmp(de->d_name + l - 5, ".gguf") != 0 || access(inp, R_OK) != 0)
+			continue;
+		files++;
+		fails += run_vocab(dir, de->d_name, &cases);
+	}
+	closedir(d);
+	print_message("extra tokenizer vectors (%s): %d files, %d cases, %d files with "
+		      "mismatches\n", dir, files, cases, fails);
 	assert_int_equal(fails, 0);
 }
 
@@ -650,6 +684,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest vec_tests[] = {
 		cmocka_unit_test(test_vectors),
+		cmocka_unit_test(test_extra_vectors),
 	};
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spm_basic),
