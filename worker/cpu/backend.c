@@ -663,28 +663,19 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	out->kv_bytes = be->kv_bytes;
 }
 
-/* out = the pooled final-norm states of rows x[0..n) (pooling of the
- * file), divided by its L2 norm */
-static void pool_states(struct cpu_backend *be, const float *x, uint32_t n, float *out)
+/* out = the pooled final-norm states of rows x[0..n): the rows the
+ * pooling reads get the output norm in place, then the encoder's pooling
+ * and L2 normalisation (wk_cpu_pool) */
+static void pool_states(struct cpu_backend *be, float *x, uint32_t n, float *out)
 {
 	const struct wk_hparams *hp = &be->m->hp;
 	uint32_t e = hp->n_embd, first = hp->pooling == WK_POOL_LAST ? n - 1 : 0;
 	uint32_t last = hp->pooling == WK_POOL_MEAN ? n : first + 1;
-	float *h = be->h;
-	double norm = 0;
 
-	memset(out, 0, e * sizeof(float));
-	for (uint32_t t = first; t < last; t++) {
-		wk_cpu_rmsnorm(h, x + (uint64_t)t * e, be->m->output_norm.data, (int)e, hp->rms_eps);
-		wk_cpu_add(out, h, (int)e);
-	}
-	for (uint32_t i = 0; i < e; i++) {
-		out[i] /= (float)(last - first);
-		norm += (double)out[i] * out[i];
-	}
-	norm = sqrt(norm);
-	for (uint32_t i = 0; norm > 0 && i < e; i++)
-		out[i] = (float)(out[i] / norm);
+	for (uint32_t t = first; t < last; t++)
+		wk_cpu_rmsnorm(x + (uint64_t)t * e, x + (uint64_t)t * e, be->m->output_norm.data,
+			       (int)e, hp->rms_eps);
+	wk_cpu_pool(hp, x, n, out);
 }
 
 /* A decoder with a pooling type: every input its own causal sequence in one

@@ -208,8 +208,7 @@ static enum cm_status layer(struct wk_cpu_mm *mm, const struct wk_hparams *hp,
 	return CM_OK;
 }
 
-/* out = the pooled, L2-normalised final states */
-static void pool(const struct wk_hparams *hp, const float *x, uint32_t n, float *out)
+void wk_cpu_pool(const struct wk_hparams *hp, const float *x, uint32_t n, float *out)
 {
 	uint32_t e = hp->n_embd;
 	double norm = 0;
@@ -314,7 +313,7 @@ enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *
 	for (uint32_t l = 0; l < hp->n_layer && st == CM_OK; l++)
 		st = layer(mm, hp, &m->layers[l], &b, (uint32_t)n);
 	for (uint32_t i = 0; st == CM_OK && i < n_in; i++)
-		pool(hp, b.x + (uint64_t)start[i] * e, lens[i], out + i * e);
+		wk_cpu_pool(hp, b.x + (uint64_t)start[i] * e, lens[i], out + i * e);
 out:
 	cm_free(start);
 	enc_free(&b);

@@ -37,6 +37,16 @@ struct wk_model;
 enum cm_status wk_cpu_encode(struct wk_cpu_mm *mm, const struct wk_model *m,
 			     const int32_t *tokens, uint32_t n, float *out) CM_WUR;
 
+struct wk_hparams;
+
+/*
+ * out[n_embd] = the final states x[0..n) (rows of n_embd) pooled as
+ * hp->pooling says (mean; [CLS]: the first; last) and divided by the L2
+ * norm (in double).  Shared by the encoder and the decoder embedders
+ * (worker/cpu/backend.c).
+ */
+void wk_cpu_pool(const struct wk_hparams *hp, const float *x, uint32_t n, float *out);
+
 /*
  * n_in inputs in one pass: input i is lens[i] tokens of `tokens` (the
  * inputs one after another), its vector out[i * n_embd ..].  Each vector

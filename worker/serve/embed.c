@@ -75,11 +75,10 @@ static uint32_t emb_blocks(struct wk_server *s, struct emb_pick *pk, uint32_t n,
 	for (uint32_t i = 0; i < n; i++)
 		need += (pk[i].e->len[pk[i].input] + bt - 1) / bt;
 	if (need > s->emb_blocks_cap) {
+		/* out of memory: as many picks as the old array holds */
 		uint32_t *p = cm_realloc(s->emb_blocks, need * sizeof(uint32_t));
 
-		if (!p)
-			need = s->emb_blocks_cap; /* as many as the old array holds */
-		else {
+		if (p) {
 			s->emb_blocks = p;
 			s->emb_blocks_cap = need;
 		}
