@@ -258,6 +258,7 @@ static long place(struct gw_dispatch *d, struct gw_job *j)
 		.prefix_bytes = d->cfg.route_prefix_bytes,
 		.load_factor = d->cfg.route_load_factor,
 		.round_robin = d->cfg.route_round_robin,
+		.batch = j->batch,
 	};
 
 	return gw_place_request(d->dep.workers, &pol, j->model, j->ident.salt,
@@ -449,6 +450,8 @@ static void enqueue(struct gw_job *j)
 		gw_job_failf(j, 429, "tenant_queue_full", 1,
 			  "no worker can take this request now and this tenant's queue is 0 "
 			  "(no waiting); retry later");
+	} else if (j->stage == GW_ST_QUEUED) {
+		gw_dispatch_slo_queued(j);
 	}
 	job_unref(j);
 }
@@ -704,19 +707,6 @@ static void start_generation(struct gw_job *j)
 	j->ignore_eos = cls && (strcmp(cls, "1") == 0 || strcasecmp(cls, "true") == 0);
 	if (choices_init(j) == 0)
 		gw_job_admit(j);
-}
-
-int gw_job_class(struct gw_job *j)
-{
-	const char *cls = gw_request_header(j->req, "X-Sluice-Class");
-	struct gw_api_error e;
-
-	j->batch = cls ? strcasecmp(cls, "batch") == 0 : j->ident.batch;
-	if (!cls || j->batch || strcasecmp(cls, "interactive") == 0)
-		return 0;
-	gw_api_error_set(&e, 400, NULL, NULL, "X-Sluice-Class: expected \"interactive\" or \"batch\"");
-	gw_job_fail(j, &e, 0, "bad_request");
-	return -1;
 }
 
 static void auth_done(void *arg, int status, const struct gw_auth_identity *id)

@@ -62,7 +62,9 @@ struct gw_dispatch_config {
 	/* gateway.slo: adaptive per-worker concurrency limits held to latency
 	 * targets (gateway/slo_limit.h); enabled 0: the static caps only */
 	int slo_enabled;
-	struct gw_slo_cfg slo;
+	struct gw_slo_cfg slo;      /* its targets also score attainment when off */
+	int64_t slo_queue_wait_ns;  /* 0: half the TTFT target */
+	double slo_batch_share;     /* of each worker's limit batch may fill */
 };
 
 struct gw_dispatch_deps {

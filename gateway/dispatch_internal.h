@@ -128,6 +128,7 @@ struct gw_dispatch {
 	size_t rr_next;             /* route_round_robin cursor */
 	struct gw_slo_limit *slo;   /* per worker, with gateway.slo enabled */
 	size_t n_slo;
+	int64_t slo_wait_ns;        /* interactive queue budget (slo.queue_wait_ms) */
 };
 
 /* Ends the job: accounting, the request log line, the lease, the slot. */
@@ -176,6 +177,10 @@ void gw_job_emb_free(struct gw_job *j);
 /* The per-worker controllers (none unless gateway.slo.enabled). */
 enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d) CM_WUR;
 void gw_dispatch_slo_free(struct gw_dispatch *d);
+/* After a queued job's first pump: an interactive job whose expected wait
+ * (its place x the drain interval) exceeds gateway.slo.queue_wait_ms is
+ * answered 503 slo_overload with Retry-After. */
+void gw_dispatch_slo_queued(struct gw_job *j);
 /* After a placement: whether it filled the worker to its limit. */
 void gw_dispatch_slo_placed(struct gw_job *j);
 /* A job ended: an interactive generation's TTFT and ITL feed its

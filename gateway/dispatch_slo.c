@@ -15,12 +15,35 @@
 #include "common/limits.h"
 #include "common/log.h"
 
+#include <string.h>
+#include <strings.h>
+
+int gw_job_class(struct gw_job *j)
+{
+	const char *cls = gw_request_header(j->req, "X-Sluice-Class");
+	struct gw_api_error e;
+
+	j->batch = cls ? strcasecmp(cls, "batch") == 0 : j->ident.batch;
+	if (!cls || j->batch || strcasecmp(cls, "interactive") == 0)
+		return 0;
+	gw_api_error_set(&e, 400, NULL, NULL, "X-Sluice-Class: expected \"interactive\" or \"batch\"");
+	gw_job_fail(j, &e, 0, "bad_request");
+	return -1;
+}
+
 enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d)
 {
 	size_t n = gw_workers_count(d->dep.workers);
 
 	if (!d->cfg.slo_enabled || n == 0)
 		return CM_OK;
+	d->slo_wait_ns = d->cfg.slo_queue_wait_ns ? d->cfg.slo_queue_wait_ns
+						 : d->cfg.slo.ttft_p95_ns / 2;
+	/* an interactive request's wait is part of its TTFT: past the budget
+	 * it is answered 503 with Retry-After rather than served late */
+	if (d->slo_wait_ns < gw_queue_timeout(d->dep.queue, GW_QUEUE_INTERACTIVE))
+		gw_queue_set_timeout(d->dep.queue, GW_QUEUE_INTERACTIVE, d->slo_wait_ns);
+	gw_workers_set_batch_share(d->dep.workers, d->cfg.slo_batch_share);
 	d->slo = cm_calloc(n, sizeof(*d->slo));
 	if (!d->slo)
 		return CM_ENOMEM;
@@ -46,6 +69,53 @@ void gw_dispatch_slo_free(struct gw_dispatch *d)
 	d->n_slo = 0;
 }
 
+void gw_dispatch_slo_queued(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	size_t pos;
+	int64_t est;
+
+	if (!d->slo || j->batch || j->stage != GW_ST_QUEUED)
+		return;
+	/* its place among the interactive work waiting (the fair queue may
+	 * serve a quiet tenant sooner: an upper bound) */
+	pos = gw_queue_class_depth(d->dep.queue, GW_QUEUE_INTERACTIVE);
+	est = gw_queue_wait_estimate_ns(d->dep.queue, pos);
+	if (est < 0 || est <= d->slo_wait_ns)
+		return;
+	gw_queue_remove(d->dep.queue, &j->qi);
+	j->stage = GW_ST_QUOTA; /* no longer queued */
+	gw_job_failf(j, 503, "slo_overload", gw_queue_retry_after_s(d->dep.queue, pos),
+		     "the service is at the limit that holds its latency targets; retry later");
+}
+
+/* SLO attainment (sluice_gateway_slo_requests_total): every generation
+ * request that ran, or was refused for capacity, against the targets. */
+static void slo_account(struct gw_job *j)
+{
+	struct gw_dispatch *d = j->d;
+	enum gw_metrics_slo o;
+	const char *oc = j->outcome ? j->outcome : "";
+
+	if (!d->dep.metrics || j->em || !j->have_ident)
+		return;
+	if (j->status == 200 && j->first_ns) {
+		int64_t ttft = j->first_ns - j->start_ns, itl = 0;
+
+		if (j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns)
+			itl = (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1);
+		o = ttft <= d->cfg.slo.ttft_p95_ns &&
+		    (!d->cfg.slo.itl_p95_ns || itl <= d->cfg.slo.itl_p95_ns)
+			? GW_SLO_MET : GW_SLO_MISSED;
+	} else if (strcmp(oc, "slo_overload") == 0 || strcmp(oc, "queue_timeout") == 0 ||
+		   strcmp(oc, "global_queue_full") == 0 || strcmp(oc, "tenant_queue_full") == 0) {
+		o = GW_SLO_REFUSED;
+	} else {
+		return;
+	}
+	gw_metrics_slo(d->dep.metrics, j->ident.tenant, j->batch, o);
+}
+
 void gw_dispatch_slo_placed(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
@@ -65,6 +135,7 @@ void gw_dispatch_slo_ended(struct gw_job *j)
 	struct gw_worker_info wi;
 	int64_t ttft, itl = -1;
 
+	slo_account(j);
 	/* interactive generation that ran to its end on a worker */
 	if (j->worker < 0 || (size_t)j->worker >= d->n_slo || j->em || j->batch ||
 	    j->status != 200 || !j->first_ns || !j->n_ch)

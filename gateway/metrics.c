@@ -37,6 +37,7 @@ struct gw_m_tenant {
 	struct gw_m_status st[GW_M_STATUSES];
 	uint64_t prompt_tokens, gen_tokens;
 	int64_t constraint_ns;
+	uint64_t slo[2][GW_SLO_COUNT_]; /* [batch][outcome] */
 };
 
 struct gw_metrics {
@@ -109,6 +110,14 @@ void gw_metrics_constraint(struct gw_metrics *m, const char *tenant, int64_t ns)
 
 	if (t && ns < INT64_MAX - t->constraint_ns)
 		t->constraint_ns += ns;
+}
+
+void gw_metrics_slo(struct gw_metrics *m, const char *tenant, int batch, enum gw_metrics_slo o)
+{
+	struct gw_m_tenant *t = tenant_get(m, tenant);
+
+	if (t && o < GW_SLO_COUNT_)
+		t->slo[batch ? 1 : 0][o]++;
 }
 
 void gw_metrics_observe(struct gw_metrics *m, enum gw_metrics_hist h, int64_t ns)
@@ -293,6 +302,26 @@ static void mx_depth_one(void *ctx, const char *tenant, size_t depth)
 	mx_put(d->o, "sluice_gateway_queue_depth{tenant=\"%s\"} %zu\n", esc, depth);
 }
 
+static void mx_render_slo(const struct gw_metrics *m, struct mx_out *o)
+{
+	static const char *const outcome[GW_SLO_COUNT_] = { "met", "missed", "refused" };
+	char esc[160];
+
+	mx_head(o, "sluice_gateway_slo_requests_total",
+		"Generation requests against the gateway.slo targets, by tenant, class and "
+		"outcome (met, missed, refused for capacity).", "counter");
+	for (size_t i = 0; i < m->n_tenants; i++) {
+		label_escape(esc, sizeof(esc), m->tenants[i].name);
+		for (int c = 0; c < 2; c++)
+			for (int k = 0; k < GW_SLO_COUNT_; k++)
+				if (m->tenants[i].slo[c][k])
+					mx_put(o, "sluice_gateway_slo_requests_total{tenant=\"%s\","
+					       "class=\"%s\",outcome=\"%s\"} %llu\n", esc,
+					       c ? "batch" : "interactive", outcome[k],
+					       (unsigned long long)m->tenants[i].slo[c][k]);
+	}
+}
+
 static void mx_render_tenants(const struct gw_metrics *m, struct mx_out *o)
 {
 	char esc[160];
@@ -328,6 +357,7 @@ static void mx_render_tenants(const struct gw_metrics *m, struct mx_out *o)
 		mx_put(o, "sluice_gateway_constraint_compile_seconds_total{tenant=\"%s\"} %.6f\n", esc,
 		       (double)m->tenants[i].constraint_ns / 1e9);
 	}
+	mx_render_slo(m, o);
 }
 
 static void mx_render_hists(const struct gw_metrics *m, struct mx_out *o)

@@ -49,6 +49,11 @@ void gw_metrics_request(struct gw_metrics *m, const char *tenant, int status,
 void gw_metrics_observe(struct gw_metrics *m, enum gw_metrics_hist h, int64_t ns);
 /* Worker time spent compiling a request's constraint (DONE constraint_ns). */
 void gw_metrics_constraint(struct gw_metrics *m, const char *tenant, int64_t ns);
+/* SLO attainment: one generation request of `tenant` (batch or
+ * interactive) that met both targets, missed one, or was refused for
+ * capacity (queue full, queue timeout, slo_overload). */
+enum gw_metrics_slo { GW_SLO_MET = 0, GW_SLO_MISSED, GW_SLO_REFUSED, GW_SLO_COUNT_ };
+void gw_metrics_slo(struct gw_metrics *m, const char *tenant, int batch, enum gw_metrics_slo o);
 /* Rejections before a tenant is known (401, 404 ...): tenant "". */
 
 /* Appends the Prometheus text exposition to `out`. */

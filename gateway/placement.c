@@ -228,7 +228,7 @@ long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
 	size_t mlen = strlen(model);
 
 	for (size_t i = 0; i < n && k < 256; i++) {
-		if (!gw_workers_can_take_n(w, i, need))
+		if (!gw_workers_can_take_class(w, i, need, p->batch))
 			continue;
 		gw_workers_info(w, i, &wi);
 		if (wi.hello.model_name.len != mlen ||

@@ -104,6 +104,7 @@ struct gw_place_policy {
 	size_t prefix_bytes;   /* route.prefix_bytes: prompt bytes in the key */
 	double load_factor;    /* route.load_factor */
 	int round_robin;       /* route.policy round_robin */
+	int batch;             /* batch work: held to the workers' batch share */
 };
 
 /*

@@ -34,8 +34,14 @@ struct gw_queue {
 	size_t n_tenants, cap_tenants;
 	struct gw_queue_tenant *cursor[GW_Q_CLASSES];
 	size_t depth;
+	size_t class_depth[GW_Q_CLASSES];
+	int64_t timeout_ns[GW_Q_CLASSES];
 	int64_t last_pop_ns;
 	double interval_ewma_ns; /* 0: not measured */
+	/* before the last pop: an unpop (no worker could take it) was no
+	 * dispatch, and puts the drain estimate back */
+	int64_t prev_last_pop_ns;
+	double prev_interval_ewma_ns;
 };
 
 enum cm_status gw_queue_new(const struct gw_queue_config *cfg, struct gw_queue **out)
@@ -46,6 +52,7 @@ enum cm_status gw_queue_new(const struct gw_queue_config *cfg, struct gw_queue *
 	if (!q)
 		return CM_ENOMEM;
 	q->cfg = *cfg;
+	q->timeout_ns[0] = q->timeout_ns[1] = cfg->timeout_ns;
 	*out = q;
 	return CM_OK;
 }
@@ -182,6 +189,7 @@ enum cm_status gw_queue_push(struct gw_queue *q, const char *tenant,
 	it->tenant = t;
 	it->klass = klass;
 	it->enqueued_ns = now_ns;
+	it->deadline_ns = now_ns + q->timeout_ns[k];
 	it->queued = 1;
 	it->next = NULL;
 	it->prev = f->tail;
@@ -192,6 +200,7 @@ enum cm_status gw_queue_push(struct gw_queue *q, const char *tenant,
 	f->tail = it;
 	f->n++;
 	q->depth++;
+	q->class_depth[k]++;
 	if (!t->in_ring[k])
 		ring_insert(q, t, k);
 	*verdict = GW_QUEUE_OK;
@@ -214,6 +223,9 @@ void gw_queue_unpop(struct gw_queue *q, struct gw_queue_item *it)
 	f->head = it;
 	f->n++;
 	q->depth++;
+	q->class_depth[k]++;
+	q->last_pop_ns = q->prev_last_pop_ns;
+	q->interval_ewma_ns = q->prev_interval_ewma_ns;
 	if (!t->in_ring[k]) {
 		ring_insert(q, t, k);
 		q->cursor[k] = t;
@@ -223,6 +235,8 @@ void gw_queue_unpop(struct gw_queue *q, struct gw_queue_item *it)
 
 static void note_pop(struct gw_queue *q, int64_t now_ns)
 {
+	q->prev_last_pop_ns = q->last_pop_ns;
+	q->prev_interval_ewma_ns = q->interval_ewma_ns;
 	if (q->last_pop_ns) {
 		double dt = (double)(now_ns - q->last_pop_ns);
 
@@ -255,6 +269,7 @@ struct gw_queue_item *gw_queue_pop(struct gw_queue *q, int64_t now_ns)
 		fifo_unlink(&t->fifo[k], it);
 		it->queued = 0;
 		q->depth--;
+		q->class_depth[k]--;
 		t->deficit[k] -= 1;
 		if (t->fifo[k].n == 0)
 			ring_remove(q, t, k);
@@ -274,11 +289,12 @@ void gw_queue_remove(struct gw_queue *q, struct gw_queue_item *it)
 	fifo_unlink(&it->tenant->fifo[k], it);
 	it->queued = 0;
 	q->depth--;
+	q->class_depth[k]--;
 	if (it->tenant->fifo[k].n == 0)
 		ring_remove(q, it->tenant, k);
 }
 
-static struct gw_queue_item *oldest(const struct gw_queue *q)
+static struct gw_queue_item *earliest(const struct gw_queue *q)
 {
 	struct gw_queue_item *best = NULL;
 
@@ -286,7 +302,9 @@ static struct gw_queue_item *oldest(const struct gw_queue *q)
 		for (int k = 0; k < GW_Q_CLASSES; k++) {
 			struct gw_queue_item *h = q->tenants[i]->fifo[k].head;
 
-			if (h && (!best || h->enqueued_ns < best->enqueued_ns))
+			/* FIFO: within a fifo deadlines grow (one timeout per
+			 * class, changed only by gw_queue_set_timeout) */
+			if (h && (!best || h->deadline_ns < best->deadline_ns))
 				best = h;
 		}
 	return best;
@@ -294,9 +312,9 @@ static struct gw_queue_item *oldest(const struct gw_queue *q)
 
 struct gw_queue_item *gw_queue_pop_expired(struct gw_queue *q, int64_t now_ns)
 {
-	struct gw_queue_item *it = oldest(q);
+	struct gw_queue_item *it = earliest(q);
 
-	if (!it || now_ns - it->enqueued_ns < q->cfg.timeout_ns)
+	if (!it || now_ns < it->deadline_ns)
 		return NULL;
 	gw_queue_remove(q, it);
 	return it;
@@ -304,12 +322,12 @@ struct gw_queue_item *gw_queue_pop_expired(struct gw_queue *q, int64_t now_ns)
 
 int64_t gw_queue_next_expiry_ns(const struct gw_queue *q, int64_t now_ns)
 {
-	struct gw_queue_item *it = oldest(q);
+	struct gw_queue_item *it = earliest(q);
 	int64_t left;
 
 	if (!it)
 		return INT64_MAX;
-	left = it->enqueued_ns + q->cfg.timeout_ns - now_ns;
+	left = it->deadline_ns - now_ns;
 	return left < 0 ? 0 : left;
 }
 
@@ -323,6 +341,28 @@ size_t gw_queue_tenant_depth(const struct gw_queue *q, const char *tenant)
 	const struct gw_queue_tenant *t = tenant_find(q, tenant);
 
 	return t ? tenant_items(t) : 0;
+}
+
+size_t gw_queue_class_depth(const struct gw_queue *q, enum gw_queue_class klass)
+{
+	return q->class_depth[klass == GW_QUEUE_BATCH ? 1 : 0];
+}
+
+void gw_queue_set_timeout(struct gw_queue *q, enum gw_queue_class klass, int64_t ns)
+{
+	q->timeout_ns[klass == GW_QUEUE_BATCH ? 1 : 0] = ns;
+}
+
+int64_t gw_queue_timeout(const struct gw_queue *q, enum gw_queue_class klass)
+{
+	return q->timeout_ns[klass == GW_QUEUE_BATCH ? 1 : 0];
+}
+
+int64_t gw_queue_wait_estimate_ns(const struct gw_queue *q, size_t position)
+{
+	if (q->interval_ewma_ns <= 0)
+		return -1;
+	return (int64_t)((double)(position ? position : 1) * q->interval_ewma_ns);
 }
 
 double gw_queue_drain_rate(const struct gw_queue *q)

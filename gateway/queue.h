@@ -54,6 +54,7 @@ struct gw_queue_item {
 	struct gw_queue_tenant *tenant;
 	enum gw_queue_class klass;
 	int64_t enqueued_ns;
+	int64_t deadline_ns;   /* enqueued_ns + its class's timeout */
 	int queued;
 };
 
@@ -93,10 +94,11 @@ struct gw_queue_item *gw_queue_pop(struct gw_queue *q, int64_t now_ns);
 /* Removes a queued item (client gone); no-op when not queued. */
 void gw_queue_remove(struct gw_queue *q, struct gw_queue_item *it);
 
-/* The oldest item that has waited longer than timeout (removed), or NULL. */
+/* The item past its deadline (enqueued + its class's timeout) that is
+ * the most overdue (removed), or NULL. */
 struct gw_queue_item *gw_queue_pop_expired(struct gw_queue *q, int64_t now_ns);
 
-/* Nanoseconds until the oldest item times out (INT64_MAX when empty). */
+/* Nanoseconds until the next item times out (INT64_MAX when empty). */
 int64_t gw_queue_next_expiry_ns(const struct gw_queue *q, int64_t now_ns);
 
 size_t gw_queue_depth(const struct gw_queue *q);
@@ -104,6 +106,18 @@ size_t gw_queue_tenant_depth(const struct gw_queue *q, const char *tenant);
 
 /* Retry-After seconds for a client that would be `position` items back. */
 uint32_t gw_queue_retry_after_s(const struct gw_queue *q, size_t position);
+/* Items of one class queued (all tenants). */
+size_t gw_queue_class_depth(const struct gw_queue *q, enum gw_queue_class klass);
+/* The timeout of items of `klass` pushed from now on (default: the
+ * config's timeout_ns for both classes).  gateway.slo sets a shorter one
+ * for interactive work: its wait is part of its time to first token. */
+void gw_queue_set_timeout(struct gw_queue *q, enum gw_queue_class klass, int64_t ns);
+int64_t gw_queue_timeout(const struct gw_queue *q, enum gw_queue_class klass);
+/* The expected wait of the item `position` places from the front
+ * (position x the measured interval between dispatches), -1 before two
+ * dispatches were measured.  A pop put back (gw_queue_unpop) was no
+ * dispatch: it leaves the estimate as it was. */
+int64_t gw_queue_wait_estimate_ns(const struct gw_queue *q, size_t position);
 /* Measured dispatches per second (0 before two pops). */
 double gw_queue_drain_rate(const struct gw_queue *q);
 

@@ -138,6 +138,12 @@ static const struct cm_cfg_key gw_slo_keys[] = {
 	CM_CFG_INT(SL, increase, 1, 1, 1000,
 		   "Added to the limit when both targets hold and the limit was reached."),
 	CM_CFG_INT(SL, min_limit, 1, 1, 4096, "The limit never goes below it."),
+	CM_CFG_DURATION(SL, queue_wait_ms, 0, 0, 600000,
+			"Longest queue wait of interactive work (503 slo_overload when the expected "
+			"wait is longer, queue_timeout past it); 0: half of ttft_p95_ms."),
+	CM_CFG_DOUBLE(SL, batch_share, 0.75, 0.0, 1.0,
+		      "Share of each worker's limit that batch work may fill (at least one "
+		      "request); the rest stays free for interactive work."),
 };
 static const struct cm_cfg_section gw_slo_section =
 	CM_CFG_SECTION("slo", SL, gw_slo_keys, "SLO admission.");

@@ -70,6 +70,8 @@ struct gw_settings_slo {
 	double decrease;
 	int64_t increase;
 	int64_t min_limit;
+	int64_t queue_wait_ms;
+	double batch_share;
 };
 
 struct gw_settings_redis {

@@ -76,6 +76,7 @@ struct gw_workers {
 	size_t n;
 	gw_workers_capacity_fn cap_fn;
 	void *cap_ctx;
+	double batch_share;     /* gateway.slo.batch_share (0: no class limit) */
 };
 
 static void wc_connect(struct gw_wconn *c);
@@ -685,6 +686,31 @@ enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name)
 static uint32_t eff_cap(const struct gw_wconn *c)
 {
 	return c->slo_limit && c->slo_limit < c->cap ? c->slo_limit : c->cap;
+}
+
+/* What batch work may fill: batch_share of the cap in force, at least 1. */
+static uint32_t batch_cap(const struct gw_workers *ws, const struct gw_wconn *c)
+{
+	uint32_t cap = eff_cap(c), b;
+
+	if (ws->batch_share <= 0 || ws->batch_share >= 1)
+		return cap;
+	b = (uint32_t)((double)cap * ws->batch_share);
+	return b < 1 ? 1 : b;
+}
+
+void gw_workers_set_batch_share(struct gw_workers *ws, double share)
+{
+	ws->batch_share = share;
+}
+
+int gw_workers_can_take_class(const struct gw_workers *ws, size_t i, uint32_t k, int batch)
+{
+	const struct gw_wconn *c = &ws->w[i];
+
+	if (!batch)
+		return gw_workers_can_take_n(ws, i, k);
+	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= batch_cap(ws, c);
 }
 
 void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit)

@@ -113,6 +113,13 @@ void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit);
 /* 1 when worker i is ready and has room for one more request (k more). */
 int gw_workers_can_take(const struct gw_workers *ws, size_t i);
 int gw_workers_can_take_n(const struct gw_workers *ws, size_t i, uint32_t k);
+/* Batch work may fill `share` of each worker's cap in force (at least one
+ * slot; 0 or 1: all of it), so interactive work that arrives finds room
+ * (gateway.slo.batch_share).  The requests in flight of both classes
+ * count. */
+void gw_workers_set_batch_share(struct gw_workers *ws, double share);
+/* gw_workers_can_take_n, held to the batch share when `batch`. */
+int gw_workers_can_take_class(const struct gw_workers *ws, size_t i, uint32_t k, int batch);
 
 /*
  * Holds k slots of worker i for requests its caller sends later (the

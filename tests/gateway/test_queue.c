@@ -1,7 +1,8 @@
 /*
  * test_queue.c - gateway/queue.c: weighted deficit round robin shares,
  * interactive-over-batch priority, FIFO order, tenant and global bounds,
- * queue timeout, removal of a departed client, Retry-After arithmetic.
+ * queue timeout (one per class), removal of a departed client, Retry-After
+ * arithmetic and the wait estimate, which a pop put back leaves alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -200,6 +201,59 @@ static void test_unpop(void **state)
 	gw_queue_free(q);
 }
 
+static void test_class_timeout(void **state)
+{
+	static struct item it[3];
+	struct gw_queue *q = mkq(10, 10, 1000);
+
+	(void)state;
+	/* gateway.slo: interactive work may wait 100 ms, batch the 1 s */
+	gw_queue_set_timeout(q, GW_QUEUE_INTERACTIVE, 100 * MS);
+	assert_true(gw_queue_timeout(q, GW_QUEUE_INTERACTIVE) == 100 * MS);
+	assert_true(gw_queue_timeout(q, GW_QUEUE_BATCH) == 1000 * MS);
+	push(q, &it[0], "a", 1, GW_QUEUE_BATCH, 0);
+	push(q, &it[1], "a", 1, GW_QUEUE_INTERACTIVE, 10 * MS);
+	push(q, &it[2], "b", 1, GW_QUEUE_INTERACTIVE, 20 * MS);
+	assert_int_equal(gw_queue_class_depth(q, GW_QUEUE_INTERACTIVE), 2);
+	assert_int_equal(gw_queue_class_depth(q, GW_QUEUE_BATCH), 1);
+	/* the interactive deadline (110 ms) comes before the older batch one */
+	assert_true(gw_queue_next_expiry_ns(q, 0) == 110 * MS);
+	assert_null(gw_queue_pop_expired(q, 109 * MS));
+	assert_ptr_equal(gw_queue_pop_expired(q, 110 * MS), &it[1].qi);
+	assert_ptr_equal(gw_queue_pop_expired(q, 500 * MS), &it[2].qi);
+	assert_null(gw_queue_pop_expired(q, 999 * MS));
+	assert_int_equal(gw_queue_class_depth(q, GW_QUEUE_INTERACTIVE), 0);
+	assert_ptr_equal(gw_queue_pop_expired(q, 1000 * MS), &it[0].qi);
+	assert_int_equal(gw_queue_class_depth(q, GW_QUEUE_BATCH), 0);
+	gw_queue_free(q);
+}
+
+static void test_wait_estimate(void **state)
+{
+	static struct item it[8];
+	struct gw_queue *q = mkq(10, 10, 60000);
+	struct gw_queue_item *x;
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		push(q, &it[i], "a", 1, GW_QUEUE_INTERACTIVE, 0);
+	assert_true(gw_queue_wait_estimate_ns(q, 3) == -1); /* nothing measured */
+	for (int i = 0; i < 4; i++)
+		assert_non_null(gw_queue_pop(q, i * 40 * MS)); /* every 40 ms */
+	assert_true(gw_queue_wait_estimate_ns(q, 3) == 120 * MS);
+	/* a pop 1 ms later that no worker could take is no dispatch: the
+	 * estimate stays (it used to count as one, and an arrival burst
+	 * made the service look fast) */
+	x = gw_queue_pop(q, 121 * MS);
+	gw_queue_unpop(q, x);
+	assert_true(gw_queue_wait_estimate_ns(q, 3) == 120 * MS);
+	assert_int_equal(gw_queue_class_depth(q, GW_QUEUE_INTERACTIVE), 4);
+	/* the real dispatch 40 ms after the last one */
+	assert_ptr_equal(gw_queue_pop(q, 160 * MS), x);
+	assert_true(gw_queue_wait_estimate_ns(q, 1) == 40 * MS);
+	gw_queue_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -210,6 +264,8 @@ int main(void)
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_retry_after),
 		cmocka_unit_test(test_unpop),
+		cmocka_unit_test(test_class_timeout),
+		cmocka_unit_test(test_wait_estimate),
 	};
 
 	return cmocka_run_group_tests_name("gateway/queue", tests, NULL, NULL);

@@ -260,6 +260,19 @@ static void test_reserve(void **state)
 	gw_workers_unreserve(ws, 0, 1);
 	assert_int_equal(gw_workers_submit(ws, 0, 401, 0, &s, &ops, &r[1]), CM_OK);
 	assert_int_equal(gw_workers_submit(ws, 0, 402, 0, &s, &ops, &r[2]), CM_ELIMIT);
+	/* batch share (gateway.slo.batch_share): 0.5 of the cap 3 is one
+	 * slot, taken: batch waits while interactive still fits, and with an
+	 * SLO limit of 1 the one slot each class may fill is the same */
+	gw_workers_set_batch_share(ws, 0.5);
+	gw_workers_unreserve(ws, 0, 1);
+	assert_true(gw_workers_can_take_class(ws, 0, 1, 0));
+	assert_false(gw_workers_can_take_class(ws, 0, 1, 1));
+	gw_workers_set_batch_share(ws, 0.0);
+	assert_true(gw_workers_can_take_class(ws, 0, 1, 1));
+	gw_workers_set_limit(ws, 0, 1);
+	assert_false(gw_workers_can_take_class(ws, 0, 1, 0));
+	gw_workers_set_limit(ws, 0, 0);
+	assert_int_equal(gw_workers_reserve(ws, 0, 1), CM_OK);
 	gw_workers_unreserve(ws, 0, 5); /* more than held: down to 0 */
 	gw_workers_info(ws, 0, &wi);
 	assert_int_equal(wi.reserved, 0);
