@@ -4,7 +4,7 @@
 # places (docs/operations.md).  Included from the root CMakeLists.txt.
 include(GNUInstallDirs)
 
-install(TARGETS sluice-worker sluice-gateway sluicectl sluice-model
+install(TARGETS sluice-worker sluice-gateway sluicectl sluice-model sluice-bench
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES deploy/examples/gateway.json deploy/examples/worker-gpu0.json
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)

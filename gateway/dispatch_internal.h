@@ -183,8 +183,11 @@ void gw_dispatch_slo_free(struct gw_dispatch *d);
 void gw_dispatch_slo_queued(struct gw_job *j);
 /* After a placement: whether it filled the worker to its limit. */
 void gw_dispatch_slo_placed(struct gw_job *j);
-/* A job ended: an interactive generation's TTFT and ITL feed its
- * worker's controller; a new limit goes to the worker table. */
+/* An interactive generation's first token (its TTFT) and each later gap
+ * feed its worker's controller; a new limit goes to the worker table. */
+void gw_dispatch_slo_first(struct gw_job *j, int64_t now);
+void gw_dispatch_slo_gap(struct gw_job *j, int64_t gap_ns);
+/* A job ended: SLO attainment (sluice_gateway_slo_requests_total). */
 void gw_dispatch_slo_ended(struct gw_job *j);
 /* A generation request for a model whose workers only embed: answered
  * 400 (-1); 0 otherwise. */

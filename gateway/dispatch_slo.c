@@ -1,11 +1,14 @@
 /*
  * dispatch_slo.c - SLO admission (docs/gateway.md#slo-admission): one
  * adaptive concurrency limit per worker (gateway/slo_limit.h), fed by the
- * interactive generation requests that finish there, and handed to the
- * worker table as the worker's current cap (never above its static cap).
- * When a worker is at its limit, new work waits in the bounded queues
- * (and is refused early by their bounds and timeout) instead of every
- * running request getting slower.
+ * first token and the inter-token gaps of the interactive generation
+ * requests placed there, and handed to the worker table as the worker's
+ * current cap (never above its static cap).  When a worker is at its
+ * limit, new work waits in the bounded queues, within the interactive
+ * queue budget, or is refused early (503 slo_overload, Retry-After)
+ * instead of every running request getting slower.  Batch work fills a
+ * share of the limit.  Also: the request class (X-Sluice-Class) and the
+ * SLO attainment counters.
  *
  * Owns the controllers (one per configured worker).  Event-loop thread.
  */
@@ -128,29 +131,46 @@ void gw_dispatch_slo_placed(struct gw_job *j)
 	j->slo_saturated = wi.inflight + wi.reserved >= gw_slo_limit_get(&d->slo[j->worker]);
 }
 
-void gw_dispatch_slo_ended(struct gw_job *j)
+static struct gw_slo_limit *slo_of(struct gw_job *j)
 {
 	struct gw_dispatch *d = j->d;
-	struct gw_slo_limit *l;
-	struct gw_worker_info wi;
-	int64_t ttft, itl = -1;
 
-	slo_account(j);
-	/* interactive generation that ran to its end on a worker */
-	if (j->worker < 0 || (size_t)j->worker >= d->n_slo || j->em || j->batch ||
-	    j->status != 200 || !j->first_ns || !j->n_ch)
+	/* interactive generation on a worker */
+	if (j->worker < 0 || (size_t)j->worker >= d->n_slo || j->em || j->batch)
+		return NULL;
+	return &d->slo[j->worker];
+}
+
+void gw_dispatch_slo_first(struct gw_job *j, int64_t now)
+{
+	struct gw_dispatch *d = j->d;
+	struct gw_slo_limit *l = slo_of(j);
+	struct gw_worker_info wi;
+
+	if (!l)
 		return;
-	l = &d->slo[j->worker];
 	gw_workers_info(d->dep.workers, (size_t)j->worker, &wi);
 	gw_slo_limit_set_ceiling(l, wi.cap ? wi.cap : 1);
-	ttft = j->first_ns - j->start_ns;
-	if (j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns)
-		itl = (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1);
-	if (gw_slo_limit_observe(l, ttft, itl, j->slo_saturated)) {
+	/* at the first token, not the end: a decision needs a window of
+	 * first tokens, not of whole generations */
+	if (gw_slo_limit_observe(l, now - j->start_ns, -1, j->slo_saturated)) {
 		gw_workers_set_limit(d->dep.workers, (size_t)j->worker, gw_slo_limit_get(l));
 		cm_logf(CM_LOG_DEBUG, "slo_limit", "worker %s: limit %u (ttft p95 %lld ms, itl "
 			"p95 %lld ms)", wi.name, gw_slo_limit_get(l),
 			(long long)(l->last_ttft_p95 / 1000000), (long long)(l->last_itl_p95 / 1000000));
 		gw_dispatch_pump_soon(d); /* a raised limit makes room */
 	}
+}
+
+void gw_dispatch_slo_gap(struct gw_job *j, int64_t gap_ns)
+{
+	struct gw_slo_limit *l = slo_of(j);
+
+	if (l)
+		gw_slo_limit_gap(l, gap_ns);
+}
+
+void gw_dispatch_slo_ended(struct gw_job *j)
+{
+	slo_account(j);
 }

@@ -132,7 +132,7 @@ static const struct cm_cfg_key gw_slo_keys[] = {
 	CM_CFG_DURATION(SL, itl_p95_ms, 200, 0, 60000,
 			"Target p95 inter-token latency (a request's mean gap); 0: none."),
 	CM_CFG_INT(SL, window, 32, 1, 100000,
-		   "Finished interactive requests per worker between two decisions."),
+		   "First tokens of interactive requests per worker between two decisions."),
 	CM_CFG_DOUBLE(SL, decrease, 0.8, 0.05, 0.99,
 		      "Multiplier of the limit when a window's p95 misses a target."),
 	CM_CFG_INT(SL, increase, 1, 1, 1000,

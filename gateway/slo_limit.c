@@ -63,18 +63,65 @@ void gw_slo_limit_set_ceiling(struct gw_slo_limit *l, uint32_t ceiling)
 		l->limit = l->ceiling;
 }
 
+static int gap_bucket(int64_t ns)
+{
+	uint64_t us = ns < 1000 ? 1 : (uint64_t)ns / 1000;
+	int o = 63 - __builtin_clzll(us), sub, b;
+
+	sub = o >= 3 ? (int)((us >> (o - 3)) & 7) : (int)((us << (3 - o)) & 7);
+	b = o * 8 + sub;
+	return b < GW_SLO_GAP_BUCKETS ? b : GW_SLO_GAP_BUCKETS - 1;
+}
+
+/* the upper bound of bucket b, ns */
+static int64_t gap_upper(int b)
+{
+	int o = b / 8, sub = b % 8;
+	uint64_t us = o >= 3 ? (uint64_t)(8 + sub + 1) << (o - 3) : ((uint64_t)(8 + sub + 1) >> (3 - o));
+
+	return (int64_t)(us ? us : 1) * 1000;
+}
+
+void gw_slo_limit_gap(struct gw_slo_limit *l, int64_t gap_ns)
+{
+	l->gaps[gap_bucket(gap_ns)]++;
+	l->n_gaps++;
+}
+
+static int64_t gaps_p95(const struct gw_slo_limit *l)
+{
+	uint64_t rank = (95 * l->n_gaps + 99) / 100, cum = 0;
+
+	for (int b = 0; b < GW_SLO_GAP_BUCKETS; b++) {
+		cum += l->gaps[b];
+		if (cum >= rank)
+			return gap_upper(b);
+	}
+	return gap_upper(GW_SLO_GAP_BUCKETS - 1);
+}
+
 /* The window is full: one decision. */
 static void decide(struct gw_slo_limit *l, uint32_t n_itl)
 {
-	int64_t t = p95(l->ttft, l->n), i = p95(l->itl, n_itl);
-	int missed = t > l->cfg.ttft_p95_ns || (l->cfg.itl_p95_ns > 0 && n_itl > 0 &&
+	int64_t t = p95(l->ttft, l->n), i = l->n_gaps ? gaps_p95(l) : p95(l->itl, n_itl);
+	int have_itl = l->n_gaps > 0 || n_itl > 0;
+	int missed = t > l->cfg.ttft_p95_ns || (l->cfg.itl_p95_ns > 0 && have_itl &&
 						i > l->cfg.itl_p95_ns);
+	double f = l->cfg.decrease;
 
 	l->decisions++;
 	l->last_ttft_p95 = t;
 	l->last_itl_p95 = i;
 	if (missed) {
-		l->limit *= l->cfg.decrease;
+		/* gradient: the worse ratio of target to measured, in [0.5, decrease] */
+		if (t > l->cfg.ttft_p95_ns && (double)l->cfg.ttft_p95_ns / (double)t < f)
+			f = (double)l->cfg.ttft_p95_ns / (double)t;
+		if (l->cfg.itl_p95_ns > 0 && have_itl && i > l->cfg.itl_p95_ns &&
+		    (double)l->cfg.itl_p95_ns / (double)i < f)
+			f = (double)l->cfg.itl_p95_ns / (double)i;
+		if (f < 0.5)
+			f = 0.5;
+		l->limit *= f;
 		if (l->limit < l->cfg.min_limit)
 			l->limit = l->cfg.min_limit;
 		l->decreases++;
@@ -86,6 +133,8 @@ static void decide(struct gw_slo_limit *l, uint32_t n_itl)
 	}
 	l->n = 0;
 	l->saturated = 0;
+	memset(l->gaps, 0, sizeof(l->gaps));
+	l->n_gaps = 0;
 }
 
 int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t ttft_ns, int64_t itl_ns, int saturated)

@@ -5,7 +5,10 @@
  * inter-token latency over a window of finished requests.
  *
  * After every `window` observations: when either p95 is over its target
- * the limit is multiplied by `decrease` (at least `min_limit`); when both
+ * the limit is multiplied by `decrease`, or by target / p95 of the worse
+ * one when that is lower (a gradient step, never below 0.5: far over
+ * the target, the limit falls in a few windows rather than many), at
+ * least `min_limit`; when both
  * hold and the limit was reached during the window (the worker was
  * saturated: the limit, not the load, bounded it), it grows by
  * `increase` up to the ceiling (the static cap).  A limit that was never
@@ -31,6 +34,10 @@ struct gw_slo_cfg {
 	uint32_t min_limit;    /* the limit never goes below it (>= 1) */
 };
 
+/* Inter-token gaps of a window: 8 log buckets per octave of microseconds
+ * (12.5 % wide at most), up to 2^28 us. */
+#define GW_SLO_GAP_BUCKETS (29 * 8)
+
 struct gw_slo_limit {
 	struct gw_slo_cfg cfg;
 	uint32_t ceiling;      /* the static cap */
@@ -38,6 +45,8 @@ struct gw_slo_limit {
 	int64_t *ttft, *itl;   /* this window's samples */
 	uint32_t n;            /* samples in the window */
 	int saturated;         /* the limit was reached during the window */
+	uint32_t gaps[GW_SLO_GAP_BUCKETS]; /* this window's gaps (gw_slo_limit_gap) */
+	uint64_t n_gaps;
 	uint64_t decisions, decreases, increases;
 	int64_t last_ttft_p95, last_itl_p95;
 };
@@ -57,6 +66,14 @@ void gw_slo_limit_set_ceiling(struct gw_slo_limit *l, uint32_t ceiling);
  * 1 when this observation closed a window (the limit may have changed).
  */
 int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t ttft_ns, int64_t itl_ns, int saturated);
+
+/*
+ * One inter-token gap of an interactive request on this worker.  When a
+ * window has gaps, its ITL p95 is the p95 over every gap (the bench's
+ * definition; the upper bound of its bucket), not over the requests'
+ * means.
+ */
+void gw_slo_limit_gap(struct gw_slo_limit *l, int64_t gap_ns);
 
 /* The current limit: floor(limit), in [min_limit, ceiling]. */
 uint32_t gw_slo_limit_get(const struct gw_slo_limit *l);

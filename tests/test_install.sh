@@ -13,7 +13,7 @@ ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
 
 cmake --install "$bd" --prefix "$tmp/p" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; exit 1; }
-for f in bin/sluice-worker bin/sluice-gateway bin/sluicectl bin/sluice-model \
+for f in bin/sluice-worker bin/sluice-gateway bin/sluicectl bin/sluice-model bin/sluice-bench \
 	lib/systemd/system/sluice-gateway.service lib/systemd/system/sluice-worker@.service \
 	share/doc/sluice/examples/gateway.json share/doc/sluice/examples/worker-gpu0.json \
 	share/sluice/models/stories260K/stories260K.gguf share/sluice/models/stories260K/LICENSE \

@@ -29,7 +29,7 @@ for lib in libjansson4 libssl3 libhiredis libevent-2.1 libc6 passwd; do
 done
 check "recommends redis-server" 'grep -q "^ Recommends: redis-server" <<<"$info"'
 dpkg-deb --contents "$deb" | awk '{ print $6 }' >"$tmp/contents"
-for f in usr/bin/sluice-worker usr/bin/sluice-gateway usr/bin/sluicectl usr/bin/sluice-model \
+for f in usr/bin/sluice-worker usr/bin/sluice-gateway usr/bin/sluicectl usr/bin/sluice-model usr/bin/sluice-bench \
 	usr/lib/systemd/system/sluice-gateway.service usr/lib/systemd/system/sluice-worker@.service \
 	usr/share/doc/sluice/examples/gateway.json usr/share/doc/sluice/operations.md \
 	usr/share/sluice/models/stories260K/stories260K.gguf usr/share/sluice/models/stories260K/LICENSE; do

@@ -3,7 +3,7 @@
  * redis, a worker on the tiny model, the gateway, curl): with
  * gateway.slo enabled and a TTFT target no request can meet (1 ms for a
  * prompt of some 300 tokens), every
- * window of two finished interactive requests halves the worker's limit,
+ * window of two interactive first tokens halves the worker's limit,
  * so /metrics shows sluice_worker_slo_limit falling from the static cap
  * (8) to the floor (1; 2 after a window that happened to meet it) and the
  * worker is fed one request at a time; every request is answered or
