@@ -1,7 +1,9 @@
 /*
  * capacity.h - `sluice-bench capacity`: find the knee, the highest
  * concurrency (closed loop) and then the highest arrival rate (open loop)
- * at which both p95 latency targets hold, and report it: capacity.json,
+ * at which both p95 latency targets hold (TTFT, and the inter-token
+ * latency as each request's mean gap: vLLM's TPOT; the p95 over every gap
+ * is reported beside it), and report it: capacity.json,
  * capacity.md (a Markdown table) and, with gnuplot installed, PNG charts
  * (p50/p95/p99 TTFT and ITL against concurrency with the targets and the
  * knee drawn, tokens/s and tokens/s per user against concurrency, p95
@@ -24,9 +26,11 @@
 struct cap_point {
 	int concurrency;       /* closed loop (0 in the rate phase) */
 	double rate;           /* open loop: arrivals per second (0 in the ramp) */
-	double ttft[3], itl[3];/* p50, p95, p99 (ms), interactive */
+	double ttft[3];        /* p50, p95, p99 (ms), interactive */
+	double tpot[3];        /* of each request's mean inter-token gap: the ITL target's */
+	double itl[3];         /* of every gap (prefill chunks of arrivals show here) */
 	double e2e_p50, e2e_p95;
-	double tok_s;          /* tokens/s received in the window */
+	double tok_s;          /* tokens/s of the measured answers */
 	double tok_s_user;     /* tok_s / concurrency (closed) or / mean in flight */
 	double req_s;          /* requests answered per second */
 	double goodput;        /* tokens/s of requests that met both targets */

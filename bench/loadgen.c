@@ -60,6 +60,7 @@ struct lg_ctx {
 	int n_conns, cap_conns, n_settled, started;
 	struct lg_conn *idle;
 	int64_t start_ns, warm_ns, end_ns, next_arrival;
+	int64_t last_done;     /* the end of the last measured request */
 	uint64_t arrivals, issued;
 	int stopping, inflight;
 	struct event *arrive_ev, *tick_ev, *end_ev;
@@ -237,8 +238,6 @@ static void lg_on_tokens(struct lg_conn *c, uint32_t n)
 		for (uint32_t i = 1; i < n; i++)
 			lg_add(&k->itl, 0);
 	}
-	if (now >= x->warm_ns && now < x->end_ns)
-		k->tokens += n;
 	if (!c->first_ns)
 		c->first_ns = now;
 	c->last_ns = now;
@@ -252,6 +251,7 @@ static void lg_finish(struct lg_conn *c, int status)
 	int64_t now = cm_mono_ns();
 
 	if (c->measured) {
+		x->last_done = now;
 		k->status[status > 0 && status < LG_STATUS_MAX ? status : 0]++;
 		if (status == 200 && c->first_ns) {
 			double gap = c->tokens > 1
@@ -259,6 +259,7 @@ static void lg_finish(struct lg_conn *c, int status)
 			double ttft = (double)(c->first_ns - c->t0) / 1e6;
 
 			k->ok++;
+			k->tokens += c->tokens;
 			lg_add(&k->e2e, (double)(now - c->t0) / 1e6);
 			if (c->tokens > 1)
 				lg_add(&k->req_itl, gap);
@@ -739,9 +740,13 @@ int lg_run(const struct lg_target *t, const struct lg_workload *w, const struct 
 	{
 		int64_t now = cm_mono_ns(), end = now < x.end_ns ? now : x.end_ns;
 
+		/* arrivals over the window they came in; the answers over the
+		 * time they took to come back */
+		out->offered_rate = end > x.warm_ns ? (double)x.arrivals * 1e9 / (double)(end - x.warm_ns) : 0;
+		if (x.last_done > end)
+			end = x.last_done;
 		out->window_s = (double)(end - x.warm_ns) / 1e9;
 		out->wall_s = (double)(now - x.start_ns) / 1e9;
-		out->offered_rate = out->window_s > 0 ? (double)x.arrivals / out->window_s : 0;
 	}
 	rc = 0;
 out:

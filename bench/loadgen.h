@@ -19,8 +19,9 @@
  * first `warmup` seconds are not measured; then new requests stop and
  * those in flight run to their end (bounded by `drain_seconds`).  Measured per class:
  * TTFT, inter-token gap (every gap), end-to-end, each request's mean gap,
- * statuses, tokens received inside the window, and goodput (tokens of the
- * requests that met both targets).
+ * statuses, tokens of the measured requests, and of those that met both
+ * targets (goodput); both over the window from the first measured start
+ * to the last measured end (vLLM's benchmark convention).
  *
  * Owns its event loop, TLS context and connections for one lg_run call.
  * One thread.
@@ -83,14 +84,14 @@ struct lg_class {
 	struct lg_samples ttft, itl, e2e, req_itl;   /* ms; req_itl: a request's mean gap */
 	uint64_t started, ok, met;                    /* measured requests */
 	uint64_t status[LG_STATUS_MAX];               /* 0: connection or protocol error */
-	uint64_t tokens;                              /* received inside the window */
+	uint64_t tokens;                              /* of the measured answers */
 	uint64_t good_tokens;                         /* of requests that met both targets */
 	uint64_t prompt_tokens, cached_tokens;        /* from the final objects */
 };
 
 struct lg_result {
 	struct lg_class cls[2];
-	double window_s;       /* the measured window */
+	double window_s;       /* first measured start to last measured end */
 	double wall_s;         /* the whole level, drain included */
 	double offered_rate;   /* open loop: arrivals per second in the window */
 	uint64_t lost;         /* open loop: arrivals with no connection left */

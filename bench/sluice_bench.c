@@ -249,7 +249,7 @@ static int sb_check(struct sb_opts *o, int capacity)
 	else if (o->w.shared_prefix < 0 || o->w.shared_prefix > 1 || o->w.batch_share < 0 ||
 		 o->w.batch_share > 1)
 		bad = "--shared-prefix and --batch-share: expected a share in [0, 1]";
-	else if (o->cap.level_seconds <= o->cap.warmup || o->seconds <= o->cap.warmup)
+	else if ((capacity ? o->cap.level_seconds : o->seconds) <= o->cap.warmup)
 		bad = "the level must last longer than its warm-up";
 	else if (o->concurrency < 0 || o->batch_clients < 0 || o->concurrency > 4096 ||
 		 o->batch_clients > 4096 || o->cap.max_concurrency < 1)
@@ -272,10 +272,11 @@ static void sb_row(const char *label, const char *klass, struct lg_class *k, dou
 	for (int s = 0; s < LG_STATUS_MAX; s++)
 		n += k->status[s];
 	refused = k->status[429] + k->status[503];
-	printf("| %s | %s | %llu | %llu | %llu | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.1f | "
-	       "%.1f | %.0f %% |\n", label, klass, n, (unsigned long long)k->ok, refused, lg_pct(&k->ttft, 50),
-	       lg_pct(&k->ttft, 95), lg_pct(&k->ttft, 99), lg_pct(&k->itl, 50), lg_pct(&k->itl, 95),
-	       lg_pct(&k->itl, 99), window > 0 ? (double)k->tokens / window : 0,
+	printf("| %s | %s | %llu | %llu | %llu | %.0f / %.0f / %.0f | %.0f / %.0f / %.0f | %.0f / %.0f "
+	       "| %.1f | %.1f | %.0f %% |\n", label, klass, n, (unsigned long long)k->ok, refused,
+	       lg_pct(&k->ttft, 50), lg_pct(&k->ttft, 95), lg_pct(&k->ttft, 99),
+	       lg_pct(&k->req_itl, 50), lg_pct(&k->req_itl, 95), lg_pct(&k->req_itl, 99),
+	       lg_pct(&k->itl, 95), lg_pct(&k->itl, 99), window > 0 ? (double)k->tokens / window : 0,
 	       window > 0 ? (double)k->good_tokens / window : 0,
 	       n ? 100.0 * (double)k->met / (double)n : 0);
 }
@@ -317,8 +318,8 @@ static int sb_run(struct sb_opts *o)
 	if (isatty(2))
 		fprintf(stderr, "\r\033[K");
 	printf("| run | class | measured | ok | refused (429/503) | TTFT p50 / p95 / p99 (ms) | "
-	       "ITL p50 / p95 / p99 (ms) | tokens/s | goodput tok/s | within target |\n"
-	       "|---|---|---|---|---|---|---|---|---|---|\n");
+	       "TPOT p50 / p95 / p99 (ms) | every gap p95 / p99 (ms) | tokens/s | goodput tok/s | "
+	       "within target |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
 	sb_row(label, "interactive", &r.cls[0], r.window_s);
 	if (o->batch_clients > 0 || o->w.batch_share > 0)
 		sb_row(label, "batch", &r.cls[1], r.window_s);
@@ -334,10 +335,12 @@ static int sb_run(struct sb_opts *o)
 		} else {
 			fprintf(f, "{\"label\": \"%s\", \"concurrency\": %d, \"rate\": %.3f, "
 				"\"batch_clients\": %d, \"ttft_ms\": {\"p50\": %.1f, \"p95\": %.1f, "
-				"\"p99\": %.1f}, \"itl_ms\": {\"p50\": %.1f, \"p95\": %.1f, \"p99\": %.1f},"
+				"\"p99\": %.1f}, \"tpot_ms\": {\"p50\": %.1f, \"p95\": %.1f, \"p99\": %.1f},"
+				" \"itl_ms\": {\"p50\": %.1f, \"p95\": %.1f, \"p99\": %.1f},"
 				" \"tokens_per_s\": %.2f, \"goodput_tokens_per_s\": %.2f, \"ok\": %llu, "
 				"\"errors\": %llu, \"met_share\": %.4f}\n", label, o->concurrency, o->rate,
-				o->batch_clients, p.ttft[0], p.ttft[1], p.ttft[2], p.itl[0], p.itl[1],
+				o->batch_clients, p.ttft[0], p.ttft[1], p.ttft[2], p.tpot[0], p.tpot[1],
+				p.tpot[2], p.itl[0], p.itl[1],
 				p.itl[2], p.tok_s, p.goodput, p.ok, p.errors, p.met_share);
 			fclose(f);
 		}

@@ -366,7 +366,7 @@ void gw_dispatch_pump(struct gw_dispatch *d)
 	d->pumping = 1;
 	while ((it = gw_queue_pop(d->dep.queue, cm_mono_ns())) != NULL) {
 		struct gw_job *j = job_of_item(it);
-		long w = place(d, j);
+		long w = gw_dispatch_slo_hold(j) ? -1 : place(d, j);
 
 		int rc = w < 0 ? -1 : submit(d, j, w);
 

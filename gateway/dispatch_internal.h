@@ -129,6 +129,7 @@ struct gw_dispatch {
 	struct gw_slo_limit *slo;   /* per worker, with gateway.slo enabled */
 	size_t n_slo;
 	int64_t slo_wait_ns;        /* interactive queue budget (slo.queue_wait_ms) */
+	int64_t batch_hold_until;   /* no batch starts before (interactive refused) */
 };
 
 /* Ends the job: accounting, the request log line, the lease, the slot. */
@@ -181,13 +182,17 @@ void gw_dispatch_slo_free(struct gw_dispatch *d);
  * (its place x the drain interval) exceeds gateway.slo.queue_wait_ms is
  * answered 503 slo_overload with Retry-After. */
 void gw_dispatch_slo_queued(struct gw_job *j);
+/* 1 when the popped job is batch work and interactive work was refused
+ * for capacity within the last two queue budgets: the slot it would take
+ * is the interactive work's (gateway.slo). */
+int gw_dispatch_slo_hold(struct gw_job *j);
 /* After a placement: whether it filled the worker to its limit. */
 void gw_dispatch_slo_placed(struct gw_job *j);
-/* An interactive generation's first token (its TTFT) and each later gap
- * feed its worker's controller; a new limit goes to the worker table. */
+/* An interactive generation's first token (its TTFT) feeds its worker's
+ * controller; a new limit goes to the worker table. */
 void gw_dispatch_slo_first(struct gw_job *j, int64_t now);
-void gw_dispatch_slo_gap(struct gw_job *j, int64_t gap_ns);
-/* A job ended: SLO attainment (sluice_gateway_slo_requests_total). */
+/* A job ended: SLO attainment (sluice_gateway_slo_requests_total); an
+ * interactive generation's mean inter-token latency to the controller. */
 void gw_dispatch_slo_ended(struct gw_job *j);
 /* A generation request for a model whose workers only embed: answered
  * 400 (-1); 0 otherwise. */

@@ -76,10 +76,8 @@ static void job_on_tokens(void *arg, const struct proto_tokens *t)
 				if (m)
 					gw_metrics_observe(m, GW_HIST_TTFT, now - j->start_ns);
 				gw_dispatch_slo_first(j, now);
-			} else if (c->last_ns) {
-				if (m)
-					gw_metrics_observe(m, GW_HIST_ITL, now - c->last_ns);
-				gw_dispatch_slo_gap(j, now - c->last_ns);
+			} else if (m && c->last_ns) {
+				gw_metrics_observe(m, GW_HIST_ITL, now - c->last_ns);
 			}
 			c->last_ns = now;
 			c->tokens++;

@@ -1,8 +1,8 @@
 /*
  * dispatch_slo.c - SLO admission (docs/gateway.md#slo-admission): one
  * adaptive concurrency limit per worker (gateway/slo_limit.h), fed by the
- * first token and the inter-token gaps of the interactive generation
- * requests placed there, and handed to the worker table as the worker's
+ * first token and the mean inter-token latency of the interactive
+ * generation requests placed there, and handed to the worker table as the worker's
  * current cap (never above its static cap).  When a worker is at its
  * limit, new work waits in the bounded queues, within the interactive
  * queue budget, or is refused early (503 slo_overload, Retry-After)
@@ -15,6 +15,7 @@
 #include "gateway/dispatch_internal.h"
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/limits.h"
 #include "common/log.h"
 
@@ -100,7 +101,7 @@ static void slo_account(struct gw_job *j)
 	enum gw_metrics_slo o;
 	const char *oc = j->outcome ? j->outcome : "";
 
-	if (!d->dep.metrics || j->em || !j->have_ident)
+	if (j->em || !j->have_ident)
 		return;
 	if (j->status == 200 && j->first_ns) {
 		int64_t ttft = j->first_ns - j->start_ns, itl = 0;
@@ -116,7 +117,16 @@ static void slo_account(struct gw_job *j)
 	} else {
 		return;
 	}
-	gw_metrics_slo(d->dep.metrics, j->ident.tenant, j->batch, o);
+	if (d->dep.metrics)
+		gw_metrics_slo(d->dep.metrics, j->ident.tenant, j->batch, o);
+	if (o == GW_SLO_REFUSED && !j->batch && d->slo &&
+	    strcmp(oc, "tenant_queue_full") != 0) /* the tenant's bound, not the service's */
+		d->batch_hold_until = cm_mono_ns() + 2 * d->slo_wait_ns;
+}
+
+int gw_dispatch_slo_hold(struct gw_job *j)
+{
+	return j->batch && j->d->slo && cm_mono_ns() < j->d->batch_hold_until;
 }
 
 void gw_dispatch_slo_placed(struct gw_job *j)
@@ -153,7 +163,7 @@ void gw_dispatch_slo_first(struct gw_job *j, int64_t now)
 	gw_slo_limit_set_ceiling(l, wi.cap ? wi.cap : 1);
 	/* at the first token, not the end: a decision needs a window of
 	 * first tokens, not of whole generations */
-	if (gw_slo_limit_observe(l, now - j->start_ns, -1, j->slo_saturated)) {
+	if (gw_slo_limit_observe(l, now, now - j->start_ns, -1, j->slo_saturated)) {
 		gw_workers_set_limit(d->dep.workers, (size_t)j->worker, gw_slo_limit_get(l));
 		cm_logf(CM_LOG_DEBUG, "slo_limit", "worker %s: limit %u (ttft p95 %lld ms, itl "
 			"p95 %lld ms)", wi.name, gw_slo_limit_get(l),
@@ -162,15 +172,12 @@ void gw_dispatch_slo_first(struct gw_job *j, int64_t now)
 	}
 }
 
-void gw_dispatch_slo_gap(struct gw_job *j, int64_t gap_ns)
-{
-	struct gw_slo_limit *l = slo_of(j);
-
-	if (l)
-		gw_slo_limit_gap(l, gap_ns);
-}
-
 void gw_dispatch_slo_ended(struct gw_job *j)
 {
+	struct gw_slo_limit *l = j->status == 200 && j->first_ns && j->n_ch ? slo_of(j) : NULL;
+
 	slo_account(j);
+	/* its time per output token, for the window in progress */
+	if (l && j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns)
+		gw_slo_limit_itl(l, (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1));
 }

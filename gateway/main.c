@@ -279,6 +279,7 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 		.ttft_p95_ns = set->slo.ttft_p95_ms * CM_NS_PER_MS,
 		.itl_p95_ns = set->slo.itl_p95_ms * CM_NS_PER_MS,
 		.window = (uint32_t)set->slo.window,
+		.window_ns = set->slo.window_ms * CM_NS_PER_MS,
 		.decrease = set->slo.decrease,
 		.increase = (uint32_t)set->slo.increase,
 		.min_limit = (uint32_t)set->slo.min_limit,

@@ -133,6 +133,9 @@ static const struct cm_cfg_key gw_slo_keys[] = {
 			"Target p95 inter-token latency (a request's mean gap); 0: none."),
 	CM_CFG_INT(SL, window, 32, 1, 100000,
 		   "First tokens of interactive requests per worker between two decisions."),
+	CM_CFG_DURATION(SL, window_ms, 2000, 0, 600000,
+			"Or a window this old with at least 8 first tokens decides (0: the count "
+			"only); at a few requests per second a count alone decides too rarely."),
 	CM_CFG_DOUBLE(SL, decrease, 0.8, 0.05, 0.99,
 		      "Multiplier of the limit when a window's p95 misses a target."),
 	CM_CFG_INT(SL, increase, 1, 1, 1000,

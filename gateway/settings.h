@@ -67,6 +67,7 @@ struct gw_settings_slo {
 	int64_t ttft_p95_ms;
 	int64_t itl_p95_ms;
 	int64_t window;
+	int64_t window_ms;
 	double decrease;
 	int64_t increase;
 	int64_t min_limit;

@@ -63,48 +63,17 @@ void gw_slo_limit_set_ceiling(struct gw_slo_limit *l, uint32_t ceiling)
 		l->limit = l->ceiling;
 }
 
-static int gap_bucket(int64_t ns)
+void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns)
 {
-	uint64_t us = ns < 1000 ? 1 : (uint64_t)ns / 1000;
-	int o = 63 - __builtin_clzll(us), sub, b;
-
-	sub = o >= 3 ? (int)((us >> (o - 3)) & 7) : (int)((us << (3 - o)) & 7);
-	b = o * 8 + sub;
-	return b < GW_SLO_GAP_BUCKETS ? b : GW_SLO_GAP_BUCKETS - 1;
-}
-
-/* the upper bound of bucket b, ns */
-static int64_t gap_upper(int b)
-{
-	int o = b / 8, sub = b % 8;
-	uint64_t us = o >= 3 ? (uint64_t)(8 + sub + 1) << (o - 3) : ((uint64_t)(8 + sub + 1) >> (3 - o));
-
-	return (int64_t)(us ? us : 1) * 1000;
-}
-
-void gw_slo_limit_gap(struct gw_slo_limit *l, int64_t gap_ns)
-{
-	l->gaps[gap_bucket(gap_ns)]++;
-	l->n_gaps++;
-}
-
-static int64_t gaps_p95(const struct gw_slo_limit *l)
-{
-	uint64_t rank = (95 * l->n_gaps + 99) / 100, cum = 0;
-
-	for (int b = 0; b < GW_SLO_GAP_BUCKETS; b++) {
-		cum += l->gaps[b];
-		if (cum >= rank)
-			return gap_upper(b);
-	}
-	return gap_upper(GW_SLO_GAP_BUCKETS - 1);
+	if (l->itl && itl_ns >= 0 && l->n_itl < l->cfg.window)
+		l->itl[l->n_itl++] = itl_ns;
 }
 
 /* The window is full: one decision. */
-static void decide(struct gw_slo_limit *l, uint32_t n_itl)
+static void decide(struct gw_slo_limit *l)
 {
-	int64_t t = p95(l->ttft, l->n), i = l->n_gaps ? gaps_p95(l) : p95(l->itl, n_itl);
-	int have_itl = l->n_gaps > 0 || n_itl > 0;
+	int64_t t = p95(l->ttft, l->n), i = p95(l->itl, l->n_itl);
+	int have_itl = l->n_itl > 0;
 	int missed = t > l->cfg.ttft_p95_ns || (l->cfg.itl_p95_ns > 0 && have_itl &&
 						i > l->cfg.itl_p95_ns);
 	double f = l->cfg.decrease;
@@ -133,27 +102,25 @@ static void decide(struct gw_slo_limit *l, uint32_t n_itl)
 	}
 	l->n = 0;
 	l->saturated = 0;
-	memset(l->gaps, 0, sizeof(l->gaps));
-	l->n_gaps = 0;
+	l->n_itl = 0;
 }
 
-int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t ttft_ns, int64_t itl_ns, int saturated)
+int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns, int64_t itl_ns,
+			 int saturated)
 {
-	uint32_t n_itl = 0;
-
 	if (!l->ttft)
 		return 0;
-	l->ttft[l->n] = ttft_ns;
-	/* requests without an inter-token gap keep -1 (left out of that p95) */
-	l->itl[l->n] = itl_ns;
-	l->n++;
+	if (l->n == 0)
+		l->window_start = now_ns;
+	l->ttft[l->n++] = ttft_ns;
+	/* requests without an inter-token gap (-1) are left out of that p95 */
+	gw_slo_limit_itl(l, itl_ns);
 	l->saturated |= saturated;
-	if (l->n < l->cfg.window)
+	if (l->n < l->cfg.window &&
+	    !(l->cfg.window_ns > 0 && l->n >= GW_SLO_MIN_SAMPLES &&
+	      now_ns - l->window_start >= l->cfg.window_ns))
 		return 0;
-	for (uint32_t k = 0; k < l->n; k++)
-		if (l->itl[k] >= 0)
-			l->itl[n_itl++] = l->itl[k];
-	decide(l, n_itl);
+	decide(l);
 	return 1;
 }
 

@@ -4,7 +4,10 @@
  * multiplicative decrease on the p95 of time to first token and of
  * inter-token latency over a window of finished requests.
  *
- * After every `window` observations: when either p95 is over its target
+ * After every `window` observations (or, with window_ns, once a window
+ * is that old and holds GW_SLO_MIN_SAMPLES: at a few requests per second
+ * a count alone decides too rarely to follow the load): when either p95
+ * is over its target
  * the limit is multiplied by `decrease`, or by target / p95 of the worse
  * one when that is lower (a gradient step, never below 0.5: far over
  * the target, the limit falls in a few windows rather than many), at
@@ -29,14 +32,14 @@ struct gw_slo_cfg {
 	int64_t ttft_p95_ns;   /* target: time to first token, p95 */
 	int64_t itl_p95_ns;    /* target: inter-token latency, p95 (0: none) */
 	uint32_t window;       /* observations per decision */
+	int64_t window_ns;     /* or this long, with GW_SLO_MIN_SAMPLES (0: count only) */
 	double decrease;       /* multiplier when a target is missed, 0 < x < 1 */
 	uint32_t increase;     /* added when both hold and the limit was reached */
 	uint32_t min_limit;    /* the limit never goes below it (>= 1) */
 };
 
-/* Inter-token gaps of a window: 8 log buckets per octave of microseconds
- * (12.5 % wide at most), up to 2^28 us. */
-#define GW_SLO_GAP_BUCKETS (29 * 8)
+/* The fewest first tokens a window closed by time decides on. */
+#define GW_SLO_MIN_SAMPLES 8
 
 struct gw_slo_limit {
 	struct gw_slo_cfg cfg;
@@ -44,9 +47,9 @@ struct gw_slo_limit {
 	double limit;          /* current limit (whole requests: floor) */
 	int64_t *ttft, *itl;   /* this window's samples */
 	uint32_t n;            /* samples in the window */
+	int64_t window_start;  /* the window's first observation (ns) */
 	int saturated;         /* the limit was reached during the window */
-	uint32_t gaps[GW_SLO_GAP_BUCKETS]; /* this window's gaps (gw_slo_limit_gap) */
-	uint64_t n_gaps;
+	uint32_t n_itl;        /* ITL samples in the window (at most `window`) */
 	uint64_t decisions, decreases, increases;
 	int64_t last_ttft_p95, last_itl_p95;
 };
@@ -65,15 +68,16 @@ void gw_slo_limit_set_ceiling(struct gw_slo_limit *l, uint32_t ceiling);
  * requests in flight had reached the limit when it was placed.  Returns
  * 1 when this observation closed a window (the limit may have changed).
  */
-int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t ttft_ns, int64_t itl_ns, int saturated);
+int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns, int64_t itl_ns,
+			 int saturated);
 
 /*
- * One inter-token gap of an interactive request on this worker.  When a
- * window has gaps, its ITL p95 is the p95 over every gap (the bench's
- * definition; the upper bound of its bucket), not over the requests'
- * means.
+ * One request's mean inter-token latency (its time per output token),
+ * known at its end, for the window in progress (beyond `window` of them
+ * in one window, the rest are dropped).  The dispatcher observes TTFT at
+ * the first token (itl_ns -1 above) and this at the end.
  */
-void gw_slo_limit_gap(struct gw_slo_limit *l, int64_t gap_ns);
+void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns);
 
 /* The current limit: floor(limit), in [min_limit, ceiling]. */
 uint32_t gw_slo_limit_get(const struct gw_slo_limit *l);

@@ -37,7 +37,7 @@ static void window(struct gw_slo_limit *l, double base_ms, double knee, int itl)
 	for (uint32_t i = 0; i < l->cfg.window; i++) {
 		int64_t ns = (int64_t)(lat * (1 + noise()) * 1e6);
 
-		gw_slo_limit_observe(l, itl ? 1000000 : ns, itl ? ns : -1, 1);
+		gw_slo_limit_observe(l, 0, itl ? 1000000 : ns, itl ? ns : -1, 1);
 	}
 }
 
@@ -111,10 +111,10 @@ static void test_unsaturated_and_itl(void **state)
 	gw_slo_limit_set_ceiling(&l, 8);
 	assert_int_equal(gw_slo_limit_get(&l), 8);
 	for (int i = 0; i < 40; i++)
-		gw_slo_limit_observe(&l, 150000000, -1, 0);
+		gw_slo_limit_observe(&l, 0, 150000000, -1, 0);
 	assert_int_equal(gw_slo_limit_get(&l), 8);
 	for (int i = 0; i < 20; i++)
-		gw_slo_limit_observe(&l, 250000000, -1, 0);
+		gw_slo_limit_observe(&l, 0, 250000000, -1, 0);
 	assert_int_equal(gw_slo_limit_get(&l), 6); /* 8 x 0.8 */
 	gw_slo_limit_set_ceiling(&l, 4);
 	assert_int_equal(gw_slo_limit_get(&l), 4);
@@ -140,12 +140,47 @@ static void test_unsaturated_and_itl(void **state)
 	assert_int_equal(gw_slo_limit_init(&l, &c, 8), CM_EINVAL);
 }
 
+/* A window closed by time (slo.window_ms): at a few requests per second
+ * the count alone would decide too rarely; with a 1 s window, 8 first
+ * tokens over it decide, 7 do not; far over the target, the gradient
+ * step halves the limit (not x 0.8), and the ITL means taken at the ends
+ * of requests count in the window in progress. */
+static void test_window_by_time(void **state)
+{
+	struct gw_slo_limit l;
+	struct gw_slo_cfg c = cfg;
+	const int64_t s = 1000000000;
+
+	(void)state;
+	c.window_ns = s;
+	c.itl_p95_ns = 100000000;
+	assert_int_equal(gw_slo_limit_init(&l, &c, 64), CM_OK);
+	/* 7 first tokens over 2 s: no decision */
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(gw_slo_limit_observe(&l, i * s / 3, 150000000, -1, 1), 0);
+	assert_int_equal(gw_slo_limit_observe(&l, 2 * s, 150000000, -1, 1), 0);
+	/* TTFT holds, but the requests' mean gaps are 4x the target */
+	gw_slo_limit_itl(&l, 400000000);
+	gw_slo_limit_itl(&l, 400000000);
+	assert_int_equal(gw_slo_limit_observe(&l, 2 * s + 1, 150000000, -1, 1), 1);
+	assert_int_equal(gw_slo_limit_get(&l), 32);
+	assert_true(l.last_itl_p95 == 400000000);
+	/* the next window starts empty: its own 8 first tokens, 1 s */
+	for (int i = 0; i < 7; i++)
+		assert_int_equal(gw_slo_limit_observe(&l, 3 * s + i, 150000000, -1, 1), 0);
+	assert_int_equal(gw_slo_limit_observe(&l, 3 * s + 7, 150000000, -1, 1), 0); /* too young */
+	assert_int_equal(gw_slo_limit_observe(&l, 4 * s, 150000000, 50000000, 1), 1);
+	assert_int_equal(gw_slo_limit_get(&l), 33); /* both hold, saturated: + 1 */
+	gw_slo_limit_deinit(&l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_converges_to_the_knee),
 		cmocka_unit_test(test_backs_off_and_recovers),
 		cmocka_unit_test(test_unsaturated_and_itl),
+		cmocka_unit_test(test_window_by_time),
 	};
 
 	return cmocka_run_group_tests_name("gateway_slo_limit", tests, NULL, NULL);
