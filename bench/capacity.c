@@ -5,9 +5,10 @@
  * up to max_concurrency; it ends after two failing levels (the second
  * draws the curve past the knee) or when a p95 is over three times its
  * target.  Rates: open-loop Poisson arrivals at 0.25, 0.4, 0.55, 0.7,
- * 0.85, 1.0 and 1.15 times the knee's answered requests per second
- * (random arrivals bunch up: the rate that holds a p95 is well under the
- * closed loop's throughput), ending the same way.  The knee is the last level of the leading run that holds
+ * 0.85, 1.0, 1.15, 1.3, 1.5, 1.75, 2, 2.5 and 3 times the knee's answered
+ * requests per second (random arrivals bunch up, and open-loop requests
+ * never wait for each other: the rate that holds a p95 may be under or
+ * over the closed loop's throughput), ending the same way.  The knee is the last level of the leading run that holds
  * both targets with at most max_error_share errors: a level that holds
  * after one that failed is noise, not capacity.
  */
@@ -25,7 +26,8 @@
 #include "common/clock.h"
 
 static const int cap_levels[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256 };
-static const double cap_factors[] = { 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.15 };
+static const double cap_factors[] = { 0.25, 0.4, 0.55, 0.7, 0.85, 1.0, 1.15, 1.3, 1.5, 1.75,
+				       2.0, 2.5, 3.0 };
 
 void cap_point_from(struct cap_point *p, struct lg_result *r, const struct cap_config *cfg,
 		    int concurrency, double rate)

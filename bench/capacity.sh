@@ -13,12 +13,15 @@
 #      of interactive requests at twice the knee's rate plus BATCH_CLIENTS
 #      closed-loop batch users (a batch flood), OVERLOAD_SECONDS each, with
 #      SLO admission off (static cap 64) and on (gateway.slo with the same
-#      targets), ROUNDS times: OUT_DIR/overload.md.
+#      targets), ROUNDS times: OUT_DIR/overload.md, and the adaptive limit
+#      and the requests in flight every 5 s: OUT_DIR/limit-slo-{false,true}.dat.
 #
 # Environment: SLUICE_BUILD_DIR (build), THREADS, TTFT_MS (1500), ITL_MS
-# (150), LEVEL_SECONDS (20), OVERLOAD_SECONDS (90), OVERLOAD_WARMUP (30),
+# (150), LEVEL_SECONDS (20), OVERLOAD_SECONDS (150), OVERLOAD_WARMUP (75),
 # BATCH_CLIENTS (4),
-# ROUNDS (1), MAX_SECONDS (900, the capacity search), WORKLOAD (sluice-bench
+# ROUNDS (1), MAX_SECONDS (900, the capacity search), KNEE_JSON (skip the
+# search: the overload runs at twice the knee of this capacity.json),
+# WORKLOAD (sluice-bench
 # options; default --prompt-words 16:48 --output-tokens 32:64
 # --shared-prefix 0.5 --prefixes 4 --prefix-words 32).
 set -euo pipefail
@@ -30,8 +33,8 @@ threads=${THREADS:-$(nproc)}
 ttft=${TTFT_MS:-1500}
 itl=${ITL_MS:-150}
 level_s=${LEVEL_SECONDS:-20}
-over_s=${OVERLOAD_SECONDS:-90}
-over_warm=${OVERLOAD_WARMUP:-30}
+over_s=${OVERLOAD_SECONDS:-150}
+over_warm=${OVERLOAD_WARMUP:-75}
 batch=${BATCH_CLIENTS:-4}
 rounds=${ROUNDS:-1}
 max_s=${MAX_SECONDS:-900}
@@ -60,10 +63,7 @@ cat >"$tmp/worker.json" <<EOF
 {"worker": {"name": "w0", "model": "$model", "model_name": "bench", "socket": "$tmp/w.sock",
   "threads": $threads, "log_level": "warn", "max_running": 64}}
 EOF
-# the worker at a lower priority: on a 2-core machine the gateway, redis
-# and the load tool share its cores, and a worker thread spinning between
-# steps must not delay them (in production they have cores of their own)
-nice -n 5 "$bd/worker/sluice-worker" serve --config "$tmp/worker.json" 2>"$tmp/worker.log" &
+"$bd/worker/sluice-worker" serve --config "$tmp/worker.json" 2>"$tmp/worker.log" &
 pids+=($!)
 port=$(free_port)
 # gateway.json with SLO admission $1 (true/false)
@@ -80,7 +80,7 @@ EOF
 }
 start_gateway() {
 	gateway_config "$1"
-	"$bd/gateway/sluice-gateway" --config "$tmp/gateway.json" 2>>"$tmp/gateway.log" &
+	"$bd/gateway/sluice-gateway" --config "$tmp/gateway.json" >>"$tmp/gateway.log" 2>&1 &
 	gw_pid=$!
 	for _ in $(seq 600); do
 		curl -sf --cacert "$tmp/cert.pem" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
@@ -106,9 +106,14 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 describe="Model $(basename "$model"), $threads worker threads, $(nproc) cores ($cpu), $(date -u +%F); workload: $workload; the load tool, gateway and redis share the machine."
 common=(--url "https://127.0.0.1:$port" --cacert "$tmp/cert.pem" --model bench
 	--ttft-p95 "$ttft" --itl-p95 "$itl")
-# shellcheck disable=SC2086
-"$bd/bench/sluice-bench" capacity "${common[@]}" $workload --out "$out" \
-	--level-seconds "$level_s" --max-seconds "$max_s" --describe "$describe"
+if [ -n "${KNEE_JSON:-}" ]; then
+	# the overload runs only, at twice the knee of an earlier report
+	cp "$KNEE_JSON" "$out/capacity.json"
+else
+	# shellcheck disable=SC2086
+	"$bd/bench/sluice-bench" capacity "${common[@]}" $workload --out "$out" \
+		--level-seconds "$level_s" --max-seconds "$max_s" --describe "$describe"
+fi
 python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["knee_concurrency"] else 1)' \
 	"$out/capacity.json" || { echo "capacity.sh: no knee (one user at a time misses a target): no overload run" >&2; exit 1; }
 knee_rate=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["knee_rate"]
@@ -142,10 +147,23 @@ for round in $(seq "$rounds"); do
 			if [ "$round" -gt 1 ]; then stop_gateway; start_gateway false; fi
 			label="SLO admission off (static cap 64), round $round"
 		fi
+		# the adaptive limit and the requests in flight every 5 s
+		admin=$(sed -n 's/.*admin_port=\([0-9]*\).*/\1/p' "$tmp/gateway.log" | tail -1)
+		(
+			t=0
+			while sleep 5; do
+				t=$((t + 5))
+				m=$(curl -s "http://127.0.0.1:$admin/metrics" || true)
+				echo "$t $(echo "$m" | sed -n 's/^sluice_worker_slo_limit{worker="w0"} //p') $(echo "$m" | sed -n 's/^sluice_worker_inflight{worker="w0"} //p')"
+			done
+		) >"$out/limit-slo-$slo.dat" 2>/dev/null &
+		sampler=$!
 		# shellcheck disable=SC2086
 		"$bd/bench/sluice-bench" run "${common[@]}" $workload --rate "$rate2" \
 			--batch-clients "$batch" --seconds "$over_s" --warmup "$over_warm" --label "$label" \
 			--json "$tmp/run.json" >"$tmp/run.md"
+		kill "$sampler" 2>/dev/null || true
+		wait "$sampler" 2>/dev/null || true
 		if [ $first = 1 ]; then head -2 "$tmp/run.md" >>"$out/overload.md"; first=0; fi
 		sed -n '3,4p' "$tmp/run.md" | grep '^|' >>"$out/overload.md"
 		python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))

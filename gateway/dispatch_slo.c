@@ -38,11 +38,18 @@ int gw_job_class(struct gw_job *j)
 enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d)
 {
 	size_t n = gw_workers_count(d->dep.workers);
+	struct gw_slo_cfg wc = d->cfg.slo;
 
 	if (!d->cfg.slo_enabled || n == 0)
 		return CM_OK;
 	d->slo_wait_ns = d->cfg.slo_queue_wait_ns ? d->cfg.slo_queue_wait_ns
-						 : d->cfg.slo.ttft_p95_ns / 2;
+						 : d->cfg.slo.ttft_p95_ns / 3;
+	if (d->slo_wait_ns > d->cfg.slo.ttft_p95_ns * 3 / 4)
+		d->slo_wait_ns = d->cfg.slo.ttft_p95_ns * 3 / 4;
+	/* the TTFT target splits in two: the queue budget, held by admission,
+	 * and the rest, from dispatch to the first token, held by the limit
+	 * (fewer running requests prefill sooner; they do not wait less) */
+	wc.ttft_p95_ns = d->cfg.slo.ttft_p95_ns - d->slo_wait_ns;
 	/* an interactive request's wait is part of its TTFT: past the budget
 	 * it is answered 503 with Retry-After rather than served late */
 	if (d->slo_wait_ns < gw_queue_timeout(d->dep.queue, GW_QUEUE_INTERACTIVE))
@@ -55,7 +62,7 @@ enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d)
 	for (size_t i = 0; i < n; i++) {
 		/* the ceiling is the worker's static cap once its HELLO came;
 		 * until then the hard bound */
-		enum cm_status st = gw_slo_limit_init(&d->slo[i], &d->cfg.slo,
+		enum cm_status st = gw_slo_limit_init(&d->slo[i], &wc,
 						      CM_LIM_MAX_RUNNING_SEQS_HARD);
 
 		if (st != CM_OK)
@@ -161,9 +168,11 @@ void gw_dispatch_slo_first(struct gw_job *j, int64_t now)
 		return;
 	gw_workers_info(d->dep.workers, (size_t)j->worker, &wi);
 	gw_slo_limit_set_ceiling(l, wi.cap ? wi.cap : 1);
+	if (!gw_slo_limit_current(l, j->disp_ns))
+		return; /* placed under an older limit */
 	/* at the first token, not the end: a decision needs a window of
 	 * first tokens, not of whole generations */
-	if (gw_slo_limit_observe(l, now, now - j->start_ns, -1, j->slo_saturated)) {
+	if (gw_slo_limit_observe(l, now, now - j->disp_ns, -1, j->slo_saturated)) {
 		gw_workers_set_limit(d->dep.workers, (size_t)j->worker, gw_slo_limit_get(l));
 		cm_logf(CM_LOG_DEBUG, "slo_limit", "worker %s: limit %u (ttft p95 %lld ms, itl "
 			"p95 %lld ms)", wi.name, gw_slo_limit_get(l),
@@ -178,6 +187,7 @@ void gw_dispatch_slo_ended(struct gw_job *j)
 
 	slo_account(j);
 	/* its time per output token, for the window in progress */
-	if (l && j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns)
+	if (l && j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns &&
+	    gw_slo_limit_current(l, j->disp_ns))
 		gw_slo_limit_itl(l, (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1));
 }

@@ -70,8 +70,9 @@ void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns)
 }
 
 /* The window is full: one decision. */
-static void decide(struct gw_slo_limit *l)
+static void decide(struct gw_slo_limit *l, int64_t now_ns)
 {
+	uint32_t before = gw_slo_limit_get(l);
 	int64_t t = p95(l->ttft, l->n), i = p95(l->itl, l->n_itl);
 	int have_itl = l->n_itl > 0;
 	int missed = t > l->cfg.ttft_p95_ns || (l->cfg.itl_p95_ns > 0 && have_itl &&
@@ -103,6 +104,13 @@ static void decide(struct gw_slo_limit *l)
 	l->n = 0;
 	l->saturated = 0;
 	l->n_itl = 0;
+	if (gw_slo_limit_get(l) != before)
+		l->changed_ns = now_ns;
+}
+
+int gw_slo_limit_current(const struct gw_slo_limit *l, int64_t placed_ns)
+{
+	return l->changed_ns == 0 || placed_ns >= l->changed_ns;
 }
 
 int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns, int64_t itl_ns,
@@ -120,7 +128,7 @@ int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns
 	    !(l->cfg.window_ns > 0 && l->n >= GW_SLO_MIN_SAMPLES &&
 	      now_ns - l->window_start >= l->cfg.window_ns))
 		return 0;
-	decide(l);
+	decide(l, now_ns);
 	return 1;
 }
 

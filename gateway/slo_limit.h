@@ -48,6 +48,7 @@ struct gw_slo_limit {
 	int64_t *ttft, *itl;   /* this window's samples */
 	uint32_t n;            /* samples in the window */
 	int64_t window_start;  /* the window's first observation (ns) */
+	int64_t changed_ns;    /* when the limit last changed (0: never) */
 	int saturated;         /* the limit was reached during the window */
 	uint32_t n_itl;        /* ITL samples in the window (at most `window`) */
 	uint64_t decisions, decreases, increases;
@@ -78,6 +79,15 @@ int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns
  * the first token (itl_ns -1 above) and this at the end.
  */
 void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns);
+
+/*
+ * 1 when a request placed at `placed_ns` ran under the limit in force: it
+ * was placed after the limit last changed.  The dispatcher feeds only
+ * those: a request placed under an older, higher limit still reports the
+ * latency of that limit, and counting it again would cut the limit
+ * again and again for one overload (the lag of long generations).
+ */
+int gw_slo_limit_current(const struct gw_slo_limit *l, int64_t placed_ns);
 
 /* The current limit: floor(limit), in [min_limit, ceiling]. */
 uint32_t gw_slo_limit_get(const struct gw_slo_limit *l);

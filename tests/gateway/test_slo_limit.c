@@ -162,9 +162,13 @@ static void test_window_by_time(void **state)
 	/* TTFT holds, but the requests' mean gaps are 4x the target */
 	gw_slo_limit_itl(&l, 400000000);
 	gw_slo_limit_itl(&l, 400000000);
+	assert_true(gw_slo_limit_current(&l, 0)); /* never changed: all count */
 	assert_int_equal(gw_slo_limit_observe(&l, 2 * s + 1, 150000000, -1, 1), 1);
 	assert_int_equal(gw_slo_limit_get(&l), 32);
 	assert_true(l.last_itl_p95 == 400000000);
+	/* requests placed before the cut ran under 64: they do not count */
+	assert_false(gw_slo_limit_current(&l, 2 * s));
+	assert_true(gw_slo_limit_current(&l, 2 * s + 1));
 	/* the next window starts empty: its own 8 first tokens, 1 s */
 	for (int i = 0; i < 7; i++)
 		assert_int_equal(gw_slo_limit_observe(&l, 3 * s + i, 150000000, -1, 1), 0);
