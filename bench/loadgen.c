@@ -191,8 +191,7 @@ static void lg_send(struct lg_conn *c, int64_t t0)
 	struct lg_ctx *x = c->x;
 	uint32_t want;
 	size_t n;
-	int batch = c->user_batch ||
-		    (!c->user_batch && x->w->batch_share > 0 && lg_unit(&x->rng) < x->w->batch_share);
+	int batch = c->user_batch || (x->w->batch_share > 0 && lg_unit(&x->rng) < x->w->batch_share);
 
 	c->klass = batch ? 1 : 0;
 	c->t0 = t0;

@@ -100,6 +100,14 @@ void gw_dispatch_slo_queued(struct gw_job *j)
 		     "the service is at the limit that holds its latency targets; retry later");
 }
 
+/* A generation's mean gap between its tokens (choice 0), -1 below two. */
+static int64_t job_itl_ns(const struct gw_job *j)
+{
+	if (!j->n_ch || j->ch[0].tokens < 2 || j->ch[0].last_ns <= j->first_ns)
+		return -1;
+	return (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1);
+}
+
 /* SLO attainment (sluice_gateway_slo_requests_total): every generation
  * request that ran, or was refused for capacity, against the targets. */
 static void slo_account(struct gw_job *j)
@@ -111,10 +119,8 @@ static void slo_account(struct gw_job *j)
 	if (j->em || !j->have_ident)
 		return;
 	if (j->status == 200 && j->first_ns) {
-		int64_t ttft = j->first_ns - j->start_ns, itl = 0;
+		int64_t ttft = j->first_ns - j->start_ns, itl = job_itl_ns(j);
 
-		if (j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns)
-			itl = (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1);
 		o = ttft <= d->cfg.slo.ttft_p95_ns &&
 		    (!d->cfg.slo.itl_p95_ns || itl <= d->cfg.slo.itl_p95_ns)
 			? GW_SLO_MET : GW_SLO_MISSED;
@@ -183,11 +189,11 @@ void gw_dispatch_slo_first(struct gw_job *j, int64_t now)
 
 void gw_dispatch_slo_ended(struct gw_job *j)
 {
-	struct gw_slo_limit *l = j->status == 200 && j->first_ns && j->n_ch ? slo_of(j) : NULL;
+	struct gw_slo_limit *l = j->status == 200 && j->first_ns ? slo_of(j) : NULL;
 
 	slo_account(j);
-	/* its time per output token, for the window in progress */
-	if (l && j->ch[0].tokens > 1 && j->ch[0].last_ns > j->first_ns &&
-	    gw_slo_limit_current(l, j->disp_ns))
-		gw_slo_limit_itl(l, (j->ch[0].last_ns - j->first_ns) / (j->ch[0].tokens - 1));
+	/* its time per output token, for the window in progress (-1, fewer
+	 * than two tokens, is left out by gw_slo_limit_itl) */
+	if (l && gw_slo_limit_current(l, j->disp_ns))
+		gw_slo_limit_itl(l, job_itl_ns(j));
 }

@@ -69,6 +69,13 @@ void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns)
 		l->itl[l->n_itl++] = itl_ns;
 }
 
+/* the factor f, lowered to target / measured when that is lower */
+static double gradient(double f, int64_t target, int64_t measured)
+{
+	return measured > target && (double)target / (double)measured < f
+		? (double)target / (double)measured : f;
+}
+
 /* The window is full: one decision. */
 static void decide(struct gw_slo_limit *l, int64_t now_ns)
 {
@@ -84,11 +91,9 @@ static void decide(struct gw_slo_limit *l, int64_t now_ns)
 	l->last_itl_p95 = i;
 	if (missed) {
 		/* gradient: the worse ratio of target to measured, in [0.5, decrease] */
-		if (t > l->cfg.ttft_p95_ns && (double)l->cfg.ttft_p95_ns / (double)t < f)
-			f = (double)l->cfg.ttft_p95_ns / (double)t;
-		if (l->cfg.itl_p95_ns > 0 && have_itl && i > l->cfg.itl_p95_ns &&
-		    (double)l->cfg.itl_p95_ns / (double)i < f)
-			f = (double)l->cfg.itl_p95_ns / (double)i;
+		f = gradient(f, l->cfg.ttft_p95_ns, t);
+		if (l->cfg.itl_p95_ns > 0 && have_itl)
+			f = gradient(f, l->cfg.itl_p95_ns, i);
 		if (f < 0.5)
 			f = 0.5;
 		l->limit *= f;

@@ -704,13 +704,18 @@ void gw_workers_set_batch_share(struct gw_workers *ws, double share)
 	ws->batch_share = share;
 }
 
+/* ready, and k more requests fit under `cap` */
+static int has_room(const struct gw_workers *ws, const struct gw_wconn *c, uint32_t k,
+		    uint32_t cap)
+{
+	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= cap;
+}
+
 int gw_workers_can_take_class(const struct gw_workers *ws, size_t i, uint32_t k, int batch)
 {
 	const struct gw_wconn *c = &ws->w[i];
 
-	if (!batch)
-		return gw_workers_can_take_n(ws, i, k);
-	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= batch_cap(ws, c);
+	return has_room(ws, c, k, batch ? batch_cap(ws, c) : eff_cap(c));
 }
 
 void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit)
@@ -721,9 +726,7 @@ void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit)
 
 int gw_workers_can_take_n(const struct gw_workers *ws, size_t i, uint32_t k)
 {
-	const struct gw_wconn *c = &ws->w[i];
-
-	return not_ready(ws, c)[0] == '\0' && (uint64_t)c->inflight + c->reserved + k <= eff_cap(c);
+	return has_room(ws, &ws->w[i], k, eff_cap(&ws->w[i]));
 }
 
 int gw_workers_can_take(const struct gw_workers *ws, size_t i)
