@@ -259,6 +259,7 @@ static long place(struct gw_dispatch *d, struct gw_job *j)
 		.load_factor = d->cfg.route_load_factor,
 		.round_robin = d->cfg.route_round_robin,
 		.batch = j->batch,
+		.rollout = d->dep.rollout,
 	};
 
 	return gw_place_request(d->dep.workers, &pol, j->model, j->ident.salt,

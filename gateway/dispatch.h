@@ -42,6 +42,7 @@
 
 struct event_base;
 struct gw_dispatch;
+struct gw_rollout;
 
 struct gw_dispatch_config {
 	struct gw_api_limits limits;
@@ -73,6 +74,7 @@ struct gw_dispatch_deps {
 	struct gw_auth *auth;
 	struct gw_metrics *metrics;
 	struct gw_redis *redis;     /* the command connection (quota, usage) */
+	const struct gw_rollout *rollout; /* worker roles (NULL: every worker serves) */
 };
 
 enum cm_status gw_dispatch_new(struct event_base *base,

@@ -28,10 +28,12 @@
 #include "gateway/gov/apikey.h"
 #include "gateway/gov/auth.h"
 #include "gateway/dispatch.h"
+#include "gateway/eval/eval.h"
 #include "gateway/admin/listener.h"
 #include "gateway/api/endpoints.h"
 #include "gateway/metrics.h"
 #include "gateway/queue.h"
+#include "gateway/rollout.h"
 #include "gateway/http/server.h"
 #include "gateway/settings.h"
 #include "gateway/workers.h"
@@ -173,7 +175,39 @@ struct gw_parts {
 	struct event *ev_term, *ev_int;
 	struct gw_worker_spec *specs;
 	char (*names)[24];
+	struct gw_rollout *rollout;
+	struct gw_eval *eval;
 };
+
+/* The workers' roles (staged ones from the configuration) and the eval
+ * runner (docs/operations.md). */
+static enum cm_status parts_rollout(struct gw_parts *p)
+{
+	const struct gw_settings *set = &p->set;
+	const struct gw_settings_worker *w = set->workers.items;
+	struct gw_eval_config ec = {
+		.max_cases = (uint32_t)set->rollout.eval_max_cases,
+		.case_timeout_ms = set->rollout.eval_case_timeout_ms,
+		.gates = {
+			.min_exact_match = set->rollout.gate_exact_match,
+			.min_check_pass = set->rollout.gate_check_pass,
+			.max_logprob_drop = set->rollout.gate_logprob_drop,
+		},
+	};
+	uint8_t *staged = cm_calloc(set->workers.n ? set->workers.n : 1, 1);
+	enum cm_status st;
+
+	if (!staged)
+		return CM_ENOMEM;
+	for (size_t i = 0; i < set->workers.n; i++)
+		staged[i] = w[i].staged;
+	st = gw_rollout_new(p->ws, staged, &p->rollout);
+	cm_free(staged);
+	if (st != CM_OK)
+		return st;
+	gw_settings_api_limits(set, &ec.limits);
+	return gw_eval_new(p->base, p->ws, p->rollout, &ec, &p->eval);
+}
 
 /* The worker connections, Redis auth and the queue. */
 static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_len)
@@ -209,6 +243,8 @@ static enum cm_status parts_backends(struct gw_parts *p, char *err, size_t err_l
 	}
 	if (gw_workers_new(p->base, p->specs, set->workers.n, &wc, &p->ws) != CM_OK)
 		return CM_ENOMEM;
+	if (parts_rollout(p) != CM_OK)
+		return CM_ENOMEM;
 	if (gw_redis_new(p->base, &(struct gw_redis_opts){ .url = set->redis.url,
 				.user = set->redis.user, .password_file = set->redis.password_file,
 				.timeout_ms = set->redis.timeout_ms },
@@ -233,6 +269,8 @@ static enum cm_status parts_admin(struct gw_parts *p, char *err, size_t err_len)
 		.pepper_file = set->pepper_file,
 		.drain = admin_drain,
 		.drain_arg = &p->glue,
+		.rollout = p->rollout,
+		.eval = p->eval,
 	};
 	char e[768];
 
@@ -258,7 +296,7 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 {
 	const struct gw_settings *set = &p->set;
 	struct gw_dispatch_config dc;
-	struct gw_dispatch_deps dd = { p->ws, p->q, p->auth, p->metrics, p->redis };
+	struct gw_dispatch_deps dd = { p->ws, p->q, p->auth, p->metrics, p->redis, p->rollout };
 	struct gw_server_config sc;
 
 	memset(&dc, 0, sizeof(dc));
@@ -313,6 +351,7 @@ static void parts_close(struct gw_parts *p)
 	if (p->ev_int)
 		event_free(p->ev_int);
 	gw_dispatch_free(p->disp);
+	gw_eval_free(p->eval); /* its runs answer 503 while the admin listener lives */
 	gw_server_free(p->srv);
 	gw_admin_listener_free(p->listener);
 	gw_metrics_free(p->metrics);
@@ -320,6 +359,7 @@ static void parts_close(struct gw_parts *p)
 	gw_redis_free(p->redis); /* fails every pending Redis call first */
 	gw_auth_free(p->auth);
 	gw_admin_free(p->glue.admin);
+	gw_rollout_free(p->rollout);
 	gw_workers_free(p->ws);
 	if (p->base)
 		event_base_free(p->base);

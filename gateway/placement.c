@@ -226,8 +226,18 @@ long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
 	struct gw_place_pick pick;
 	struct cm_buf pre;
 	size_t mlen = strlen(model);
+	int canary = 0;
 
+	if (p->rollout) {
+		uint32_t pct;
+		int ready;
+
+		gw_rollout_canary(p->rollout, model, mlen, &pct, &ready);
+		canary = pct && ready && gw_rollout_bucket(salt, salt_len, model) < pct;
+	}
 	for (size_t i = 0; i < n && k < 256; i++) {
+		if (p->rollout && !gw_rollout_admits(p->rollout, i, canary))
+			continue;
 		if (!gw_workers_can_take_class(w, i, need, p->batch))
 			continue;
 		gw_workers_info(w, i, &wi);

@@ -32,6 +32,7 @@
 #define SLUICE_GATEWAY_PLACEMENT_H
 
 #include "gateway/api/api.h"
+#include "gateway/rollout.h"
 #include "gateway/workers.h"
 #include <stdbool.h>
 #include <stddef.h>
@@ -105,6 +106,7 @@ struct gw_place_policy {
 	double load_factor;    /* route.load_factor */
 	int round_robin;       /* route.policy round_robin */
 	int batch;             /* batch work: held to the workers' batch share */
+	const struct gw_rollout *rollout; /* roles and canary (NULL: every worker serves) */
 };
 
 /*
@@ -113,7 +115,9 @@ struct gw_place_policy {
  * `n` > 1 request go to one worker, to share its prefix cache) and serve
  * that model, the one the prompt prefix's key picks (or the next in round
  * robin, *rr the cursor).  -1 when none can take it.  At most 256 workers
- * are considered.
+ * are considered.  With a rollout, only the workers whose role takes the
+ * tenant's traffic: the canaries when the tenant's canary bucket is below
+ * the model's canary share and a canary is ready, else the serving ones.
  */
 long gw_place_request(struct gw_workers *w, const struct gw_place_policy *p,
 		      const char *model, const uint8_t *salt, size_t salt_len,

@@ -106,6 +106,9 @@ static const struct cm_cfg_key gw_worker_keys[] = {
 	CM_CFG_STRING(W, socket, NULL, 107, "Unix socket of the worker (required)."),
 	CM_CFG_STRING(W, model, NULL, 128,
 		      "Model name the worker must report in HELLO; a mismatch keeps it out of service. Default: any."),
+	CM_CFG_BOOL(W, staged, false,
+		    "Start it staged: a hot replica that gets eval replays and health probes, no client "
+		    "traffic, until `sluicectl model promote` (docs/operations.md)."),
 };
 static const struct cm_cfg_section gw_worker_section =
 	CM_CFG_SECTION("workers[]", W, gw_worker_keys, "One sluice-worker.");
@@ -152,6 +155,24 @@ static const struct cm_cfg_key gw_slo_keys[] = {
 };
 static const struct cm_cfg_section gw_slo_section =
 	CM_CFG_SECTION("slo", SL, gw_slo_keys, "SLO admission.");
+
+#define RO struct gw_settings_rollout
+static const struct cm_cfg_key gw_rollout_keys[] = {
+	CM_CFG_INT(RO, eval_max_cases, 1000, 1, 100000, "Cases of one eval set at most."),
+	CM_CFG_DURATION(RO, eval_case_timeout_ms, 120000, 100, 3600000,
+			"Longest wait for one eval case (placement and generation); past it the case "
+			"fails (and with it the run's gate)."),
+	CM_CFG_DOUBLE(RO, gate_exact_match, 1.0, 0.0, 1.0,
+		      "Default gate: share of cases whose tokens equal the baseline's (1: all; the "
+		      "determinism guarantee of one engine and model). An eval run may set its own."),
+	CM_CFG_DOUBLE(RO, gate_check_pass, 1.0, 0.0, 1.0,
+		      "Default gate: share of the cases' checks (expect) that pass."),
+	CM_CFG_DOUBLE(RO, gate_logprob_drop, 0.05, 0.0, 100.0,
+		      "Default gate: largest drop (nats) of the mean log-probability of the outputs "
+		      "against the baseline's, averaged over the cases."),
+};
+static const struct cm_cfg_section gw_rollout_section =
+	CM_CFG_SECTION("rollout", RO, gw_rollout_keys, "Model changes: eval replay and gates.");
 
 static const struct cm_cfg_key gw_redis_keys[] = {
 	CM_CFG_STRING(R, url, "redis://127.0.0.1:6379", 256,
@@ -219,6 +240,8 @@ static const struct cm_cfg_key gw_keys[] = {
 		    "`round_robin` (ignores prefixes; for comparisons, docs/routing.md)."),
 	CM_CFG_OBJECT(S, queue, &gw_queue_section, "Queues."),
 	CM_CFG_OBJECT(S, slo, &gw_slo_section, "SLO admission: latency targets and the adaptive limits."),
+	CM_CFG_OBJECT(S, rollout, &gw_rollout_section,
+		      "Changing a model or an engine: eval replay, gates (docs/operations.md)."),
 	CM_CFG_OBJECT(S, redis, &gw_redis_section, "Redis."),
 };
 

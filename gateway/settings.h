@@ -53,6 +53,16 @@ struct gw_settings_worker {
 	char *name;    /* stable name (routing identity, metrics, readyz) */
 	char *socket;  /* Unix socket path */
 	char *model;   /* expected model name (NULL: whatever HELLO says) */
+	bool staged;   /* starts staged: no client traffic (gateway/rollout.h) */
+};
+
+/* gateway.rollout: eval replay and its default gates (gateway/eval/eval.h) */
+struct gw_settings_rollout {
+	int64_t eval_max_cases;
+	int64_t eval_case_timeout_ms;
+	double gate_exact_match;
+	double gate_check_pass;
+	double gate_logprob_drop; /* nats */
 };
 
 struct gw_settings_queue {
@@ -113,6 +123,7 @@ struct gw_settings {
 	int route_policy;       /* enum gw_place_policy */
 	struct gw_settings_queue queue;
 	struct gw_settings_slo slo;
+	struct gw_settings_rollout rollout;
 	struct gw_settings_redis redis;
 };
 

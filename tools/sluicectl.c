@@ -1,7 +1,7 @@
 /*
  * sluicectl.c - the admin command line: tenants, clients, keys, quotas,
- * usage, worker drain and audit-log verification, through Redis and the
- * gateway's admin socket.
+ * usage, worker drain, model changes (eval, promote, rollback) and
+ * audit-log verification, through Redis and the gateway's admin socket.
  *
  * The governance commands (tenant, client, key) live in tools/ctl_*.c
  * behind ctl_main(); exit codes are documented in docs/sluicectl.md.
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tools/ctl_main.h"
+#include "tools/ctl_model.h"
 #include "tools/ctl_worker.h"
 
 #ifdef SLUICE_GIT_COMMIT
@@ -32,6 +33,7 @@ static void ctl_usage(FILE *f)
 	ctl_main_usage(f);
 	fputs("\n", f);
 	ctl_worker_usage(f);
+	ctl_model_usage(f);
 }
 
 int main(int argc, char **argv)
@@ -47,6 +49,8 @@ int main(int argc, char **argv)
 	}
 	if (ctl_worker_handles(argc, argv))
 		return ctl_worker_main(argc, argv);
+	if (ctl_model_handles(argc, argv))
+		return ctl_model_main(argc, argv);
 	if (ctl_main_handles(argc, argv))
 		return ctl_main(argc, argv);
 	if (argc >= 2)

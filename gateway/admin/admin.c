@@ -140,6 +140,8 @@ enum cm_status gw_admin_new(const struct gw_admin_config *cfg, redisAsyncContext
 	a->ac = ac;
 	a->drain = cfg->drain;
 	a->drain_arg = cfg->drain_arg;
+	a->rollout = cfg->rollout;
+	a->eval = cfg->eval;
 	for (size_t i = 0; i < cfg->n_allowed_uids; i++)
 		a->uids[a->nuids++] = cfg->allowed_uids[i];
 	if (cfg->credentials_file)

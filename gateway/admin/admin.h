@@ -64,6 +64,8 @@
 #define GW_ADMIN_AUDIT_COUNT_MAX 1000
 
 struct gw_admin;
+struct gw_rollout;
+struct gw_eval;
 
 /*
  * Starts draining worker `name` (the gateway's dispatcher).  CM_OK when
@@ -89,6 +91,10 @@ struct gw_admin_config {
 	const char *pepper_file;
 	gw_admin_drain_fn drain;      /* NULL: drain answers 503 */
 	void *drain_arg;
+	/* The model change procedure (gateway/rollout.h, gateway/eval/eval.h);
+	 * NULL: /admin/models and eval answer 503.  Not owned. */
+	struct gw_rollout *rollout;
+	struct gw_eval *eval;
 };
 
 /*

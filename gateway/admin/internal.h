@@ -7,6 +7,7 @@
  * routes.c  the route table and request parsing
  * writes.c  mutations: governance steps and their audit records
  * reads.c   reads: tenants, clients, keys, usage, audit
+ * models.c  the model inventory, promotion, rollback and eval runs
  *
  * Loop: the server's event_base, which also drives the hiredis context.
  * Invariant: no call blocks; file reads happen only in gw_admin_new().
@@ -30,6 +31,7 @@
 #define GW_ADMIN_ROTATE_OVERLAP_DEFAULT_S 86400
 #define GW_ADMIN_ISSUE_ATTEMPTS 3
 #define GW_ADMIN_STEPS_MAX 2
+#define GW_ADMIN_MODEL_NAME_MAX 128 /* a model name in a path */
 
 struct adm_cred {
 	char name[GW_AUDIT_ACTOR_MAX + 1];
@@ -46,6 +48,8 @@ struct gw_admin {
 	struct gw_key_pepper *pepper;
 	gw_admin_drain_fn drain;
 	void *drain_arg;
+	struct gw_rollout *rollout;
+	struct gw_eval *eval;
 	struct gw_admin_stats stats;
 };
 
@@ -127,6 +131,15 @@ void gw_admin_ep_issue(struct adm_op *op, struct gw_request *req, const char *te
 		     const char *client, const char *old_id);
 void gw_admin_ep_revoke(struct adm_op *op, const char *id);
 void gw_admin_ep_drain(struct adm_op *op, const char *name);
+/* Appends the audit record of op's action, then answers op->status with
+ * op->body (adding "audit": "failed" when the append fails). */
+void gw_admin_audit(struct adm_op *op, enum gw_audit_action action, const char *target,
+		    enum gw_audit_result res);
+/* models.c: the model change procedure (docs/operations.md) */
+void gw_admin_ep_models(struct adm_op *op);
+void gw_admin_ep_promote(struct adm_op *op, struct gw_request *req, const char *model);
+void gw_admin_ep_rollback(struct adm_op *op, const char *model);
+void gw_admin_ep_eval(struct adm_op *op, struct gw_request *req, const char *worker);
 void gw_admin_ep_usage(struct adm_op *op, const char *query);
 void gw_admin_ep_audit(struct adm_op *op, const char *query);
 

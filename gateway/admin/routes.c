@@ -174,13 +174,13 @@ static json_t *method_error(const char *allowed)
 /* ---- the route table ---------------------------------------------------------- */
 
 /* What a {name} segment of a pattern holds, validated before the handler. */
-enum adm_param { ADM_LIT = 0, ADM_TENANT, ADM_CLIENT, ADM_KEY_ID, ADM_WORKER };
+enum adm_param { ADM_LIT = 0, ADM_TENANT, ADM_CLIENT, ADM_KEY_ID, ADM_WORKER, ADM_MODEL };
 
 /* A matched request: the op and the pattern's names in order. */
 struct adm_args {
 	struct adm_op *op;
 	struct gw_request *req;
-	const char *tenant, *client, *key_id, *worker;
+	const char *tenant, *client, *key_id, *worker, *model;
 };
 
 struct adm_route {
@@ -270,6 +270,26 @@ static void rt_drain(const struct adm_args *x)
 	gw_admin_ep_drain(x->op, x->worker);
 }
 
+static void rt_eval(const struct adm_args *x)
+{
+	gw_admin_ep_eval(x->op, x->req, x->worker);
+}
+
+static void rt_models(const struct adm_args *x)
+{
+	gw_admin_ep_models(x->op);
+}
+
+static void rt_promote(const struct adm_args *x)
+{
+	gw_admin_ep_promote(x->op, x->req, x->model);
+}
+
+static void rt_rollback(const struct adm_args *x)
+{
+	gw_admin_ep_rollback(x->op, x->model);
+}
+
 /* docs/admin-api.md lists these; a path's methods are named in this order. */
 static const struct adm_route adm_routes[] = {
 	{ "tenants", GW_HTTP_GET, rt_tenants_list },
@@ -286,6 +306,10 @@ static const struct adm_route adm_routes[] = {
 	{ "usage", GW_HTTP_GET, rt_usage },
 	{ "audit", GW_HTTP_GET, rt_audit },
 	{ "workers/{worker}/drain", GW_HTTP_POST, rt_drain },
+	{ "workers/{worker}/eval", GW_HTTP_POST, rt_eval },
+	{ "models", GW_HTTP_GET, rt_models },
+	{ "models/{model}/promote", GW_HTTP_POST, rt_promote },
+	{ "models/{model}/rollback", GW_HTTP_POST, rt_rollback },
 };
 #define ADM_N_ROUTES (sizeof(adm_routes) / sizeof(adm_routes[0]))
 
@@ -299,6 +323,8 @@ static enum adm_param rt_param(const char *pseg)
 		return ADM_KEY_ID;
 	if (strcmp(pseg, "{worker}") == 0)
 		return ADM_WORKER;
+	if (strcmp(pseg, "{model}") == 0)
+		return ADM_MODEL;
 	return ADM_LIT;
 }
 
@@ -321,9 +347,20 @@ static int rt_match(const char *pattern, char *const *seg, int n, struct adm_arg
 		case ADM_CLIENT: x->client = seg[i]; break;
 		case ADM_KEY_ID: x->key_id = seg[i]; break;
 		case ADM_WORKER: x->worker = seg[i]; break;
+		case ADM_MODEL: x->model = seg[i]; break;
 		}
 	}
 	return i == n;
+}
+
+/* A model name in a path: what the workers' configurations may name
+ * ("llama3.2:1b"), as the audit target's charset allows. */
+static int model_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= GW_ADMIN_MODEL_NAME_MAX && s[0] != '.' &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-") == n;
 }
 
 /* The 400 for the first invalid name of a matched path, NULL when all are valid. */
@@ -340,6 +377,10 @@ static json_t *rt_check_names(const struct adm_args *x)
 					   "after slk_)", GW_KEY_ID_LEN);
 	if (x->worker && !gw_gov_name_ok(x->worker))
 		return gw_admin_name_error("worker", "worker");
+	if (x->model && !model_name_ok(x->model))
+		return gw_admin_error_body("invalid_name", "model", "model: expected 1 to %d of "
+					   "[A-Za-z0-9_.:-], not starting with a dot",
+					   GW_ADMIN_MODEL_NAME_MAX);
 	return NULL;
 }
 

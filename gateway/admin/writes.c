@@ -46,8 +46,8 @@ static void on_audit(void *arg, enum cm_status st, const struct gw_audit_entry *
 }
 
 /* Records the current step's outcome, then continues in on_audit. */
-static void audit_step(struct adm_op *op, enum gw_audit_action action,
-		       const char *target, enum gw_audit_result res)
+void gw_admin_audit(struct adm_op *op, enum gw_audit_action action, const char *target,
+		    enum gw_audit_result res)
 {
 	if (!op->a->ac || gw_audit_append_async(op->a->ac, op->a->ns, op->actor, action,
 						target, res, on_audit, op) != CM_OK)
@@ -118,7 +118,7 @@ static void on_step_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	snprintf(target, sizeof(target), "%s", s->target);
 	if (!r || r->type == REDIS_REPLY_ERROR) {
 		set_error(op, 503, gw_admin_redis_down());
-		audit_step(op, s->action, target, GW_AUDIT_ERROR);
+		gw_admin_audit(op, s->action, target, GW_AUDIT_ERROR);
 		return;
 	}
 	if (s->kind == STEP_SHORTEN) {
@@ -126,26 +126,26 @@ static void on_step_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 		if (gw_gov_parse_shorten(r, &sh) != CM_OK) {
 			set_error(op, 500, gw_admin_error_body("internal", NULL, "unexpected reply from Redis"));
-			audit_step(op, s->action, target, GW_AUDIT_ERROR);
+			gw_admin_audit(op, s->action, target, GW_AUDIT_ERROR);
 			return;
 		}
 		if (sh.result == GW_GOV_NOTFOUND) {
 			set_error(op, 404, gw_admin_error_body("not_found", NULL, "no key \"%s\"", op->old_id));
-			audit_step(op, s->action, target, GW_AUDIT_NOT_FOUND);
+			gw_admin_audit(op, s->action, target, GW_AUDIT_NOT_FOUND);
 			return;
 		}
 		if (sh.result == GW_GOV_REVOKED) {
 			set_error(op, 409, gw_admin_error_body("conflict", NULL, "key %s is revoked: issue "
 						      "a new key for %s/%s instead", op->old_id,
 						      sh.tenant, sh.client));
-			audit_step(op, s->action, target, GW_AUDIT_CONFLICT);
+			gw_admin_audit(op, s->action, target, GW_AUDIT_CONFLICT);
 			return;
 		}
 		snprintf(op->tenant, sizeof(op->tenant), "%s", sh.tenant);
 		snprintf(op->client, sizeof(op->client), "%s", sh.client);
 		op->old_expires = sh.expires_s;
 		if (build_issue(op, s) != 0) {
-			audit_step(op, s->action, target, GW_AUDIT_ERROR);
+			gw_admin_audit(op, s->action, target, GW_AUDIT_ERROR);
 			return;
 		}
 		run_step(op); /* the same step, now an issue */
@@ -153,13 +153,13 @@ static void on_step_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	if (gw_gov_parse(&s->cmd, r, &res) != CM_OK) {
 		set_error(op, 500, gw_admin_error_body("internal", NULL, "unexpected reply from Redis"));
-		audit_step(op, s->action, target, GW_AUDIT_ERROR);
+		gw_admin_audit(op, s->action, target, GW_AUDIT_ERROR);
 		return;
 	}
 	if (s->kind == STEP_ISSUE && res == GW_GOV_EXISTS &&
 	    ++op->attempts < GW_ADMIN_ISSUE_ATTEMPTS) {
 		if (build_issue(op, s) != 0) {
-			audit_step(op, s->action, target, GW_AUDIT_ERROR);
+			gw_admin_audit(op, s->action, target, GW_AUDIT_ERROR);
 			return;
 		}
 		run_step(op);
@@ -201,7 +201,7 @@ static void on_step_reply(redisAsyncContext *ac, void *reply, void *privdata)
 					      s->target));
 		break;
 	}
-	audit_step(op, s->action, target, ares);
+	gw_admin_audit(op, s->action, target, ares);
 }
 
 static void run_step(struct adm_op *op)
@@ -459,5 +459,5 @@ void gw_admin_ep_drain(struct adm_op *op, const char *name)
 		set_error(op, 500, gw_admin_error_body("internal", NULL, "drain failed: %s",
 					      cm_status_str(st)));
 	}
-	audit_step(op, GW_AUDIT_WORKER_DRAIN, target, res);
+	gw_admin_audit(op, GW_AUDIT_WORKER_DRAIN, target, res);
 }

@@ -33,6 +33,10 @@ static const char *const action_names[GW_AUDIT_ACTION_COUNT] = {
 	[GW_AUDIT_KEY_REVOKE] = "key.revoke",
 	[GW_AUDIT_KEY_ROTATE] = "key.rotate",
 	[GW_AUDIT_WORKER_DRAIN] = "worker.drain",
+	[GW_AUDIT_EVAL_RECORD] = "eval.record",
+	[GW_AUDIT_EVAL_RUN] = "eval.run",
+	[GW_AUDIT_MODEL_PROMOTE] = "model.promote",
+	[GW_AUDIT_MODEL_ROLLBACK] = "model.rollback",
 };
 
 static const char *const result_names[GW_AUDIT_RESULT_COUNT] = {
@@ -41,6 +45,8 @@ static const char *const result_names[GW_AUDIT_RESULT_COUNT] = {
 	[GW_AUDIT_CONFLICT] = "conflict",
 	[GW_AUDIT_INVALID] = "invalid",
 	[GW_AUDIT_ERROR] = "error",
+	[GW_AUDIT_FAILED] = "failed",
+	[GW_AUDIT_REFUSED] = "refused",
 };
 
 const char *gw_audit_action_name(enum gw_audit_action a)

@@ -61,6 +61,10 @@ enum gw_audit_action {
 	GW_AUDIT_KEY_REVOKE,
 	GW_AUDIT_KEY_ROTATE,
 	GW_AUDIT_WORKER_DRAIN,
+	GW_AUDIT_EVAL_RECORD,
+	GW_AUDIT_EVAL_RUN,
+	GW_AUDIT_MODEL_PROMOTE,
+	GW_AUDIT_MODEL_ROLLBACK,
 	GW_AUDIT_ACTION_COUNT
 };
 
@@ -70,12 +74,15 @@ enum gw_audit_result {
 	GW_AUDIT_CONFLICT,
 	GW_AUDIT_INVALID,
 	GW_AUDIT_ERROR,
+	GW_AUDIT_FAILED,  /* an eval run that missed its gates */
+	GW_AUDIT_REFUSED, /* a promotion refused (its worker's eval did not pass) */
 	GW_AUDIT_RESULT_COUNT
 };
 
 /* "tenant.create" ...; NULL when out of range. */
 const char *gw_audit_action_name(enum gw_audit_action a);
-/* "ok", "not_found", "conflict", "invalid", "error"; NULL when out of range. */
+/* "ok", "not_found", "conflict", "invalid", "error", "failed", "refused"; NULL
+ * when out of range. */
 const char *gw_audit_result_name(enum gw_audit_result r);
 
 /* [A-Za-z0-9][A-Za-z0-9_.@:-]{0,63} */

@@ -174,7 +174,7 @@ static int dt_build(void)
 	    gw_workers_new(base, &spec, 1, &wc, &ws) != CM_OK || gw_queue_new(&qc, &q) != CM_OK ||
 	    gw_metrics_new(&metrics) != CM_OK)
 		return -1;
-	dd = (struct gw_dispatch_deps){ ws, q, auth, metrics, redis };
+	dd = (struct gw_dispatch_deps){ ws, q, auth, metrics, redis, NULL };
 	if (gw_dispatch_new(base, &dc, &dd, &disp) != CM_OK ||
 	    gw_server_new(base, &sc, gw_dispatch_handle, disp, &srv, err, sizeof(err)) != CM_OK)
 		return -1;
