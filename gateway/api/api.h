@@ -348,6 +348,10 @@ struct gw_api_model {
 	uint32_t context_len;
 	uint32_t embedding_dim;     /* 0: it does not embed */
 	int generates;              /* 1: it generates */
+	/* what produces its answers (HELLO): /api/show's "sluice" object */
+	const char *engine_version; /* "0.1.0+abc1234" */
+	const char *backend;        /* "cpu", "cuda" */
+	const char *device;         /* with the CUDA versions on a GPU */
 };
 
 /* Ollama's parameter_size: "8.0B", "494.0M", "260.1K", "12". */

@@ -40,6 +40,9 @@ static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size
 		m[k].context_len = wi[k].hello.context_len;
 		m[k].embedding_dim = wi[k].hello.embedding_dim;
 		m[k].generates = wi[k].hello.generates;
+		m[k].engine_version = wi[k].hello.engine_version.ptr;
+		m[k].backend = wi[k].hello.backend.ptr;
+		m[k].device = wi[k].hello.device.ptr;
 		m[k].vram_bytes = wi[k].have_stats ? wi[k].stats.device_mem_used : 0;
 		k++;
 	}

@@ -193,6 +193,18 @@ enum cm_status gw_api_render_show(struct cm_buf *out, const struct gw_api_model 
 		json_object_set_new(info, key, json_integer(m->embedding_dim));
 	}
 	json_object_set_new(o, "model_info", info);
+	{
+		/* Sluice's own: the digest and the runtime that answer */
+		char sha[2 * PROTO_DIGEST_LEN + 1];
+
+		for (size_t i = 0; i < PROTO_DIGEST_LEN; i++)
+			snprintf(sha + 2 * i, 3, "%02x", m->sha256[i]);
+		json_object_set_new(o, "sluice", json_pack("{s:s,s:s,s:s,s:s}", "model_sha256", sha,
+							   "engine_version", m->engine_version
+							   ? m->engine_version : "", "backend",
+							   m->backend ? m->backend : "", "device",
+							   m->device ? m->device : ""));
+	}
 	json_object_set_new(o, "capabilities", caps);
 	json_object_set_new(o, "modified_at", gw_api_jstr(ts));
 	return gw_api_dump_json(out, o);

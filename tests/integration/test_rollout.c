@@ -19,6 +19,9 @@
  *  - promote and rollback under load: requests stream from several
  *    tenants while w1 is promoted and then rolled back; not one fails, new
  *    placements follow each step at once;
+ *  - pinned runtime: the engine build the inventory shows is the one the
+ *    worker logs; a worker pinned to it starts, pinned to another build or
+ *    to a CUDA driver on the CPU backend it refuses, naming both;
  *  - the audit chain records every step (sluicectl audit list, verify).
  * Synchronisation by polling with deadlines, never by sleeping.
  */
@@ -520,7 +523,96 @@ static void test_promote_rollback_under_load(void **state)
 	assert_true(wmetric("sluice_worker_requests_placed_total", 2) == staged_before);
 }
 
-/* ---- (d) the audit chain ---------------------------------------------------- */
+/* ---- (d) pinned runtime -------------------------------------------------- */
+
+/* Polls a worker's log for `needle` until it appears or the worker exits;
+ * 1 found, 0 not. */
+static int worker_says(struct h_proc *w, const char *needle)
+{
+	int64_t end = h_now_ms() + DEADLINE_MS;
+
+	while (h_now_ms() < end) {
+		size_t len;
+		char *log = h_read_file(w->log, &len);
+		int found = log && strstr(log, needle) != NULL;
+
+		free(log);
+		if (found)
+			return 1;
+		if (!h_alive(w))
+			break;
+		h_pause_ms(20);
+	}
+	{
+		size_t len;
+		char *log = h_read_file(w->log, &len);
+		int found = log && strstr(log, needle) != NULL;
+
+		free(log);
+		return found;
+	}
+}
+
+static void test_pinned_runtime(void **state)
+{
+	json_t *w0 = inventory_worker("w0");
+	const char *engine = json_string_value(json_object_get(w0, "engine_version"));
+	const char *model = h_model("tiny", "Q8_0", "llama");
+	char cfg[2048], sock[700], want[200];
+	struct h_proc p;
+
+	(void)state;
+	assert_non_null(engine);
+	assert_true(strlen(engine) > 0);
+	/* the build the gateway sees is what the worker logs at start */
+	snprintf(want, sizeof(want), "\"engine_version\":\"%s\"", engine);
+	assert_true(worker_says(&workers[0], want));
+	/* /api/show names the digest and the runtime that answer */
+	{
+		char *body = NULL;
+		json_t *j, *sl;
+
+		assert_int_equal(h_http(port, "POST", "/api/show", keys[0], "{\"model\": \"tiny\"}",
+					&body, DEADLINE_MS), 200);
+		j = json_loads(body, 0, NULL);
+		assert_non_null(j);
+		sl = json_object_get(j, "sluice");
+		assert_string_equal(json_string_value(json_object_get(sl, "engine_version")), engine);
+		assert_string_equal(json_string_value(json_object_get(sl, "model_sha256")),
+				    json_string_value(json_object_get(w0, "model_sha256")));
+		assert_string_equal(json_string_value(json_object_get(sl, "backend")), "cpu");
+		json_decref(j);
+		free(body);
+	}
+	/* pinned to it: starts */
+	snprintf(sock, sizeof(sock), "%s/pin.sock", dir);
+	snprintf(cfg, sizeof(cfg), "{\"worker\": {\"name\": \"pin\", \"model\": \"%s\", \"socket\": "
+		 "\"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\", \"pin_engine_version\": "
+		 "\"%s\"}}", model, sock, engine);
+	assert_int_equal(h_worker_start(&p, "pin-ok", cfg), 0);
+	assert_true(worker_says(&p, "worker_ready"));
+	assert_int_equal(h_stop(&p, 10000), 0);
+	/* another build: refuses to start, naming both */
+	snprintf(cfg, sizeof(cfg), "{\"worker\": {\"name\": \"pin\", \"model\": \"%s\", \"socket\": "
+		 "\"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\", \"pin_engine_version\": "
+		 "\"0.0.1+0000000\"}}", model, sock);
+	assert_int_equal(h_worker_start(&p, "pin-engine", cfg), 0);
+	snprintf(want, sizeof(want), "worker.pin_engine_version: expected engine 0.0.1+0000000, "
+		 "found %s", engine);
+	assert_true(worker_says(&p, want));
+	assert_false(worker_says(&p, "worker_ready"));
+	h_stop(&p, 10000);
+	/* a CUDA pin on a CPU worker: refuses too */
+	snprintf(cfg, sizeof(cfg), "{\"worker\": {\"name\": \"pin\", \"model\": \"%s\", \"socket\": "
+		 "\"%s\", \"threads\": 1, \"kv_cache_bytes\": \"16MiB\", \"backend\": \"cpu\", "
+		 "\"pin_cuda_driver\": 13000}}", model, sock);
+	assert_int_equal(h_worker_start(&p, "pin-cuda", cfg), 0);
+	assert_true(worker_says(&p, "worker.pin_cuda_driver: expected 13000, found no CUDA"));
+	h_stop(&p, 10000);
+	json_decref(w0);
+}
+
+/* ---- (e) the audit chain ---------------------------------------------------- */
 
 static void test_audit(void **state)
 {
@@ -546,6 +638,7 @@ int main(void)
 		cmocka_unit_test(test_eval_gates),
 		cmocka_unit_test(test_canary),
 		cmocka_unit_test(test_promote_rollback_under_load),
+		cmocka_unit_test(test_pinned_runtime),
 		cmocka_unit_test(test_audit),
 	};
 

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include <cuda_fp16.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "worker/cuda/attention.cuh"
@@ -1125,6 +1126,22 @@ static enum cm_status cuda_copy_block(struct wk_backend *base, uint32_t dst, uin
 	return CM_OK;
 }
 
+/* The driver, runtime and cuBLAS versions, for worker.pin_* and HELLO. */
+static void cuda_versions(struct wk_backend_info *out)
+{
+	int v = 0, ma = 0, mi = 0, pa = 0;
+
+	if (cudaDriverGetVersion(&v) == cudaSuccess)
+		out->cuda_driver = v;
+	if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+		out->cuda_runtime = v;
+	if (cublasGetProperty(MAJOR_VERSION, &ma) == CUBLAS_STATUS_SUCCESS &&
+	    cublasGetProperty(MINOR_VERSION, &mi) == CUBLAS_STATUS_SUCCESS &&
+	    cublasGetProperty(PATCH_LEVEL, &pa) == CUBLAS_STATUS_SUCCESS)
+		out->cublas = ma * 10000 + mi * 100 + pa;
+	(void)cudaGetLastError();
+}
+
 static void cuda_info(const struct wk_backend *base, struct wk_backend_info *out)
 {
 	const struct cuda_backend *be = (const struct cuda_backend *)base;
@@ -1142,6 +1159,7 @@ static void cuda_info(const struct wk_backend *base, struct wk_backend_info *out
 	} else {
 		(void)cudaGetLastError();
 	}
+	cuda_versions(out);
 }
 
 /* page-locked host memory for the logits (sched.c asks for it) */

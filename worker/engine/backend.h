@@ -57,6 +57,9 @@ struct wk_backend_info {
 	uint64_t kv_bytes;       /* bytes of KV storage */
 	uint64_t mem_used;       /* device memory in use (0 when not meaningful) */
 	uint64_t mem_total;      /* device memory total (0 when not meaningful) */
+	/* the CUDA stack as its APIs report it (13000 = 13.0, cuBLAS 130100 =
+	 * 13.1.0); 0 on other backends (worker.pin_* compare them) */
+	int cuda_driver, cuda_runtime, cublas;
 };
 
 struct wk_backend;

@@ -85,6 +85,16 @@ static const struct cm_cfg_key wk_server_keys[] = {
 		   "Matcher states of one compiled constraint; a sequence that needs more ends with ERROR constraint."),
 	CM_CFG_INT(struct wk_server_cfg, grammar_schema_depth, CM_LIM_GRAMMAR_SCHEMA_DEPTH, 2, 1024,
 		   "Nesting of a JSON Schema (subschemas within subschemas); deeper is ERROR constraint."),
+	CM_CFG_STRING(struct wk_server_cfg, pin_engine_version, NULL, 64,
+		      "Pinned engine build (as `sluice-worker --version` prints it and HELLO's "
+		      "engine_version, e.g. `0.1.0+abc1234`): another build refuses to start, naming both. Unset: any."),
+	CM_CFG_INT(struct wk_server_cfg, pin_cuda_driver, 0, 0, 1000000,
+		   "Pinned CUDA driver version as cudaDriverGetVersion reports it (13000 = 13.0); "
+		   "another, or no CUDA backend, refuses to start. 0: any."),
+	CM_CFG_INT(struct wk_server_cfg, pin_cuda_runtime, 0, 0, 1000000,
+		   "Pinned CUDA runtime version (cudaRuntimeGetVersion, 13000 = 13.0). 0: any."),
+	CM_CFG_INT(struct wk_server_cfg, pin_cublas, 0, 0, 100000000,
+		   "Pinned cuBLAS version, major x 10000 + minor x 100 + patch (130100 = 13.1.0). 0: any."),
 	CM_CFG_ENUM(struct wk_server_cfg, log_level, 1, level_choices, "Minimum log level."),
 };
 

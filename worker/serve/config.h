@@ -47,6 +47,11 @@ struct wk_server_cfg {
 	int64_t max_connections;
 	int64_t stats_interval_ms;
 	int64_t drain_timeout_ms;
+	/* pinned runtime (docs/operations.md): NULL / 0 = not pinned */
+	char *pin_engine_version;      /* the engine build, as HELLO's engine_version */
+	int64_t pin_cuda_driver;       /* cudaDriverGetVersion: 13000 = 13.0 */
+	int64_t pin_cuda_runtime;      /* cudaRuntimeGetVersion */
+	int64_t pin_cublas;            /* cuBLAS major*10000 + minor*100 + patch */
 	uint64_t grammar_max_bytes;
 	int64_t grammar_cache_entries;
 	uint64_t grammar_mask_cache_bytes;

@@ -114,8 +114,8 @@ static void send_hello(struct wk_server *s, struct wk_serve_conn *c)
 	h->backend.len = (uint32_t)strlen(s->backend_name);
 	h->device.ptr = s->device;
 	h->device.len = (uint32_t)strlen(s->device);
-	h->engine_version.ptr = SLUICE_VERSION;
-	h->engine_version.len = (uint32_t)strlen(SLUICE_VERSION);
+	h->engine_version.ptr = s->engine;
+	h->engine_version.len = (uint32_t)strlen(s->engine);
 	h->model_bytes = s->model->file_bytes;
 	h->model_mtime_s = s->model->mtime_s;
 	h->architecture.ptr = s->model->cfg->arch_name;

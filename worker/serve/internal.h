@@ -88,7 +88,8 @@ struct wk_server {
 	uint64_t last_prefill, last_decode;
 	int64_t last_stats_t;
 	char backend_name[16];
-	char device[128];
+	char device[192];               /* the backend's, with the CUDA versions */
+	char engine[80];                /* the engine build: version+commit */
 	struct wk_serve_req *orphans;     /* requests whose connection closed mid-step */
 	/* structured outputs: the vocabulary's trie, the masks shared by
 	 * every constraint, the compiled constraints (docs/structured-outputs.md) */

@@ -17,8 +17,9 @@
 #include "worker/serve/cli.h"
 #include "worker/serve/server.h"
 
+/* The engine build, as HELLO's engine_version and worker.pin_engine_version */
 #ifdef SLUICE_GIT_COMMIT
-#define WK_VERSION SLUICE_VERSION " (" SLUICE_GIT_COMMIT ")"
+#define WK_VERSION SLUICE_VERSION "+" SLUICE_GIT_COMMIT
 #else
 #define WK_VERSION SLUICE_VERSION
 #endif

@@ -149,6 +149,58 @@ static int listen_socket(struct wk_server *s, char *err, size_t err_len)
 	return 0;
 }
 
+/* The engine build (version+commit when built from git) and the device
+ * with the CUDA stack's versions: what HELLO, worker_ready and every
+ * request's log line carry. */
+static void runtime_describe(struct wk_server *s, const struct wk_backend_info *bi)
+{
+#ifdef SLUICE_GIT_COMMIT
+	snprintf(s->engine, sizeof(s->engine), "%s+%s", SLUICE_VERSION, SLUICE_GIT_COMMIT);
+#else
+	snprintf(s->engine, sizeof(s->engine), "%s", SLUICE_VERSION);
+#endif
+	if (bi->cuda_driver)
+		snprintf(s->device, sizeof(s->device), "%.100s (driver %d.%d, runtime %d.%d, cuBLAS "
+			 "%d.%d.%d)", bi->device, bi->cuda_driver / 1000, bi->cuda_driver % 1000 / 10,
+			 bi->cuda_runtime / 1000, bi->cuda_runtime % 1000 / 10, bi->cublas / 10000,
+			 bi->cublas / 100 % 100, bi->cublas % 100);
+	else
+		snprintf(s->device, sizeof(s->device), "%s", bi->device);
+}
+
+/* worker.pin_*: 0, or -1 with err naming the key, expected and found. */
+static int runtime_check(const struct wk_server_cfg *c, const char *engine,
+			 const struct wk_backend_info *bi, char *err, size_t err_len)
+{
+	const struct {
+		const char *key;
+		int64_t want;
+		int found;
+	} pins[] = {
+		{ "pin_cuda_driver", c->pin_cuda_driver, bi->cuda_driver },
+		{ "pin_cuda_runtime", c->pin_cuda_runtime, bi->cuda_runtime },
+		{ "pin_cublas", c->pin_cublas, bi->cublas },
+	};
+
+	if (c->pin_engine_version && strcmp(c->pin_engine_version, engine) != 0) {
+		snprintf(err, err_len, "worker.pin_engine_version: expected engine %s, found %s",
+			 c->pin_engine_version, engine);
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++) {
+		if (!pins[i].want || pins[i].want == pins[i].found)
+			continue;
+		if (!pins[i].found)
+			snprintf(err, err_len, "worker.%s: expected %lld, found no CUDA (backend %s)",
+				 pins[i].key, (long long)pins[i].want, bi->name);
+		else
+			snprintf(err, err_len, "worker.%s: expected %lld, found %d", pins[i].key,
+				 (long long)pins[i].want, pins[i].found);
+		return -1;
+	}
+	return 0;
+}
+
 /* The start-up line: what the model, the KV budget and the backend are. */
 static void log_ready(const struct wk_server *s, const struct wk_kv_plan *kp, int64_t t0)
 {
@@ -185,6 +237,7 @@ static void log_ready(const struct wk_server *s, const struct wk_kv_plan *kp, in
 	cm_log_u64(&lr, "max_running", (uint64_t)s->cfg->max_running);
 	cm_log_str(&lr, "backend", s->backend_name);
 	cm_log_str(&lr, "device", s->device);
+	cm_log_str(&lr, "engine_version", s->engine);
 	cm_log_i64(&lr, "load_ns", cm_mono_ns() - t0);
 	cm_log_end(&lr);
 }
@@ -235,7 +288,9 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		s->n_ctx = s->model->hp.n_ctx_train;
 	s->be->ops->info(s->be, &bi);
 	snprintf(s->backend_name, sizeof(s->backend_name), "%s", bi.name);
-	snprintf(s->device, sizeof(s->device), "%s", bi.device);
+	runtime_describe(s, &bi);
+	if (runtime_check(s->cfg, s->engine, &bi, err, err_len) != 0)
+		return -1;
 	s->kv = wk_kv_new((uint32_t)kp.n_blocks, bt);
 	s->ws = wk_sampler_ws_new(s->model->hp.n_vocab);
 	sc.max_running = (uint32_t)s->cfg->max_running;
