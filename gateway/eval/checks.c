@@ -29,7 +29,12 @@ static const char *const sv_refused[] = {
 	"unevaluatedItems", "additionalItems", "$dynamicRef", "$recursiveRef", NULL,
 };
 
-static int sv(const json_t *root, const json_t *s, const json_t *doc, int depth, char *err,
+struct sv_ctx {
+	const json_t *root;   /* for $ref */
+	unsigned long steps;  /* schemas visited, up to GW_EVAL_SCHEMA_STEPS */
+};
+
+static int sv(struct sv_ctx *cx, const json_t *s, const json_t *doc, int depth, char *err,
 	      size_t len);
 
 static int sv_fail(char *err, size_t len, int rc, const char *fmt, const char *what)
@@ -184,7 +189,8 @@ static int sv_number(const json_t *s, const json_t *doc, char *err, size_t len)
  * ERE: \d \w \s and their negations become classes, an escaped
  * character inside brackets loses its backslash (POSIX brackets take it
  * literally).  0, or -1 when it does not translate or compile (\u, \b,
- * look-around, lazy quantifiers).
+ * look-around, lazy quantifiers, a quantifier on a quantifier, more than
+ * GW_EVAL_PATTERN_MAX bytes).
  */
 int gw_eval_regcomp(void *re, const char *pat)
 {
@@ -192,8 +198,10 @@ int gw_eval_regcomp(void *re, const char *pat)
 	char *out = malloc(n * 14 + 1);
 	int in_br = 0, br_dash = 0, rc = -1;
 
-	if (!out)
+	if (!out || n > GW_EVAL_PATTERN_MAX) {
+		free(out);
 		return -1;
+	}
 	for (size_t i = 0; i < n; i++) {
 		char c = pat[i];
 
@@ -225,8 +233,11 @@ int gw_eval_regcomp(void *re, const char *pat)
 		}
 		if (c == '(' && i + 1 < n && pat[i + 1] == '?')
 			goto out;
-		if ((c == '?' || c == '+') && i > 0 && (pat[i - 1] == '*' || pat[i - 1] == '+' ||
-						      pat[i - 1] == '?' || pat[i - 1] == '}') && !in_br)
+		/* a quantifier on a quantifier: lazy or possessive in ECMA, and
+		 * stacked ones make glibc's matcher crawl */
+		if ((c == '?' || c == '+' || c == '*' || c == '{') && i > 0 && !in_br &&
+		    (pat[i - 1] == '*' || pat[i - 1] == '+' || pat[i - 1] == '?' || pat[i - 1] == '}') &&
+		    (i < 2 || pat[i - 2] != '\\'))
 			goto out;
 		if (c == '[' && !in_br) {
 			in_br = 1;
@@ -278,7 +289,7 @@ static int sv_string(const json_t *s, const json_t *doc, char *err, size_t len)
 	return 1;
 }
 
-static int sv_object(const json_t *root, const json_t *s, const json_t *doc, int depth,
+static int sv_object(struct sv_ctx *cx, const json_t *s, const json_t *doc, int depth,
 		     char *err, size_t len)
 {
 	const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
@@ -304,13 +315,13 @@ static int sv_object(const json_t *root, const json_t *s, const json_t *doc, int
 			return sv_fail(err, len, 0, "the property \"%s\" is not allowed", name);
 		if (!ps && json_is_object(addl))
 			ps = addl;
-		if (ps && (rc = sv(root, ps, v, depth + 1, err, len)) != 1)
+		if (ps && (rc = sv(cx, ps, v, depth + 1, err, len)) != 1)
 			return rc;
 	}
 	return 1;
 }
 
-static int sv_array(const json_t *root, const json_t *s, const json_t *doc, int depth,
+static int sv_array(struct sv_ctx *cx, const json_t *s, const json_t *doc, int depth,
 		    char *err, size_t len)
 {
 	const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
@@ -332,7 +343,7 @@ static int sv_array(const json_t *root, const json_t *s, const json_t *doc, int 
 	json_array_foreach(doc, i, v) {
 		const json_t *is = i < np ? json_array_get(prefix, i) : items;
 
-		if (is && (rc = sv(root, is, v, depth + 1, err, len)) != 1)
+		if (is && (rc = sv(cx, is, v, depth + 1, err, len)) != 1)
 			return rc;
 	}
 	if (json_is_true(json_object_get(s, "uniqueItems")))
@@ -344,7 +355,7 @@ static int sv_array(const json_t *root, const json_t *s, const json_t *doc, int 
 }
 
 /* allOf, anyOf, oneOf, not. */
-static int sv_logic(const json_t *root, const json_t *s, const json_t *doc, int depth,
+static int sv_logic(struct sv_ctx *cx, const json_t *s, const json_t *doc, int depth,
 		    char *err, size_t len)
 {
 	const json_t *k, *e;
@@ -352,12 +363,12 @@ static int sv_logic(const json_t *root, const json_t *s, const json_t *doc, int 
 	int rc, hits;
 
 	json_array_foreach(json_object_get(s, "allOf"), i, e)
-		if ((rc = sv(root, e, doc, depth + 1, err, len)) != 1)
+		if ((rc = sv(cx, e, doc, depth + 1, err, len)) != 1)
 			return rc;
 	if ((k = json_object_get(s, "anyOf"))) {
 		hits = 0;
 		json_array_foreach(k, i, e) {
-			if ((rc = sv(root, e, doc, depth + 1, err, len)) < 0)
+			if ((rc = sv(cx, e, doc, depth + 1, err, len)) < 0)
 				return rc;
 			hits += rc;
 		}
@@ -367,7 +378,7 @@ static int sv_logic(const json_t *root, const json_t *s, const json_t *doc, int 
 	if ((k = json_object_get(s, "oneOf"))) {
 		hits = 0;
 		json_array_foreach(k, i, e) {
-			if ((rc = sv(root, e, doc, depth + 1, err, len)) < 0)
+			if ((rc = sv(cx, e, doc, depth + 1, err, len)) < 0)
 				return rc;
 			hits += rc;
 		}
@@ -375,7 +386,7 @@ static int sv_logic(const json_t *root, const json_t *s, const json_t *doc, int 
 			return sv_fail(err, len, 0, "not exactly one branch of oneOf matches%s", "");
 	}
 	if ((k = json_object_get(s, "not"))) {
-		if ((rc = sv(root, k, doc, depth + 1, err, len)) < 0)
+		if ((rc = sv(cx, k, doc, depth + 1, err, len)) < 0)
 			return rc;
 		if (rc == 1)
 			return sv_fail(err, len, 0, "the document matches the schema under not%s", "");
@@ -383,7 +394,7 @@ static int sv_logic(const json_t *root, const json_t *s, const json_t *doc, int 
 	return 1;
 }
 
-static int sv(const json_t *root, const json_t *s, const json_t *doc, int depth, char *err,
+static int sv(struct sv_ctx *cx, const json_t *s, const json_t *doc, int depth, char *err,
 	      size_t len)
 {
 	const json_t *k, *e;
@@ -392,6 +403,8 @@ static int sv(const json_t *root, const json_t *s, const json_t *doc, int depth,
 
 	if (depth > GW_EVAL_SCHEMA_DEPTH)
 		return sv_fail(err, len, -1, "the schema nests deeper than %s levels", "32");
+	if (++cx->steps > GW_EVAL_SCHEMA_STEPS) /* $ref cycles under anyOf: exponential */
+		return sv_fail(err, len, -1, "the document takes more than %s schema steps", "100000");
 	if (json_is_boolean(s))
 		return json_is_true(s) ? 1 : sv_fail(err, len, 0, "the schema false%s", "");
 	if (!json_is_object(s))
@@ -401,12 +414,12 @@ static int sv(const json_t *root, const json_t *s, const json_t *doc, int depth,
 			return sv_fail(err, len, -1, "the keyword %s is not supported by the eval "
 				       "validator", *r);
 	if ((k = json_object_get(s, "$ref"))) {
-		const json_t *t = json_is_string(k) ? sv_ref(root, json_string_value(k)) : NULL;
+		const json_t *t = json_is_string(k) ? sv_ref(cx->root, json_string_value(k)) : NULL;
 
 		if (!t)
 			return sv_fail(err, len, -1, "$ref %s: expected a local reference",
 				       json_is_string(k) ? json_string_value(k) : "?");
-		if ((rc = sv(root, t, doc, depth + 1, err, len)) != 1)
+		if ((rc = sv(cx, t, doc, depth + 1, err, len)) != 1)
 			return rc;
 	}
 	if ((k = json_object_get(s, "type")) && (rc = sv_type(k, doc, err, len)) != 1)
@@ -423,17 +436,19 @@ static int sv(const json_t *root, const json_t *s, const json_t *doc, int depth,
 		return rc;
 	if (json_is_string(doc) && (rc = sv_string(s, doc, err, len)) != 1)
 		return rc;
-	if (json_is_object(doc) && (rc = sv_object(root, s, doc, depth, err, len)) != 1)
+	if (json_is_object(doc) && (rc = sv_object(cx, s, doc, depth, err, len)) != 1)
 		return rc;
-	if (json_is_array(doc) && (rc = sv_array(root, s, doc, depth, err, len)) != 1)
+	if (json_is_array(doc) && (rc = sv_array(cx, s, doc, depth, err, len)) != 1)
 		return rc;
-	return sv_logic(root, s, doc, depth, err, len);
+	return sv_logic(cx, s, doc, depth, err, len);
 }
 
 int gw_eval_schema_valid(const json_t *schema, const json_t *doc, char *err, size_t err_len)
 {
+	struct sv_ctx cx = { schema, 0 };
+
 	err[0] = '\0';
-	return sv(schema, schema, doc, 0, err, err_len);
+	return sv(&cx, schema, doc, 0, err, err_len);
 }
 
 /* ---- expect ---------------------------------------------------------- */

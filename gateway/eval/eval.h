@@ -37,6 +37,8 @@
 
 #define GW_EVAL_ID_MAX 64
 #define GW_EVAL_SCHEMA_DEPTH 32     /* nesting the validator follows */
+#define GW_EVAL_SCHEMA_STEPS 100000 /* schemas visited for one document */
+#define GW_EVAL_PATTERN_MAX 1024    /* bytes of a pattern or regex check */
 #define GW_EVAL_AROUND_BYTES 40     /* text shown each side of a divergence */
 
 /* ---- checks.c -------------------------------------------------------- */

@@ -382,6 +382,88 @@ static void test_eval_gates(void **state)
 	free(o);
 }
 
+/* ---- bad requests: the admin API's own error, nothing changes ------------- */
+
+#define ADMIN_TOKEN "tok-0123456789abcdef0123456789abcdef-rollout"
+
+/* POSTs body to the admin path: the status; *type the error type (static). */
+static int admin_post(const char *path, const char *body, char *type, size_t len)
+{
+	char *resp = NULL;
+	int code = h_http(admin_port, "POST", path, ADMIN_TOKEN, body, &resp, DEADLINE_MS);
+	json_t *j = resp ? json_loads(resp, 0, NULL) : NULL;
+
+	snprintf(type, len, "%s", j ? json_string_value(json_object_get(json_object_get(j, "error"),
+								       "type")) ?: "" : "");
+	json_decref(j);
+	free(resp);
+	return code;
+}
+
+static void test_bad_requests(void **state)
+{
+	static const struct {
+		const char *path, *body;
+		int status;
+		const char *type;
+	} bad[] = {
+		{ "/admin/workers/w1/eval", "not json", 400, "invalid_json" },
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": []}}", 400, "invalid_value" },
+		{ "/admin/workers/w1/eval", "{\"cases\": []}", 400, "unknown_field" },
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"prompt\": \"x\"}]}}", 400,
+		  "invalid_value" }, /* no id */
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\"},"
+		  " {\"id\": \"a\", \"prompt\": \"y\"}]}}", 400, "invalid_value" }, /* repeated id */
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\"}]}}", 400,
+		  "invalid_value" }, /* neither messages nor prompt */
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\","
+		  " \"temperature\": -1}]}}", 400, "invalid_value" }, /* the public API's check */
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\","
+		  " \"expect\": {\"regex\": \"(\"}}]}}", 400, "invalid_value" },
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\","
+		  " \"expect\": {\"json_schema\": {\"if\": {}}}}]}}", 400, "invalid_value" },
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\"}]},"
+		  " \"baseline\": [1]}", 400, "invalid_value" },
+		{ "/admin/workers/w1/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\"}]},"
+		  " \"gates\": {\"min_exact_match\": 2}}", 400, "invalid_value" },
+		{ "/admin/workers/nosuch/eval", "{\"set\": {\"cases\": [{\"id\": \"a\", \"prompt\": \"x\"}]}}",
+		  404, "not_found" },
+		{ "/admin/workers/W1!/eval", "{}", 400, "invalid_name" },
+		{ "/admin/models/tiny/promote", "{}", 400, "invalid_name" },
+		{ "/admin/models/tiny/promote", "{\"worker\": \"w1\", \"canary\": 101}", 400,
+		  "invalid_value" },
+		{ "/admin/models/tiny/promote", "{\"worker\": \"w1\", \"extra\": 1}", 400,
+		  "unknown_field" },
+		{ "/admin/models/.hidden/promote", "{\"worker\": \"w1\"}", 400, "invalid_name" },
+		{ "/admin/models/tiny/promote", "{\"worker\": \"w0\"}", 400, "invalid_value" },
+		{ "/admin/models/other/promote", "{\"worker\": \"w1\"}", 400, "invalid_value" },
+	};
+	char type[64];
+	json_t *w;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int code = admin_post(bad[i].path, bad[i].body, type, sizeof(type));
+
+		if (code != bad[i].status || strcmp(type, bad[i].type) != 0)
+			fail_msg("%s %s: expected %d %s, found %d %s", bad[i].path, bad[i].body,
+				 bad[i].status, bad[i].type, code, type);
+	}
+	/* GET on a POST-only path: 405 */
+	assert_int_equal(h_http(admin_port, "GET", "/admin/models/tiny/rollback", ADMIN_TOKEN, NULL,
+				NULL, DEADLINE_MS), 405);
+	/* nothing changed, and the service still serves */
+	w = inventory_worker("w0");
+	assert_string_equal(json_string_value(json_object_get(w, "role")), "serving");
+	json_decref(w);
+	{
+		int worker;
+
+		assert_int_equal(ask(0, &worker), 200);
+		assert_int_equal(worker, 0);
+	}
+}
+
 /* ---- (b) canary by tenant ------------------------------------------------ */
 
 /* Tenant t's canary bucket, from its salt in Redis. */
@@ -636,6 +718,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_eval_gates),
+		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_canary),
 		cmocka_unit_test(test_promote_rollback_under_load),
 		cmocka_unit_test(test_pinned_runtime),

@@ -85,6 +85,8 @@ static void test_schema_hand(void **state)
 			       "\"a\""), -1);
 	assert_int_equal(valid("{\"$ref\": \"http://example.com/s.json\"}", "1"), -1);
 	assert_int_equal(valid("{\"pattern\": \"(?=a)b\"}", "\"b\""), -1);
+	/* a $ref cycle under anyOf would visit 2^32 schemas: stopped, refused */
+	assert_int_equal(valid("{\"anyOf\": [{\"$ref\": \"#\"}, {\"$ref\": \"#\"}]}", "1"), -1);
 }
 
 /* ---- maskbench: every instance the validator decides, against its verdict -- */
