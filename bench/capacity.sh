@@ -18,7 +18,8 @@
 #
 # Environment: SLUICE_BUILD_DIR (build), THREADS, TTFT_MS (1500), ITL_MS
 # (150), LEVEL_SECONDS (20), OVERLOAD_SECONDS (150), OVERLOAD_WARMUP (75),
-# BATCH_CLIENTS (4),
+# BATCH_CLIENTS (4), QUEUE_WAIT_MS (gateway.slo.queue_wait_ms; 0: the
+# gateway's default), SLO_MODES ("false true": the runs to make),
 # ROUNDS (1), MAX_SECONDS (900, the capacity search), KNEE_JSON (skip the
 # search: the overload runs at twice the knee of this capacity.json),
 # WORKLOAD (sluice-bench
@@ -38,6 +39,8 @@ over_warm=${OVERLOAD_WARMUP:-75}
 batch=${BATCH_CLIENTS:-4}
 rounds=${ROUNDS:-1}
 max_s=${MAX_SECONDS:-900}
+qwait=${QUEUE_WAIT_MS:-0}
+modes=${SLO_MODES:-false true}
 workload=${WORKLOAD:---prompt-words 16:48 --output-tokens 32:64 --shared-prefix 0.5 --prefixes 4 --prefix-words 32}
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/sluice-capacity-XXXXXX)
@@ -73,7 +76,7 @@ gateway_config() {
   "tls_key_file": "$tmp/key.pem", "admin_addr": "127.0.0.1", "admin_port": 0,
   "pepper_file": "$tmp/pepper", "log_level": "warn", "max_inflight_per_worker": 64,
   "queue": {"tenant_max": 4096, "global_max": 8192},
-  "slo": {"enabled": $1, "ttft_p95_ms": $ttft, "itl_p95_ms": $itl},
+  "slo": {"enabled": $1, "ttft_p95_ms": $ttft, "itl_p95_ms": $itl, "queue_wait_ms": $qwait},
   "workers": [{"name": "w0", "socket": "$tmp/w.sock", "model": "bench"}],
   "redis": {"url": "unix://$tmp/redis.sock"}}}
 EOF
@@ -138,7 +141,7 @@ rate2=$(python3 -c "print(round(2*$knee_rate, 3))")
 } >"$out/overload.md"
 first=1
 for round in $(seq "$rounds"); do
-	for slo in false true; do
+	for slo in $modes; do
 		if [ "$slo" = true ]; then
 			stop_gateway
 			start_gateway true

@@ -132,9 +132,13 @@ static void slo_account(struct gw_job *j)
 	}
 	if (d->dep.metrics)
 		gw_metrics_slo(d->dep.metrics, j->ident.tenant, j->batch, o);
+	/* interactive work refused for capacity: batch starts nothing for two
+	 * queue budgets or a controller window, whichever is longer (under a
+	 * sustained interactive overload there is no "rest" for batch to fill) */
 	if (o == GW_SLO_REFUSED && !j->batch && d->slo &&
 	    strcmp(oc, "tenant_queue_full") != 0) /* the tenant's bound, not the service's */
-		d->batch_hold_until = cm_mono_ns() + 2 * d->slo_wait_ns;
+		d->batch_hold_until = cm_mono_ns() + (2 * d->slo_wait_ns > d->cfg.slo.window_ns
+						      ? 2 * d->slo_wait_ns : d->cfg.slo.window_ns);
 }
 
 int gw_dispatch_slo_hold(struct gw_job *j)

@@ -7,7 +7,8 @@
  * After every `window` observations (or, with window_ns, once a window
  * is that old and holds GW_SLO_MIN_SAMPLES: at a few requests per second
  * a count alone decides too rarely to follow the load): when either p95
- * is over its target
+ * (nearest rank, but never a window's single largest sample: in a small
+ * window that would be one slow prompt deciding) is over its target
  * the limit is multiplied by `decrease`, or by target / p95 of the worse
  * one when that is lower (a gradient step, never below 0.5: far over
  * the target, the limit falls in a few windows rather than many), at

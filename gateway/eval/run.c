@@ -33,6 +33,7 @@ struct gw_eval_run {
 	struct gw_eval *ev;
 	struct gw_eval_run *next;
 	size_t worker;
+	uint64_t conn_gen;    /* the worker's connection when the run started */
 	json_t *cases, *baseline, *results;
 	struct gw_eval_gates gates;
 	gw_eval_done_fn done;
@@ -296,6 +297,17 @@ static int case_send(struct gw_eval_run *r)
 	const char *why;
 	enum cm_status st;
 
+	{
+		struct gw_worker_info wi;
+
+		/* every case on one connection: a restarted worker may be another build */
+		gw_workers_info(ev->ws, r->worker, &wi);
+		if (!wi.connected || !wi.hello_ok || wi.reconnects != r->conn_gen) {
+			case_close(r, json_pack("{s:s}", "error", "the worker's connection closed or "
+						"changed during the run"));
+			return -1;
+		}
+	}
 	cm_arena_reset(r->arena);
 	memset(&api, 0, sizeof(api));
 	why = case_parse(ev, r->worker, c, r->arena, &api, err, sizeof(err));
@@ -519,6 +531,7 @@ enum cm_status gw_eval_start(struct gw_eval *ev, const char *name, const json_t 
 	}
 	r->ev = ev;
 	r->worker = (size_t)i;
+	r->conn_gen = wi.reconnects;
 	cm_buf_init(&r->text, GW_EVAL_TEXT_MAX);
 	if ((why = cases_validate(ev, r->worker, json_object_get(set, "cases"), r->arena, msg,
 				  sizeof(msg)))) {
