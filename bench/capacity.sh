@@ -23,8 +23,10 @@
 # ROUNDS (1), MAX_SECONDS (900, the capacity search), KNEE_JSON (skip the
 # search: the overload runs at twice the knee of this capacity.json),
 # WORKLOAD (sluice-bench
-# options; default --prompt-words 16:48 --output-tokens 32:64
-# --shared-prefix 0.5 --prefixes 4 --prefix-words 32).
+# options; default --prompt-words 8:24 --output-tokens 32:64
+# --shared-prefix 0.5 --prefixes 4 --prefix-words 32: chat turns; with
+# 16:48 words the TTFT of the longest prompts is their own prefill at any
+# concurrency on 2 cores, docs/capacity.md).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bd=${SLUICE_BUILD_DIR:-$PWD/build}
@@ -41,7 +43,7 @@ rounds=${ROUNDS:-1}
 max_s=${MAX_SECONDS:-900}
 qwait=${QUEUE_WAIT_MS:-0}
 modes=${SLO_MODES:-false true}
-workload=${WORKLOAD:---prompt-words 16:48 --output-tokens 32:64 --shared-prefix 0.5 --prefixes 4 --prefix-words 32}
+workload=${WORKLOAD:---prompt-words 8:24 --output-tokens 32:64 --shared-prefix 0.5 --prefixes 4 --prefix-words 32}
 mkdir -p "$out"
 tmp=$(mktemp -d /tmp/sluice-capacity-XXXXXX)
 pids=()

@@ -64,7 +64,8 @@ struct gw_dispatch_config {
 	 * targets (gateway/slo_limit.h); enabled 0: the static caps only */
 	int slo_enabled;
 	struct gw_slo_cfg slo;      /* its targets also score attainment when off */
-	int64_t slo_queue_wait_ns;  /* 0: half the TTFT target */
+	int64_t slo_queue_wait_ns;  /* 0: a tenth of the TTFT target */
+	double slo_setpoint;        /* share of the targets the limit aims at */
 	double slo_batch_share;     /* of each worker's limit batch may fill */
 };
 

@@ -43,13 +43,20 @@ enum cm_status gw_dispatch_slo_new(struct gw_dispatch *d)
 	if (!d->cfg.slo_enabled || n == 0)
 		return CM_OK;
 	d->slo_wait_ns = d->cfg.slo_queue_wait_ns ? d->cfg.slo_queue_wait_ns
-						 : d->cfg.slo.ttft_p95_ns / 3;
+						 : d->cfg.slo.ttft_p95_ns / 10;
 	if (d->slo_wait_ns > d->cfg.slo.ttft_p95_ns * 3 / 4)
 		d->slo_wait_ns = d->cfg.slo.ttft_p95_ns * 3 / 4;
 	/* the TTFT target splits in two: the queue budget, held by admission,
 	 * and the rest, from dispatch to the first token, held by the limit
 	 * (fewer running requests prefill sooner; they do not wait less) */
 	wc.ttft_p95_ns = d->cfg.slo.ttft_p95_ns - d->slo_wait_ns;
+	/* the set point: the controller aims below the targets (its windows
+	 * are small and ITL is known only at a generation's end, so the limit
+	 * swings around its set point; the p95 of whole minutes must hold) */
+	if (d->cfg.slo_setpoint > 0 && d->cfg.slo_setpoint < 1) {
+		wc.ttft_p95_ns = (int64_t)((double)wc.ttft_p95_ns * d->cfg.slo_setpoint);
+		wc.itl_p95_ns = (int64_t)((double)wc.itl_p95_ns * d->cfg.slo_setpoint);
+	}
 	/* an interactive request's wait is part of its TTFT: past the budget
 	 * it is answered 503 with Retry-After rather than served late */
 	if (d->slo_wait_ns < gw_queue_timeout(d->dep.queue, GW_QUEUE_INTERACTIVE))
@@ -199,5 +206,5 @@ void gw_dispatch_slo_ended(struct gw_job *j)
 	/* its time per output token, for the window in progress (-1, fewer
 	 * than two tokens, is left out by gw_slo_limit_itl) */
 	if (l && gw_slo_limit_current(l, j->disp_ns))
-		gw_slo_limit_itl(l, job_itl_ns(j));
+		gw_slo_limit_itl_at(l, job_itl_ns(j), j->disp_ns);
 }

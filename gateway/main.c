@@ -324,6 +324,7 @@ static enum cm_status parts_public(struct gw_parts *p, char *err, size_t err_len
 	};
 	dc.slo_queue_wait_ns = set->slo.queue_wait_ms * CM_NS_PER_MS;
 	dc.slo_batch_share = set->slo.batch_share;
+	dc.slo_setpoint = set->slo.setpoint;
 	if (gw_dispatch_new(p->base, &dc, &dd, &p->disp) != CM_OK)
 		return CM_ENOMEM;
 	gw_settings_server(set, &sc);

@@ -146,9 +146,13 @@ static const struct cm_cfg_key gw_slo_keys[] = {
 	CM_CFG_INT(SL, min_limit, 1, 1, 4096, "The limit never goes below it."),
 	CM_CFG_DURATION(SL, queue_wait_ms, 0, 0, 600000,
 			"Longest queue wait of interactive work (503 slo_overload when the expected "
-			"wait is longer, queue_timeout past it); 0: a third of ttft_p95_ms (at "
+			"wait is longer, queue_timeout past it); 0: a tenth of ttft_p95_ms (at "
 			"most three quarters). The adaptive limit holds the rest of the TTFT "
 			"target from dispatch to the first token."),
+	CM_CFG_DOUBLE(SL, setpoint, 0.85, 0.3, 1.0,
+		      "Share of the targets the adaptive limit aims at (its windows are small and "
+		      "ITL is known at a generation's end, so the limit swings around its set "
+		      "point; the p95 over minutes must stay within the targets)."),
 	CM_CFG_DOUBLE(SL, batch_share, 0.75, 0.0, 1.0,
 		      "Share of each worker's limit that batch work may fill (at least one "
 		      "request); the rest stays free for interactive work."),

@@ -83,6 +83,7 @@ struct gw_settings_slo {
 	int64_t min_limit;
 	int64_t queue_wait_ms;
 	double batch_share;
+	double setpoint;
 };
 
 struct gw_settings_redis {

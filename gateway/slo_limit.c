@@ -67,10 +67,17 @@ void gw_slo_limit_set_ceiling(struct gw_slo_limit *l, uint32_t ceiling)
 		l->limit = l->ceiling;
 }
 
+void gw_slo_limit_itl_at(struct gw_slo_limit *l, int64_t itl_ns, int64_t placed_ns)
+{
+	if (l->itl && itl_ns >= 0 && l->n_itl < l->cfg.window) {
+		l->itl[l->n_itl++] = itl_ns;
+		l->n_itl_now += l->changed_ns == 0 || placed_ns >= l->changed_ns;
+	}
+}
+
 void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns)
 {
-	if (l->itl && itl_ns >= 0 && l->n_itl < l->cfg.window)
-		l->itl[l->n_itl++] = itl_ns;
+	gw_slo_limit_itl_at(l, itl_ns, INT64_MAX);
 }
 
 /* the factor f, lowered to target / measured when that is lower */
@@ -104,7 +111,8 @@ static void decide(struct gw_slo_limit *l, int64_t now_ns)
 		if (l->limit < l->cfg.min_limit)
 			l->limit = l->cfg.min_limit;
 		l->decreases++;
-	} else if (l->saturated && l->limit < l->ceiling) {
+	} else if (l->saturated && l->limit < l->ceiling &&
+		   (l->cfg.itl_p95_ns == 0 || l->n_itl_now > 0)) {
 		l->limit += l->cfg.increase;
 		if (l->limit > l->ceiling)
 			l->limit = l->ceiling;
@@ -113,13 +121,16 @@ static void decide(struct gw_slo_limit *l, int64_t now_ns)
 	l->n = 0;
 	l->saturated = 0;
 	l->n_itl = 0;
+	l->n_itl_now = 0;
 	if (gw_slo_limit_get(l) != before)
 		l->changed_ns = now_ns;
+	if (gw_slo_limit_get(l) < before)
+		l->decreased_ns = now_ns;
 }
 
 int gw_slo_limit_current(const struct gw_slo_limit *l, int64_t placed_ns)
 {
-	return l->changed_ns == 0 || placed_ns >= l->changed_ns;
+	return l->decreased_ns == 0 || placed_ns >= l->decreased_ns;
 }
 
 int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns, int64_t itl_ns,

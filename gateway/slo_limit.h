@@ -50,8 +50,10 @@ struct gw_slo_limit {
 	uint32_t n;            /* samples in the window */
 	int64_t window_start;  /* the window's first observation (ns) */
 	int64_t changed_ns;    /* when the limit last changed (0: never) */
+	int64_t decreased_ns;  /* when it last went down (0: never) */
 	int saturated;         /* the limit was reached during the window */
 	uint32_t n_itl;        /* ITL samples in the window (at most `window`) */
+	uint32_t n_itl_now;    /* of them, from requests placed under the limit in force */
 	uint64_t decisions, decreases, increases;
 	int64_t last_ttft_p95, last_itl_p95;
 };
@@ -80,13 +82,21 @@ int gw_slo_limit_observe(struct gw_slo_limit *l, int64_t now_ns, int64_t ttft_ns
  * the first token (itl_ns -1 above) and this at the end.
  */
 void gw_slo_limit_itl(struct gw_slo_limit *l, int64_t itl_ns);
+/* The same for a request placed at `placed_ns`: only one placed after the
+ * limit last changed is evidence that the limit in force holds its ITL
+ * target, and an increase needs such evidence when an ITL target is set
+ * (TTFT is known within a window, ITL only at a generation's end: without
+ * this, windows of first tokens alone kept raising the limit while the
+ * slow generations it caused had not ended yet). */
+void gw_slo_limit_itl_at(struct gw_slo_limit *l, int64_t itl_ns, int64_t placed_ns);
 
 /*
- * 1 when a request placed at `placed_ns` ran under the limit in force: it
- * was placed after the limit last changed.  The dispatcher feeds only
- * those: a request placed under an older, higher limit still reports the
- * latency of that limit, and counting it again would cut the limit
- * again and again for one overload (the lag of long generations).
+ * 1 when a request placed at `placed_ns` is evidence for the limit in
+ * force: it was placed after the limit last went down.  The dispatcher
+ * feeds only those: a request placed under an older, higher limit still
+ * reports the latency of that limit, and counting it again would cut the
+ * limit again and again for one overload (the lag of long generations);
+ * one placed under a lower limit is optimistic, so its miss is a miss.
  */
 int gw_slo_limit_current(const struct gw_slo_limit *l, int64_t placed_ns);
 

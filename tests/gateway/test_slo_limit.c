@@ -178,9 +178,51 @@ static void test_window_by_time(void **state)
 	gw_slo_limit_deinit(&l);
 }
 
+/* First tokens arrive every window, generations end later: a window whose
+ * ITL samples all come from requests placed before the last increase is no
+ * evidence for the limit in force, so it does not raise it again; a miss
+ * among them (placed under a lower limit: optimistic) still cuts it. */
+static void test_increase_needs_itl_at_the_limit(void **state)
+{
+	struct gw_slo_limit l;
+	struct gw_slo_cfg c = cfg;
+	const int64_t s = 1000000000;
+	uint32_t before;
+
+	(void)state;
+	c.window = 4;
+	c.itl_p95_ns = 100000000;
+	assert_int_equal(gw_slo_limit_init(&l, &c, 64), CM_OK);
+	l.limit = 10;
+	for (int i = 0; i < 3; i++)
+		gw_slo_limit_observe(&l, s + i, 150000000, -1, 1);
+	gw_slo_limit_itl_at(&l, 50000000, s);
+	assert_int_equal(gw_slo_limit_observe(&l, s + 3, 150000000, -1, 1), 1);
+	assert_int_equal(gw_slo_limit_get(&l), 11); /* evidence at 10: + 1 */
+	/* next window: TTFT holds, the only ITL is from a request placed at 10 */
+	for (int i = 0; i < 3; i++)
+		gw_slo_limit_observe(&l, 2 * s + i, 150000000, -1, 1);
+	gw_slo_limit_itl_at(&l, 50000000, s + 1);
+	assert_int_equal(gw_slo_limit_observe(&l, 2 * s + 3, 150000000, -1, 1), 1);
+	assert_int_equal(gw_slo_limit_get(&l), 11); /* no evidence at 11: held */
+	/* a request placed at 10 that missed is a miss at 11 too */
+	assert_true(gw_slo_limit_current(&l, s + 2));
+	for (int i = 0; i < 3; i++)
+		gw_slo_limit_observe(&l, 3 * s + i, 150000000, -1, 1);
+	gw_slo_limit_itl_at(&l, 400000000, s + 2);
+	gw_slo_limit_itl_at(&l, 400000000, s + 2);
+	before = gw_slo_limit_get(&l);
+	assert_int_equal(gw_slo_limit_observe(&l, 3 * s + 3, 150000000, -1, 1), 1);
+	assert_true(gw_slo_limit_get(&l) < before);
+	/* after the cut, requests placed before it no longer count */
+	assert_false(gw_slo_limit_current(&l, 3 * s));
+	gw_slo_limit_deinit(&l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_increase_needs_itl_at_the_limit),
 		cmocka_unit_test(test_converges_to_the_knee),
 		cmocka_unit_test(test_backs_off_and_recovers),
 		cmocka_unit_test(test_unsaturated_and_itl),
