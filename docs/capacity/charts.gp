@@ -8,16 +8,16 @@ set title 'TTFT against concurrent users'
 set xlabel 'concurrent users'
 set ylabel 'ms'
 unset arrow
-set arrow from 8, graph 0 to 8, graph 1 nohead dt 2 lc rgb 'black'
-set label 1 'knee' at 8, graph 0.95 offset 0.5,0
+set arrow from 12, graph 0 to 12, graph 1 nohead dt 2 lc rgb 'black'
+set label 1 'knee' at 12, graph 0.95 offset 0.5,0
 plot 'ramp.dat' using 1:2 with linespoints title 'p50', '' using 1:3 with linespoints title 'p95', '' using 1:4 with linespoints title 'p99', 1500 with lines dt 3 lw 2 title 'p95 target'
 set output 'itl.png'
 set title 'Inter-token latency (per-request mean gap, TPOT) against concurrent users'
 set xlabel 'concurrent users'
 set ylabel 'ms'
 unset arrow
-set arrow from 8, graph 0 to 8, graph 1 nohead dt 2 lc rgb 'black'
-set label 1 'knee' at 8, graph 0.95 offset 0.5,0
+set arrow from 12, graph 0 to 12, graph 1 nohead dt 2 lc rgb 'black'
+set label 1 'knee' at 12, graph 0.95 offset 0.5,0
 plot 'ramp.dat' using 1:5 with linespoints title 'p50', '' using 1:6 with linespoints title 'p95', '' using 1:7 with linespoints title 'p99', 150 with lines dt 3 lw 2 title 'p95 target'
 set output 'throughput.png'
 set title 'Throughput against concurrency'
@@ -33,5 +33,5 @@ set title 'p95 latency against the arrival rate'
 set xlabel 'requests/s (Poisson)'
 set ylabel 'ms'
 unset arrow
-set arrow from 1.30251, graph 0 to 1.30251, graph 1 nohead dt 2
+set arrow from 1.63761, graph 0 to 1.63761, graph 1 nohead dt 2
 plot 'rates.dat' using 1:3 with linespoints title 'TTFT p95', '' using 1:6 with linespoints title 'TPOT p95', 1500 with lines dt 3 title 'TTFT target', 150 with lines dt 4 title 'TPOT target'
