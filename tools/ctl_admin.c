@@ -208,6 +208,19 @@ out:
 	return rc;
 }
 
+int ctl_admin_command_is(int argc, char **argv, const char *a, const char *b)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], a) == 0 || (b && strcmp(argv[i], b) == 0))
+			return 1;
+		if (strcmp(argv[i], "--admin") == 0 || strcmp(argv[i], "--admin-token-file") == 0)
+			i++;
+		else if (strncmp(argv[i], "--", 2) != 0)
+			return 0;
+	}
+	return 0;
+}
+
 int ctl_admin_exit_code(int status)
 {
 	if (status >= 200 && status < 300)

@@ -39,6 +39,10 @@ void ctl_admin_close(struct ctl_admin *a);
 int ctl_admin_call(const struct ctl_admin *a, const char *method, const char *path,
 		   const char *body, size_t max, int *status, json_t **resp);
 
+/* 1 when the first command word of argv (past --admin and
+ * --admin-token-file with their values) is `a` or `b` (b may be NULL). */
+int ctl_admin_command_is(int argc, char **argv, const char *a, const char *b);
+
 /* The exit code of an HTTP status (docs/sluicectl.md). */
 int ctl_admin_exit_code(int status);
 /* Prints "sluicectl: WHAT: HTTP STATUS: MESSAGE" from an error body. */

@@ -51,15 +51,7 @@ void ctl_model_usage(FILE *out)
 
 int ctl_model_handles(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "model") == 0 || strcmp(argv[i], "eval") == 0)
-			return 1;
-		if (strcmp(argv[i], "--admin") == 0 || strcmp(argv[i], "--admin-token-file") == 0)
-			i++;
-		else if (strncmp(argv[i], "--", 2) != 0)
-			return 0;
-	}
-	return 0;
+	return ctl_admin_command_is(argc, argv, "model", "eval");
 }
 
 /* ---- options ------------------------------------------------------------ */

@@ -36,15 +36,7 @@ void ctl_worker_usage(FILE *out)
 
 int ctl_worker_handles(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "worker") == 0)
-			return 1;
-		if (strcmp(argv[i], "--admin") == 0 || strcmp(argv[i], "--admin-token-file") == 0)
-			i++;
-		else if (strncmp(argv[i], "--", 2) != 0)
-			return 0;
-	}
-	return 0;
+	return ctl_admin_command_is(argc, argv, "worker", NULL);
 }
 
 static int name_ok(const char *s)

@@ -90,6 +90,27 @@ static char *ctl(int *rc, const char *fmt, ...)
 	return o;
 }
 
+/* Runs sluicectl: asserts its exit code and, when `needle` is not NULL,
+ * that its output says it. */
+static void ctl_expect(int want_rc, const char *needle, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void ctl_expect(int want_rc, const char *needle, const char *fmt, ...)
+{
+	char args[1024];
+	va_list ap;
+	int rc;
+	char *o;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	o = ctl(&rc, "%s", args);
+	if (rc != want_rc || (needle && !strstr(o, needle)))
+		fail_msg("sluicectl %s: expected exit %d%s%s, found %d: %s", args, want_rc,
+			 needle ? " saying " : "", needle ? needle : "", rc, o);
+	free(o);
+}
+
 static double wmetric(const char *name, int w)
 {
 	char s[128], *body = NULL;
@@ -299,10 +320,7 @@ static void test_eval_gates(void **state)
 	}
 	json_decref(j);
 	/* no eval on w1 yet: promotion refused (409 -> exit 3) */
-	o = ctl(&rc, "model promote tiny --worker w1");
-	assert_int_equal(rc, 3);
-	assert_non_null(strstr(o, "no eval has run"));
-	free(o);
+	ctl_expect(3, "no eval has run", "model promote tiny --worker w1");
 	/* same file, same engine: every case identical */
 	o = ctl(&rc, "eval run --worker w1 --set %s --baseline %s", set_file, base_file);
 	if (rc != 0)
@@ -312,10 +330,8 @@ static void test_eval_gates(void **state)
 	assert_non_null(strstr(o, "PASSED"));
 	free(o);
 	/* another quantisation: divergences reported, the strict gate fails */
-	o = ctl(&rc, "eval run --worker w2 --set %s --baseline %s --json --out %s", set_file,
+	ctl_expect(8, NULL, "eval run --worker w2 --set %s --baseline %s --json --out %s", set_file,
 		base_file, run_out);
-	assert_int_equal(rc, 8);
-	free(o);
 	j = load(run_out);
 	assert_false(json_is_true(json_object_get(json_object_get(j, "summary"), "passed")));
 	assert_true(json_number_value(json_object_get(json_object_get(j, "summary"),
@@ -337,10 +353,7 @@ static void test_eval_gates(void **state)
 	assert_non_null(strstr(o, "baseline: "));
 	assert_non_null(strstr(o, "FAILED: exact match"));
 	free(o);
-	o = ctl(&rc, "model promote tiny --worker w2");
-	assert_int_equal(rc, 3);
-	assert_non_null(strstr(o, "failed its gates"));
-	free(o);
+	ctl_expect(3, "failed its gates", "model promote tiny --worker w2");
 	/* the inventory: roles, digests, evals */
 	w = inventory_worker("w2");
 	assert_string_equal(json_string_value(json_object_get(w, "role")), "staged");
@@ -351,35 +364,22 @@ static void test_eval_gates(void **state)
 	json_decref(w);
 	/* gates loosened by the operator: it passes, and may go out as a canary;
 	 * the canary on another file is a digest mismatch */
-	o = ctl(&rc, "eval run --worker w2 --set %s --baseline %s --gate exact=0 --gate logprob=100",
+	ctl_expect(0, NULL, "eval run --worker w2 --set %s --baseline %s --gate exact=0 --gate logprob=100",
 		set_file, base_file);
-	assert_int_equal(rc, 0);
-	free(o);
-	o = ctl(&rc, "model promote tiny --worker w2 --canary 10");
-	assert_int_equal(rc, 0);
-	free(o);
+	ctl_expect(0, NULL, "model promote tiny --worker w2 --canary 10");
 	o = ctl(&rc, "model list");
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(o, "DIGEST MISMATCH"));
 	assert_non_null(strstr(o, "canary 10%"));
 	free(o);
-	o = ctl(&rc, "model rollback tiny");
-	assert_int_equal(rc, 0);
-	assert_non_null(strstr(o, "rolled back (canary)"));
-	free(o);
+	ctl_expect(0, "rolled back (canary)", "model rollback tiny");
 	w = inventory_worker("w2");
 	assert_string_equal(json_string_value(json_object_get(w, "role")), "staged");
 	json_decref(w);
 	/* bad requests: refused with the admin API's error, nothing changes */
-	o = ctl(&rc, "model promote tiny --worker nosuch");
-	assert_int_equal(rc, 2);
-	free(o);
-	o = ctl(&rc, "model promote tiny --worker w1 --canary 0");
-	assert_int_equal(rc, 5);
-	free(o);
-	o = ctl(&rc, "model rollback tiny");
-	assert_int_equal(rc, 2); /* nothing to roll back to */
-	free(o);
+	ctl_expect(2, NULL, "model promote tiny --worker nosuch");
+	ctl_expect(5, NULL, "model promote tiny --worker w1 --canary 0");
+	ctl_expect(2, NULL, "model rollback tiny");
 }
 
 /* ---- bad requests: the admin API's own error, nothing changes ------------- */
@@ -487,13 +487,10 @@ static uint32_t bucket(int t)
 
 static void test_canary(void **state)
 {
-	int rc, on_canary = 0, w, w2;
-	char *o;
+	int on_canary = 0, w, w2;
 
 	(void)state;
-	o = ctl(&rc, "model promote tiny --worker w1 --canary 25");
-	assert_int_equal(rc, 0);
-	free(o);
+	ctl_expect(0, NULL, "model promote tiny --worker w1 --canary 25");
 	for (int t = 0; t < N_TENANTS; t++) {
 		int want = bucket(t) < 25 ? 1 : 0;
 
@@ -507,9 +504,7 @@ static void test_canary(void **state)
 	}
 	/* about a quarter (binomial, 100 tenants: 10 to 40 is beyond 3.4 sd) */
 	assert_true(on_canary >= 10 && on_canary <= 40);
-	o = ctl(&rc, "model rollback tiny");
-	assert_int_equal(rc, 0);
-	free(o);
+	ctl_expect(0, NULL, "model rollback tiny");
 	for (int t = 0; t < 10; t++) {
 		assert_int_equal(ask(t, &w), 200);
 		assert_int_equal(w, 0);
@@ -574,8 +569,7 @@ static void test_promote_rollback_under_load(void **state)
 {
 	pid_t pids[LOAD_PROCS];
 	double p[NW], staged_before;
-	int rc, st;
-	char *o;
+	int st;
 
 	(void)state;
 	staged_before = wmetric("sluice_worker_requests_placed_total", 2);
@@ -583,15 +577,10 @@ static void test_promote_rollback_under_load(void **state)
 		pids[i] = load_start(i);
 	placed(p);
 	wait_placed_more(0, p[0]); /* the load runs on w0 */
-	o = ctl(&rc, "model promote tiny --worker w1");
-	assert_int_equal(rc, 0);
-	free(o);
+	ctl_expect(0, NULL, "model promote tiny --worker w1");
 	placed(p);
 	wait_placed_more(1, p[1]); /* new placements go to w1 at once */
-	o = ctl(&rc, "model rollback tiny");
-	assert_int_equal(rc, 0);
-	assert_non_null(strstr(o, "rolled back (previous)"));
-	free(o);
+	ctl_expect(0, "rolled back (previous)", "model rollback tiny");
 	placed(p);
 	wait_placed_more(0, p[0]); /* and back to w0 */
 	for (int i = 0; i < LOAD_PROCS; i++)
