@@ -10,17 +10,20 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-/* The models of the ready workers (deduplicated by name). */
+/* The models of the ready workers (deduplicated by name): described by a
+ * serving worker when one is ready (a staged replica may run another
+ * file or build), by a staged one only when no serving one is. */
 static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size_t max,
 			      struct gw_worker_info *wi)
 {
 	size_t n = gw_workers_count(w), k = 0;
 
-	for (size_t i = 0; i < n && k < max; i++) {
+	for (size_t j = 0; j < 2 * n && k < max; j++) {
+		size_t i = j % n;
 		int dup = 0;
 
 		gw_workers_info(w, i, &wi[k]);
-		if (!wi[k].ready)
+		if (!wi[k].ready || wi[k].serving != (j < n))
 			continue;
 		for (size_t x = 0; x < k; x++)
 			dup |= strcmp(m[x].name, wi[k].hello.model_name.ptr) == 0;

@@ -294,6 +294,35 @@ static json_t *inventory_worker(const char *name)
 	return out;
 }
 
+/* /api/show's model_sha256 for "tiny" (static buffer). */
+static const char *shown_sha(void)
+{
+	static char sha[80];
+	char *body = NULL;
+	json_t *j;
+
+	assert_int_equal(h_http(port, "POST", "/api/show", keys[0], "{\"model\": \"tiny\"}", &body,
+				DEADLINE_MS), 200);
+	j = json_loads(body, 0, NULL);
+	assert_non_null(j);
+	snprintf(sha, sizeof(sha), "%s", json_string_value(json_object_get(json_object_get(j, "sluice"),
+									  "model_sha256")) ?: "");
+	json_decref(j);
+	free(body);
+	return sha;
+}
+
+/* A worker's file digest from the inventory (static buffer). */
+static const char *worker_sha(const char *name)
+{
+	static char sha[80];
+	json_t *w = inventory_worker(name);
+
+	snprintf(sha, sizeof(sha), "%s", json_string_value(json_object_get(w, "model_sha256")));
+	json_decref(w);
+	return sha;
+}
+
 static void test_eval_gates(void **state)
 {
 	char run_out[700], *o;
@@ -376,6 +405,12 @@ static void test_eval_gates(void **state)
 	w = inventory_worker("w2");
 	assert_string_equal(json_string_value(json_object_get(w, "role")), "staged");
 	json_decref(w);
+	/* promoted whole, w2 is what /api/show describes (w0, previous, is
+	 * listed first but takes no traffic); rolled back, w0 again */
+	ctl_expect(0, NULL, "model promote tiny --worker w2");
+	assert_string_equal(shown_sha(), worker_sha("w2"));
+	ctl_expect(0, "rolled back (previous)", "model rollback tiny");
+	assert_string_equal(shown_sha(), worker_sha("w0"));
 	/* bad requests: refused with the admin API's error, nothing changes */
 	ctl_expect(2, NULL, "model promote tiny --worker nosuch");
 	ctl_expect(5, NULL, "model promote tiny --worker w1 --canary 0");
