@@ -11,6 +11,7 @@
 
 /* The largest /metrics text (a cap, not an allocation). */
 #define GW_ADMIN_METRICS_MAX (16u * 1024 * 1024)
+#define GW_ADMIN_BODY_MAX (32u * 1024 * 1024) /* an admin request's body */
 
 struct gw_admin_listener {
 	struct gw_server *srv;
@@ -76,6 +77,8 @@ enum cm_status gw_admin_listener_new(struct event_base *base,
 	sc.plain_http = 1;
 	sc.connections = 64;
 	sc.out_bytes = GW_ADMIN_METRICS_MAX;
+	/* an eval request carries its set and a baseline recording */
+	sc.body_bytes = GW_ADMIN_BODY_MAX;
 	st = gw_server_new(base, &sc, al_handle, l, &l->srv, err, err_len);
 	if (st != CM_OK) {
 		cm_free(l);

@@ -484,6 +484,26 @@ static void test_bad_requests(void **state)
 			fail_msg("%s %s: expected %d %s, found %d %s", bad[i].path, bad[i].body,
 				 bad[i].status, bad[i].type, code, type);
 	}
+	/* a baseline of 6 MiB (above the public listener's 4 MiB bodies): taken */
+	{
+		size_t cap = 7u << 20, n = 0;
+		char *big = malloc(cap), *resp = NULL;
+
+		assert_non_null(big);
+		n += (size_t)snprintf(big + n, cap - n, "{\"set\": {\"cases\": [{\"id\": \"a\", "
+				      "\"prompt\": \"x\", \"max_tokens\": 2, \"temperature\": 0}]}, "
+				      "\"gates\": {\"min_exact_match\": 0, \"max_logprob_drop\": 100}, "
+				      "\"baseline\": {\"cases\": [");
+		for (int i = 0; n < (6u << 20); i++)
+			n += (size_t)snprintf(big + n, cap - n, "%s{\"id\": \"pad-%d\", \"tokens\": [1, 2, 3, 4, "
+					      "5, 6, 7, 8], \"text\": \"padding padding padding\"}",
+					      i ? ", " : "", i);
+		snprintf(big + n, cap - n, "]}}");
+		assert_int_equal(h_http(admin_port, "POST", "/admin/workers/w2/eval", ADMIN_TOKEN, big,
+					&resp, DEADLINE_MS), 200);
+		free(resp);
+		free(big);
+	}
 	/* GET on a POST-only path: 405 */
 	assert_int_equal(h_http(admin_port, "GET", "/admin/models/tiny/rollback", ADMIN_TOKEN, NULL,
 				NULL, DEADLINE_MS), 405);
