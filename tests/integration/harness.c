@@ -173,6 +173,15 @@ int h_worker_start_model(struct h_proc *p, const char *name, const char *model,
 	return h_worker_start(p, name, cfg);
 }
 
+int h_signal(struct h_proc *p, int sig)
+{
+	if (p->pid <= 0) {
+		errno = ESRCH;
+		return -1;
+	}
+	return kill(p->pid, sig);
+}
+
 int h_alive(struct h_proc *p)
 {
 	int status;

@@ -46,6 +46,13 @@ int h_stop(struct h_proc *p, int timeout_ms);
 /* 1 when the process is still running. */
 int h_alive(struct h_proc *p);
 /*
+ * kill(p->pid, sig), refused (-1, errno ESRCH) when the process is gone
+ * (pid 0 after h_stop): kill(0, sig) would signal the whole process group,
+ * the other tests ctest runs beside this one included (a SIGCONT there
+ * resumed another test's paused worker).
+ */
+int h_signal(struct h_proc *p, int sig);
+/*
  * Waits up to timeout_ms for a started sluice-gateway's log line
  * "sluice-gateway listening port=N admin_port=M" and reads both ports.
  * 0 when read, -1 when the gateway exited or the time ran out.

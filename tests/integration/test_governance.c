@@ -549,7 +549,7 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 	h_ctl(NULL, 0, "client create conct/app");
 	h_issue_key("conct/app", key, NULL);
 	/* the worker paused: admitted requests stay in flight */
-	assert_int_equal(kill(gvt_worker.pid, SIGSTOP), 0);
+	assert_int_equal(h_signal(&gvt_worker, SIGSTOP), 0);
 	for (int i = 0; i < N_GW; i++) {
 		a[i].port = gvt_port[i];
 		a[i].key = key;
@@ -567,7 +567,7 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 					 "{\"model\":\"tiny\",\"prompt\":\"x\",\"stream\":false}",
 					 NULL, 3000), 429);
 	/* gateway 1 dies holding its lease: recovered within the lease TTL */
-	assert_int_equal(kill(gvt_gw[1].pid, SIGKILL), 0);
+	assert_int_equal(h_signal(&gvt_gw[1], SIGKILL), 0);
 	waitpid(gvt_gw[1].pid, NULL, 0);
 	t_kill = h_now_ms();
 	end = t_kill + 10000;
@@ -591,7 +591,7 @@ static void test_concurrency_across_gateways_and_crash(void **state)
 	fprintf(stderr, "concurrency lease of a SIGKILLed gateway recovered after %lld ms "
 		"(lease TTL 1500 ms)\n", (long long)recovered_ms);
 	assert_true(recovered_ms >= 0 && recovered_ms <= 1500 + 500);
-	assert_int_equal(kill(gvt_worker.pid, SIGCONT), 0);
+	assert_int_equal(h_signal(&gvt_worker, SIGCONT), 0);
 	for (int i = 0; i < N_GW; i++)
 		pthread_join(th[i], NULL);
 	assert_int_equal(a[0].code, 200);
@@ -735,7 +735,7 @@ static void test_redis_slow(void **state)
 	h_issue_key("slowt/app", fresh, NULL);
 	assert_int_equal(gvt_http(gvt_port[0], "GET", "/v1/models", slow, NULL, NULL), 200);
 	assert_int_equal(gvt_http(gvt_port[0], "POST", "/api/generate", slow, gen_body, NULL), 200);
-	assert_int_equal(kill(gvt_redis.pid, SIGSTOP), 0);
+	assert_int_equal(h_signal(&gvt_redis, SIGSTOP), 0);
 	/* the key is cached; its quota admission waits on Redis: 503 at the deadline */
 	t0 = h_now_ms();
 	code = gvt_http(gvt_port[0], "POST", "/api/generate", slow, gen_body, NULL);
@@ -758,7 +758,7 @@ static void test_redis_slow(void **state)
 	       h_now_ms() < end)
 		h_pause_ms(20);
 	assert_int_equal(code, 503);
-	assert_int_equal(kill(gvt_redis.pid, SIGCONT), 0);
+	assert_int_equal(h_signal(&gvt_redis, SIGCONT), 0);
 	end = h_now_ms() + 10000;
 	while ((code = gvt_http(gvt_port[0], "GET", "/readyz", NULL, NULL, NULL)) != 200 &&
 	       h_now_ms() < end)

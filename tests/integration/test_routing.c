@@ -331,7 +331,7 @@ static int teardown(void **state)
 
 	(void)state;
 	for (int w = 0; w < NW; w++)
-		kill(workers[w].pid, SIGCONT);
+		h_signal(&workers[w], SIGCONT);
 	rc = h_stop(&gateway, 10000);
 	for (int w = 0; w < NW; w++)
 		h_stop(&workers[w], 10000);
@@ -404,7 +404,7 @@ static void test_bounded_flood(void **state)
 
 	(void)state;
 	for (int w = 0; w < NW; w++)
-		assert_int_equal(kill(workers[w].pid, SIGSTOP), 0);
+		assert_int_equal(h_signal(&workers[w], SIGSTOP), 0);
 	for (int i = 0; i < 9; i++) {
 		snprintf(name, sizeof(name), "flood%d", i);
 		snprintf(tail, sizeof(tail), "flood %d?", i);
@@ -420,7 +420,7 @@ static void test_bounded_flood(void **state)
 	/* the hot prefix's worker is not pushed past ceil(c x mean) */
 	assert_true(max <= __builtin_ceil(LOAD_FACTOR * sum / NW));
 	for (int w = 0; w < NW; w++)
-		assert_int_equal(kill(workers[w].pid, SIGCONT), 0);
+		assert_int_equal(h_signal(&workers[w], SIGCONT), 0);
 	for (int i = 0; i < 9; i++)
 		assert_int_equal(bg_wait_ok(&g[i]), 0);
 }
@@ -436,7 +436,7 @@ static void test_drain(void **state)
 
 	(void)state;
 	assert_true(home >= 0);
-	assert_int_equal(kill(workers[home].pid, SIGSTOP), 0);
+	assert_int_equal(h_signal(&workers[home], SIGSTOP), 0);
 	bg_start(&g, "drain_inflight", key_a, "before the drain?");
 	wait_inflight_sum(1, inflight);
 	assert_int_equal((int)inflight[home], 1);
@@ -478,7 +478,7 @@ static void test_drain(void **state)
 		assert_int_equal(generate(key_a, "while draining?", NULL), 200);
 	placed(after);
 	assert_true(after[home] == before[home]);
-	assert_int_equal(kill(workers[home].pid, SIGCONT), 0);
+	assert_int_equal(h_signal(&workers[home], SIGCONT), 0);
 	assert_int_equal(bg_wait_ok(&g), 0);
 }
 
@@ -512,13 +512,13 @@ static void test_kill_streaming(void **state)
 		}
 		assert_true(streamed);
 		for (int w = 0; w < NW; w++)
-			assert_int_equal(kill(workers[w].pid, SIGSTOP), 0);
+			assert_int_equal(h_signal(&workers[w], SIGSTOP), 0);
 		out = h_read_file(s.out, &len);
 		if (out && strstr(out, "\"done\":true")) {
 			/* it finished before the pause: try again */
 			free(out);
 			for (int w = 0; w < NW; w++)
-				kill(workers[w].pid, SIGCONT);
+				h_signal(&workers[w], SIGCONT);
 			assert_int_equal(bg_wait_ok(&s), 0);
 			continue;
 		}
@@ -536,10 +536,10 @@ static void test_kill_streaming(void **state)
 		bg_start(&wait[i], name, key_a, tail);
 	}
 	wait_inflight_sum(3, inflight);
-	assert_int_equal(kill(workers[victim].pid, SIGKILL), 0);
+	assert_int_equal(h_signal(&workers[victim], SIGKILL), 0);
 	h_stop(&workers[victim], 5000);
 	for (int w = 0; w < NW; w++)
-		kill(workers[w].pid, SIGCONT);
+		h_signal(&workers[w], SIGCONT);
 	/* the streaming one: HTTP 200 (headers were sent), an error line, no done */
 	{
 		int64_t end = h_now_ms() + DEADLINE_MS;
@@ -574,10 +574,10 @@ static void test_kill_restart(void **state)
 	assert_true(home >= 0);
 	/* the drained worker comes back through a restart: kill it while
 	 * requests wait on it (paused: none has streamed), restart it */
-	assert_int_equal(kill(workers[home].pid, SIGSTOP), 0);
+	assert_int_equal(h_signal(&workers[home], SIGSTOP), 0);
 	for (int w = 0; w < NW; w++)
 		if (w != home)
-			assert_int_equal(kill(workers[w].pid, SIGSTOP), 0);
+			assert_int_equal(h_signal(&workers[w], SIGSTOP), 0);
 	for (int i = 0; i < 3; i++) {
 		snprintf(name, sizeof(name), "kill%d", i);
 		snprintf(tail, sizeof(tail), "kill %d?", i);
@@ -594,10 +594,10 @@ static void test_kill_restart(void **state)
 			if (inflight[w] > 0 && victim < 0)
 				victim = w;
 		assert_true(victim >= 0);
-		assert_int_equal(kill(workers[victim].pid, SIGKILL), 0);
+		assert_int_equal(h_signal(&workers[victim], SIGKILL), 0);
 		h_stop(&workers[victim], 5000);
 		for (int w = 0; w < NW; w++)
-			kill(workers[w].pid, SIGCONT);
+			h_signal(&workers[w], SIGCONT);
 		for (int i = 0; i < 3; i++)
 			assert_int_equal(bg_wait_ok(&g[i]), 0);
 		snprintf(wname, sizeof(wname), "w%d", victim);
@@ -605,7 +605,7 @@ static void test_kill_restart(void **state)
 		wait_worker_ready(victim);
 	}
 	/* restart the drained home worker too: its HELLO re-admits it */
-	assert_int_equal(kill(workers[home].pid, SIGKILL), 0);
+	assert_int_equal(h_signal(&workers[home], SIGKILL), 0);
 	h_stop(&workers[home], 5000);
 	snprintf(wname, sizeof(wname), "w%d", home);
 	assert_int_equal(h_worker_start(&workers[home], wname, wcfg[home]), 0);

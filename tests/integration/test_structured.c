@@ -579,12 +579,12 @@ static void test_choices_client_gone(void **state)
 	/* choice 0 has its first token: the others were sent */
 	pid = gwt_stream_begun("/v1/completions", NULL, cmd, &fd, NULL, 0, NULL);
 	/* the worker paused: what ends the choices must be the CANCELs */
-	assert_int_equal(kill(gwt_worker.pid, SIGSTOP), 0);
+	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	kill(pid, SIGKILL);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	close(fd);
 	assert_int_equal(gwt_wait_metric(series, gone + 1, 1), 0);
-	assert_int_equal(kill(gwt_worker.pid, SIGCONT), 0);
+	assert_int_equal(h_signal(&gwt_worker, SIGCONT), 0);
 	assert_int_equal(gwt_wait_log_count(gwt_worker.log, needle, before + 3), 0);
 	assert_int_equal(gwt_wait_metric("sluice_worker_kv_blocks_used{worker=\"w0\"}", 0, 0), 0);
 	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 0, 0), 0);

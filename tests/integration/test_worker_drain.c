@@ -64,11 +64,11 @@ static void test_sigterm_drains(void **state)
 	 * (the first generation cannot end meanwhile): when it resumes, the
 	 * request is read after the signal and refused; the running one still
 	 * finishes in full */
-	assert_int_equal(kill(w.pid, SIGSTOP), 0);
-	kill(w.pid, SIGTERM);
+	assert_int_equal(h_signal(&w, SIGSTOP), 0);
+	h_signal(&w, SIGTERM);
 	pc_submit_init(&m, &sb, 8001, DRAIN_PROMPT, 4, 1);
 	assert_int_equal(pc_send(c, &m), 0);
-	assert_int_equal(kill(w.pid, SIGCONT), 0);
+	assert_int_equal(h_signal(&w, SIGCONT), 0);
 	while (!done || !refused) {
 		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
 		if (ev.type == PROTO_TOKEN && ev.request_id == 8000)
@@ -139,7 +139,7 @@ static void test_drain_flushes_slow_reader(void **state)
 		assert_true(h_now_ms() < end);
 		h_pause_ms(10);
 	}
-	assert_int_equal(kill(w.pid, SIGTERM), 0);
+	assert_int_equal(h_signal(&w, SIGTERM), 0);
 	while (done < 6) {
 		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
 		if (ev.request_id < 8200 || ev.request_id >= 8206)
@@ -182,11 +182,11 @@ static void test_sigterm_idle_answers_pending(void **state)
 	assert_non_null(c);
 	assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
 	assert_int_equal(ev.type, PROTO_HELLO);
-	assert_int_equal(kill(w.pid, SIGSTOP), 0);
-	kill(w.pid, SIGTERM);
+	assert_int_equal(h_signal(&w, SIGSTOP), 0);
+	h_signal(&w, SIGTERM);
 	pc_submit_init(&m, &sb, 8100, DRAIN_PROMPT, 4, 1);
 	assert_int_equal(pc_send(c, &m), 0);
-	assert_int_equal(kill(w.pid, SIGCONT), 0);
+	assert_int_equal(h_signal(&w, SIGCONT), 0);
 	do
 		assert_int_equal(pc_next(c, &ev, TIMEOUT_MS), 1);
 	while (ev.type == PROTO_STATS);
