@@ -19,15 +19,7 @@
 
 #include "common/alloc.h"
 #include "common/crypto.h"
-
-enum {
-	ADM_EXIT_USAGE = 1,
-	ADM_EXIT_NOTFOUND = 2,
-	ADM_EXIT_CONFLICT = 3,
-	ADM_EXIT_UNAVAILABLE = 4,
-	ADM_EXIT_INVALID = 5,
-	ADM_EXIT_REFUSED = 7,
-};
+#include "tools/ctl_internal.h"
 
 /* Reads the token: last field of the first non-comment line. */
 static int read_token(const char *path, char tok[CTL_ADMIN_TOKEN_MAX + 1])
@@ -77,7 +69,7 @@ int ctl_admin_open(struct ctl_admin *a, int *argc, char **argv)
 		if (strcmp(argv[i], "--admin") == 0 || strcmp(argv[i], "--admin-token-file") == 0) {
 			if (i + 1 >= *argc) {
 				fprintf(stderr, "sluicectl: %s expects a value\n", argv[i]);
-				return ADM_EXIT_USAGE;
+				return CTL_EXIT_USAGE;
 			}
 			if (strcmp(argv[i], "--admin") == 0)
 				a->addr = argv[++i];
@@ -91,9 +83,9 @@ int ctl_admin_open(struct ctl_admin *a, int *argc, char **argv)
 	if (!tok_file || !*tok_file) {
 		fprintf(stderr, "sluicectl: this command needs --admin-token-file "
 			"(or $SLUICE_ADMIN_TOKEN_FILE)\n");
-		return ADM_EXIT_USAGE;
+		return CTL_EXIT_USAGE;
 	}
-	return read_token(tok_file, a->token) == 0 ? 0 : ADM_EXIT_INVALID;
+	return read_token(tok_file, a->token) == 0 ? 0 : CTL_EXIT_INVALID;
 }
 
 void ctl_admin_close(struct ctl_admin *a)
@@ -224,16 +216,16 @@ int ctl_admin_command_is(int argc, char **argv, const char *a, const char *b)
 int ctl_admin_exit_code(int status)
 {
 	if (status >= 200 && status < 300)
-		return 0;
+		return CTL_EXIT_OK;
 	if (status == 404)
-		return ADM_EXIT_NOTFOUND;
+		return CTL_EXIT_NOTFOUND;
 	if (status == 409)
-		return ADM_EXIT_CONFLICT;
+		return CTL_EXIT_CONFLICT;
 	if (status == 401 || status == 403)
-		return ADM_EXIT_REFUSED;
+		return CTL_EXIT_REFUSED;
 	if (status == 400)
-		return ADM_EXIT_INVALID;
-	return ADM_EXIT_UNAVAILABLE;
+		return CTL_EXIT_INVALID;
+	return CTL_EXIT_UNAVAILABLE;
 }
 
 void ctl_admin_print_error(const char *what, int status, const json_t *resp)

@@ -3,8 +3,9 @@
  *
  * sluicectl's governance commands talk to Redis synchronously (hiredis) with
  * the data model of docs/data-model.md.  Exit codes (docs/sluicectl.md):
- * 0 ok, 1 usage, 2 not found, 3 conflict, 4 Redis unavailable, 5 invalid
- * value, 6 audit chain broken (`audit verify`).  Every mutating command
+ * 0 ok, 1 usage, 2 not found, 3 conflict, 4 Redis (or the gateway's admin
+ * API) unavailable, 5 invalid value, 6 audit chain broken (`audit verify`),
+ * 7 the admin API refused the token, 8 an eval run missed its gates.  Every mutating command
  * appends an audit record (gateway/gov/audit.h) after its write.  Commands print readable tables, or JSON with --json.  Messages go
  * to stderr and name what was expected and what was found; a key's secret
  * is printed once, by `key issue`, and nowhere else.
@@ -33,6 +34,9 @@ enum ctl_exit {
 	CTL_EXIT_REDIS = 4,
 	CTL_EXIT_INVALID = 5,
 	CTL_EXIT_AUDIT_BROKEN = 6,
+	CTL_EXIT_REFUSED = 7,      /* the admin API refused the token (401/403) */
+	CTL_EXIT_GATE = 8,         /* `eval run`: the run missed its gates */
+	CTL_EXIT_UNAVAILABLE = CTL_EXIT_REDIS, /* the gateway's admin API: unreachable or 5xx */
 };
 
 #define CTL_NAME_MAX 63

@@ -20,17 +20,11 @@
 #include <unistd.h>
 
 #include "tools/ctl_admin.h"
+#include "tools/ctl_internal.h"
 
 #define CTL_MODEL_RESPONSE_MAX (256u << 20)
 #define CTL_MODEL_SET_MAX (64u << 20)
 #define CTL_EVAL_TIMEOUT_S 3600
-
-enum {
-	MD_EXIT_OK = 0,
-	MD_EXIT_USAGE = 1,
-	MD_EXIT_INVALID = 5,
-	MD_EXIT_GATE = 8,
-};
 
 void ctl_model_usage(FILE *out)
 {
@@ -116,7 +110,7 @@ static int parse_opts(int argc, char **argv, struct md_opts *o)
 			dst = &o->out;
 		if ((dst || !strcmp(a, "--canary") || !strcmp(a, "--gate")) && i + 1 >= argc) {
 			fprintf(stderr, "sluicectl: %s expects a value\n", a);
-			return MD_EXIT_USAGE;
+			return CTL_EXIT_USAGE;
 		}
 		if (dst) {
 			*dst = argv[++i];
@@ -127,22 +121,22 @@ static int parse_opts(int argc, char **argv, struct md_opts *o)
 			if (*end || o->canary < 1 || o->canary > 100) {
 				fprintf(stderr, "sluicectl: --canary: expected a percentage from 1 to 100, "
 					"found \"%s\"\n", argv[i]);
-				return MD_EXIT_INVALID;
+				return CTL_EXIT_INVALID;
 			}
 		} else if (!strcmp(a, "--gate")) {
 			if (gate_opt(o, argv[++i]) != 0) {
 				fprintf(stderr, "sluicectl: --gate: expected exact=F, checks=F or "
 					"logprob=NATS, found \"%s\"\n", argv[i]);
-				return MD_EXIT_INVALID;
+				return CTL_EXIT_INVALID;
 			}
 		} else if (strncmp(a, "--", 2) == 0 || o->npos == 3) {
 			fprintf(stderr, "sluicectl: unexpected argument \"%s\"\n", a);
-			return MD_EXIT_USAGE;
+			return CTL_EXIT_USAGE;
 		} else {
 			o->pos[o->npos++] = a;
 		}
 	}
-	return 0;
+	return CTL_EXIT_OK;
 }
 
 /* ---- files ---------------------------------------------------------------- */
@@ -223,7 +217,7 @@ static int model_list(const struct ctl_admin *adm, const struct md_opts *o)
 
 	if (ctl_admin_call(adm, "GET", "/admin/models", NULL, CTL_MODEL_RESPONSE_MAX, &status,
 			   &resp) != 0)
-		return 4;
+		return CTL_EXIT_UNAVAILABLE;
 	rc = ctl_admin_exit_code(status);
 	if (rc != 0) {
 		ctl_admin_print_error("model list", status, resp);
@@ -256,13 +250,13 @@ static int model_change(const struct ctl_admin *adm, const struct md_opts *o, in
 	if (o->npos != 3 || (promote && !o->worker)) {
 		fprintf(stderr, "sluicectl: expected \"model %s NAME%s\"\n",
 			promote ? "promote" : "rollback", promote ? " --worker W [--canary PCT]" : "");
-		return MD_EXIT_USAGE;
+		return CTL_EXIT_USAGE;
 	}
 	if (strlen(o->pos[2]) > 128 || strchr(o->pos[2], '/') || strchr(o->pos[2], '?') ||
 	    (o->worker && (strlen(o->worker) > 64 || strchr(o->worker, '"') ||
 			   strchr(o->worker, '\\')))) {
 		fprintf(stderr, "sluicectl: model or worker name: expected [A-Za-z0-9_.:-]\n");
-		return MD_EXIT_INVALID;
+		return CTL_EXIT_INVALID;
 	}
 	snprintf(path, sizeof(path), "/admin/models/%s/%s", o->pos[2],
 		 promote ? "promote" : "rollback");
@@ -270,7 +264,7 @@ static int model_change(const struct ctl_admin *adm, const struct md_opts *o, in
 		 o->worker ? o->worker : "", o->canary);
 	if (ctl_admin_call(adm, "POST", path, promote ? body : NULL, CTL_MODEL_RESPONSE_MAX,
 			   &status, &resp) != 0)
-		return 4;
+		return CTL_EXIT_UNAVAILABLE;
 	rc = ctl_admin_exit_code(status);
 	if (rc != 0)
 		ctl_admin_print_error(promote ? "model promote" : "model rollback", status, resp);
@@ -381,14 +375,14 @@ static int eval_cmd(struct ctl_admin *adm, const struct md_opts *o, int record)
 {
 	char worker[80], path[200], *body = NULL;
 	json_t *set = NULL, *base = NULL, *req = NULL, *resp = NULL, *gates = NULL;
-	int status, rc = MD_EXIT_USAGE;
+	int status, rc = CTL_EXIT_USAGE;
 
 	if (o->npos != 2 || !o->set || (record ? !o->model || !o->out : !o->worker || !o->baseline)) {
 		fprintf(stderr, "sluicectl: expected \"eval record --model NAME --set FILE --out "
 			"FILE\" or \"eval run --worker W --set FILE --baseline FILE\"\n");
-		return MD_EXIT_USAGE;
+		return CTL_EXIT_USAGE;
 	}
-	rc = MD_EXIT_INVALID;
+	rc = CTL_EXIT_INVALID;
 	if (!(set = load_json(o->set, "--set")) ||
 	    (o->baseline && !(base = load_json(o->baseline, "--baseline"))))
 		goto out;
@@ -401,7 +395,7 @@ static int eval_cmd(struct ctl_admin *adm, const struct md_opts *o, int record)
 	if (o->worker)
 		snprintf(worker, sizeof(worker), "%s", o->worker);
 	else if (pick_worker(adm, o->model, worker) != 0) {
-		rc = 2;
+		rc = CTL_EXIT_NOTFOUND;
 		goto out;
 	}
 	if (strchr(worker, '/') || strchr(worker, '?') || strlen(worker) > 64)
@@ -416,7 +410,7 @@ static int eval_cmd(struct ctl_admin *adm, const struct md_opts *o, int record)
 	adm->timeout_s = CTL_EVAL_TIMEOUT_S;
 	if (!body || ctl_admin_call(adm, "POST", path, body, CTL_MODEL_RESPONSE_MAX, &status,
 				    &resp) != 0) {
-		rc = 4;
+		rc = CTL_EXIT_UNAVAILABLE;
 		goto out;
 	}
 	rc = ctl_admin_exit_code(status);
@@ -425,7 +419,7 @@ static int eval_cmd(struct ctl_admin *adm, const struct md_opts *o, int record)
 		goto out;
 	}
 	if (o->out && write_private(o->out, resp) != 0) {
-		rc = 4;
+		rc = CTL_EXIT_UNAVAILABLE;
 		goto out;
 	}
 	if (o->json) {
@@ -435,7 +429,7 @@ static int eval_cmd(struct ctl_admin *adm, const struct md_opts *o, int record)
 		print_report(resp);
 	}
 	if (!record && !json_is_true(json_object_get(json_object_get(resp, "summary"), "passed")))
-		rc = MD_EXIT_GATE;
+		rc = CTL_EXIT_GATE;
 out:
 	free(body);
 	json_decref(set);
@@ -460,7 +454,7 @@ int ctl_model_main(int argc, char **argv)
 	rc = parse_opts(argc, argv, &o);
 	if (rc != 0)
 		goto out;
-	rc = MD_EXIT_USAGE;
+	rc = CTL_EXIT_USAGE;
 	if (o.npos >= 2 && !strcmp(o.pos[0], "model") && !strcmp(o.pos[1], "list") && o.npos == 2)
 		rc = model_list(&adm, &o);
 	else if (o.npos >= 2 && !strcmp(o.pos[0], "model") && !strcmp(o.pos[1], "promote"))

@@ -13,16 +13,10 @@
 #include <string.h>
 
 #include "tools/ctl_admin.h"
+#include "tools/ctl_internal.h"
 
 #define CTL_WK_RESPONSE_MAX (64 * 1024)
 #define CTL_WK_NAME_MAX 64
-
-enum {
-	WK_EXIT_OK = 0,
-	WK_EXIT_USAGE = 1,
-	WK_EXIT_UNAVAILABLE = 4,
-	WK_EXIT_INVALID = 5,
-};
 
 void ctl_worker_usage(FILE *out)
 {
@@ -67,7 +61,7 @@ int ctl_worker_main(int argc, char **argv)
 	rc = ctl_admin_open(&adm, &argc, argv);
 	if (rc != 0)
 		return rc;
-	rc = WK_EXIT_USAGE;
+	rc = CTL_EXIT_USAGE;
 	if (argc != 3 || strcmp(argv[0], "worker") != 0 || strcmp(argv[1], "drain") != 0) {
 		fprintf(stderr, "sluicectl: expected \"worker drain NAME\"\n");
 		ctl_worker_usage(stderr);
@@ -76,16 +70,16 @@ int ctl_worker_main(int argc, char **argv)
 	if (!name_ok(argv[2])) {
 		fprintf(stderr, "sluicectl: worker name: expected 1 to %d characters of "
 			"[A-Za-z0-9_.-]\n", CTL_WK_NAME_MAX);
-		rc = WK_EXIT_INVALID;
+		rc = CTL_EXIT_INVALID;
 		goto out;
 	}
 	snprintf(path, sizeof(path), "/admin/workers/%s/drain", argv[2]);
 	if (ctl_admin_call(&adm, "POST", path, NULL, CTL_WK_RESPONSE_MAX, &status, &resp) != 0) {
-		rc = WK_EXIT_UNAVAILABLE;
+		rc = CTL_EXIT_UNAVAILABLE;
 		goto out;
 	}
 	rc = ctl_admin_exit_code(status);
-	if (rc == WK_EXIT_OK)
+	if (rc == CTL_EXIT_OK)
 		printf("worker %s: draining (no new placements; in-flight requests finish)\n",
 		       argv[2]);
 	else
