@@ -565,8 +565,8 @@ static void answer_models(struct gw_job *j)
 		len = strlen((const char *)body);
 	}
 	cm_buf_init(&b, 1024 * 1024);
-	st = gw_api_answer_models(d->dep.workers, j->route, body, len, &d->cfg.limits,
-				  gw_request_arena(j->req), &b, &e);
+	st = gw_api_answer_models(d->dep.workers, d->dep.rollout, j->route, body, len,
+				  &d->cfg.limits, gw_request_arena(j->req), &b, &e);
 	if (st == CM_OK) {
 		gw_respond_buf(gw_job_take_req(j), 200, &b);
 		gw_job_end(j, 200, "ok");

@@ -26,13 +26,6 @@ struct gw_rollout {
 	size_t n;
 };
 
-/* Tells the worker table which workers take client traffic. */
-static void sync_roles(struct gw_rollout *ro)
-{
-	for (size_t i = 0; i < ro->n; i++)
-		gw_workers_set_serving(ro->ws, i, ro->w[i].role == GW_ROLE_SERVING ||
-				       ro->w[i].role == GW_ROLE_CANARY);
-}
 
 enum cm_status gw_rollout_new(struct gw_workers *ws, const uint8_t *staged,
 			      struct gw_rollout **out)
@@ -52,7 +45,6 @@ enum cm_status gw_rollout_new(struct gw_workers *ws, const uint8_t *staged,
 	}
 	for (size_t i = 0; i < n; i++)
 		ro->w[i].role = staged && staged[i] ? GW_ROLE_STAGED : GW_ROLE_SERVING;
-	sync_roles(ro);
 	*out = ro;
 	return CM_OK;
 }
@@ -121,6 +113,12 @@ void gw_rollout_canary(const struct gw_rollout *ro, const char *model, size_t le
 		if (wi.ready)
 			*canary_ready = 1;
 	}
+}
+
+int gw_rollout_takes_traffic(const struct gw_rollout *ro, size_t i)
+{
+	return !ro || i >= ro->n || ro->w[i].role == GW_ROLE_SERVING ||
+	       ro->w[i].role == GW_ROLE_CANARY;
 }
 
 int gw_rollout_admits(const struct gw_rollout *ro, size_t i, int canary)
@@ -222,8 +220,7 @@ enum cm_status gw_rollout_promote(struct gw_rollout *ro, const char *model,
 	if (pct < 100) {
 		ro->w[t].role = GW_ROLE_CANARY;
 		ro->w[t].pct = pct;
-		sync_roles(ro);
-		return CM_OK;
+			return CM_OK;
 	}
 	for (size_t i = 0; i < ro->n; i++) {
 		if ((long)i == t || !serves(ro, i, model, len, &wi))
@@ -237,7 +234,6 @@ enum cm_status gw_rollout_promote(struct gw_rollout *ro, const char *model,
 	}
 	ro->w[t].role = GW_ROLE_SERVING;
 	ro->w[t].pct = 0;
-	sync_roles(ro);
 	return CM_OK;
 }
 
@@ -272,7 +268,6 @@ enum cm_status gw_rollout_rollback(struct gw_rollout *ro, const char *model,
 		}
 	}
 	*what = canaries ? "canary" : "previous";
-	sync_roles(ro);
 	return CM_OK;
 }
 

@@ -97,6 +97,11 @@ void gw_rollout_canary(const struct gw_rollout *ro, const char *model, size_t le
  * (`canary` 1) or the stable side (0). */
 int gw_rollout_admits(const struct gw_rollout *ro, size_t i, int canary);
 
+/* 1 when worker i's role takes client traffic (serving or canary); 1 for
+ * every worker when ro is NULL.  The model listings describe a model by
+ * such a worker (a staged replica may run another file or build). */
+int gw_rollout_takes_traffic(const struct gw_rollout *ro, size_t i);
+
 /* Index of the worker named `name`, -1 when none is configured. */
 long gw_rollout_find(const struct gw_rollout *ro, const char *name);
 

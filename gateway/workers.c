@@ -66,7 +66,6 @@ struct gw_wconn {
 	uint32_t slo_limit;       /* gateway.slo: the adaptive limit (0: none) */
 	struct cm_buf out;
 	int drained;            /* operator drain: no new placements */
-	int staged;             /* its role takes no client traffic (gateway/rollout.c) */
 	uint64_t placed, prompt_tokens, cached_tokens;
 };
 
@@ -664,13 +663,6 @@ void gw_workers_info(const struct gw_workers *ws, size_t i,
 	o->placed = c->placed;
 	o->prompt_tokens = c->prompt_tokens;
 	o->cached_tokens = c->cached_tokens;
-	o->serving = !c->staged;
-}
-
-void gw_workers_set_serving(struct gw_workers *ws, size_t i, int serving)
-{
-	if (i < ws->n)
-		ws->w[i].staged = !serving;
 }
 
 enum cm_status gw_workers_drain(struct gw_workers *ws, const char *name)

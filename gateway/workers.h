@@ -89,7 +89,6 @@ struct gw_worker_info {
 	uint64_t placed;               /* SUBMITs accepted, since start */
 	uint64_t prompt_tokens;        /* from DONE, since start */
 	uint64_t cached_tokens;        /* DONE cached_tokens (prefix hits) */
-	int serving;                   /* its role takes client traffic (gateway/rollout.c) */
 };
 
 /* Called when capacity may have appeared (slot freed, worker became ready). */
@@ -108,9 +107,6 @@ void gw_workers_set_capacity_cb(struct gw_workers *ws, gw_workers_capacity_fn fn
 size_t gw_workers_count(const struct gw_workers *ws);
 void gw_workers_info(const struct gw_workers *ws, size_t i,
 		     struct gw_worker_info *out);
-/* Whether worker i's role takes client traffic (gateway/rollout.c keeps
- * it; the model listings describe a serving worker first).  Default 1. */
-void gw_workers_set_serving(struct gw_workers *ws, size_t i, int serving);
 /* Worker i's SLO limit (gateway/dispatch_slo.c): its cap becomes
  * min(static cap, limit); 0 removes it. */
 void gw_workers_set_limit(struct gw_workers *ws, size_t i, uint32_t limit);

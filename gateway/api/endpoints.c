@@ -13,8 +13,8 @@
 /* The models of the ready workers (deduplicated by name): described by a
  * serving worker when one is ready (a staged replica may run another
  * file or build), by a staged one only when no serving one is. */
-static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size_t max,
-			      struct gw_worker_info *wi)
+static size_t ep_ready_models(struct gw_workers *w, const struct gw_rollout *ro,
+			      struct gw_api_model *m, size_t max, struct gw_worker_info *wi)
 {
 	size_t n = gw_workers_count(w), k = 0;
 
@@ -23,7 +23,7 @@ static size_t ep_ready_models(struct gw_workers *w, struct gw_api_model *m, size
 		int dup = 0;
 
 		gw_workers_info(w, i, &wi[k]);
-		if (!wi[k].ready || wi[k].serving != (j < n))
+		if (!wi[k].ready || gw_rollout_takes_traffic(ro, i) != (j < n))
 			continue;
 		for (size_t x = 0; x < k; x++)
 			dup |= strcmp(m[x].name, wi[k].hello.model_name.ptr) == 0;
@@ -63,14 +63,15 @@ size_t gw_api_model_resolve(const struct gw_workers *w, const char *name, size_t
 	return len;
 }
 
-enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
+enum cm_status gw_api_answer_models(struct gw_workers *w, const struct gw_rollout *ro,
+				    enum gw_path path,
 				    const void *body, size_t len,
 				    const struct gw_api_limits *lim, struct cm_arena *a,
 				    struct cm_buf *out, struct gw_api_error *e)
 {
 	struct gw_api_model m[GW_API_MODELS_MAX];
 	struct gw_worker_info wi[GW_API_MODELS_MAX];
-	size_t n = ep_ready_models(w, m, GW_API_MODELS_MAX, wi), i;
+	size_t n = ep_ready_models(w, ro, m, GW_API_MODELS_MAX, wi), i;
 	struct proto_str want;
 	enum cm_status st;
 

@@ -16,6 +16,7 @@
 #include "gateway/api/api.h"
 #include "gateway/http/paths.h"
 #include "gateway/http/server.h"
+#include "gateway/rollout.h"
 #include "gateway/workers.h"
 
 /* Models listed: the first GW_API_MODELS_MAX ready workers' models. */
@@ -32,11 +33,14 @@ size_t gw_api_model_resolve(const struct gw_workers *w, const char *name, size_t
  * The body of GET /api/tags, /api/ps, /v1/models, GET /v1/models/{id}
  * (`body` is the id), or POST /api/show (`body` is the request body,
  * parsed with `lim` into arena `a`), from the ready workers' models,
- * deduplicated by name; a name is resolved by gw_api_model_resolve().  CM_OK: *out holds it.
+ * deduplicated by name and described by a worker that takes client
+ * traffic when one is ready (ro NULL: any); a name is resolved by
+ * gw_api_model_resolve().  CM_OK: *out holds it.
  * CM_EINVAL (bad show body) or CM_ENOTFOUND (unknown model): *e filled.
  * CM_ENOMEM: *out over its cap.
  */
-enum cm_status gw_api_answer_models(struct gw_workers *w, enum gw_path path,
+enum cm_status gw_api_answer_models(struct gw_workers *w, const struct gw_rollout *ro,
+				    enum gw_path path,
 				    const void *body, size_t len,
 				    const struct gw_api_limits *lim, struct cm_arena *a,
 				    struct cm_buf *out, struct gw_api_error *e) CM_WUR;
