@@ -144,15 +144,13 @@ long gw_rollout_find(const struct gw_rollout *ro, const char *name)
 static void stamp(const struct gw_rollout *ro, size_t i, struct gw_eval_verdict *v)
 {
 	struct gw_worker_info wi;
-	size_t n;
 
 	gw_workers_info(ro->ws, i, &wi);
 	v->conn_gen = wi.reconnects;
 	memcpy(v->model_sha256, wi.hello.model_sha256, sizeof(v->model_sha256));
-	n = wi.hello.engine_version.len < sizeof(v->engine_version) - 1
-		    ? wi.hello.engine_version.len : sizeof(v->engine_version) - 1;
-	memcpy(v->engine_version, wi.hello_ok ? wi.hello.engine_version.ptr : "", wi.hello_ok ? n : 0);
-	v->engine_version[wi.hello_ok ? n : 0] = '\0';
+	snprintf(v->engine_version, sizeof(v->engine_version), "%.*s",
+		 wi.hello_ok ? (int)wi.hello.engine_version.len : 0,
+		 wi.hello_ok ? wi.hello.engine_version.ptr : "");
 }
 
 void gw_rollout_set_verdict(struct gw_rollout *ro, size_t i, struct gw_eval_verdict *v)

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
+
 static const char *const sv_refused[] = {
 	"if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas",
 	"contains", "patternProperties", "propertyNames", "unevaluatedProperties",
@@ -195,11 +197,11 @@ static int sv_number(const json_t *s, const json_t *doc, char *err, size_t len)
 int gw_eval_regcomp(void *re, const char *pat)
 {
 	size_t n = strlen(pat), k = 0;
-	char *out = malloc(n * 14 + 1);
+	char *out = cm_malloc(n * 14 + 1);
 	int in_br = 0, br_dash = 0, rc = -1;
 
 	if (!out || n > GW_EVAL_PATTERN_MAX) {
-		free(out);
+		cm_free(out);
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -257,7 +259,7 @@ int gw_eval_regcomp(void *re, const char *pat)
 	out[k] = '\0';
 	rc = regcomp((regex_t *)re, out, REG_EXTENDED | REG_NOSUB) == 0 ? 0 : -1;
 out:
-	free(out);
+	cm_free(out);
 	return rc;
 }
 

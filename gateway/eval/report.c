@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
+
 const json_t *gw_eval_baseline_case(const json_t *baseline, const char *id)
 {
 	size_t i;
@@ -174,7 +176,8 @@ json_t *gw_eval_summarise(const json_t *results, int have_baseline,
 			  const struct gw_eval_gates *g, struct gw_eval_verdict *v)
 {
 	size_t n = json_array_size(results), i;
-	double *lat = calloc(n ? n : 1, sizeof(double)), *ttft = calloc(n ? n : 1, sizeof(double));
+	double *lat = cm_calloc(n ? n : 1, sizeof(double));
+	double *ttft = cm_calloc(n ? n : 1, sizeof(double));
 	struct tally t;
 	json_t *c, *out = NULL;
 
@@ -203,8 +206,8 @@ json_t *gw_eval_summarise(const json_t *results, int have_baseline,
 			g->min_check_pass, "max_logprob_drop", g->max_logprob_drop,
 			"passed", v->passed, "reason", v->reason);
 out:
-	free(lat);
-	free(ttft);
+	cm_free(lat);
+	cm_free(ttft);
 	return out;
 }
 
