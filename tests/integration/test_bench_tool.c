@@ -39,6 +39,18 @@ static char *bench_out(const char *args, int *code)
 	return o;
 }
 
+/* Runs sluice-bench with args and asserts it refused them: exit 2 and a
+ * message saying `needle`. */
+static void bench_refused(const char *args, const char *needle)
+{
+	int code;
+	char *o = bench_out(args, &code);
+
+	assert_int_equal(code, 2);
+	assert_non_null(strstr(o, needle));
+	free(o);
+}
+
 static void test_run(void **state)
 {
 	char args[2048], path[700];
@@ -116,24 +128,14 @@ static void test_refusals(void **state)
 
 	(void)state;
 	/* not loopback, not allowed: refused before any connection */
-	o = bench_out("run --url https://192.0.2.1:8443 --insecure --model tiny --concurrency 1",
-		      &code);
-	assert_int_equal(code, 2);
-	assert_non_null(strstr(o, "192.0.2.1 is not a loopback address: name it with --allow"));
-	free(o);
-	o = bench_out("run --url ftp://127.0.0.1 --model tiny --concurrency 1", &code);
-	assert_int_equal(code, 2);
-	assert_non_null(strstr(o, "expected https://HOST[:PORT]"));
-	free(o);
-	o = bench_out("run --url https://127.0.0.1:1 --model tiny --concurrency 1 "
-		      "--prompt-words 9:3", &code);
-	assert_int_equal(code, 2);
-	assert_non_null(strstr(o, "bad or unknown option"));
-	free(o);
-	o = bench_out("capacity --url https://127.0.0.1:1 --model tiny --out /tmp/x", &code);
-	assert_int_equal(code, 2);
-	assert_non_null(strstr(o, "capacity needs --ttft-p95 MS, --itl-p95 MS and --out DIR"));
-	free(o);
+	bench_refused("run --url https://192.0.2.1:8443 --insecure --model tiny --concurrency 1",
+		      "192.0.2.1 is not a loopback address: name it with --allow");
+	bench_refused("run --url ftp://127.0.0.1 --model tiny --concurrency 1",
+		      "expected https://HOST[:PORT]");
+	bench_refused("run --url https://127.0.0.1:1 --model tiny --concurrency 1 "
+		      "--prompt-words 9:3", "bad or unknown option");
+	bench_refused("capacity --url https://127.0.0.1:1 --model tiny --out /tmp/x",
+		      "capacity needs --ttft-p95 MS, --itl-p95 MS and --out DIR");
 	/* the system store does not know the test's CA: every request fails
 	 * (status 0), nothing is measured as answered */
 	snprintf(args, sizeof(args), "run --url https://127.0.0.1:%d --model tiny --concurrency 1 "
