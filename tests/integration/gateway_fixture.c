@@ -412,19 +412,9 @@ int gwt_setup(void **state)
 
 int gwt_teardown(void **state)
 {
-	int rc;
-
 	(void)state;
 	/* a clean stop on SIGTERM (under ASan: no leak, no error report) */
-	rc = h_stop(&gwt_gateway, 10000);
-	h_stop(&gwt_worker, 10000);
-	h_stop(&gwt_redis, 10000);
-	if (rc != 0) {
-		fprintf(stderr, "gateway exit status %d; log kept: %s\n", rc, gwt_gateway.log);
-		return -1;
-	}
-	h_cleanup();
-	return 0;
+	return h_stop_service(&gwt_gateway, &gwt_worker, 1, &gwt_redis);
 }
 
 /* ---- every endpoint ---------------------------------------------------- */

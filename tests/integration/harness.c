@@ -182,6 +182,22 @@ int h_signal(struct h_proc *p, int sig)
 	return kill(p->pid, sig);
 }
 
+int h_stop_service(struct h_proc *gateway, struct h_proc *workers, size_t n,
+		   struct h_proc *redis)
+{
+	int rc = h_stop(gateway, 10000);
+
+	for (size_t i = 0; i < n; i++)
+		h_stop(&workers[i], 10000);
+	h_stop(redis, 10000);
+	if (rc != 0) {
+		fprintf(stderr, "gateway exit status %d; log kept: %s\n", rc, gateway->log);
+		return -1;
+	}
+	h_cleanup();
+	return 0;
+}
+
 int h_alive(struct h_proc *p)
 {
 	int status;

@@ -53,6 +53,13 @@ int h_alive(struct h_proc *p);
  */
 int h_signal(struct h_proc *p, int sig);
 /*
+ * A test's teardown: stops the gateway (SIGTERM: it must exit 0, under
+ * ASan without a leak), then the n workers and Redis.  0 and the temp dir
+ * removed, or -1 with the gateway's log kept and named on stderr.
+ */
+int h_stop_service(struct h_proc *gateway, struct h_proc *workers, size_t n,
+		   struct h_proc *redis);
+/*
  * Waits up to timeout_ms for a started sluice-gateway's log line
  * "sluice-gateway listening port=N admin_port=M" and reads both ports.
  * 0 when read, -1 when the gateway exited or the time ran out.

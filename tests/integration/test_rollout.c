@@ -250,19 +250,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	int rc;
-
 	(void)state;
-	rc = h_stop(&gateway, 10000);
-	for (int w = 0; w < NW; w++)
-		h_stop(&workers[w], 10000);
-	h_stop(&redis, 10000);
-	if (rc != 0) {
-		fprintf(stderr, "gateway exit status %d; log kept: %s\n", rc, gateway.log);
-		return -1;
-	}
-	h_cleanup();
-	return 0;
+	return h_stop_service(&gateway, workers, NW, &redis);
 }
 
 /* ---- (a) eval, gates, promotion refused and allowed ----------------------- */
