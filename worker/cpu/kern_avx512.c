@@ -1,8 +1,9 @@
 /*
  * kern_avx512.c - the x86 kernels (kern_x86.h) built for AVX-512
  * (F, BW, VL, VNNI): 512-bit float math, and for every integer weight
- * type the 16-rows-in-the-lanes kernels (kern_x86_q8_512.h,
- * kern_x86_kq512.h) with 512-bit vpdpbusd/vpdpwssd.  Compiled with
+ * type but Q2_K, Q3_K and IQ4_XS the 16-rows-in-the-lanes kernels
+ * (kern_avx512_q8.h, kern_avx512_q5.h, kern_avx512_kq.h) with 512-bit
+ * vpdpbusd/vpdpwssd.  Compiled with
  * per-file flags; only
  * called after a run-time CPU check.  Also the AVX-512 build of the ops
  * (ops_impl.h), and the avx512bf16 table: the same kernels but for BF16

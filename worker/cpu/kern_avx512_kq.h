@@ -112,7 +112,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 
 /*
  * Q4_K and Q5_K with 16 weight rows in the lanes (the scheme of
- * kx_q80_rows16 in kern_x86_q8_512.h).  Per block of 256: one gather
+ * kx_q80_rows16 in kern_avx512_q8.h).  Per block of 256: one gather
  * brings d and dmin of the 16 rows, three bring their 12 scale bytes,
  * which are unpacked in the lanes into 8 six-bit scales and 8 mins per
  * row; Q5_K's 32 bytes of fifth bits are transposed once per block and

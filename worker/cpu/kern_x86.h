@@ -13,7 +13,8 @@
  * unpacked once per tile and reused for the T tokens, which is where the
  * prefill speed comes from.  In the AVX-512 build the integer types have
  * 16-row kernels instead (16 rows in the lanes of one vector, see
- * kern_x86_q8_512.h and kern_x86_kq512.h), walked by KX_ROWS16_DRIVER.
+ * kern_avx512_q8.h, kern_avx512_q5.h and kern_avx512_kq.h), walked by
+ * KX_ROWS16_DRIVER.
  *
  * Batch invariance: the operations that produce one output element do not
  * depend on R, T, the tile position, n or the thread: per block an exact
@@ -505,9 +506,9 @@ KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
 /* ==== Q4_1 / Q5_0 / Q5_1 x Q8_32 ========================================= */
 
 /*
- * The same shape in both builds (these types are rare in files: the
- * fallback of K-quant mixes for rows that are not a multiple of 256, so no
- * 16-row kernel of their own): per block of 32 the unsigned levels q
+ * The 256-bit tile (the AVX2 build's kernel; in the AVX-512 build only for
+ * rows too long for the 16-row kernel of kern_avx512_q5.h): per block of
+ * 32 the unsigned levels q
  * (nibbles, plus the fifth bits of qh expanded to 0x10 by byte compare)
  * in u8 lanes, an exact integer dot with the activations
  * (idot = dot(q, x), minus 16 * sum(x) for Q5_0, spread as -2 * sum per
@@ -663,16 +664,17 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 }
 
 #if KX_512
-KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 4, 4)
+#include "worker/cpu/kern_avx512_q5.h"
+KX_DRIVER(kx_gemm_iq4_nl_pairs, kx_iq4nl_tile, 4, 4)
+KX_DRIVER(kx_gemm_q4_1_pairs, kx_q4_1_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_0_pairs, kx_q5_0_tile, 4, 4)
+KX_DRIVER(kx_gemm_q5_1_pairs, kx_q5_1_tile, 4, 4)
+KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q5x_rows16, 1, kx_gemm_q4_1_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q5x_rows16, 2, kx_gemm_q5_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q5x_rows16, 3, kx_gemm_q5_1_pairs)
+KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q5x_rows16, 4, kx_gemm_iq4_nl_pairs)
 #else
 KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)
-#endif
-
-#if KX_512
-KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 4, 4)
-KX_DRIVER(kx_gemm_q5_0, kx_q5_0_tile, 4, 4)
-KX_DRIVER(kx_gemm_q5_1, kx_q5_1_tile, 4, 4)
-#else
 KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_0, kx_q5_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_1, kx_q5_1_tile, 2, 4)

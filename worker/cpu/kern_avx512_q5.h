@@ -1,0 +1,119 @@
+/*
+ * kern_avx512_q5.h - the 16-row kernel of the AVX-512 build for the
+ * remaining 32-element block types, Q4_1, Q5_0, Q5_1 and IQ4_NL (included
+ * by kern_x86.h when KX_512, after kern_avx512_q8.h, whose transpose,
+ * reduction and store it shares).  These are the fallback types of K-quant
+ * mixes for rows that are not a multiple of 256: in a Gemma-3-1B or
+ * SmolLM2 Q4_K_M file every matrix that reads the 1152- or 576-wide
+ * embedding, most of the bytes.  The 256-bit tile of kern_x86.h spent a
+ * conversion, a multiply, an FMA and, at the end, a horizontal sum per
+ * output and block; here 16 outputs share each.
+ *
+ * Per block of 32 and row: the unsigned levels q (nibbles; Q5 adds 0x10
+ * where the row's qh bit is set, by a byte-masked add; IQ4_NL maps the
+ * nibble through its level table and biases it to unsigned), an exact
+ * integer dot product with the activations, minus 16 x sum(x) for Q5_0 and
+ * 128 x sum(x) for IQ4_NL, converted to float and folded as
+ * acc = fma(idot, d_w * d_x, acc); Q4_1 and Q5_1 also fold their minimum,
+ * accm = fma(m_w, d_x * sum(x), accm); y = acc + accm.  Blocks in order
+ * from 0, no horizontal sum: the same sequence for every tile height,
+ * token count, position and thread (kern_x86.h's batch invariance).
+ *
+ * KIND: 1 Q4_1, 2 Q5_0, 3 Q5_1, 4 IQ4_NL.
+ */
+
+KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			     const uint8_t *pf, const int KIND)
+{
+	const int nb = g->cols / 32;
+	const int has_m = KIND == 1 || KIND == 3, five = KIND == 2 || KIND == 3;
+	const size_t bb = KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : 18;
+	const size_t qs_at = KIND == 1 ? 4 : KIND == 2 ? 6 : KIND == 3 ? 8 : 2;
+	const size_t qh_at = KIND == 3 ? 4 : 2;
+	const int corr = KIND == 2 ? -16 : KIND == 4 ? -128 : 0; /* x the activation block sum */
+	const int npf = (int)((16 * bb + 63) / 64);
+	/* lane -> row, and row -> lane for the store (P for T > 1, Q for T == 1) */
+	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
+	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	const uint8_t *w0 = g->w + (size_t)r * g->w_stride;
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int32_t *xs[KX_MT2];
+	__m512 acc[KX_MT2], accm[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+		accm[j] = _mm512_setzero_ps();
+	}
+	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10);
+	const __m512i lv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels));
+	for (int b = 0; b < nb; b++) {
+		const size_t off = bb * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+			for (int l = 0; l < npf; l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		__m512i a[8], q[8];
+		kx_rows16_pairs_q4(w, off + qs_at, a);
+		if (five) {
+			/* a[i] holds row i's 32 levels in bytes 0-31 and row
+			 * i + 8's in 32-63: their qh words are the byte mask */
+			KX_UNROLL
+			for (int i = 0; i < 8; i++) {
+				uint32_t h0, h1;
+				memcpy(&h0, w[i] + off + qh_at, 4);
+				memcpy(&h1, w[i + 8] + off + qh_at, 4);
+				const __mmask64 k = _cvtu64_mask64((uint64_t)h0 | (uint64_t)h1 << 32);
+				a[i] = _mm512_mask_add_epi8(a[i], k, a[i], c16);
+			}
+		} else if (KIND == 4) {
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				a[i] = _mm512_xor_si512(_mm512_shuffle_epi8(lv, a[i]), m80);
+		}
+		/* d (and m) of the 16 rows, in lane order */
+		const __m512i dm = _mm512_i32gather_epi32(goff, (const int *)(w0 + off), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+		const __m512 mw = has_m ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)))
+					: _mm512_setzero_ps();
+		if (T == 1) {
+			/* one token: the 16 rows' lane partials summed down (lane order Q) */
+			const __m512i xx = _mm512_broadcast_i64x4(kx_load256(xq[0] + 32 * (size_t)b));
+			__m512i z[8];
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[i], xx);
+			__m512i id = _mm512_add_epi32(kx_rows16_reduce(z), _mm512_set1_epi32(corr * xs[0][b]));
+			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b]));
+			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[0]);
+			if (has_m)
+				accm[0] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[0][b] * (float)xs[0][b]), accm[0]);
+			continue;
+		}
+		kx_rows16_transpose(a, q);
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int8_t *x0 = xq[j] + 32 * (size_t)b;
+			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
+			__m512i id1 = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int k = 0; k < 8; k += 2) {
+				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
+				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
+			}
+			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+			if (has_m)
+				accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[j][b] * (float)xs[j][b]), accm[j]);
+		}
+	}
+	if (has_m) {
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[j] = _mm512_add_ps(acc[j], accm[j]);
+	}
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
