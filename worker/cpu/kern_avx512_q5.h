@@ -1,8 +1,9 @@
 /*
- * kern_avx512_q5.h - the 16-row kernel of the AVX-512 build for the
- * remaining 32-element block types, Q4_1, Q5_0, Q5_1 and IQ4_NL (included
- * by kern_x86.h when KX_512, after kern_avx512_q8.h, whose transpose,
- * reduction and store it shares).  These are the fallback types of K-quant
+ * kern_avx512_q5.h - the 16-row kernels of the AVX-512 build for the
+ * remaining 32-element block types, Q4_1, Q5_0, Q5_1 and IQ4_NL, and for
+ * IQ4_XS (IQ4_NL's levels in blocks of 256 with six-bit sub-block scales;
+ * later in this file).  Included by kern_x86.h when KX_512, after
+ * kern_avx512_q8.h, whose transpose, reduction and store they share.  These are the fallback types of K-quant
  * mixes for rows that are not a multiple of 256: in a Gemma-3-1B or
  * SmolLM2 Q4_K_M file every matrix that reads the 1152- or 576-wide
  * embedding, most of the bytes.  The 256-bit tile of kern_x86.h spent a
@@ -50,7 +51,9 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		accm[j] = _mm512_setzero_ps();
 	}
 	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10);
-	const __m512i lv = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels));
+	/* IQ4_NL's levels biased to unsigned (level ^ 0x80 = level + 128) */
+	const __m512i lv = _mm512_xor_si512(
+		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)), m80);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
@@ -72,7 +75,7 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		} else if (KIND == 4) {
 			KX_UNROLL
 			for (int i = 0; i < 8; i++)
-				a[i] = _mm512_xor_si512(_mm512_shuffle_epi8(lv, a[i]), m80);
+				a[i] = _mm512_shuffle_epi8(lv, a[i]);
 		}
 		/* d (and m) of the 16 rows, in lane order */
 		const __m512i dm = _mm512_i32gather_epi32(goff, (const int *)(w0 + off), 1);
@@ -114,6 +117,110 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		KX_UNROLL
 		for (int j = 0; j < T; j++)
 			acc[j] = _mm512_add_ps(acc[j], accm[j]);
+	}
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+/*
+ * IQ4_XS with 16 weight rows in the lanes: per block of 256 (136 bytes:
+ * f16 d, u16 scales_h, u8 scales_l[4], 128 nibble bytes) two gathers bring
+ * the 16 rows' d and scale bits, unpacked in the lanes into the eight
+ * six-bit sub-block scales ls_s - 32.  Each sub-block of 32 is IQ4_NL's
+ * unpack (nibbles through the level table biased to unsigned), one exact
+ * dot with the activations per row (decode: on the untransposed pairs of
+ * rows, the lane partials summed down; more tokens: transposed once per
+ * tile), multiplied by ls_s in int32; the bias goes back once per block as
+ * 128 x sum_s ls_s x (bsum_2s + bsum_2s+1) (8 vpdpwssd).
+ *
+ * Per output element and block: isum = sum_s ls_s * dot_s, an exact
+ * integer, then acc = fma(float(isum), d * d_x, acc) in block order from
+ * 0; no horizontal sum.
+ */
+KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+				const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
+{
+	(void)unused;
+	const int nb = g->cols / 256;
+	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
+	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int16_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+	}
+	const __m512i lv = _mm512_xor_si512(
+		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
+		_mm512_set1_epi8((char)0x80));
+	const __m512i m4 = _mm512_set1_epi32(0xf), m3 = _mm512_set1_epi32(3), c32 = _mm512_set1_epi32(32),
+		      mlo = _mm512_set1_epi32(0xffff);
+	for (int b = 0; b < nb; b++) {
+		const size_t off = 136 * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x 136 bytes per block */
+			for (int l = 0; l < 34; l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
+		const __m512i dh = _mm512_i32gather_epi32(goff, (const int *)base, 1);
+		const __m512i sl = _mm512_i32gather_epi32(goff, (const int *)(base + 4), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
+		const __m512i sh = _mm512_srli_epi32(dh, 16);
+		__m512i ls[8], lsp[8];
+		KX_UNROLL
+		for (int s = 0; s < 8; s++) {
+			__m512i lo = _mm512_and_si512(_mm512_srli_epi32(sl, 4 * s), m4);
+			__m512i hi = _mm512_and_si512(_mm512_srli_epi32(sh, 2 * s), m3);
+			ls[s] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), c32);
+			lsp[s] = _mm512_or_si512(_mm512_and_si512(ls[s], mlo), _mm512_slli_epi32(ls[s], 16));
+		}
+		__m512i isum[KX_MT2];
+		KX_UNROLL
+		for (int j = 0; j < T; j++) { /* -128 x sum_s ls_s x (sum of x over s) */
+			const int16_t *bs = xs[j] + 16 * (size_t)b;
+			__m512i ms = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int s = 0; s < 8; s++)
+				ms = _mm512_dpwssd_epi32(ms, lsp[s], kx_bcast32((const int8_t *)(bs + 2 * s)));
+			isum[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(ms, 7));
+		}
+		for (int s = 0; s < 8; s++) {
+			__m512i a[8], q[8];
+			kx_rows16_pairs_q4(w, off + 8 + 16 * (size_t)s, a);
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				a[i] = _mm512_shuffle_epi8(lv, a[i]);
+			if (T == 1) {
+				const __m512i xx = _mm512_broadcast_i64x4(
+					kx_load256(xq[0] + 256 * (size_t)b + 32 * (size_t)s));
+				__m512i z[8];
+				KX_UNROLL
+				for (int i = 0; i < 8; i++)
+					z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[i], xx);
+				isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(kx_rows16_reduce(z), ls[s]));
+				continue;
+			}
+			kx_rows16_transpose(a, q);
+			KX_UNROLL
+			for (int j = 0; j < T; j++) {
+				const int8_t *x0 = xq[j] + 256 * (size_t)b + 32 * (size_t)s;
+				__m512i id0 = _mm512_setzero_si512(), id1 = _mm512_setzero_si512();
+				KX_UNROLL
+				for (int k = 0; k < 8; k += 2) {
+					id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
+					id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
+				}
+				isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(id0, id1), ls[s]));
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
+						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
