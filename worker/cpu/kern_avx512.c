@@ -1,7 +1,7 @@
 /*
  * kern_avx512.c - the x86 kernels (kern_x86.h) built for AVX-512
  * (F, BW, VL, VNNI): 512-bit float math, and for every integer weight
- * type but Q2_K and Q3_K the 16-rows-in-the-lanes kernels
+ * type the 16-rows-in-the-lanes kernels
  * (kern_avx512_q8.h, kern_avx512_q5.h, kern_avx512_kq.h) with 512-bit
  * vpdpbusd/vpdpwssd.  Compiled with
  * per-file flags; only

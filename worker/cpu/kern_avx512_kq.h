@@ -1,8 +1,9 @@
 /*
  * kern_avx512_kq.h - the K-quant kernels of the AVX-512 build (included
- * by kern_x86.h when KX_512): the 16-row kernels for Q4_K, Q5_K and Q6_K
- * (kx_q45_k_rows16, kx_q6_k_rows16, later in this file; kern_x86.h builds
- * the drivers), which every matrix of those types takes, and the 4 x 4
+ * by kern_x86.h when KX_512): the 16-row kernels for Q4_K, Q5_K, Q6_K,
+ * Q2_K and Q3_K (kx_q45_k_rows16, kx_q6_k_rows16, kx_q23_k_rows16, later
+ * in this file; kern_x86.h and kern_x86_low.h build the drivers), which
+ * every matrix of those types takes, and the 4 x 4
  * Q6_K tile below, kept (like the 256-bit Q4_K/Q5_K tile of kern_x86.h)
  * for rows too long for 32-bit gather offsets.
  *
@@ -411,6 +412,156 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		for (int j = 0; j < T; j++)
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
+	}
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+/*
+ * Q2_K and Q3_K with 16 weight rows in the lanes (the transposed form of
+ * kx_q45_k_rows16 for every token count).  A block's 256 values are 8 runs
+ * of 32, run (h, k) = values 128h + 32k + l: the two bits 2k..2k+1 of qs
+ * byte 32h + l (Q3_K: and bit 4h + k of hmask byte l as bit 2), groups of
+ * 16 with their own scale (Q2_K: low nibble of scales[g], the high nibble
+ * the min; Q3_K: six bits from 12 bytes, offset 32).  The qs half and
+ * Q3_K's hmask are transposed once per tile; the scales and mins are
+ * unpacked in the lanes from gathers.  A token takes 8 vpdpbusd per run,
+ * one int32 multiply per group by its scale; Q3_K's -4 goes back once per
+ * block as 4 x sum_g sc_g x bsum_g, Q2_K's mins as sum_g m_g x bsum_g
+ * (8 vpdpwssd each).
+ *
+ * Per output element and block: isum = sum_g sc_g * dot_g (Q3_K: minus
+ * 4 x sum_g sc_g * bsum_g), an exact integer, then acc = fma(float(isum),
+ * d * d_x, acc), and for Q2_K acc = fnmadd(float(msum), dmin * d_x, acc),
+ * in block order from 0; no horizontal sum.  Lanes hold rows in the order
+ * P of kx_rows16_transpose.
+ */
+KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			       const uint8_t *pf, const int Q3)
+{
+	const int nb = g->cols / 256;
+	const size_t bb = Q3 ? 110 : 84, qs0 = Q3 ? 32 : 16;
+	const __m512i perm = kx_lane_p();
+	const uint8_t *w[16];
+	kx_rows16_ptrs(g, r, nr, w);
+	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int16_t *xs[KX_MT2];
+	__m512 acc[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+	}
+	const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(15),
+		      mlo = _mm512_set1_epi32(0xffff);
+	for (int b = 0; b < nb; b++) {
+		const size_t off = bb * (size_t)b;
+		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+			for (int l = 0; l < (Q3 ? 28 : 21); l++)
+				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
+		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at
+		 * 110); Q2_K: bytes 80..83 are d and dmin */
+		const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + (Q3 ? 106 : 80)), 1);
+		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(Q3 ? _mm512_srli_epi32(dg, 16) : dg));
+		const __m512 dmw = Q3 ? _mm512_setzero_ps()
+				      : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+		__m512i sc[16], mn[16];
+		if (Q3) {
+			const __m512i s0 = _mm512_i32gather_epi32(goff, (const int *)(base + 96), 1);
+			const __m512i s1 = _mm512_i32gather_epi32(goff, (const int *)(base + 100), 1);
+			const __m512i s2 = _mm512_i32gather_epi32(goff, (const int *)(base + 104), 1);
+			KX_UNROLL
+			for (int j = 0; j < 16; j++) {
+				const int bj = j % 8;
+				__m512i lo = _mm512_and_si512(
+					_mm512_srli_epi32(bj < 4 ? s0 : s1, 8 * (bj % 4) + (j >= 8 ? 4 : 0)), mf);
+				__m512i hi = _mm512_and_si512(_mm512_srli_epi32(s2, 8 * (j % 4) + 2 * (j / 4)),
+							      _mm512_set1_epi32(3));
+				sc[j] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)),
+							 _mm512_set1_epi32(32));
+			}
+		} else {
+			KX_UNROLL
+			for (int q = 0; q < 4; q++) {
+				const __m512i s = _mm512_i32gather_epi32(goff, (const int *)(base + 4 * q), 1);
+				KX_UNROLL
+				for (int k = 0; k < 4; k++) {
+					sc[4 * q + k] = _mm512_and_si512(_mm512_srli_epi32(s, 8 * k), mf);
+					mn[4 * q + k] = _mm512_and_si512(_mm512_srli_epi32(s, 8 * k + 4), mf);
+				}
+			}
+		}
+		/* the offset (Q3_K) or the mins (Q2_K) against the bsums, per token */
+		__m512i pr[8], isum[KX_MT2];
+		__m512 msum[KX_MT2];
+		KX_UNROLL
+		for (int i = 0; i < 8; i++) {
+			const __m512i *v = Q3 ? sc : mn;
+			pr[i] = _mm512_or_si512(_mm512_and_si512(v[2 * i], mlo), _mm512_slli_epi32(v[2 * i + 1], 16));
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int16_t *bs = xs[j] + 16 * (size_t)b;
+			__m512i cs = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				cs = _mm512_dpwssd_epi32(cs, pr[i], kx_bcast32((const int8_t *)(bs + 2 * i)));
+			if (Q3) {
+				isum[j] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(cs, 2));
+				msum[j] = _mm512_setzero_ps();
+			} else {
+				isum[j] = _mm512_setzero_si512();
+				msum[j] = _mm512_cvtepi32_ps(cs);
+			}
+		}
+		__m512i thm[8];
+		if (Q3) {
+			__m512i a[8];
+			kx_rows16_pairs(w, off, a);
+			kx_rows16_transpose(a, thm);
+		}
+		KX_UNROLL
+		for (int h = 0; h < 2; h++) {
+			__m512i a[8], tq[8];
+			kx_rows16_pairs(w, off + qs0 + 32 * (size_t)h, a);
+			kx_rows16_transpose(a, tq);
+			KX_UNROLL
+			for (int k = 0; k < 4; k++) {
+				__m512i q[8];
+				const int hb = 4 * h + k; /* Q3_K: the hmask bit of the run, to bit 2 */
+				KX_UNROLL
+				for (int kk = 0; kk < 8; kk++) {
+					q[kk] = _mm512_and_si512(_mm512_srli_epi16(tq[kk], 2 * k), m3);
+					if (Q3) {
+						__m512i hv = hb >= 2 ? _mm512_srli_epi16(thm[kk], hb - 2)
+								     : _mm512_slli_epi16(thm[kk], 2 - hb);
+						q[kk] = _mm512_or_si512(q[kk], _mm512_and_si512(hv, m4));
+					}
+				}
+				const int ga = 8 * h + 2 * k; /* groups ga (kk < 4) and ga + 1 */
+				KX_UNROLL
+				for (int j = 0; j < T; j++) {
+					const int8_t *x0 = xq[j] + 256 * (size_t)b + 128 * h + 32 * k;
+					__m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+					KX_UNROLL
+					for (int kk = 0; kk < 4; kk++) {
+						d0 = _mm512_dpbusd_epi32(d0, q[kk], kx_bcast32(x0 + 4 * kk));
+						d1 = _mm512_dpbusd_epi32(d1, q[kk + 4], kx_bcast32(x0 + 16 + 4 * kk));
+					}
+					isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(d0, sc[ga]),
+											     _mm512_mullo_epi32(d1, sc[ga + 1])));
+				}
+			}
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const __m512 dx = _mm512_set1_ps(xd[j][b]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), _mm512_mul_ps(dw, dx), acc[j]);
+			if (!Q3)
+				acc[j] = _mm512_fnmadd_ps(msum[j], _mm512_mul_ps(dmw, dx), acc[j]);
+		}
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }

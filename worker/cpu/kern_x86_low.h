@@ -2,8 +2,8 @@
  * kern_x86_low.h - the x86 tiles of the low-bit super-block types Q2_K,
  * Q3_K and IQ4_XS against Q8_256 activations; included by kern_x86.h after
  * its helpers, so it is compiled in both the AVX2 and the AVX-512 build
- * (where IQ4_XS takes the 16-row kernel of kern_avx512_q5.h, its tile only
- * rows too long for it).
+ * (where all three take 16-row kernels, IQ4_XS from kern_avx512_q5.h, Q2_K
+ * and Q3_K from kern_avx512_kq.h; their tiles only rows too long for them).
  *
  * Same contract as the other tiles: per block an exact integer dot product
  * (maddubs into int16 pairs that cannot saturate: |q| <= 7 or |level| <=
@@ -254,8 +254,10 @@ KX_INLINE void kx_iq4_xs_tile(const struct wk_cpu_gemm *g, int r, int t, const i
 }
 
 #if KX_512
-KX_DRIVER(kx_gemm_q2_k, kx_q2_k_tile, 4, 4)
-KX_DRIVER(kx_gemm_q3_k, kx_q3_k_tile, 4, 4)
+KX_DRIVER(kx_gemm_q2_k_pairs, kx_q2_k_tile, 4, 4)
+KX_DRIVER(kx_gemm_q3_k_pairs, kx_q3_k_tile, 4, 4)
+KX_ROWS16_DRIVER(kx_gemm_q2_k, kx_q23_k_rows16, 0, kx_gemm_q2_k_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q3_k, kx_q23_k_rows16, 1, kx_gemm_q3_k_pairs)
 KX_DRIVER(kx_gemm_iq4_xs_pairs, kx_iq4_xs_tile, 4, 4)
 KX_ROWS16_DRIVER(kx_gemm_iq4_xs, kx_iq4_xs_rows16, 0, kx_gemm_iq4_xs_pairs)
 #else
