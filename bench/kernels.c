@@ -111,12 +111,27 @@ static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, 
 	for (int i = 0; i < gemm_n * cols; i++)
 		x[i] = rnd();
 
+	/* the weights repacked for the 16-row strip kernels, where the ISA has
+	 * them (wk_cpu_mm_pack): a second line, the same measures */
+	for (int packed = 0; packed < 2; packed++) {
+	struct wk_cpu_mm *pm = NULL;
+	if (packed) {
+		if (!wk_cpu_mm_can_pack(mm, type))
+			break;
+		if (wk_cpu_mm_new(wk_cpu_mm_pool(mm), &pm) != CM_OK ||
+		    wk_cpu_mm_set_isa(pm, wk_cpu_mm_isa(mm)) != CM_OK)
+			goto out_pm;
+		for (int c = 0; c < copies; c++)
+			if (wk_cpu_mm_pack(pm, type, w + wbytes * (size_t)c, rows, cols) != CM_OK)
+				goto out_pm;
+	}
+	struct wk_cpu_mm *um = packed ? pm : mm;
 	/* GEMV: one pass over all copies per rep */
 	for (int rep = -1; rep < reps; rep++) {
 		int64_t t0 = cm_mono_ns();
 		for (int c = 0; c < copies; c++)
-			if (wk_cpu_matmul(mm, type, w + wbytes * (size_t)c, rows, cols, x, 1, y) != CM_OK)
-				goto out;
+			if (wk_cpu_matmul(um, type, w + wbytes * (size_t)c, rows, cols, x, 1, y) != CM_OK)
+				goto out_pm;
 		if (rep >= 0)
 			t[rep] = (double)(cm_mono_ns() - t0) / 1e9 / copies;
 	}
@@ -126,17 +141,23 @@ static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, 
 	/* GEMM */
 	for (int rep = -1; rep < reps; rep++) {
 		int64_t t0 = cm_mono_ns();
-		if (wk_cpu_matmul(mm, type, w, rows, cols, x, gemm_n, y) != CM_OK)
-			goto out;
+		if (wk_cpu_matmul(um, type, w, rows, cols, x, gemm_n, y) != CM_OK)
+			goto out_pm;
 		if (rep >= 0)
 			t[rep] = (double)(cm_mono_ns() - t0) / 1e9;
 	}
 	double gemm = median(t, reps);
 	double gflops = 2.0 * rows * cols * gemm_n / gemm / 1e9;
-	printf("%-5s %5dx%-5d  gemv %7.3f ms %6.2f GB/s (%3.0f%% of bw)   gemm(n=%d) %8.2f ms %7.1f GFLOP/s\n",
+	printf("%-5s %5dx%-5d  gemv %7.3f ms %6.2f GB/s (%3.0f%% of bw)   gemm(n=%d) %8.2f ms %7.1f GFLOP/s%s\n",
 	       wk_qtype_name(type), rows, cols, gemv * 1e3, gbs, 100 * gbs / bw, gemm_n, gemm * 1e3,
-	       gflops);
+	       gflops, packed ? "  (packed)" : "");
 	fflush(stdout);
+	wk_cpu_mm_free(pm);
+	continue;
+out_pm:
+	wk_cpu_mm_free(pm);
+	goto out;
+	}
 	rc = 0;
 out:
 	free(w);

@@ -722,6 +722,79 @@ static void test_moe_batch_invariance(void **state)
 	check_moe_invariance("qwen3moe-tiny", "qwen3moe", 64, 8);
 }
 
+/* The number after "key": in the worker's log, or -1. */
+static long long log_number(const char *path, const char *key, int *avx512)
+{
+	char *log = h_read_file(path, NULL), *at;
+	long long v = -1;
+
+	assert_non_null(log);
+	at = strstr(log, key);
+	if (at)
+		v = strtoll(at + strlen(key), NULL, 10);
+	*avx512 = strstr(log, "(avx512") != NULL;
+	free(log);
+	return v;
+}
+
+/*
+ * worker.cpu_repack: a worker holding its Q4_0 matrices repacked for the
+ * AVX-512 strip kernels and one reading the mapped file only give the same
+ * tokens and final-logits digests, alone and in one batch; worker_ready
+ * says what the copies take (0 when off, or where the CPU has no such
+ * kernels).
+ */
+static void test_repacked_equals_mapped(void **state)
+{
+	enum { N = 12 };
+	static struct proto_msg msgs[N];
+	static struct proto_submit sbs[N];
+	static struct pc_outcome on[N], off[N], solo;
+	struct h_proc wp, wm;
+	char sp[600], sm[600];
+	const char *model = h_model("tiny", "Q4_0", "llama");
+	int avx512;
+	(void)state;
+
+	assert_non_null(model);
+	assert_int_equal(h_worker_start_model(&wp, "repack-on", model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"16MiB\"", sp, sizeof(sp)),
+			 0);
+	assert_int_equal(h_worker_start_model(&wm, "repack-off", model,
+					      "\"threads\": 2, \"kv_cache_bytes\": \"16MiB\", \"cpu_repack\": false",
+					      sm, sizeof(sm)),
+			 0);
+	struct pc_conn *cp = connect_at(sp), *cm = connect_at(sm);
+	long long bytes = log_number(wp.log, "\"repacked_bytes\":", &avx512);
+	if (avx512 ? bytes <= 0 : bytes != 0)
+		fail_msg("repacked_bytes %lld on a CPU %s AVX-512", bytes, avx512 ? "with" : "without");
+	assert_int_equal(log_number(wm.log, "\"repacked_bytes\":", &avx512), 0);
+	for (uint32_t i = 0; i < N; i++) {
+		pc_submit_init(&msgs[i], &sbs[i], 7000 + i, prompts[i], 5 + i % 6, 1);
+		msgs[i].flags |= PROTO_SUBMIT_F_DIGEST | PROTO_SUBMIT_F_IGNORE_EOS;
+		if (i % 2) {
+			msgs[i].u.submit.sampling.temperature = 0.8f;
+			msgs[i].u.submit.sampling.seed = 70 + i;
+			msgs[i].flags |= PROTO_SUBMIT_F_HAS_SEED;
+		}
+	}
+	run_requests(cp, msgs, N, on);
+	run_requests(cm, msgs, N, off);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(on[i].err, 0);
+		assert_int_equal(off[i].err, 0);
+		assert_int_equal(on[i].n_ids, off[i].n_ids);
+		assert_memory_equal(on[i].ids, off[i].ids, on[i].n_ids * sizeof(uint32_t));
+		assert_memory_equal(on[i].done.logits_digest, off[i].done.logits_digest, 32);
+	}
+	run_requests(cp, &msgs[3], 1, &solo); /* alone on the repacked worker */
+	assert_memory_equal(solo.done.logits_digest, on[3].done.logits_digest, 32);
+	pc_close(cp);
+	pc_close(cm);
+	assert_int_equal(h_stop(&wp, 30000), 0);
+	assert_int_equal(h_stop(&wm, 30000), 0);
+}
+
 static void test_ping_is_a_real_generation(void **state)
 {
 	struct pc_conn *c = connect_worker();
@@ -908,6 +981,7 @@ int main(void)
 		cmocka_unit_test(test_tool_calls),
 		cmocka_unit_test(test_thinking_batch_invariance),
 		cmocka_unit_test(test_moe_batch_invariance),
+		cmocka_unit_test(test_repacked_equals_mapped),
 		cmocka_unit_test(test_disallowed_uid),
 		cmocka_unit_test(test_preemption_under_kv_pressure),
 		cmocka_unit_test(test_socket_path_guarded),

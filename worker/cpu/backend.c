@@ -552,10 +552,51 @@ static void cpu_destroy(struct wk_backend *base)
 	cm_free(be);
 }
 
+/*
+ * The dense matrices (not the experts, which stay mapped) of the types the
+ * ISA has strip kernels for, copied in that layout (wk_cpu_mm_pack): the
+ * same values bit for bit, read as one stream per 16 rows.
+ */
+static enum cm_status pack_weights(struct cpu_backend *be)
+{
+	const struct wk_model *m = be->m;
+	enum cm_status st = CM_OK;
+
+	for (uint32_t l = 0; st == CM_OK && l <= m->hp.n_layer; l++) {
+		const struct wk_layer *L = l < m->hp.n_layer ? &m->layers[l] : NULL;
+		const struct wk_tensor *ts[] = {
+			L ? &L->wq : &m->output, L ? &L->wk : NULL, L ? &L->wv : NULL,
+			L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
+			L ? &L->w_down : NULL, L ? &L->shexp_gate : NULL, L ? &L->shexp_up : NULL,
+			L ? &L->shexp_down : NULL,
+		};
+
+		for (size_t i = 0; st == CM_OK && i < sizeof(ts) / sizeof(ts[0]); i++) {
+			const struct wk_tensor *t = ts[i];
+
+			if (t && t->data && t->expert_stride == 0 && t->rows <= INT32_MAX &&
+			    t->cols <= INT32_MAX && wk_cpu_mm_can_pack(be->mm, t->type))
+				st = wk_cpu_mm_pack(be->mm, t->type, t->data, (int)t->rows, (int)t->cols);
+		}
+	}
+	return st;
+}
+
+static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_blocks,
+				      uint32_t block_tokens, int n_threads, uint32_t kv_type,
+				      int repack, struct wk_backend **out, char *err, size_t err_len);
+
 enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks,
 				     uint32_t block_tokens, int n_threads,
 				     uint32_t kv_type, struct wk_backend **out,
 				     char *err, size_t err_len)
+{
+	return cpu_backend_new(m, n_blocks, block_tokens, n_threads, kv_type, 1, out, err, err_len);
+}
+
+static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_blocks,
+				      uint32_t block_tokens, int n_threads, uint32_t kv_type,
+				      int repack, struct wk_backend **out, char *err, size_t err_len)
 {
 	struct cpu_backend *be = NULL;
 	const struct wk_hparams *hp = &m->hp;
@@ -598,6 +639,12 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 	if (st != CM_OK)
 		goto out;
 	st = wk_cpu_mm_new(be->pool, &be->mm);
+	if (st == CM_OK && repack && (st = pack_weights(be)) != CM_OK && st != CM_ENOMEM)
+		snprintf(err, err_len, "cpu backend: repacking the weights failed (%s)", cm_status_str(st));
+	if (st == CM_ENOMEM)
+		snprintf(err, err_len,
+			 "cpu backend: no memory for the repacked weights (%llu bytes so far; worker.cpu_repack false reads the mapped file only)",
+			 (unsigned long long)wk_cpu_mm_packed_bytes(be->mm));
 	if (st == CM_OK && hp->n_expert)
 		st = wk_cpu_moe_new(hp, &be->moe);
 	if (st != CM_OK)
@@ -633,8 +680,8 @@ out:
 static enum cm_status cpu_create(const struct wk_model *m, const struct wk_backend_params *p,
 				 struct wk_backend **out, char *err, size_t err_len)
 {
-	return wk_cpu_backend_create(m, p->n_blocks, p->block_tokens, p->n_threads, p->kv_type,
-				     out, err, err_len);
+	return cpu_backend_new(m, p->n_blocks, p->block_tokens, p->n_threads, p->kv_type,
+			       !p->cpu_plain_weights, out, err, err_len);
 }
 
 static enum cm_status cpu_copy_block(struct wk_backend *base, uint32_t dst, uint32_t src)
@@ -660,6 +707,7 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s)",
 		 be->n_threads, wk_cpu_isa_name(wk_cpu_mm_isa(be->mm)));
 	out->weight_bytes = be->m->weight_bytes;
+	out->repacked_bytes = wk_cpu_mm_packed_bytes(be->mm);
 	out->kv_bytes = be->kv_bytes;
 }
 

@@ -32,7 +32,7 @@ enum wk_cpu_act {
 /* Y[t][r] = sum_k W[r][k] * X[t][k] for r in [r0, r1), t in [0, n). */
 struct wk_cpu_gemm {
 	int cols;
-	const uint8_t *w;   /* weight rows, GGUF layout */
+	const uint8_t *w;   /* weight rows, GGUF layout (or rows16: gemm_r16) */
 	size_t w_stride;    /* bytes per weight row */
 	const uint8_t *x;   /* activation rows in the type's format */
 	size_t x_stride;    /* bytes per activation row */
@@ -47,6 +47,10 @@ typedef void (*wk_cpu_actq_fn)(const float *x, uint8_t *dst, int cols);
 struct wk_cpu_kernels {
 	const char *name;
 	wk_cpu_gemm_fn gemm[WK_Q_COUNT_];
+	/* the same products with w in pack.h's rows16 layout (w_stride still
+	 * the GGUF row's bytes; a range starts at a multiple of 16), where
+	 * the build has them (AVX-512: Q4_0, Q8_0), else NULL */
+	wk_cpu_gemm_fn gemm_r16[WK_Q_COUNT_];
 	wk_cpu_actq_fn actq_q8_32;
 	wk_cpu_actq_fn actq_q8_256;
 	wk_cpu_actq_fn actq_bf16; /* NULL: BF16 weights take F32 activations */

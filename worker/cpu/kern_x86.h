@@ -498,6 +498,17 @@ KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q80_rows16, 1, kx_gemm_q4_0_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
+
+#include "worker/cpu/kern_avx512_r16.h"
+/* packed (rows16) matrices: strips of 16 from r0, which the matmul driver
+ * keeps a multiple of 16 */
+#define KX_R16_DRIVER(name, KERNEL, ARG)                               \
+	static void name(const struct wk_cpu_gemm *g, int r0, int r1) \
+	{                                                              \
+		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG)                 \
+	}
+KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q80_r16, 1)
+KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q80_r16, 0)
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
@@ -933,9 +944,20 @@ KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 2, 4)
 		[WK_Q_Q6_K] = kx_gemm_q6_k,        \
 	}
 
+#if KX_512
+#define KX_GEMMS_R16                                  \
+	{                                             \
+		[WK_Q_Q4_0] = kx_gemm_q4_0_r16,       \
+		[WK_Q_Q8_0] = kx_gemm_q8_0_r16,       \
+	}
+#endif
+
 const struct wk_cpu_kernels KX_TABLE = {
 	.name = KX_512 ? "avx512" : "avx2",
 	.gemm = KX_GEMMS(kx_gemm_bf16),
+#if KX_512
+	.gemm_r16 = KX_GEMMS_R16,
+#endif
 	.actq_q8_32 = wk_actq_q8_32,
 	.actq_q8_256 = wk_actq_q8_256,
 };
@@ -944,6 +966,7 @@ const struct wk_cpu_kernels KX_TABLE = {
 const struct wk_cpu_kernels wk_cpu_kernels_avx512bf16 = {
 	.name = "avx512bf16",
 	.gemm = KX_GEMMS(kx_gemm_bf16dp),
+	.gemm_r16 = KX_GEMMS_R16,
 	.actq_q8_32 = wk_actq_q8_32,
 	.actq_q8_256 = wk_actq_q8_256,
 	.actq_bf16 = kx_actq_bf16,

@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "worker/cpu/internal.h"
+#include "worker/cpu/pack.h"
 #include "worker/model/quant.h"
 
 struct wk_cpu_mm_job {
@@ -38,6 +39,7 @@ struct wk_cpu_mm {
 	uint8_t *scratch;         /* activation rows, 64-byte aligned in scratch_raw */
 	size_t scratch_bytes;     /* usable bytes at scratch */
 	struct wk_cpu_mm_job *jobs; /* [WK_CPU_MM_MAX_OPS]: the current call's */
+	struct wk_cpu_packs *packs; /* rows16 copies (wk_cpu_mm_pack), or NULL */
 	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
 };
 
@@ -182,6 +184,7 @@ void wk_cpu_mm_free(struct wk_cpu_mm *mm)
 		return;
 	cm_free(mm->scratch_raw);
 	cm_free(mm->jobs);
+	wk_cpu_packs_free(mm->packs);
 	cm_free(mm);
 }
 
@@ -202,6 +205,30 @@ enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm)
 struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm)
 {
 	return mm->pool;
+}
+
+int wk_cpu_mm_can_pack(const struct wk_cpu_mm *mm, uint32_t wtype)
+{
+	return wtype < WK_Q_COUNT_ && mm->k->gemm_r16[wtype] != NULL && wk_cpu_pack_supported(wtype);
+}
+
+enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
+			      int cols)
+{
+	enum cm_status st;
+
+	if (!wk_cpu_mm_can_pack(mm, wtype))
+		return CM_OK;
+	if (w == NULL || rows <= 0 || cols <= 0 || cols % (int)wk_qtype_block_elems(wtype) != 0)
+		return CM_EINVAL;
+	if (mm->packs == NULL && (st = wk_cpu_packs_new(&mm->packs)) != CM_OK)
+		return st;
+	return wk_cpu_packs_add(mm->packs, wtype, w, rows, cols);
+}
+
+size_t wk_cpu_mm_packed_bytes(const struct wk_cpu_mm *mm)
+{
+	return wk_cpu_packs_bytes(mm->packs);
 }
 
 static enum cm_status wk_cpu_mm_reserve(struct wk_cpu_mm *mm, size_t bytes)
@@ -296,12 +323,16 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 {
 	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
 
+	const uint8_t *packed = mm->k->gemm_r16[op->wtype]
+					? wk_cpu_packs_find(mm->packs, op->wtype, op->w, op->rows, op->cols)
+					: NULL;
+
 	memset(j, 0, sizeof(*j));
 	j->k = mm->k;
-	j->fn = mm->k->gemm[op->wtype];
+	j->fn = packed ? mm->k->gemm_r16[op->wtype] : mm->k->gemm[op->wtype];
 	j->rows = op->rows;
 	j->g.cols = op->cols;
-	j->g.w = op->w;
+	j->g.w = packed ? packed : op->w;
 	j->g.w_stride = (size_t)wk_qtype_row_bytes(op->wtype, (uint64_t)op->cols);
 	j->g.n = op->n;
 	j->g.y = op->y;

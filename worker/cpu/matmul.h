@@ -67,6 +67,22 @@ enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm);
 struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 
 /*
+ * Keeps a copy of W (wtype, rows x cols at w) repacked for this ISA's
+ * 16-row strip kernels (pack.h), when it has them for wtype (AVX-512:
+ * Q4_0, Q8_0); later products on the same w, type and shape read the copy
+ * and give bit for bit the same y.  Does nothing (CM_OK) where the ISA has
+ * no such kernel; a product after wk_cpu_mm_set_isa to an ISA without
+ * them reads w.  w must stay valid and unchanged while the wk_cpu_mm
+ * lives.  CM_EINVAL for bad shapes, CM_ENOMEM.
+ */
+enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
+			      int cols) CM_WUR;
+/* 1 when wk_cpu_mm_pack would copy a matrix of wtype on the current ISA. */
+int wk_cpu_mm_can_pack(const struct wk_cpu_mm *mm, uint32_t wtype);
+/* Bytes held in repacked copies. */
+size_t wk_cpu_mm_packed_bytes(const struct wk_cpu_mm *mm);
+
+/*
  * y[t*rows + r] = sum_k W[r][k] * x[t*cols + k].  x and y must not
  * overlap.  Refuses (CM_EUNSUPPORTED) types without a kernel, (CM_EINVAL)
  * cols not a multiple of the block size or non-positive sizes, (CM_ENOMEM /

@@ -54,6 +54,7 @@ struct wk_backend_info {
 	const char *name;        /* "cpu", "cuda" */
 	char device[128];        /* human-readable device description */
 	uint64_t weight_bytes;   /* bytes of weights resident in backend memory */
+	uint64_t repacked_bytes; /* CPU: bytes of weight copies repacked for its kernels */
 	uint64_t kv_bytes;       /* bytes of KV storage */
 	uint64_t mem_used;       /* device memory in use (0 when not meaningful) */
 	uint64_t mem_total;      /* device memory total (0 when not meaningful) */
@@ -71,6 +72,8 @@ struct wk_backend_params {
 	int n_threads;           /* CPU: compute threads (>= 1); others ignore it */
 	int device;              /* CUDA: device index; others ignore it */
 	uint32_t kv_type;        /* WK_Q_F16 (every backend) or WK_Q_F32 (CPU only) */
+	int cpu_plain_weights;   /* CPU: 1 = read the mapped weights only, no repacked
+				  * copies (worker.cpu_repack false); others ignore it */
 };
 
 struct wk_backend_ops {

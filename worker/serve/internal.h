@@ -89,6 +89,7 @@ struct wk_server {
 	int64_t last_stats_t;
 	char backend_name[16];
 	char device[192];               /* the backend's, with the CUDA versions */
+	uint64_t repacked_bytes;        /* CPU: weight copies in its kernels' layout */
 	char engine[80];                /* the engine build: version+commit */
 	struct wk_serve_req *orphans;     /* requests whose connection closed mid-step */
 	/* structured outputs: the vocabulary's trie, the masks shared by

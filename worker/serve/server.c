@@ -219,6 +219,8 @@ static void log_ready(const struct wk_server *s, const struct wk_kv_plan *kp, in
 	cm_log_u64(&lr, "experts", s->model->hp.n_expert);
 	cm_log_u64(&lr, "experts_used", s->model->hp.n_expert_used);
 	cm_log_u64(&lr, "active_weight_bytes", s->model->cfg->active_weight_bytes);
+	/* CPU: the matrices also held repacked for the strip kernels */
+	cm_log_u64(&lr, "repacked_bytes", s->repacked_bytes);
 	cm_log_u64(&lr, "kv_bytes_per_token", kp->bytes_per_token);
 	cm_log_u64(&lr, "kv_blocks", kp->n_blocks);
 	cm_log_u64(&lr, "kv_block_tokens", bt);
@@ -254,6 +256,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		.block_tokens = bt,
 		.kv_bytes = s->cfg->kv_cache_bytes,
 		.kv_fraction = s->cfg->kv_cache_fraction,
+		.cpu_repack = s->cfg->cpu_repack,
 	};
 	struct wk_kv_plan kp;
 	struct wk_sched_config sc;
@@ -288,6 +291,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		s->n_ctx = s->model->hp.n_ctx_train;
 	s->be->ops->info(s->be, &bi);
 	snprintf(s->backend_name, sizeof(s->backend_name), "%s", bi.name);
+	s->repacked_bytes = bi.repacked_bytes;
 	runtime_describe(s, &bi);
 	if (runtime_check(s->cfg, s->engine, &bi, err, err_len) != 0)
 		return -1;

@@ -229,6 +229,130 @@ static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 }
 
 /*
+ * Repacked weights (wk_cpu_mm_pack, the rows16 layout of pack.h) give bit
+ * for bit the values of the GGUF rows: every packable type, ragged strips,
+ * token counts 64 / 1 / 7, one and two threads; an ISA without the kernels
+ * packs nothing and reads w; many matrices (the registry grows); bad shapes
+ * refused; out of memory refused cleanly.
+ */
+/* A copy is found by its original's address, which must outlive the
+ * wk_cpu_mm: each case packs into its own two. */
+static int packed_case(struct fixture *f, enum wk_cpu_isa isa, uint32_t type, int rows, int cols,
+		       const float *x, int n, float *ya, float *yb)
+{
+	struct wk_cpu_mm *p1, *p2;
+	assert_int_equal(wk_cpu_mm_new(f->pool1, &p1), CM_OK);
+	assert_int_equal(wk_cpu_mm_new(f->pool2, &p2), CM_OK);
+	assert_int_equal(wk_cpu_mm_set_isa(p1, isa), CM_OK);
+	assert_int_equal(wk_cpu_mm_set_isa(p2, isa), CM_OK);
+	uint8_t *w = make_weights(type, rows, cols);
+	assert_non_null(w);
+	run(f->mm2, type, w, rows, cols, x, 0, n, ya); /* unpacked, 2 threads */
+	size_t before = wk_cpu_mm_packed_bytes(p1);
+	int can = wk_cpu_mm_can_pack(p1, type);
+	assert_int_equal(wk_cpu_mm_pack(p1, type, w, rows, cols), CM_OK);
+	assert_int_equal(wk_cpu_mm_pack(p2, type, w, rows, cols), CM_OK);
+	assert_int_equal(wk_cpu_mm_pack(p2, type, w, rows, cols), CM_OK); /* held: no second copy */
+	if (can)
+		assert_true(wk_cpu_mm_packed_bytes(p1) >= before + wk_qtype_row_bytes(type, cols) * rows);
+	else
+		assert_int_equal(wk_cpu_mm_packed_bytes(p1), before);
+	run(p2, type, w, rows, cols, x, 0, n, yb);
+	if (memcmp(ya, yb, sizeof(float) * n * rows) != 0)
+		fail_msg("%s %dx%d on %s: packed n=%d differs from unpacked", wk_qtype_name(type), rows,
+			 cols, wk_cpu_isa_name(wk_cpu_mm_isa(p1)), n);
+	run(p1, type, w, rows, cols, x, 0, n, yb);
+	assert_memory_equal(ya, yb, sizeof(float) * n * rows);
+	for (int t = 0; t < n; t++) {
+		run(t % 2 ? p1 : p2, type, w, rows, cols, x, t, 1, yb);
+		if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * rows) != 0)
+			fail_msg("%s %dx%d: packed token %d alone differs", wk_qtype_name(type), rows, cols, t);
+	}
+	for (int t = 0; t + 7 <= n; t += 9) {
+		run(p2, type, w, rows, cols, x, t, 7, yb);
+		assert_memory_equal(ya + (size_t)t * rows, yb, sizeof(float) * 7 * rows);
+	}
+	/* switched to an ISA without the kernels: reads w */
+	if (can && wk_cpu_isa_available(WK_CPU_ISA_AVX2)) {
+		assert_int_equal(wk_cpu_mm_set_isa(p1, WK_CPU_ISA_AVX2), CM_OK);
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX2), CM_OK);
+		assert_false(wk_cpu_mm_can_pack(p1, type));
+		run(f->mm2, type, w, rows, cols, x, 0, 3, ya);
+		run(p1, type, w, rows, cols, x, 0, 3, yb);
+		assert_memory_equal(ya, yb, sizeof(float) * 3 * rows);
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, isa), CM_OK);
+	}
+	wk_cpu_mm_free(p1);
+	wk_cpu_mm_free(p2);
+	free(w);
+	return can;
+}
+
+static void test_packed(void **state)
+{
+	struct fixture *f = *state;
+	const int n = 64, cols = 768;
+	static const int shapes[][2] = { { 203, 768 }, { 16, 768 }, { 5, 352 }, { 131, 352 } };
+	float *x = malloc(sizeof(float) * n * cols);
+	float *ya = malloc(sizeof(float) * n * 203), *yb = malloc(sizeof(float) * n * 203);
+	assert_non_null(x);
+	assert_non_null(ya);
+	assert_non_null(yb);
+	for (int i = 0; i < n * cols; i++)
+		x[i] = rnd();
+	int packed_any = 0;
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
+			continue;
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
+		for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+			for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+				if (shapes[s][1] % (int)wk_qtype_block_elems(types[ti]) != 0)
+					continue;
+				packed_any |= packed_case(f, (enum wk_cpu_isa)isa, types[ti], shapes[s][0],
+							  shapes[s][1], x, n, ya, yb);
+			}
+	}
+	/* bad shapes; many matrices in one registry */
+	struct wk_cpu_mm *p;
+	assert_int_equal(wk_cpu_mm_new(f->pool2, &p), CM_OK);
+	if (packed_any) {
+		assert_int_equal(wk_cpu_mm_set_isa(p, wk_cpu_isa_default()), CM_OK);
+		uint8_t *w = make_weights(WK_Q_Q8_0, 8 * 48, 64);
+		size_t rb = wk_qtype_row_bytes(WK_Q_Q8_0, 64);
+		assert_int_equal(wk_cpu_mm_pack(p, WK_Q_Q8_0, w, 0, 64), CM_EINVAL);
+		assert_int_equal(wk_cpu_mm_pack(p, WK_Q_Q8_0, w, 8, 48), CM_EINVAL);
+		assert_int_equal(wk_cpu_mm_pack(p, WK_Q_Q8_0, NULL, 8, 64), CM_EINVAL);
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, wk_cpu_mm_isa(p)), CM_OK);
+		if (wk_cpu_mm_can_pack(p, WK_Q_Q8_0)) {
+			for (int m = 0; m < 48; m++)
+				assert_int_equal(wk_cpu_mm_pack(p, WK_Q_Q8_0, w + rb * 8 * (size_t)m, 8, 64), CM_OK);
+			for (int m = 0; m < 48; m++) {
+				run(f->mm2, WK_Q_Q8_0, w + rb * 8 * (size_t)m, 8, 64, x, 0, 2, ya);
+				run(p, WK_Q_Q8_0, w + rb * 8 * (size_t)m, 8, 64, x, 0, 2, yb);
+				assert_memory_equal(ya, yb, sizeof(float) * 2 * 8);
+			}
+			/* out of memory: refused, nothing held, the next try works */
+			uint8_t *w2 = make_weights(WK_Q_Q4_0, 32, 64);
+			size_t held = wk_cpu_mm_packed_bytes(p);
+			cm_alloc_fail_after(0);
+			enum cm_status st = wk_cpu_mm_pack(p, WK_Q_Q4_0, w2, 32, 64);
+			cm_alloc_fail_reset();
+			assert_int_equal(st, CM_ENOMEM);
+			assert_int_equal(wk_cpu_mm_packed_bytes(p), held);
+			assert_int_equal(wk_cpu_mm_pack(p, WK_Q_Q4_0, w2, 32, 64), CM_OK);
+			assert_true(wk_cpu_mm_packed_bytes(p) > held);
+			free(w2);
+		}
+		free(w);
+	}
+	wk_cpu_mm_free(p);
+	free(x);
+	free(ya);
+	free(yb);
+}
+
+/*
  * Issue 13, finding 16: NaN or infinite activations (a broken model) made
  * the activation quantiser's sum overflow (UBSan).  Every type and ISA
  * takes them without undefined behaviour (the sanitizer build aborts on
@@ -430,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_alloc_failures),
 		cmocka_unit_test_setup_teardown(test_accuracy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_invariance, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_packed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),

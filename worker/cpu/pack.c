@@ -1,0 +1,173 @@
+/*
+ * pack.c - the rows16 copies of weight matrices (pack.h): the packers, and
+ * a small open-addressing table from the original's address to its copy,
+ * owned by one wk_cpu_mm.
+ */
+#include "worker/cpu/pack.h"
+
+#include <string.h>
+
+#include "common/alloc.h"
+#include "worker/model/quant.h"
+
+int wk_cpu_pack_supported(uint32_t wtype)
+{
+	return wtype == WK_Q_Q4_0 || wtype == WK_Q_Q8_0;
+}
+
+size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
+{
+	if (!wk_cpu_pack_supported(wtype) || rows <= 0 || cols <= 0)
+		return 0;
+	size_t strips = ((size_t)rows + 15) / 16;
+	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
+}
+
+void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst)
+{
+	const size_t rb = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
+	const int nb = cols / 32, q8 = wtype == WK_Q_Q8_0;
+	const size_t bb = q8 ? 34 : 18, runs = q8 ? 8 : 4;
+	const uint8_t *src = w;
+
+	for (int s = 0; s < (rows + 15) / 16; s++)
+		for (int b = 0; b < nb; b++) {
+			uint8_t *o = dst + ((size_t)s * (size_t)nb + (size_t)b) * 16 * bb;
+
+			for (int l = 0; l < 16; l++) {
+				int row = 16 * s + l < rows ? 16 * s + l : rows - 1;
+				const uint8_t *blk = src + (size_t)row * rb + (size_t)b * bb;
+
+				memcpy(o + 2 * l, blk, 2);
+				for (size_t k = 0; k < runs; k++) {
+					uint8_t *q = o + 32 + 64 * k + 4 * (size_t)l;
+
+					memcpy(q, blk + 2 + 4 * k, 4);
+					if (q8)
+						for (int i = 0; i < 4; i++)
+							q[i] ^= 0x80;
+				}
+			}
+		}
+}
+
+struct wk_cpu_pack_entry {
+	const void *w; /* NULL: empty slot */
+	uint32_t wtype;
+	int rows, cols;
+	void *raw;     /* cm_malloc'd */
+	uint8_t *data; /* 64-byte aligned in raw */
+};
+
+struct wk_cpu_packs {
+	struct wk_cpu_pack_entry *slots;
+	size_t cap, used; /* cap a power of two, used <= cap / 2 */
+	size_t bytes;
+};
+
+enum cm_status wk_cpu_packs_new(struct wk_cpu_packs **out)
+{
+	struct wk_cpu_packs *p = cm_calloc(1, sizeof(*p));
+
+	*out = NULL;
+	if (p == NULL)
+		return CM_ENOMEM;
+	p->cap = 64;
+	p->slots = cm_calloc(p->cap, sizeof(*p->slots));
+	if (p->slots == NULL) {
+		cm_free(p);
+		return CM_ENOMEM;
+	}
+	*out = p;
+	return CM_OK;
+}
+
+void wk_cpu_packs_free(struct wk_cpu_packs *p)
+{
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->cap; i++)
+		cm_free(p->slots[i].raw);
+	cm_free(p->slots);
+	cm_free(p);
+}
+
+static size_t slot_of(const void *w, size_t cap)
+{
+	uint64_t h = (uint64_t)(uintptr_t)w * 0x9e3779b97f4a7c15ull;
+
+	return (size_t)(h >> 32) & (cap - 1);
+}
+
+/* The slot holding w, or the empty slot where it would go. */
+static struct wk_cpu_pack_entry *probe(struct wk_cpu_pack_entry *slots, size_t cap, const void *w)
+{
+	size_t i = slot_of(w, cap);
+
+	while (slots[i].w != NULL && slots[i].w != w)
+		i = (i + 1) & (cap - 1);
+	return &slots[i];
+}
+
+static enum cm_status grow(struct wk_cpu_packs *p)
+{
+	size_t cap = p->cap * 2;
+	struct wk_cpu_pack_entry *slots = cm_calloc(cap, sizeof(*slots));
+
+	if (slots == NULL)
+		return CM_ENOMEM;
+	for (size_t i = 0; i < p->cap; i++)
+		if (p->slots[i].w != NULL)
+			*probe(slots, cap, p->slots[i].w) = p->slots[i];
+	cm_free(p->slots);
+	p->slots = slots;
+	p->cap = cap;
+	return CM_OK;
+}
+
+enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, uint32_t wtype, const void *w, int rows,
+				int cols)
+{
+	size_t bytes = wk_cpu_pack_bytes(wtype, rows, cols);
+	struct wk_cpu_pack_entry *e;
+	enum cm_status st;
+
+	if (bytes == 0 || w == NULL || cols % 32 != 0)
+		return CM_EUNSUPPORTED;
+	e = probe(p->slots, p->cap, w);
+	if (e->w != NULL && e->wtype == wtype && e->rows == rows && e->cols == cols)
+		return CM_OK;
+	if (e->w != NULL) /* another view at this address: keep the first */
+		return CM_OK;
+	if (2 * (p->used + 1) > p->cap) {
+		if ((st = grow(p)) != CM_OK)
+			return st;
+		e = probe(p->slots, p->cap, w);
+	}
+	void *raw = cm_malloc(bytes + 64);
+	if (raw == NULL)
+		return CM_ENOMEM;
+	uint8_t *data = (uint8_t *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+	wk_cpu_pack_rows16(wtype, w, rows, cols, data);
+	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, raw, data };
+	p->used++;
+	p->bytes += bytes;
+	return CM_OK;
+}
+
+const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, const void *w,
+				 int rows, int cols)
+{
+	if (p == NULL || p->used == 0)
+		return NULL;
+	const struct wk_cpu_pack_entry *e = probe(p->slots, p->cap, w);
+
+	if (e->w == NULL || e->wtype != wtype || e->rows != rows || e->cols != cols)
+		return NULL;
+	return e->data;
+}
+
+size_t wk_cpu_packs_bytes(const struct wk_cpu_packs *p)
+{
+	return p ? p->bytes : 0;
+}

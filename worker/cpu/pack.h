@@ -1,0 +1,51 @@
+/*
+ * pack.h - weights repacked for the 16-row strip kernels (AVX-512): the
+ * layout, the packers, and the registry a wk_cpu_mm keeps of the copies
+ * (matmul.h's wk_cpu_mm_pack is the public entry point).
+ *
+ * Layout "rows16" of a (rows, cols) matrix of a 32-value block type:
+ * strips of 16 rows (the last one padded by repeating the last row), each
+ * strip its blocks in order, each block (16 x the type's block bytes):
+ *   Q4_0: f16 d[16] (row l's scale at 2l), then 4 runs of 64 bytes: run k,
+ *         bytes 4l..4l+3 = row l's quant bytes 4k..4k+3 (the nibbles of
+ *         values 4k..4k+3 low, 16+4k..16+4k+3 high)          16 x 18 bytes
+ *   Q8_0: f16 d[16], then 8 runs of 64 bytes: run k, bytes 4l..4l+3 = row
+ *         l's quants 4k..4k+3, each biased to unsigned (q ^ 0x80) 16 x 34
+ * So one 512-bit load is a run of 16 rows in the lanes, what the 16-row
+ * kernels otherwise build with a transpose per block, and a strip is one
+ * sequential stream.  The copy holds the same bytes as the matrix (plus
+ * the padding of the last strip).
+ */
+#ifndef SLUICE_WORKER_CPU_PACK_H
+#define SLUICE_WORKER_CPU_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+/* 1 when wtype has a rows16 layout. */
+int wk_cpu_pack_supported(uint32_t wtype);
+/* Bytes of the rows16 copy of a (rows, cols) matrix (0: unsupported type). */
+size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
+/* Writes the rows16 copy of w (GGUF rows) into dst (wk_cpu_pack_bytes). */
+void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst);
+
+/* The copies one wk_cpu_mm holds, found by the original's address. */
+struct wk_cpu_packs;
+
+enum cm_status wk_cpu_packs_new(struct wk_cpu_packs **out) CM_WUR;
+void wk_cpu_packs_free(struct wk_cpu_packs *p);
+/*
+ * Packs w unless a copy of it (same address, type and shape) is held.
+ * CM_EUNSUPPORTED for a type without a layout, CM_ENOMEM.
+ */
+enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, uint32_t wtype, const void *w, int rows,
+				int cols) CM_WUR;
+/* The copy of w with this type and shape, or NULL. */
+const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, const void *w,
+				 int rows, int cols);
+/* Bytes held in copies. */
+size_t wk_cpu_packs_bytes(const struct wk_cpu_packs *p);
+
+#endif
