@@ -131,15 +131,25 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
  * sequence, which is the batch invariance of kern_x86.h.  Lanes hold rows
  * in the order P of kx_rows16_transpose.
  */
-KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			       const uint8_t *pf, const int Q5)
+/*
+ * PACKED: w in pack.h's rows16 layout (a strip's block: the 16 rows' d|dmin
+ * words, their three scale words, Q5_K's 8 qh runs, the 32 qs runs; 64
+ * bytes each, lane l = row r + l): the gathers and transposes become
+ * loads, the sequence per element stays the same, and so do the values.
+ */
+KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			     const uint8_t *pf, const int Q5, const int PACKED)
 {
 	const int nb = g->cols / 256;
 	const size_t bb = Q5 ? 176 : 144, qs0 = Q5 ? 48 : 16;
 	const __m512i perm = kx_lane_p();
 	const uint8_t *w[16];
-	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	__m512i goff = _mm512_setzero_si512();
+	if (!PACKED) {
+		kx_rows16_ptrs(g, r, nr, w);
+		goff = kx_rows16_goff(g, nr, perm);
+	}
+	const uint8_t *strip = g->w + (size_t)r * g->w_stride;
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -153,16 +163,28 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
+		if (pf != NULL && PACKED) /* the stream ahead */
+			for (size_t l = 0; l < 16 * bb; l += 64)
+				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
 			for (int l = 0; l < (Q5 ? 44 : 36); l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
-		const int *base = (const int *)(g->w + (size_t)r * g->w_stride + off);
-		const __m512i dd = _mm512_i32gather_epi32(goff, base, 1);
+		const int *base = (const int *)(strip + off);
+		__m512i dd, s0, s1, s2;
+		if (PACKED) {
+			dd = _mm512_loadu_si512(pk);
+			s0 = _mm512_loadu_si512(pk + 64);
+			s1 = _mm512_loadu_si512(pk + 128);
+			s2 = _mm512_loadu_si512(pk + 192);
+		} else {
+			dd = _mm512_i32gather_epi32(goff, base, 1);
+			s0 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 4), 1);
+			s1 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 8), 1);
+			s2 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 12), 1);
+		}
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
 		const __m512 dmw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
-		const __m512i s0 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 4), 1);
-		const __m512i s1 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 8), 1);
-		const __m512i s2 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 12), 1);
 		/* bytes: scales 0-3, 4-7; mins 0-3, 4-7 (get_scale_min_k4, in lanes) */
 		const __m512i scb[2] = {
 			_mm512_and_si512(s0, m3f),
@@ -192,7 +214,11 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 			isum[j] = _mm512_setzero_si512();
 		}
 		__m512i th[8]; /* Q5_K: the fifth bits, bit 2c / 2c+1 for chunk c */
-		if (Q5) {
+		if (Q5 && PACKED) {
+			KX_UNROLL
+			for (int k = 0; k < 8; k++)
+				th[k] = _mm512_loadu_si512(pk + 256 + 64 * k);
+		} else if (Q5) {
 			__m512i a[8];
 			kx_rows16_pairs(w, off + 16, a);
 			kx_rows16_transpose(a, th);
@@ -200,8 +226,14 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 		KX_UNROLL
 		for (int c = 0; c < 4; c++) {
 			__m512i a[8], q[8];
-			kx_rows16_pairs(w, off + qs0 + 32 * (size_t)c, a);
-			kx_rows16_transpose(a, q);
+			if (PACKED) {
+				KX_UNROLL
+				for (int k = 0; k < 8; k++)
+					q[k] = _mm512_loadu_si512(pk + (Q5 ? 768 : 256) + 512 * c + 64 * k);
+			} else {
+				kx_rows16_pairs(w, off + qs0 + 32 * (size_t)c, a);
+				kx_rows16_transpose(a, q);
+			}
 			const __m512i sc0 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2)), mff);
 			const __m512i sc1 = _mm512_and_si512(_mm512_srli_epi32(scb[c / 2], 16 * (c % 2) + 8), mff);
 			__m512i ql[8], qh[8];
@@ -238,7 +270,21 @@ KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
-	kx_rows16_store(g, r, nr, t, T, perm, acc);
+	kx_rows16_store(g, r, nr, t, T,
+			PACKED ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) : perm,
+			acc);
+}
+
+KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			       const uint8_t *pf, const int Q5)
+{
+	kx_q45_k_impl(g, r, nr, t, T, pf, Q5, 0);
+}
+
+KX_INLINE void kx_q45_k_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			    const uint8_t *pf, const int Q5)
+{
+	kx_q45_k_impl(g, r, nr, t, T, pf, Q5, 1);
 }
 
 /*
@@ -277,16 +323,26 @@ KX_INLINE __m512i kx_q6_run(__m512i a, __m512i b, __m512i h, const int run)
 			       _mm512_and_si512(up, _mm512_set1_epi8(0x30)));
 }
 
+/*
+ * PACKED (KX_ROWS16_WALK's argument): w in pack.h's rows16 layout (a
+ * strip's block: the 16 d, the 4 scale runs, the 32 ql runs, the 16 qh
+ * runs; lane l = row r + l), read by the transposed form for every token
+ * count: loads instead of gathers and transposes, the same values.
+ */
 KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			      const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
+			      const uint8_t *pf, const int PACKED)
 {
-	(void)unused;
 	const int nb = g->cols / 256;
-	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
-	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
+	const __m512i lane_row = PACKED ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+				 : T == 1 ? kx_lane_q()
+					  : kx_lane_p();
+	const __m512i perm = !PACKED && T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
-	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	__m512i goff = _mm512_setzero_si512();
+	if (!PACKED) {
+		kx_rows16_ptrs(g, r, nr, w);
+		goff = kx_rows16_goff(g, nr, lane_row);
+	}
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -298,14 +354,23 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	}
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 210 * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
+		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
+		if (pf != NULL && PACKED) /* the stream ahead */
+			for (size_t l = 0; l < 16 * 210; l += 64)
+				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+		else if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
 			for (int l = 0; l < 53; l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
-		/* bytes 206..209: scales 14, 15 and d (the block ends at 210) */
-		const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + 206), 1);
-		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
-		if (T == 1) {
+		__m512 dw;
+		if (PACKED) {
+			dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk));
+		} else {
+			/* bytes 206..209: scales 14, 15 and d (the block ends at 210) */
+			const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + 206), 1);
+			dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
+		}
+		if (T == 1 && !PACKED) {
 			/*
 			 * One token: no transposes.  Per pair of rows (i, i + 8),
 			 * maddubs on the untransposed values and vpdpwssd with each
@@ -359,7 +424,8 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		__m512i sc[4], pr[8];
 		KX_UNROLL
 		for (int i = 0; i < 4; i++) {
-			sc[i] = _mm512_i32gather_epi32(goff, (const int *)(base + 192 + 4 * i), 1);
+			sc[i] = PACKED ? _mm512_loadu_si512(pk + 32 + 64 * i)
+				       : _mm512_i32gather_epi32(goff, (const int *)(base + 192 + 4 * i), 1);
 			/* (sc 4i, sc 4i+1) and (sc 4i+2, sc 4i+3) as int16 pairs */
 			__m512i lo = _mm512_srai_epi16(_mm512_slli_epi16(sc[i], 8), 8);
 			__m512i hi = _mm512_srai_epi16(sc[i], 8);
@@ -379,12 +445,21 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			__m512i ta[8], tb[8], th[8], a[8];
-			kx_rows16_pairs(w, off + 64 * (size_t)h, a);
-			kx_rows16_transpose(a, ta);
-			kx_rows16_pairs(w, off + 64 * (size_t)h + 32, a);
-			kx_rows16_transpose(a, tb);
-			kx_rows16_pairs(w, off + 128 + 32 * (size_t)h, a);
-			kx_rows16_transpose(a, th);
+			if (PACKED) { /* ql runs 16h.., 16h+8.., qh runs 8h.. */
+				KX_UNROLL
+				for (int k = 0; k < 8; k++) {
+					ta[k] = _mm512_loadu_si512(pk + 288 + 64 * (16 * h + k));
+					tb[k] = _mm512_loadu_si512(pk + 288 + 64 * (16 * h + 8 + k));
+					th[k] = _mm512_loadu_si512(pk + 2336 + 64 * (8 * h + k));
+				}
+			} else {
+				kx_rows16_pairs(w, off + 64 * (size_t)h, a);
+				kx_rows16_transpose(a, ta);
+				kx_rows16_pairs(w, off + 64 * (size_t)h + 32, a);
+				kx_rows16_transpose(a, tb);
+				kx_rows16_pairs(w, off + 128 + 32 * (size_t)h, a);
+				kx_rows16_transpose(a, th);
+			}
 			KX_UNROLL
 			for (int run = 0; run < 4; run++) {
 				__m512i q[8];

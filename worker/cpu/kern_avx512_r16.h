@@ -13,10 +13,6 @@
  * unpacked one, for every token count, tile and thread.  Lane l is row
  * r + l.
  */
-#ifndef KX_PF_R16
-#define KX_PF_R16 2048 /* bytes ahead in the strip's stream, while one token runs */
-#endif
-
 KX_INLINE void kx_q80_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
 			  const uint8_t *pf, const int Q4)
 {

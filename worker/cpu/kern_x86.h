@@ -44,6 +44,10 @@
 #ifndef KX_PF
 #define KX_PF 6144
 #endif
+/* A packed strip (pack.h) is one stream: its kernels prefetch this far ahead. */
+#ifndef KX_PF_R16
+#define KX_PF_R16 2048
+#endif
 KX_INLINE void kx_prefetch_block(const uint8_t *blk, size_t bytes)
 {
 #if KX_PF > 0
@@ -917,6 +921,9 @@ KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
 KX_ROWS16_DRIVER(kx_gemm_q4_k, kx_q45_k_rows16, 0, kx_gemm_q4_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_k, kx_q45_k_rows16, 1, kx_gemm_q5_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q6_k, kx_q6_k_rows16, 0, kx_gemm_q6_k_pairs)
+KX_R16_DRIVER(kx_gemm_q4_k_r16, kx_q45_k_r16, 0)
+KX_R16_DRIVER(kx_gemm_q5_k_r16, kx_q45_k_r16, 1)
+KX_R16_DRIVER(kx_gemm_q6_k_r16, kx_q6_k_rows16, 1)
 #else
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)
@@ -949,6 +956,9 @@ KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 2, 4)
 	{                                             \
 		[WK_Q_Q4_0] = kx_gemm_q4_0_r16,       \
 		[WK_Q_Q8_0] = kx_gemm_q8_0_r16,       \
+		[WK_Q_Q4_K] = kx_gemm_q4_k_r16,       \
+		[WK_Q_Q5_K] = kx_gemm_q5_k_r16,       \
+		[WK_Q_Q6_K] = kx_gemm_q6_k_r16,       \
 	}
 #endif
 

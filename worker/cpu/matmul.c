@@ -323,7 +323,7 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 {
 	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
 
-	const uint8_t *packed = mm->k->gemm_r16[op->wtype]
+	const uint8_t *packed = mm->k->gemm_r16[op->wtype] && wk_cpu_pack_use(op->wtype, op->n)
 					? wk_cpu_packs_find(mm->packs, op->wtype, op->w, op->rows, op->cols)
 					: NULL;
 

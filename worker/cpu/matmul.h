@@ -69,8 +69,9 @@ struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 /*
  * Keeps a copy of W (wtype, rows x cols at w) repacked for this ISA's
  * 16-row strip kernels (pack.h), when it has them for wtype (AVX-512:
- * Q4_0, Q8_0); later products on the same w, type and shape read the copy
- * and give bit for bit the same y.  Does nothing (CM_OK) where the ISA has
+ * Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); later products on the same w, type and
+ * shape read the copy (Q6_K: of more than one token) and give bit for bit
+ * the same y.  Does nothing (CM_OK) where the ISA has
  * no such kernel; a product after wk_cpu_mm_set_isa to an ISA without
  * them reads w.  w must stay valid and unchanged while the wk_cpu_mm
  * lives.  CM_EINVAL for bad shapes, CM_ENOMEM.

@@ -10,9 +10,51 @@
 #include "common/alloc.h"
 #include "worker/model/quant.h"
 
+/*
+ * A block of each type as segments of the GGUF block, in their order in
+ * the copy: `len` bytes from `at`, in units of `unit` (2: f16 scales, 4:
+ * everything else); a segment becomes len / unit runs of 16 x unit bytes,
+ * run k holding unit k of rows 0..15.  bias: the bytes are stored ^ 0x80.
+ */
+struct pack_seg {
+	uint16_t at, len;
+	uint8_t unit, bias;
+};
+
+struct pack_fmt {
+	uint32_t type;
+	uint16_t block_bytes;
+	uint8_t n_seg;
+	struct pack_seg seg[4];
+};
+
+static const struct pack_fmt pack_fmts[] = {
+	{ WK_Q_Q4_0, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } } },
+	{ WK_Q_Q8_0, 34, 2, { { 0, 2, 2, 0 }, { 2, 32, 4, 1 } } },
+	/* d|dmin, scales, qs */
+	{ WK_Q_Q4_K, 144, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 128, 4, 0 } } },
+	/* d|dmin, scales, qh, qs */
+	{ WK_Q_Q5_K, 176, 4, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 32, 4, 0 }, { 48, 128, 4, 0 } } },
+	/* d, scales, ql, qh */
+	{ WK_Q_Q6_K, 210, 4, { { 208, 2, 2, 0 }, { 192, 16, 4, 0 }, { 0, 128, 4, 0 }, { 128, 64, 4, 0 } } },
+};
+
+static const struct pack_fmt *pack_fmt_of(uint32_t wtype)
+{
+	for (size_t i = 0; i < sizeof(pack_fmts) / sizeof(pack_fmts[0]); i++)
+		if (pack_fmts[i].type == wtype)
+			return &pack_fmts[i];
+	return NULL;
+}
+
 int wk_cpu_pack_supported(uint32_t wtype)
 {
-	return wtype == WK_Q_Q4_0 || wtype == WK_Q_Q8_0;
+	return pack_fmt_of(wtype) != NULL;
+}
+
+int wk_cpu_pack_use(uint32_t wtype, int n)
+{
+	return wtype != WK_Q_Q6_K || n > 1;
 }
 
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
@@ -25,27 +67,32 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
 
 void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst)
 {
+	const struct pack_fmt *f = pack_fmt_of(wtype);
 	const size_t rb = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
-	const int nb = cols / 32, q8 = wtype == WK_Q_Q8_0;
-	const size_t bb = q8 ? 34 : 18, runs = q8 ? 8 : 4;
+	const size_t nb = (size_t)cols / wk_qtype_block_elems(wtype), bb = f->block_bytes;
 	const uint8_t *src = w;
 
 	for (int s = 0; s < (rows + 15) / 16; s++)
-		for (int b = 0; b < nb; b++) {
-			uint8_t *o = dst + ((size_t)s * (size_t)nb + (size_t)b) * 16 * bb;
+		for (size_t b = 0; b < nb; b++) {
+			uint8_t *o = dst + ((size_t)s * nb + b) * 16 * bb;
 
 			for (int l = 0; l < 16; l++) {
 				int row = 16 * s + l < rows ? 16 * s + l : rows - 1;
-				const uint8_t *blk = src + (size_t)row * rb + (size_t)b * bb;
+				const uint8_t *blk = src + (size_t)row * rb + b * bb;
+				uint8_t *so = o;
 
-				memcpy(o + 2 * l, blk, 2);
-				for (size_t k = 0; k < runs; k++) {
-					uint8_t *q = o + 32 + 64 * k + 4 * (size_t)l;
+				for (int g = 0; g < f->n_seg; g++) {
+					const struct pack_seg *sg = &f->seg[g];
 
-					memcpy(q, blk + 2 + 4 * k, 4);
-					if (q8)
-						for (int i = 0; i < 4; i++)
-							q[i] ^= 0x80;
+					for (size_t k = 0; k < (size_t)(sg->len / sg->unit); k++) {
+						uint8_t *q = so + 16 * sg->unit * k + sg->unit * (size_t)l;
+
+						memcpy(q, blk + sg->at + sg->unit * k, sg->unit);
+						if (sg->bias)
+							for (int i = 0; i < sg->unit; i++)
+								q[i] ^= 0x80;
+					}
+					so += 16 * (size_t)sg->len;
 				}
 			}
 		}
@@ -132,7 +179,7 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, uint32_t wtype, const vo
 	struct wk_cpu_pack_entry *e;
 	enum cm_status st;
 
-	if (bytes == 0 || w == NULL || cols % 32 != 0)
+	if (bytes == 0 || w == NULL || cols % (int)wk_qtype_block_elems(wtype) != 0)
 		return CM_EUNSUPPORTED;
 	e = probe(p->slots, p->cap, w);
 	if (e->w != NULL && e->wtype == wtype && e->rows == rows && e->cols == cols)

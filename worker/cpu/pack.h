@@ -3,7 +3,7 @@
  * layout, the packers, and the registry a wk_cpu_mm keeps of the copies
  * (matmul.h's wk_cpu_mm_pack is the public entry point).
  *
- * Layout "rows16" of a (rows, cols) matrix of a 32-value block type:
+ * Layout "rows16" of a (rows, cols) matrix:
  * strips of 16 rows (the last one padded by repeating the last row), each
  * strip its blocks in order, each block (16 x the type's block bytes):
  *   Q4_0: f16 d[16] (row l's scale at 2l), then 4 runs of 64 bytes: run k,
@@ -11,6 +11,11 @@
  *         values 4k..4k+3 low, 16+4k..16+4k+3 high)          16 x 18 bytes
  *   Q8_0: f16 d[16], then 8 runs of 64 bytes: run k, bytes 4l..4l+3 = row
  *         l's quants 4k..4k+3, each biased to unsigned (q ^ 0x80) 16 x 34
+ *   Q4_K: the d|dmin words (4 bytes a row: one 64-byte run), the 12 scale
+ *         bytes (3 runs), the 128 qs bytes (32 runs)             16 x 144
+ *   Q5_K: as Q4_K with the 32 qh bytes (8 runs) before the qs    16 x 176
+ *   Q6_K: f16 d[16], the 16 scale bytes (4 runs), the 128 ql bytes (32
+ *         runs), the 64 qh bytes (16 runs)                        16 x 210
  * So one 512-bit load is a run of 16 rows in the lanes, what the 16-row
  * kernels otherwise build with a transpose per block, and a strip is one
  * sequential stream.  The copy holds the same bytes as the matrix (plus
@@ -26,6 +31,14 @@
 
 /* 1 when wtype has a rows16 layout. */
 int wk_cpu_pack_supported(uint32_t wtype);
+/*
+ * 1 when a product of n tokens should read the copy: always, but Q6_K with
+ * one token, whose kernel on the mapped rows (no transposes: per-lane group
+ * scales and a lane reduction) reads faster than the copy's transposed
+ * form (bench-kernels GEMV 26-31 against 21 GB/s).  Either gives the same
+ * values, so the choice by n keeps batch invariance.
+ */
+int wk_cpu_pack_use(uint32_t wtype, int n);
 /* Bytes of the rows16 copy of a (rows, cols) matrix (0: unsupported type). */
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
 /* Writes the rows16 copy of w (GGUF rows) into dst (wk_cpu_pack_bytes). */
