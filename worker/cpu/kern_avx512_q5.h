@@ -224,3 +224,89 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
+
+/*
+ * Q4_1, Q5_0, Q5_1 and IQ4_NL in pack.h's rows16 layout (KIND as
+ * kx_q5x_rows16): per block of a strip the 16 rows' d (or d|m words), for
+ * Q5 eight 64-bit masks of the fifth bits already in byte order, then 4
+ * runs of nibbles; lane l = row r + l.  The same sequence per element as
+ * kx_q5x_rows16, so the same values.
+ */
+KX_INLINE void kx_q5x_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			  const uint8_t *pf, const int KIND)
+{
+	const int nb = g->cols / 32;
+	const int has_m = KIND == 1 || KIND == 3, five = KIND == 2 || KIND == 3;
+	const size_t sb = 16 * (size_t)(KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : 18);
+	const size_t qs_at = (has_m ? 64 : 32) + (five ? 64 : 0);
+	const int corr = KIND == 2 ? -16 : KIND == 4 ? -128 : 0;
+	const uint8_t *s = g->w + (size_t)r * g->w_stride;
+	const int8_t *xq[KX_MT2];
+	const float *xd[KX_MT2];
+	const int32_t *xs[KX_MT2];
+	__m512 acc[KX_MT2], accm[KX_MT2];
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+		accm[j] = _mm512_setzero_ps();
+	}
+	const __m512i m4 = _mm512_set1_epi8(0x0f), c16 = _mm512_set1_epi8(0x10);
+	const __m512i lv = _mm512_xor_si512(
+		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
+		_mm512_set1_epi8((char)0x80));
+	for (int b = 0; b < nb; b++) {
+		const uint8_t *p = s + sb * (size_t)b;
+		if (pf != NULL)
+			for (size_t l = 0; l < sb; l += 64)
+				_mm_prefetch((const char *)(p + KX_PF_R16 + l), _MM_HINT_T0);
+		__m512i q[8];
+		KX_UNROLL
+		for (int k = 0; k < 4; k++) {
+			const __m512i v = _mm512_loadu_si512(p + qs_at + 64 * k);
+			q[k] = _mm512_and_si512(v, m4);
+			q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+		}
+		if (five) {
+			const uint8_t *mk = p + (has_m ? 64 : 32);
+			KX_UNROLL
+			for (int k = 0; k < 8; k++) {
+				uint64_t bits;
+				memcpy(&bits, mk + 8 * k, 8);
+				q[k] = _mm512_mask_add_epi8(q[k], _cvtu64_mask64(bits), q[k], c16);
+			}
+		} else if (KIND == 4) {
+			KX_UNROLL
+			for (int k = 0; k < 8; k++)
+				q[k] = _mm512_shuffle_epi8(lv, q[k]);
+		}
+		__m512 dw, mw = _mm512_setzero_ps();
+		if (has_m) {
+			const __m512i dm = _mm512_loadu_si512(p);
+			dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+			mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+		} else {
+			dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+		}
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			const int8_t *x0 = xq[j] + 32 * (size_t)b;
+			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
+			__m512i id1 = _mm512_setzero_si512();
+			KX_UNROLL
+			for (int k = 0; k < 8; k += 2) {
+				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
+				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
+			}
+			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+			if (has_m)
+				accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[j][b] * (float)xs[j][b]), accm[j]);
+		}
+	}
+	const __mmask16 km = (__mmask16)((1u << nr) - 1);
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
+				      has_m ? _mm512_add_ps(acc[j], accm[j]) : acc[j]);
+}

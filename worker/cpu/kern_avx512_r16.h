@@ -1,7 +1,8 @@
 /*
  * kern_avx512_r16.h - the kernels of the AVX-512 build for weights in the
- * rows16 layout of pack.h (Q4_0, Q8_0): a strip of 16 rows is one stream
- * whose 512-bit loads are already the transposed runs the 16-row kernels
+ * rows16 layout of pack.h, Q4_0 and Q8_0 (the other types' sit beside
+ * their 16-row kernels): a strip of 16 rows is one stream whose 512-bit
+ * loads are already the transposed runs the 16-row kernels
  * of kern_avx512_q8.h build per block (24 shuffles, or for one token 8
  * dot products and a 14-shuffle reduction), and whose 16 scales are one
  * 256-bit load instead of a gather.  Included by kern_x86.h when KX_512.

@@ -688,6 +688,10 @@ KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q5x_rows16, 1, kx_gemm_q4_1_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q5x_rows16, 2, kx_gemm_q5_0_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q5x_rows16, 3, kx_gemm_q5_1_pairs)
 KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q5x_rows16, 4, kx_gemm_iq4_nl_pairs)
+KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q5x_r16, 1)
+KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q5x_r16, 2)
+KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q5x_r16, 3)
+KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q5x_r16, 4)
 #else
 KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)
 KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 2, 4)
@@ -956,6 +960,10 @@ KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 2, 4)
 	{                                             \
 		[WK_Q_Q4_0] = kx_gemm_q4_0_r16,       \
 		[WK_Q_Q8_0] = kx_gemm_q8_0_r16,       \
+		[WK_Q_Q4_1] = kx_gemm_q4_1_r16,       \
+		[WK_Q_Q5_0] = kx_gemm_q5_0_r16,       \
+		[WK_Q_Q5_1] = kx_gemm_q5_1_r16,       \
+		[WK_Q_IQ4_NL] = kx_gemm_iq4_nl_r16,   \
 		[WK_Q_Q4_K] = kx_gemm_q4_k_r16,       \
 		[WK_Q_Q5_K] = kx_gemm_q5_k_r16,       \
 		[WK_Q_Q6_K] = kx_gemm_q6_k_r16,       \

@@ -26,17 +26,27 @@ struct pack_fmt {
 	uint16_t block_bytes;
 	uint8_t n_seg;
 	struct pack_seg seg[4];
+	/* Q5_0/Q5_1: the 4 qh bytes at qh_at become, after the segments before
+	 * qs_seg, 8 masks of 64 bits (mask k < 4: bit 4l + i = the fifth bit of
+	 * row l's value 4k + i; mask 4 + k: of value 16 + 4k + i) */
+	uint8_t qh_at, qs_seg;
 };
 
 static const struct pack_fmt pack_fmts[] = {
-	{ WK_Q_Q4_0, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } } },
-	{ WK_Q_Q8_0, 34, 2, { { 0, 2, 2, 0 }, { 2, 32, 4, 1 } } },
+	{ WK_Q_Q4_0, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0 },
+	{ WK_Q_Q8_0, 34, 2, { { 0, 2, 2, 0 }, { 2, 32, 4, 1 } }, 0, 0 },
+	{ WK_Q_IQ4_NL, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0 },
+	/* d|m, qs */
+	{ WK_Q_Q4_1, 20, 2, { { 0, 4, 4, 0 }, { 4, 16, 4, 0 } }, 0, 0 },
+	/* d, (qh masks), qs; d|m, (qh masks), qs */
+	{ WK_Q_Q5_0, 22, 2, { { 0, 2, 2, 0 }, { 6, 16, 4, 0 } }, 2, 1 },
+	{ WK_Q_Q5_1, 24, 2, { { 0, 4, 4, 0 }, { 8, 16, 4, 0 } }, 4, 1 },
 	/* d|dmin, scales, qs */
-	{ WK_Q_Q4_K, 144, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 128, 4, 0 } } },
+	{ WK_Q_Q4_K, 144, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 128, 4, 0 } }, 0, 0 },
 	/* d|dmin, scales, qh, qs */
-	{ WK_Q_Q5_K, 176, 4, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 32, 4, 0 }, { 48, 128, 4, 0 } } },
+	{ WK_Q_Q5_K, 176, 4, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 32, 4, 0 }, { 48, 128, 4, 0 } }, 0, 0 },
 	/* d, scales, ql, qh */
-	{ WK_Q_Q6_K, 210, 4, { { 208, 2, 2, 0 }, { 192, 16, 4, 0 }, { 0, 128, 4, 0 }, { 128, 64, 4, 0 } } },
+	{ WK_Q_Q6_K, 210, 4, { { 208, 2, 2, 0 }, { 192, 16, 4, 0 }, { 0, 128, 4, 0 }, { 128, 64, 4, 0 } }, 0, 0 },
 };
 
 static const struct pack_fmt *pack_fmt_of(uint32_t wtype)
@@ -84,6 +94,18 @@ void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8
 				for (int g = 0; g < f->n_seg; g++) {
 					const struct pack_seg *sg = &f->seg[g];
 
+					if (f->qh_at && g == f->qs_seg) { /* the fifth-bit masks */
+						uint32_t qh;
+
+						memcpy(&qh, blk + f->qh_at, 4);
+						for (int m = 0; m < 8; m++) {
+							uint32_t bits = (qh >> (m < 4 ? 4 * m : 16 + 4 * (m - 4))) & 15;
+							uint8_t *mb = so + 8 * m + l / 2;
+
+							*mb = (uint8_t)((*mb & (l % 2 ? 0x0f : 0xf0)) | bits << (4 * (l % 2)));
+						}
+						so += 64;
+					}
 					for (size_t k = 0; k < (size_t)(sg->len / sg->unit); k++) {
 						uint8_t *q = so + 16 * sg->unit * k + sg->unit * (size_t)l;
 

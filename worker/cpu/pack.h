@@ -11,6 +11,14 @@
  *         values 4k..4k+3 low, 16+4k..16+4k+3 high)          16 x 18 bytes
  *   Q8_0: f16 d[16], then 8 runs of 64 bytes: run k, bytes 4l..4l+3 = row
  *         l's quants 4k..4k+3, each biased to unsigned (q ^ 0x80) 16 x 34
+ *   IQ4_NL: as Q4_0                                               16 x 18
+ *   Q4_1: the d|m words (4 bytes a row: one 64-byte run), 4 runs of
+ *         nibbles as Q4_0                                         16 x 20
+ *   Q5_0: f16 d[16], eight 64-bit masks of the fifth bits (mask k < 4:
+ *         bit 4l + i = row l's bit of value 4k + i; mask 4 + k: of value
+ *         16 + 4k + i: the byte order of the nibble runs), 4 nibble runs
+ *                                                                 16 x 22
+ *   Q5_1: the d|m words, the eight masks, 4 nibble runs           16 x 24
  *   Q4_K: the d|dmin words (4 bytes a row: one 64-byte run), the 12 scale
  *         bytes (3 runs), the 128 qs bytes (32 runs)             16 x 144
  *   Q5_K: as Q4_K with the 32 qh bytes (8 runs) before the qs    16 x 176
