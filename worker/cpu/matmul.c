@@ -223,7 +223,7 @@ enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *
 		return CM_EINVAL;
 	if (mm->packs == NULL && (st = wk_cpu_packs_new(&mm->packs)) != CM_OK)
 		return st;
-	return wk_cpu_packs_add(mm->packs, wtype, w, rows, cols);
+	return wk_cpu_packs_add(mm->packs, mm->pool, wtype, w, rows, cols);
 }
 
 size_t wk_cpu_mm_packed_bytes(const struct wk_cpu_mm *mm)

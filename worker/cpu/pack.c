@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "worker/cpu/pool.h"
 #include "worker/model/quant.h"
 
 /*
@@ -75,14 +76,16 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
 	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 }
 
-void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst)
+/* Strips [s0, s1) of the copy. */
+static void pack_strips(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst, int s0,
+			int s1)
 {
 	const struct pack_fmt *f = pack_fmt_of(wtype);
 	const size_t rb = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 	const size_t nb = (size_t)cols / wk_qtype_block_elems(wtype), bb = f->block_bytes;
 	const uint8_t *src = w;
 
-	for (int s = 0; s < (rows + 15) / 16; s++)
+	for (int s = s0; s < s1; s++)
 		for (size_t b = 0; b < nb; b++) {
 			uint8_t *o = dst + ((size_t)s * nb + b) * 16 * bb;
 
@@ -118,6 +121,31 @@ void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8
 				}
 			}
 		}
+}
+
+void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst)
+{
+	pack_strips(wtype, w, rows, cols, dst, 0, (rows + 15) / 16);
+}
+
+/* One pool task: per strips (PACK_TASK_STRIPS, more when a matrix would
+ * need over WK_POOL_MAX_TASKS tasks). */
+#define PACK_TASK_STRIPS 64
+struct pack_job {
+	uint32_t wtype;
+	const void *w;
+	int rows, cols;
+	uint8_t *dst;
+	int per;
+};
+
+static void pack_task(void *ctx, int task, int thread)
+{
+	const struct pack_job *j = ctx;
+	int ns = (j->rows + 15) / 16, s0 = task * j->per, s1 = ns - s0 > j->per ? s0 + j->per : ns;
+
+	(void)thread;
+	pack_strips(j->wtype, j->w, j->rows, j->cols, j->dst, s0, s1);
 }
 
 struct wk_cpu_pack_entry {
@@ -194,8 +222,8 @@ static enum cm_status grow(struct wk_cpu_packs *p)
 	return CM_OK;
 }
 
-enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, uint32_t wtype, const void *w, int rows,
-				int cols)
+enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, uint32_t wtype,
+				const void *w, int rows, int cols)
 {
 	size_t bytes = wk_cpu_pack_bytes(wtype, rows, cols);
 	struct wk_cpu_pack_entry *e;
@@ -217,7 +245,15 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, uint32_t wtype, const vo
 	if (raw == NULL)
 		return CM_ENOMEM;
 	uint8_t *data = (uint8_t *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-	wk_cpu_pack_rows16(wtype, w, rows, cols, data);
+	int ns = (rows + 15) / 16, per = PACK_TASK_STRIPS;
+	if (ns / per >= WK_POOL_MAX_TASKS)
+		per = ns / (WK_POOL_MAX_TASKS - 1) + 1;
+	int tasks = (ns + per - 1) / per;
+	struct pack_job job = { wtype, w, rows, cols, data, per };
+	if (pool != NULL && tasks > 1 && wk_pool_threads(pool) > 1)
+		wk_pool_run(pool, pack_task, &job, tasks);
+	else
+		wk_cpu_pack_rows16(wtype, w, rows, cols, data);
 	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, raw, data };
 	p->used++;
 	p->bytes += bytes;

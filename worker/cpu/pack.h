@@ -58,11 +58,13 @@ struct wk_cpu_packs;
 enum cm_status wk_cpu_packs_new(struct wk_cpu_packs **out) CM_WUR;
 void wk_cpu_packs_free(struct wk_cpu_packs *p);
 /*
- * Packs w unless a copy of it (same address, type and shape) is held.
- * CM_EUNSUPPORTED for a type without a layout, CM_ENOMEM.
+ * Packs w unless a copy of it (same address, type and shape) is held, on
+ * the pool's threads when given.  CM_EUNSUPPORTED for a type without a
+ * layout, CM_ENOMEM.
  */
-enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, uint32_t wtype, const void *w, int rows,
-				int cols) CM_WUR;
+struct wk_pool;
+enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, uint32_t wtype,
+				const void *w, int rows, int cols) CM_WUR;
 /* The copy of w with this type and shape, or NULL. */
 const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, const void *w,
 				 int rows, int cols);

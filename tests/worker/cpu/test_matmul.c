@@ -292,9 +292,10 @@ static void test_packed(void **state)
 {
 	struct fixture *f = *state;
 	const int n = 64, cols = 768;
-	static const int shapes[][2] = { { 203, 768 }, { 16, 768 }, { 5, 352 }, { 131, 352 } };
+	/* 2053 rows: 129 strips, packed by several pool tasks */
+	static const int shapes[][2] = { { 203, 768 }, { 16, 768 }, { 5, 352 }, { 131, 352 }, { 2053, 256 } };
 	float *x = malloc(sizeof(float) * n * cols);
-	float *ya = malloc(sizeof(float) * n * 203), *yb = malloc(sizeof(float) * n * 203);
+	float *ya = malloc(sizeof(float) * n * 2053), *yb = malloc(sizeof(float) * n * 2053);
 	assert_non_null(x);
 	assert_non_null(ya);
 	assert_non_null(yb);
