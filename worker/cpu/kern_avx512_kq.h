@@ -154,11 +154,7 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
-	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
-	}
+	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
 	for (int b = 0; b < nb; b++) {
@@ -347,11 +343,7 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
-	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
-	}
+	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 210 * (size_t)b;
 		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
@@ -472,14 +464,7 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 				KX_UNROLL
 				for (int j = 0; j < T; j++) {
 					const int8_t *x0 = xq[j] + 256 * (size_t)b + 128 * h + 32 * run;
-					__m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
-					KX_UNROLL
-					for (int k = 0; k < 4; k++) {
-						d0 = _mm512_dpbusd_epi32(d0, q[k], kx_bcast32(x0 + 4 * k));
-						d1 = _mm512_dpbusd_epi32(d1, q[k + 4], kx_bcast32(x0 + 16 + 4 * k));
-					}
-					isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(d0, sca),
-											     _mm512_mullo_epi32(d1, scb)));
+					isum[j] = _mm512_add_epi32(isum[j], kx_dot16x2(q, x0, sca, scb));
 				}
 			}
 		}
@@ -523,11 +508,7 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
-	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
-	}
+	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(15),
 		      mlo = _mm512_set1_epi32(0xffff);
 	for (int b = 0; b < nb; b++) {
@@ -619,14 +600,7 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 				KX_UNROLL
 				for (int j = 0; j < T; j++) {
 					const int8_t *x0 = xq[j] + 256 * (size_t)b + 128 * h + 32 * k;
-					__m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
-					KX_UNROLL
-					for (int kk = 0; kk < 4; kk++) {
-						d0 = _mm512_dpbusd_epi32(d0, q[kk], kx_bcast32(x0 + 4 * kk));
-						d1 = _mm512_dpbusd_epi32(d1, q[kk + 4], kx_bcast32(x0 + 16 + 4 * kk));
-					}
-					isum[j] = _mm512_add_epi32(isum[j], _mm512_add_epi32(_mm512_mullo_epi32(d0, sc[ga]),
-											     _mm512_mullo_epi32(d1, sc[ga + 1])));
+					isum[j] = _mm512_add_epi32(isum[j], kx_dot16x2(q, x0, sc[ga], sc[ga + 1]));
 				}
 			}
 		}

@@ -33,23 +33,18 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const size_t qh_at = KIND == 3 ? 4 : 2;
 	const int corr = KIND == 2 ? -16 : KIND == 4 ? -128 : 0; /* x the activation block sum */
 	const int npf = (int)((16 * bb + 63) / 64);
-	/* lane -> row, and row -> lane for the store (P for T > 1, Q for T == 1) */
-	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
-	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
-	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
 	const uint8_t *w0 = g->w + (size_t)r * g->w_stride;
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int32_t *xs[KX_MT2];
 	__m512 acc[KX_MT2], accm[KX_MT2];
+	kx_tile_begin32(g, t, T, xq, xd, xs, acc);
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
+	for (int j = 0; j < T; j++)
 		accm[j] = _mm512_setzero_ps();
-	}
 	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10);
 	/* IQ4_NL's levels biased to unsigned (level ^ 0x80 = level + 128) */
 	const __m512i lv = _mm512_xor_si512(
@@ -100,15 +95,9 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
-			__m512i id1 = _mm512_setzero_si512();
-			KX_UNROLL
-			for (int k = 0; k < 8; k += 2) {
-				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
-				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
-			}
+			const __m512i idot = kx_dot32(q, x0, _mm512_set1_epi32(corr * xs[j][b]));
 			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), sc, acc[j]);
 			if (has_m)
 				accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[j][b] * (float)xs[j][b]), accm[j]);
 		}
@@ -141,20 +130,14 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 {
 	(void)unused;
 	const int nb = g->cols / 256;
-	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
-	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
-	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
-	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
-	}
+	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const __m512i lv = _mm512_xor_si512(
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
 		_mm512_set1_epi8((char)0x80));
@@ -208,13 +191,8 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 			KX_UNROLL
 			for (int j = 0; j < T; j++) {
 				const int8_t *x0 = xq[j] + 256 * (size_t)b + 32 * (size_t)s;
-				__m512i id0 = _mm512_setzero_si512(), id1 = _mm512_setzero_si512();
-				KX_UNROLL
-				for (int k = 0; k < 8; k += 2) {
-					id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
-					id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
-				}
-				isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_add_epi32(id0, id1), ls[s]));
+				const __m512i idot = kx_dot32(q, x0, _mm512_setzero_si512());
+				isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(idot, ls[s]));
 			}
 		}
 		KX_UNROLL
@@ -245,12 +223,10 @@ KX_INLINE void kx_q5x_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 	const float *xd[KX_MT2];
 	const int32_t *xs[KX_MT2];
 	__m512 acc[KX_MT2], accm[KX_MT2];
+	kx_tile_begin32(g, t, T, xq, xd, xs, acc);
 	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
+	for (int j = 0; j < T; j++)
 		accm[j] = _mm512_setzero_ps();
-	}
 	const __m512i m4 = _mm512_set1_epi8(0x0f), c16 = _mm512_set1_epi8(0x10);
 	const __m512i lv = _mm512_xor_si512(
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
@@ -291,15 +267,9 @@ KX_INLINE void kx_q5x_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
-			__m512i id1 = _mm512_setzero_si512();
-			KX_UNROLL
-			for (int k = 0; k < 8; k += 2) {
-				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
-				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
-			}
+			const __m512i idot = kx_dot32(q, x0, _mm512_set1_epi32(corr * xs[j][b]));
 			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), sc, acc[j]);
 			if (has_m)
 				accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[j][b] * (float)xs[j][b]), accm[j]);
 		}

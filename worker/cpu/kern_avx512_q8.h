@@ -283,27 +283,88 @@ KX_INLINE __m512i kx_bcast32(const int8_t *p)
 	return _mm512_set1_epi32(v);
 }
 
+/* The T tokens' activation arrays from token t (Q8_32), zeroed accumulators. */
+KX_INLINE void kx_tile_begin32(const struct wk_cpu_gemm *g, int t, const int T, const int8_t **xq,
+			       const float **xd, const int32_t **xs, __m512 *acc)
+{
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+	}
+}
+
+/* The same for the Q8_256 format. */
+KX_INLINE void kx_tile_begin256(const struct wk_cpu_gemm *g, int t, const int T, const int8_t **xq,
+				const float **xd, const int16_t **xs, __m512 *acc)
+{
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_act_q8_256(g, t + j, &xq[j], &xd[j], &xs[j]);
+		acc[j] = _mm512_setzero_ps();
+	}
+}
+
+/*
+ * A 16-row kernel's lanes on the mapped rows: row pointers w (missing rows
+ * repeat the last), gather offsets goff for lane -> row order P (T > 1:
+ * the transpose's) or Q (one token: kx_rows16_reduce's), and *perm, the
+ * row -> lane permutation of the store.
+ */
+KX_INLINE void kx_rows16_lanes(const struct wk_cpu_gemm *g, int r, int nr, const int T,
+			       const uint8_t *w[16], __m512i *goff, __m512i *perm)
+{
+	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
+	*perm = T == 1 ? kx_lane_q_inv() : lane_row;
+	kx_rows16_ptrs(g, r, nr, w);
+	*goff = kx_rows16_goff(g, nr, lane_row);
+}
+
+/*
+ * The exact integer dot product of 32 values per lane with one token's 32
+ * activation bytes x0: q[k] holds values 4k..4k+3 of each lane's row
+ * (unsigned), start is added (a block-sum correction).
+ */
+KX_INLINE __m512i kx_dot32(const __m512i q[8], const int8_t *x0, __m512i start)
+{
+	__m512i id0 = start, id1 = _mm512_setzero_si512();
+	KX_UNROLL
+	for (int k = 0; k < 8; k += 2) {
+		id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
+		id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
+	}
+	return _mm512_add_epi32(id0, id1);
+}
+
+/*
+ * The same over two groups of 16 values (q[0..3] and q[4..7]), each
+ * multiplied by its group's scale (sa, sb, per lane): the K-quants' runs.
+ */
+KX_INLINE __m512i kx_dot16x2(const __m512i q[8], const int8_t *x0, __m512i sa, __m512i sb)
+{
+	__m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+	KX_UNROLL
+	for (int k = 0; k < 4; k++) {
+		d0 = _mm512_dpbusd_epi32(d0, q[k], kx_bcast32(x0 + 4 * k));
+		d1 = _mm512_dpbusd_epi32(d1, q[k + 4], kx_bcast32(x0 + 16 + 4 * k));
+	}
+	return _mm512_add_epi32(_mm512_mullo_epi32(d0, sa), _mm512_mullo_epi32(d1, sb));
+}
+
 KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
 			     const uint8_t *pf, const int Q4)
 {
 	const int nb = g->cols / 32;
 	const size_t bb = Q4 ? 18 : 34;
 	const int corr = Q4 ? -8 : -128; /* x the activation block sum */
-	/* lane -> row, and row -> lane for the store (P for T > 1, Q for T == 1) */
-	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
-	const __m512i perm = T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
-	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, lane_row);
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int32_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
-	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
-	}
+	kx_tile_begin32(g, t, T, xq, xd, xs, acc);
 	const __m512i m80 = _mm512_set1_epi8((char)0x80);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
@@ -341,15 +402,9 @@ KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
-			__m512i id1 = _mm512_setzero_si512();
-			KX_UNROLL
-			for (int k = 0; k < 8; k += 2) {
-				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
-				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
-			}
+			const __m512i idot = kx_dot32(q, x0, _mm512_set1_epi32(corr * xs[j][b]));
 			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), sc, acc[j]);
 		}
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);

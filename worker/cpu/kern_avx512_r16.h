@@ -25,11 +25,7 @@ KX_INLINE void kx_q80_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 	const float *xd[KX_MT2];
 	const int32_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
-	KX_UNROLL
-	for (int j = 0; j < T; j++) {
-		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
-		acc[j] = _mm512_setzero_ps();
-	}
+	kx_tile_begin32(g, t, T, xq, xd, xs, acc);
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	for (int b = 0; b < nb; b++) {
 		const uint8_t *p = s + sb * (size_t)b;
@@ -53,15 +49,9 @@ KX_INLINE void kx_q80_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			__m512i id0 = _mm512_set1_epi32(corr * xs[j][b]);
-			__m512i id1 = _mm512_setzero_si512();
-			KX_UNROLL
-			for (int k = 0; k < 8; k += 2) {
-				id0 = _mm512_dpbusd_epi32(id0, q[k], kx_bcast32(x0 + 4 * k));
-				id1 = _mm512_dpbusd_epi32(id1, q[k + 1], kx_bcast32(x0 + 4 * k + 4));
-			}
+			const __m512i idot = kx_dot32(q, x0, _mm512_set1_epi32(corr * xs[j][b]));
 			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(id0, id1)), sc, acc[j]);
+			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), sc, acc[j]);
 		}
 	}
 	const __mmask16 km = (__mmask16)((1u << nr) - 1);
