@@ -3,7 +3,7 @@
  * models.
  *
  *   sluice-model inspect PATH [--sha]
- *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]
+ *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES] [--cpu-repack]
  *   sluice-model sha256 PATH
  *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm
  *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert|nomic-bert] [--swa N]
@@ -36,6 +36,7 @@
 #include "common/alloc.h"
 #include "common/crypto.h"
 #include "common/limits.h"
+#include "worker/cpu/pack.h"
 #include "worker/engine/sched.h"
 #include "worker/model/gguf.h"
 #include "tools/gguf_write.h"
@@ -49,7 +50,7 @@ void model_usage(FILE *f)
 {
 	fputs("model_usage:\n"
 	      "  sluice-model inspect PATH [--sha]\n"
-	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES]\n"
+	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES] [--cpu-repack]\n"
 	      "  sluice-model sha256 PATH\n"
 	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm\n"
 	      "                     [--type F32|F16|BF16|Q8_0|Q4_0|"
@@ -345,13 +346,29 @@ static uint64_t plan_reserve(const struct wk_mcfg *c)
 	       4ull * CM_LIM_MAX_RUNNING_SEQS * c->hp.n_vocab;
 }
 
+/* Bytes of the copies a CPU worker with worker.cpu_repack keeps on an
+ * AVX-512 host (worker/cpu/pack.h): its packable dense matrices. */
+static uint64_t plan_repacked(const struct wk_mcfg *c)
+{
+	uint64_t bytes = 0;
+
+	for (size_t i = 0; i < wk_cpu_pack_candidates(&c->hp); i++) {
+		const struct wk_tensor *t = wk_cpu_pack_candidate(&c->hp, c->layers, &c->output, i);
+
+		if (wk_cpu_pack_eligible(t))
+			bytes += wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols);
+	}
+	return bytes;
+}
+
 static int cmd_plan(int argc, char **argv)
 {
 	struct wk_gguf *g = NULL;
 	struct wk_mcfg *c = NULL;
 	const char *path = NULL;
 	uint64_t memory = 0, ctx = 0, reserve = 0, ctx_blocks, kv_seq, avail, seqs;
-	int have_mem = 0, have_ctx = 0, have_res = 0, rc = 1;
+	int have_mem = 0, have_ctx = 0, have_res = 0, repack = 0, rc = 1;
+	uint64_t repacked;
 	char h[32];
 
 	for (int a = 0; a < argc; a++) {
@@ -376,6 +393,8 @@ static int cmd_plan(int argc, char **argv)
 				return 2;
 			}
 			have_ctx = 1;
+		} else if (strcmp(argv[a], "--cpu-repack") == 0) {
+			repack = 1;
 		} else if (!path && argv[a][0] != '-') {
 			path = argv[a];
 		} else {
@@ -391,6 +410,9 @@ static int cmd_plan(int argc, char **argv)
 		goto out;
 	if (!have_res)
 		reserve = plan_reserve(c);
+	repacked = plan_repacked(c);
+	if (repack)
+		reserve += repacked;
 	ctx_blocks = (ctx + CM_LIM_KV_BLOCK_TOKENS - 1) / CM_LIM_KV_BLOCK_TOKENS;
 	kv_seq = c->kv_bytes_per_token * ctx_blocks * CM_LIM_KV_BLOCK_TOKENS;
 	if (wk_kv_window(&c->hp)) {
@@ -413,8 +435,12 @@ static int cmd_plan(int argc, char **argv)
 		       "(%" PRIu64 " bytes) read per token; all are resident\n",
 		       c->hp.n_expert_used, c->hp.n_expert, c->n_params_active, c->n_params,
 		       c->active_weight_bytes);
-	printf("reserve: %" PRIu64 " bytes (%s)%s\n", reserve, human(reserve, h, sizeof(h)),
-	       have_res ? " (--reserve)" : " (runtime 64 MiB + activations + logits)");
+	printf("cpu repack: %" PRIu64 " bytes (%s) of copies on an AVX-512 CPU worker "
+	       "(worker.cpu_repack)%s\n", repacked, human(repacked, h, sizeof(h)),
+	       repack ? ", counted in the reserve" : ", not counted: --cpu-repack counts them");
+	printf("reserve: %" PRIu64 " bytes (%s)%s%s\n", reserve, human(reserve, h, sizeof(h)),
+	       have_res ? " (--reserve)" : " (runtime 64 MiB + activations + logits)",
+	       repack ? " + cpu repack" : "");
 	printf("kv per token: %" PRIu64 " bytes (%s, F16)\n", c->kv_bytes_per_token,
 	       human(c->kv_bytes_per_token, h, sizeof(h)));
 	printf("context: %" PRIu64 " tokens (%" PRIu64 " blocks of %d)\n", ctx, ctx_blocks,

@@ -738,11 +738,9 @@ static long long log_number(const char *path, const char *key, int *avx512)
 }
 
 /*
- * worker.cpu_repack: a worker holding its Q4_0 matrices repacked for the
- * AVX-512 strip kernels and one reading the mapped file only give the same
- * tokens and final-logits digests, alone and in one batch; worker_ready
- * says what the copies take (0 when off, or where the CPU has no such
- * kernels).
+ * worker.cpu_repack: a worker with its Q4_0 matrices repacked and one
+ * reading the mapped file give the same tokens and digests, alone and in a
+ * batch; worker_ready's repacked_bytes is plan's (0 when off or no AVX-512).
  */
 static void test_repacked_equals_mapped(void **state)
 {
@@ -768,6 +766,17 @@ static void test_repacked_equals_mapped(void **state)
 	long long bytes = log_number(wp.log, "\"repacked_bytes\":", &avx512);
 	if (avx512 ? bytes <= 0 : bytes != 0)
 		fail_msg("repacked_bytes %lld on a CPU %s AVX-512", bytes, avx512 ? "with" : "without");
+	if (avx512) { /* what sluice-model plan counts for the same file */
+		char cmd[1200];
+		int st;
+
+		snprintf(cmd, sizeof(cmd), "'%s' plan '%s' --memory 1GiB --context 512",
+			 h_bin("tools/sluice-model"), model);
+		char *out = h_run_capture(cmd, &st), *at = out ? strstr(out, "cpu repack: ") : NULL;
+		assert_non_null(at);
+		assert_int_equal(strtoll(at + strlen("cpu repack: "), NULL, 10), bytes);
+		free(out);
+	}
 	assert_int_equal(log_number(wm.log, "\"repacked_bytes\":", &avx512), 0);
 	for (uint32_t i = 0; i < N; i++) {
 		pc_submit_init(&msgs[i], &sbs[i], 7000 + i, prompts[i], 5 + i % 6, 1);

@@ -48,6 +48,7 @@
 #include "worker/cpu/matmul.h"
 #include "worker/cpu/moe.h"
 #include "worker/cpu/ops.h"
+#include "worker/cpu/pack.h"
 #include "worker/cpu/pool.h"
 #include "worker/model/model.h"
 #include "worker/model/quant.h"
@@ -562,22 +563,11 @@ static enum cm_status pack_weights(struct cpu_backend *be)
 	const struct wk_model *m = be->m;
 	enum cm_status st = CM_OK;
 
-	for (uint32_t l = 0; st == CM_OK && l <= m->hp.n_layer; l++) {
-		const struct wk_layer *L = l < m->hp.n_layer ? &m->layers[l] : NULL;
-		const struct wk_tensor *ts[] = {
-			L ? &L->wq : &m->output, L ? &L->wk : NULL, L ? &L->wv : NULL,
-			L ? &L->wo : NULL, L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
-			L ? &L->w_down : NULL, L ? &L->shexp_gate : NULL, L ? &L->shexp_up : NULL,
-			L ? &L->shexp_down : NULL,
-		};
+	for (size_t i = 0; st == CM_OK && i < wk_cpu_pack_candidates(&m->hp); i++) {
+		const struct wk_tensor *t = wk_cpu_pack_candidate(&m->hp, m->layers, &m->output, i);
 
-		for (size_t i = 0; st == CM_OK && i < sizeof(ts) / sizeof(ts[0]); i++) {
-			const struct wk_tensor *t = ts[i];
-
-			if (t && t->data && t->expert_stride == 0 && t->rows <= INT32_MAX &&
-			    t->cols <= INT32_MAX && wk_cpu_mm_can_pack(be->mm, t->type))
-				st = wk_cpu_mm_pack(be->mm, t->type, t->data, (int)t->rows, (int)t->cols);
-		}
+		if (wk_cpu_pack_eligible(t) && wk_cpu_mm_can_pack(be->mm, t->type))
+			st = wk_cpu_mm_pack(be->mm, t->type, t->data, (int)t->rows, (int)t->cols);
 	}
 	return st;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "worker/model/model_config.h"
 #include "worker/cpu/pool.h"
 #include "worker/model/quant.h"
 
@@ -146,6 +147,36 @@ static void pack_task(void *ctx, int task, int thread)
 
 	(void)thread;
 	pack_strips(j->wtype, j->w, j->rows, j->cols, j->dst, s0, s1);
+}
+
+#define PACK_PER_LAYER 10
+
+size_t wk_cpu_pack_candidates(const struct wk_hparams *hp)
+{
+	return (size_t)hp->n_layer * PACK_PER_LAYER + 1;
+}
+
+const struct wk_tensor *wk_cpu_pack_candidate(const struct wk_hparams *hp,
+					      const struct wk_layer *layers,
+					      const struct wk_tensor *output, size_t i)
+{
+	if (i >= wk_cpu_pack_candidates(hp))
+		return NULL;
+	if (i == (size_t)hp->n_layer * PACK_PER_LAYER)
+		return output;
+	const struct wk_layer *L = &layers[i / PACK_PER_LAYER];
+	const struct wk_tensor *ts[PACK_PER_LAYER] = {
+		&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+		&L->shexp_gate, &L->shexp_up, &L->shexp_down,
+	};
+	return ts[i % PACK_PER_LAYER];
+}
+
+int wk_cpu_pack_eligible(const struct wk_tensor *t)
+{
+	return t->data != NULL && t->expert_stride == 0 && t->rows > 0 && t->rows <= INT32_MAX &&
+	       t->cols <= INT32_MAX && wk_cpu_pack_supported(t->type) &&
+	       t->cols % wk_qtype_block_elems(t->type) == 0;
 }
 
 struct wk_cpu_pack_entry {

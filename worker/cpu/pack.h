@@ -52,6 +52,22 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
 /* Writes the rows16 copy of w (GGUF rows) into dst (wk_cpu_pack_bytes). */
 void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst);
 
+/*
+ * The matrices of a model the CPU backend packs: every layer's Q, K, V, O,
+ * gate, up, down and shared expert's three, then the output (a mixture's
+ * experts stay mapped).  Candidate i in [0, wk_cpu_pack_candidates) (its
+ * data may be NULL: absent); wk_cpu_pack_eligible says whether its type
+ * and shape pack (the ISA aside: wk_cpu_mm_can_pack).
+ */
+struct wk_hparams;
+struct wk_layer;
+struct wk_tensor;
+size_t wk_cpu_pack_candidates(const struct wk_hparams *hp);
+const struct wk_tensor *wk_cpu_pack_candidate(const struct wk_hparams *hp,
+					      const struct wk_layer *layers,
+					      const struct wk_tensor *output, size_t i);
+int wk_cpu_pack_eligible(const struct wk_tensor *t);
+
 /* The copies one wk_cpu_mm holds, found by the original's address. */
 struct wk_cpu_packs;
 

@@ -548,6 +548,8 @@ static void test_inspect_and_plan(void **state)
 	assert_int_equal(field(out, "kv per sequence: "), kv_tok * 112);
 	assert_int_equal(field(out, "sequences: "), (100000000 - weights - (1 << 20)) / (kv_tok * 112));
 
+	assert_int_equal(field(out, "cpu repack: "), 0); /* F32: nothing packs */
+
 	snprintf(a, sizeof(a), "plan '%s' --memory 4MiB --context 512", path);
 	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "does not fit: the weights alone"));
@@ -559,6 +561,38 @@ static void test_inspect_and_plan(void **state)
 	assert_non_null(strstr(out, "--memory: expected a size"));
 	assert_int_equal(run_tool("inspect /nonexistent.gguf", out, sizeof(out)), 1);
 	assert_non_null(strstr(out, "cannot open"));
+	/* --cpu-repack: the copies of the Q8_0 matrices (whole strips of 16
+	 * rows) join the reserve; computed here from the shapes */
+	{
+		struct wk_gguf *qg = NULL;
+		struct wk_mcfg *qc = NULL;
+		const char *qp = synth_cfg("plan_q8.gguf", "--preset tiny --type Q8_0", &qg, &qc);
+		uint64_t want = 0;
+
+		for (uint32_t l = 0; l <= qc->hp.n_layer; l++) {
+			const struct wk_layer *L = l < qc->hp.n_layer ? &qc->layers[l] : NULL;
+			const struct wk_tensor *ts[7] = { L ? &L->wq : &qc->output, L ? &L->wk : NULL,
+							  L ? &L->wv : NULL, L ? &L->wo : NULL,
+							  L ? &L->w_gate : NULL, L ? &L->w_up : NULL,
+							  L ? &L->w_down : NULL };
+			for (int i = 0; i < 7; i++)
+				if (ts[i] && ts[i]->type == WK_Q_Q8_0)
+					want += (ts[i]->rows + 15) / 16 * 16 * (ts[i]->cols / 32 * 34);
+		}
+		assert_true(want > 0);
+		snprintf(a, sizeof(a), "plan '%s' --memory 512MiB --context 512", qp);
+		assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+		assert_int_equal(field(out, "cpu repack: "), want);
+		uint64_t res = field(out, "reserve: "), seqs = field(out, "sequences: ");
+		snprintf(a, sizeof(a), "plan '%s' --memory 512MiB --context 512 --cpu-repack", qp);
+		assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+		assert_int_equal(field(out, "reserve: "), res + want);
+		assert_int_equal(field(out, "sequences: "),
+				 (mem - qc->weight_bytes - res - want) / (qc->kv_bytes_per_token * 512));
+		assert_true(field(out, "sequences: ") < seqs);
+		wk_mcfg_free(qc);
+		wk_gguf_close(qg);
+	}
 }
 
 /* Writes a llama2.c checkpoint (header + `floats` float32) and a
