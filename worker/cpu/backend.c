@@ -576,6 +576,23 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 				      uint32_t block_tokens, int n_threads, uint32_t kv_type,
 				      int repack, struct wk_backend **out, char *err, size_t err_len);
 
+uint64_t wk_cpu_backend_repack_bytes(const struct wk_model *m)
+{
+	struct wk_cpu_mm *mm = NULL;
+	uint64_t bytes = 0;
+
+	if (wk_cpu_mm_new(NULL, &mm) != CM_OK)
+		return 0;
+	for (size_t i = 0; i < wk_cpu_pack_candidates(&m->hp); i++) {
+		const struct wk_tensor *t = wk_cpu_pack_candidate(&m->hp, m->layers, &m->output, i);
+
+		if (wk_cpu_pack_eligible(t) && wk_cpu_mm_can_pack(mm, t->type))
+			bytes += wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols);
+	}
+	wk_cpu_mm_free(mm);
+	return bytes;
+}
+
 enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks,
 				     uint32_t block_tokens, int n_threads,
 				     uint32_t kv_type, struct wk_backend **out,

@@ -23,6 +23,13 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 				     char *err, size_t err_len) CM_WUR;
 
 /*
+ * Bytes of the repacked copies (worker/cpu/pack.h) a backend created for m
+ * with repacking on would hold on this CPU: 0 where its ISA packs nothing.
+ * The worker takes them off the free memory before sizing the KV cache.
+ */
+uint64_t wk_cpu_backend_repack_bytes(const struct wk_model *m);
+
+/*
  * A mixture of experts: the experts the last forward() routed the batch's
  * token `token` to in layer `layer` (n_expert_used ids, increasing), for
  * checks against a reference and for inspection.  CM_ENOTFOUND for a dense

@@ -69,7 +69,13 @@ static enum cm_status bo_kv_bytes(const struct wk_backend_ops *ops, const struct
 	if (*bytes)
 		return CM_OK;
 	if (!ops->kv_blocks_for) {
-		*bytes = (uint64_t)((double)bo_mem_available() * w->kv_fraction);
+		/* the CPU backend's repacked copies come out of the same memory */
+		uint64_t avail = bo_mem_available();
+		uint64_t copies = ops == &wk_cpu_backend_ops && w->cpu_repack
+					  ? wk_cpu_backend_repack_bytes(m) : 0;
+
+		avail = avail > copies ? avail - copies : 0;
+		*bytes = (uint64_t)((double)avail * w->kv_fraction);
 		return CM_OK;
 	}
 	if (ops->kv_blocks_for(m, p, w->kv_fraction, &nb) != CM_OK) {

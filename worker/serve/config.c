@@ -43,7 +43,7 @@ static const struct cm_cfg_key wk_server_keys[] = {
 	CM_CFG_SIZE(struct wk_server_cfg, kv_cache_bytes, 0, 0, (int64_t)1 << 50,
 		    "Bytes of KV cache; 0 = `kv_cache_fraction` of the free memory."),
 	CM_CFG_DOUBLE(struct wk_server_cfg, kv_cache_fraction, 0.25, 0.01, 0.95,
-		      "Fraction of free memory (RAM, or device memory after the weights) given to the KV cache when `kv_cache_bytes` is 0."),
+		      "Fraction of free memory (RAM less the CPU backend's repacked copies, or device memory after the weights) given to the KV cache when `kv_cache_bytes` is 0."),
 	CM_CFG_ENUM(struct wk_server_cfg, kv_type, 0, kv_type_choices,
 		    "Element type of the KV cache."),
 	CM_CFG_INT(struct wk_server_cfg, block_tokens, CM_LIM_KV_BLOCK_TOKENS, 4, 256,

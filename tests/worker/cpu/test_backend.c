@@ -381,6 +381,11 @@ static void eng_init(struct eng *E, const struct wk_model *m, int threads, uint3
 	memset(E, 0, sizeof(*E));
 	assert_int_equal(wk_cpu_backend_create(m, 64, 16, threads, kv_type, &E->be, err,
 					       sizeof(err)), CM_OK);
+	{ /* the copies it holds are the ones the worker plans its memory on */
+		struct wk_backend_info bi;
+		E->be->ops->info(E->be, &bi);
+		assert_int_equal(bi.repacked_bytes, wk_cpu_backend_repack_bytes(m));
+	}
 	E->kv = wk_kv_new(64, 16);
 	for (uint32_t i = 0; i < 8; i++)
 		assert_int_equal(wk_kv_alloc(E->kv, &E->blocks[E->n_blocks++]), CM_OK);
