@@ -537,11 +537,11 @@ static void cpu_destroy(struct wk_backend *base)
 
 	if (!be)
 		return;
-	if (be->k) {
-		for (uint32_t l = 0; l < be->m->hp.n_layer; l++) {
+	for (uint32_t l = 0; l < be->m->hp.n_layer; l++) { /* either array may be missing */
+		if (be->k)
 			cm_free(be->k[l]);
+		if (be->v)
 			cm_free(be->v[l]);
-		}
 	}
 	cm_free(be->k);
 	cm_free(be->v);
@@ -646,12 +646,15 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 	if (st != CM_OK)
 		goto out;
 	st = wk_cpu_mm_new(be->pool, &be->mm);
-	if (st == CM_OK && repack && (st = pack_weights(be)) != CM_OK && st != CM_ENOMEM)
-		snprintf(err, err_len, "cpu backend: repacking the weights failed (%s)", cm_status_str(st));
-	if (st == CM_ENOMEM)
-		snprintf(err, err_len,
-			 "cpu backend: no memory for the repacked weights (%llu bytes so far; worker.cpu_repack false reads the mapped file only)",
-			 (unsigned long long)wk_cpu_mm_packed_bytes(be->mm));
+	if (st == CM_OK && repack && (st = pack_weights(be)) != CM_OK) {
+		if (st == CM_ENOMEM)
+			snprintf(err, err_len,
+				 "cpu backend: no memory for the repacked weights (%llu bytes so far; worker.cpu_repack false reads the mapped file only)",
+				 (unsigned long long)wk_cpu_mm_packed_bytes(be->mm));
+		else
+			snprintf(err, err_len, "cpu backend: repacking the weights failed (%s)",
+				 cm_status_str(st));
+	}
 	if (st == CM_OK && hp->n_expert)
 		st = wk_cpu_moe_new(hp, &be->moe);
 	if (st != CM_OK)

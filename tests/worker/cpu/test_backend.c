@@ -848,9 +848,41 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/*
+ * Creating the backend with every allocation failing in turn (the repacked
+ * copies among them): CM_ENOMEM with a message, nothing leaked (ASan), and
+ * the backend created once memory is there.
+ */
+static void test_create_out_of_memory(void **state)
+{
+	char path[512], err[256];
+	struct wk_model *m = NULL;
+	struct wk_model_opts opts = { 0 };
+	struct wk_backend *be = NULL;
+	enum cm_status st = CM_ENOMEM;
+	(void)state;
+
+	assert_int_equal(synth_x("tiny", "Q4_K_M", "llama", NULL, NULL, path, sizeof(path)), 0);
+	assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
+	for (long k = 0; st == CM_ENOMEM && k < 10000; k++) {
+		err[0] = '\0';
+		cm_alloc_fail_after(k);
+		st = wk_cpu_backend_create(m, 8, 16, 2, WK_Q_F16, &be, err, sizeof(err));
+		cm_alloc_fail_reset();
+		if (st == CM_ENOMEM) {
+			assert_null(be);
+			assert_true(err[0] != '\0');
+		}
+	}
+	assert_int_equal(st, CM_OK);
+	be->ops->destroy(be);
+	wk_model_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_out_of_memory),
 		cmocka_unit_test(test_ref_f32_llama),
 		cmocka_unit_test(test_ref_f16_llama),
 		cmocka_unit_test(test_ref_bf16_llama),
