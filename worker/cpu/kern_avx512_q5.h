@@ -125,14 +125,20 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
  * integer, then acc = fma(float(isum), d * d_x, acc) in block order from
  * 0; no horizontal sum.
  */
-KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-				const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
+/*
+ * PACKED: w in pack.h's rows16 layout (a strip's block: the 16 rows' d |
+ * scales_h words, their scales_l words, the 32 qs runs; lane l = row r +
+ * l), read in the transposed form for every token count: the same values.
+ */
+KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			      const uint8_t *pf, const int PACKED)
 {
-	(void)unused;
 	const int nb = g->cols / 256;
 	const uint8_t *w[16];
-	__m512i goff, perm;
-	kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
+	__m512i goff = _mm512_setzero_si512(),
+		perm = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	if (!PACKED)
+		kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -142,15 +148,21 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
 		_mm512_set1_epi8((char)0x80));
 	const __m512i m4 = _mm512_set1_epi32(0xf), m3 = _mm512_set1_epi32(3), c32 = _mm512_set1_epi32(32),
-		      mlo = _mm512_set1_epi32(0xffff);
+		      mlo = _mm512_set1_epi32(0xffff), n4 = _mm512_set1_epi8(0x0f);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 136 * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x 136 bytes per block */
+		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
+		if (pf != NULL && PACKED) /* the stream ahead */
+			for (size_t l = 0; l < 16 * 136; l += 64)
+				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+		else if (pf != NULL) /* the next strip, 16 x 136 bytes per block */
 			for (int l = 0; l < 34; l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
-		const __m512i dh = _mm512_i32gather_epi32(goff, (const int *)base, 1);
-		const __m512i sl = _mm512_i32gather_epi32(goff, (const int *)(base + 4), 1);
+		const __m512i dh = PACKED ? _mm512_loadu_si512(pk)
+					  : _mm512_i32gather_epi32(goff, (const int *)base, 1);
+		const __m512i sl = PACKED ? _mm512_loadu_si512(pk + 64)
+					  : _mm512_i32gather_epi32(goff, (const int *)(base + 4), 1);
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dh));
 		const __m512i sh = _mm512_srli_epi32(dh, 16);
 		__m512i ls[8], lsp[8];
@@ -173,11 +185,20 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 		}
 		for (int s = 0; s < 8; s++) {
 			__m512i a[8], q[8];
-			kx_rows16_pairs_q4(w, off + 8 + 16 * (size_t)s, a);
-			KX_UNROLL
-			for (int i = 0; i < 8; i++)
-				a[i] = _mm512_shuffle_epi8(lv, a[i]);
-			if (T == 1) {
+			if (PACKED) { /* qs bytes 16s + 4k: run 4s + k */
+				KX_UNROLL
+				for (int k = 0; k < 4; k++) {
+					const __m512i v = _mm512_loadu_si512(pk + 128 + 64 * (4 * (size_t)s + k));
+					q[k] = _mm512_shuffle_epi8(lv, _mm512_and_si512(v, n4));
+					q[k + 4] = _mm512_shuffle_epi8(lv, _mm512_and_si512(_mm512_srli_epi16(v, 4), n4));
+				}
+			} else {
+				kx_rows16_pairs_q4(w, off + 8 + 16 * (size_t)s, a);
+				KX_UNROLL
+				for (int i = 0; i < 8; i++)
+					a[i] = _mm512_shuffle_epi8(lv, a[i]);
+			}
+			if (T == 1 && !PACKED) {
 				const __m512i xx = _mm512_broadcast_i64x4(
 					kx_load256(xq[0] + 256 * (size_t)b + 32 * (size_t)s));
 				__m512i z[8];
@@ -187,7 +208,8 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 				isum[0] = _mm512_add_epi32(isum[0], _mm512_mullo_epi32(kx_rows16_reduce(z), ls[s]));
 				continue;
 			}
-			kx_rows16_transpose(a, q);
+			if (!PACKED)
+				kx_rows16_transpose(a, q);
 			KX_UNROLL
 			for (int j = 0; j < T; j++) {
 				const int8_t *x0 = xq[j] + 256 * (size_t)b + 32 * (size_t)s;
@@ -201,6 +223,20 @@ KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int 
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+				const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
+{
+	(void)unused;
+	kx_iq4_xs_impl(g, r, nr, t, T, pf, 0);
+}
+
+KX_INLINE void kx_iq4_xs_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			     const uint8_t *pf, int unused)
+{
+	(void)unused;
+	kx_iq4_xs_impl(g, r, nr, t, T, pf, 1);
 }
 
 /*

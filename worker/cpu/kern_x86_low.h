@@ -260,6 +260,7 @@ KX_ROWS16_DRIVER(kx_gemm_q2_k, kx_q23_k_rows16, 0, kx_gemm_q2_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q3_k, kx_q23_k_rows16, 1, kx_gemm_q3_k_pairs)
 KX_DRIVER(kx_gemm_iq4_xs_pairs, kx_iq4_xs_tile, 4, 4)
 KX_ROWS16_DRIVER(kx_gemm_iq4_xs, kx_iq4_xs_rows16, 0, kx_gemm_iq4_xs_pairs)
+KX_R16_DRIVER(kx_gemm_iq4_xs_r16, kx_iq4_xs_r16, 0)
 #else
 KX_DRIVER(kx_gemm_q2_k, kx_q2_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q3_k, kx_q3_k_tile, 2, 4)

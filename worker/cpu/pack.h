@@ -22,6 +22,8 @@
  *   Q4_K: the d|dmin words (4 bytes a row: one 64-byte run), the 12 scale
  *         bytes (3 runs), the 128 qs bytes (32 runs)             16 x 144
  *   Q5_K: as Q4_K with the 32 qh bytes (8 runs) before the qs    16 x 176
+ *   IQ4_XS: the d|scales_h words, the scales_l words (one run each),
+ *         the 128 qs bytes (32 runs)                              16 x 136
  *   Q6_K: f16 d[16], the 16 scale bytes (4 runs), the 128 ql bytes (32
  *         runs), the 64 qh bytes (16 runs)                        16 x 210
  * So one 512-bit load is a run of 16 rows in the lanes, what the 16-row
