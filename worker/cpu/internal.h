@@ -49,8 +49,7 @@ struct wk_cpu_kernels {
 	wk_cpu_gemm_fn gemm[WK_Q_COUNT_];
 	/* the same products with w in pack.h's rows16 layout (w_stride still
 	 * the GGUF row's bytes; a range starts at a multiple of 16), where
-	 * the build has them (AVX-512: every type but F32/F16/BF16, Q2_K
-	 * and Q3_K), else NULL */
+	 * the build has them (AVX-512: every integer type), else NULL */
 	wk_cpu_gemm_fn gemm_r16[WK_Q_COUNT_];
 	wk_cpu_actq_fn actq_q8_32;
 	wk_cpu_actq_fn actq_q8_256;

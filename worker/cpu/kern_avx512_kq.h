@@ -495,15 +495,26 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
  * in block order from 0; no horizontal sum.  Lanes hold rows in the order
  * P of kx_rows16_transpose.
  */
-KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			       const uint8_t *pf, const int Q3)
+/*
+ * PACKED: w in pack.h's rows16 layout (a strip's block: Q3_K's 16 d, its
+ * 3 scale runs, 8 hmask runs and 16 qs runs; Q2_K's d|dmin words, 4
+ * scale runs and 16 qs runs; lane l = row r + l): loads in place of the
+ * gathers and transposes, the same values.
+ */
+KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			     const uint8_t *pf, const int Q3, const int PACKED)
 {
 	const int nb = g->cols / 256;
 	const size_t bb = Q3 ? 110 : 84, qs0 = Q3 ? 32 : 16;
-	const __m512i perm = kx_lane_p();
+	const size_t pk_sc = Q3 ? 32 : 64, pk_qs = Q3 ? 736 : 320; /* PACKED offsets */
+	const __m512i perm = PACKED ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+				    : kx_lane_p();
 	const uint8_t *w[16];
-	kx_rows16_ptrs(g, r, nr, w);
-	const __m512i goff = kx_rows16_goff(g, nr, perm);
+	__m512i goff = _mm512_setzero_si512();
+	if (!PACKED) {
+		kx_rows16_ptrs(g, r, nr, w);
+		goff = kx_rows16_goff(g, nr, perm);
+	}
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -513,21 +524,34 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 		      mlo = _mm512_set1_epi32(0xffff);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
+		if (pf != NULL && PACKED) /* the stream ahead */
+			for (size_t l = 0; l < 16 * bb; l += 64)
+				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
 			for (int l = 0; l < (Q3 ? 28 : 21); l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at
 		 * 110); Q2_K: bytes 80..83 are d and dmin */
-		const __m512i dg = _mm512_i32gather_epi32(goff, (const int *)(base + (Q3 ? 106 : 80)), 1);
+		__m512i dg;
+		if (PACKED && Q3) /* d alone: 16 f16, as the high halves below */
+			dg = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)pk)), 16);
+		else if (PACKED)
+			dg = _mm512_loadu_si512(pk);
+		else
+			dg = _mm512_i32gather_epi32(goff, (const int *)(base + (Q3 ? 106 : 80)), 1);
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(Q3 ? _mm512_srli_epi32(dg, 16) : dg));
 		const __m512 dmw = Q3 ? _mm512_setzero_ps()
 				      : _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dg, 16)));
 		__m512i sc[16], mn[16];
 		if (Q3) {
-			const __m512i s0 = _mm512_i32gather_epi32(goff, (const int *)(base + 96), 1);
-			const __m512i s1 = _mm512_i32gather_epi32(goff, (const int *)(base + 100), 1);
-			const __m512i s2 = _mm512_i32gather_epi32(goff, (const int *)(base + 104), 1);
+			const __m512i s0 = PACKED ? _mm512_loadu_si512(pk + pk_sc)
+						  : _mm512_i32gather_epi32(goff, (const int *)(base + 96), 1);
+			const __m512i s1 = PACKED ? _mm512_loadu_si512(pk + pk_sc + 64)
+						  : _mm512_i32gather_epi32(goff, (const int *)(base + 100), 1);
+			const __m512i s2 = PACKED ? _mm512_loadu_si512(pk + pk_sc + 128)
+						  : _mm512_i32gather_epi32(goff, (const int *)(base + 104), 1);
 			KX_UNROLL
 			for (int j = 0; j < 16; j++) {
 				const int bj = j % 8;
@@ -541,7 +565,8 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 		} else {
 			KX_UNROLL
 			for (int q = 0; q < 4; q++) {
-				const __m512i s = _mm512_i32gather_epi32(goff, (const int *)(base + 4 * q), 1);
+				const __m512i s = PACKED ? _mm512_loadu_si512(pk + pk_sc + 64 * q)
+							 : _mm512_i32gather_epi32(goff, (const int *)(base + 4 * q), 1);
 				KX_UNROLL
 				for (int k = 0; k < 4; k++) {
 					sc[4 * q + k] = _mm512_and_si512(_mm512_srli_epi32(s, 8 * k), mf);
@@ -573,7 +598,11 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 			}
 		}
 		__m512i thm[8];
-		if (Q3) {
+		if (Q3 && PACKED) {
+			KX_UNROLL
+			for (int k = 0; k < 8; k++)
+				thm[k] = _mm512_loadu_si512(pk + 224 + 64 * k);
+		} else if (Q3) {
 			__m512i a[8];
 			kx_rows16_pairs(w, off, a);
 			kx_rows16_transpose(a, thm);
@@ -581,8 +610,14 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			__m512i a[8], tq[8];
-			kx_rows16_pairs(w, off + qs0 + 32 * (size_t)h, a);
-			kx_rows16_transpose(a, tq);
+			if (PACKED) { /* qs bytes 32h + 4k: run 8h + k */
+				KX_UNROLL
+				for (int k = 0; k < 8; k++)
+					tq[k] = _mm512_loadu_si512(pk + pk_qs + 64 * (8 * (size_t)h + k));
+			} else {
+				kx_rows16_pairs(w, off + qs0 + 32 * (size_t)h, a);
+				kx_rows16_transpose(a, tq);
+			}
 			KX_UNROLL
 			for (int k = 0; k < 4; k++) {
 				__m512i q[8];
@@ -613,4 +648,16 @@ KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t
 		}
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			       const uint8_t *pf, const int Q3)
+{
+	kx_q23_k_impl(g, r, nr, t, T, pf, Q3, 0);
+}
+
+KX_INLINE void kx_q23_k_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			    const uint8_t *pf, const int Q3)
+{
+	kx_q23_k_impl(g, r, nr, t, T, pf, Q3, 1);
 }

@@ -968,6 +968,8 @@ KX_DRIVER(kx_gemm_q6_k, kx_q6_k_tile, 2, 4)
 		[WK_Q_Q5_K] = kx_gemm_q5_k_r16,       \
 		[WK_Q_Q6_K] = kx_gemm_q6_k_r16,       \
 		[WK_Q_IQ4_XS] = kx_gemm_iq4_xs_r16,   \
+		[WK_Q_Q2_K] = kx_gemm_q2_k_r16,       \
+		[WK_Q_Q3_K] = kx_gemm_q3_k_r16,       \
 	}
 #endif
 

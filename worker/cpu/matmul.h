@@ -69,7 +69,7 @@ struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 /*
  * Keeps a copy of W (wtype, rows x cols at w) repacked for this ISA's
  * 16-row strip kernels (pack.h), when it has them for wtype (AVX-512:
- * Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q8_0, Q4_K, Q5_K, Q6_K); later products on the same w, type and
+ * every integer type); later products on the same w, type and
  * shape read the copy (Q6_K: of more than one token) and give bit for bit
  * the same y.  Does nothing (CM_OK) where the ISA has
  * no such kernel; a product after wk_cpu_mm_set_isa to an ISA without

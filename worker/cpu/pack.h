@@ -22,6 +22,10 @@
  *   Q4_K: the d|dmin words (4 bytes a row: one 64-byte run), the 12 scale
  *         bytes (3 runs), the 128 qs bytes (32 runs)             16 x 144
  *   Q5_K: as Q4_K with the 32 qh bytes (8 runs) before the qs    16 x 176
+ *   Q2_K: the d|dmin words, the 16 scale bytes (4 runs), the 64 qs bytes
+ *         (16 runs)                                               16 x 84
+ *   Q3_K: f16 d[16], the 12 scale bytes (3 runs), the 32 hmask bytes (8
+ *         runs), the 64 qs bytes (16 runs)                        16 x 110
  *   IQ4_XS: the d|scales_h words, the scales_l words (one run each),
  *         the 128 qs bytes (32 runs)                              16 x 136
  *   Q6_K: f16 d[16], the 16 scale bytes (4 runs), the 128 ql bytes (32
