@@ -113,7 +113,7 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 
 /*
  * Q4_K and Q5_K with 16 weight rows in the lanes (the scheme of
- * kx_q80_rows16 in kern_avx512_q8.h).  Per block of 256: one gather
+ * kx_q32_impl in kern_avx512_q5.h).  Per block of 256: one gather
  * brings d and dmin of the 16 rows, three bring their 12 scale bytes,
  * which are unpacked in the lanes into 8 six-bit scales and 8 mins per
  * row; Q5_K's 32 bytes of fifth bits are transposed once per block and
@@ -142,13 +142,9 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 {
 	const int nb = g->cols / 256;
 	const size_t bb = Q5 ? 176 : 144, qs0 = Q5 ? 48 : 16;
-	const __m512i perm = kx_lane_p();
 	const uint8_t *w[16];
-	__m512i goff = _mm512_setzero_si512();
-	if (!PACKED) {
-		kx_rows16_ptrs(g, r, nr, w);
-		goff = kx_rows16_goff(g, nr, perm);
-	}
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, 0, PACKED, w, &goff, &perm);
 	const uint8_t *strip = g->w + (size_t)r * g->w_stride;
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
@@ -266,9 +262,7 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
-	kx_rows16_store(g, r, nr, t, T,
-			PACKED ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15) : perm,
-			acc);
+	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
 KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
@@ -329,16 +323,9 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			      const uint8_t *pf, const int PACKED)
 {
 	const int nb = g->cols / 256;
-	const __m512i lane_row = PACKED ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-				 : T == 1 ? kx_lane_q()
-					  : kx_lane_p();
-	const __m512i perm = !PACKED && T == 1 ? kx_lane_q_inv() : lane_row;
 	const uint8_t *w[16];
-	__m512i goff = _mm512_setzero_si512();
-	if (!PACKED) {
-		kx_rows16_ptrs(g, r, nr, w);
-		goff = kx_rows16_goff(g, nr, lane_row);
-	}
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, 1, PACKED, w, &goff, &perm);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -507,14 +494,9 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const int nb = g->cols / 256;
 	const size_t bb = Q3 ? 110 : 84, qs0 = Q3 ? 32 : 16;
 	const size_t pk_sc = Q3 ? 32 : 64, pk_qs = Q3 ? 736 : 320; /* PACKED offsets */
-	const __m512i perm = PACKED ? _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-				    : kx_lane_p();
 	const uint8_t *w[16];
-	__m512i goff = _mm512_setzero_si512();
-	if (!PACKED) {
-		kx_rows16_ptrs(g, r, nr, w);
-		goff = kx_rows16_goff(g, nr, perm);
-	}
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, 0, PACKED, w, &goff, &perm);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];

@@ -1,42 +1,48 @@
 /*
- * kern_avx512_q5.h - the 16-row kernels of the AVX-512 build for the
- * remaining 32-element block types, Q4_1, Q5_0, Q5_1 and IQ4_NL, and for
- * IQ4_XS (IQ4_NL's levels in blocks of 256 with six-bit sub-block scales;
- * later in this file).  Included by kern_x86.h when KX_512, after
- * kern_avx512_q8.h, whose transpose, reduction and store they share.  These are the fallback types of K-quant
- * mixes for rows that are not a multiple of 256: in a Gemma-3-1B or
- * SmolLM2 Q4_K_M file every matrix that reads the 1152- or 576-wide
- * embedding, most of the bytes.  The 256-bit tile of kern_x86.h spent a
- * conversion, a multiply, an FMA and, at the end, a horizontal sum per
- * output and block; here 16 outputs share each.
+ * kern_avx512_q5.h - the 16-row kernels of the AVX-512 build for every
+ * 32-value block type (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_0: kx_q32_impl,
+ * on the mapped rows and on pack.h's rows16 copies) and for IQ4_XS
+ * (IQ4_NL's levels in blocks of 256 with six-bit sub-block scales; later
+ * in this file).  Included by kern_x86.h when KX_512, after
+ * kern_avx512_q8.h, whose transpose, reduction and store they share.
  *
- * Per block of 32 and row: the unsigned levels q (nibbles; Q5 adds 0x10
- * where the row's qh bit is set, by a byte-masked add; IQ4_NL maps the
- * nibble through its level table and biases it to unsigned), an exact
- * integer dot product with the activations, minus 16 x sum(x) for Q5_0 and
- * 128 x sum(x) for IQ4_NL, converted to float and folded as
- * acc = fma(idot, d_w * d_x, acc); Q4_1 and Q5_1 also fold their minimum,
- * accm = fma(m_w, d_x * sum(x), accm); y = acc + accm.  Blocks in order
- * from 0, no horizontal sum: the same sequence for every tile height,
- * token count, position and thread (kern_x86.h's batch invariance).
+ * Mapped rows, per block: the 16 rows' quants loaded in pairs of rows and,
+ * for several tokens, transposed into 4-byte groups (24 shuffles), or for
+ * one token dotted on the untransposed pairs and the lane partials summed
+ * down (14 shuffles); one gather brings the 16 scales.  Packed rows: the
+ * same vectors are loads (the scales one load, Q5's fifth bits eight
+ * 64-bit masks already in the runs' byte order), the transposed form for
+ * every token count, one stream per strip.
  *
- * KIND: 1 Q4_1, 2 Q5_0, 3 Q5_1, 4 IQ4_NL.
+ * Per block of 32 and row: the unsigned levels q (Q4_0/Q4_1/IQ4_NL/Q5
+ * nibbles; Q5 adds 0x10 where the row's qh bit is set, by a byte-masked
+ * add; IQ4_NL maps the nibble through its level table biased to unsigned;
+ * Q8_0's bytes biased to unsigned), an exact integer dot product with the
+ * activations, minus 8 (Q4_0), 16 (Q5_0) or 128 (IQ4_NL, Q8_0) x sum(x),
+ * converted to float and folded as acc = fma(idot, d_w * d_x, acc); Q4_1
+ * and Q5_1 also fold their minimum, accm = fma(m_w, d_x * sum(x), accm);
+ * y = acc + accm.  Blocks in order from 0, no horizontal sum: the same
+ * sequence for every tile height, token count, position, thread and
+ * layout (kern_x86.h's batch invariance; packed = mapped bit for bit).
+ *
+ * KIND: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1, 4 IQ4_NL, 5 Q8_0.
  */
 
-KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			     const uint8_t *pf, const int KIND)
+KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			   const uint8_t *pf, const int KIND, const int PACKED)
 {
 	const int nb = g->cols / 32;
-	const int has_m = KIND == 1 || KIND == 3, five = KIND == 2 || KIND == 3;
-	const size_t bb = KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : 18;
-	const size_t qs_at = KIND == 1 ? 4 : KIND == 2 ? 6 : KIND == 3 ? 8 : 2;
-	const size_t qh_at = KIND == 3 ? 4 : 2;
-	const int corr = KIND == 2 ? -16 : KIND == 4 ? -128 : 0; /* x the activation block sum */
-	const int npf = (int)((16 * bb + 63) / 64);
+	const int has_m = KIND == 1 || KIND == 3, five = KIND == 2 || KIND == 3, nib = KIND != 5;
+	const size_t bb = KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : KIND == 5 ? 34 : 18;
+	const size_t qs_at = KIND == 1 ? 4 : KIND == 2 ? 6 : KIND == 3 ? 8 : 2; /* mapped */
+	const size_t qh_at = KIND == 3 ? 4 : 2;                                  /* mapped */
+	const size_t pk_qs = (has_m ? 64 : 32) + (five ? 64 : 0);               /* packed */
+	/* x the activation block sum */
+	const int corr = KIND == 0 ? -8 : KIND == 2 ? -16 : KIND == 4 || KIND == 5 ? -128 : 0;
 	const uint8_t *w[16];
 	__m512i goff, perm;
-	kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
-	const uint8_t *w0 = g->w + (size_t)r * g->w_stride;
+	kx_rows16_lanes(g, r, nr, T, 1, PACKED, w, &goff, &perm);
+	const uint8_t *strip = g->w + (size_t)r * g->w_stride;
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int32_t *xs[KX_MT2];
@@ -45,18 +51,49 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		accm[j] = _mm512_setzero_ps();
-	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10);
+	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10),
+		      m4 = _mm512_set1_epi8(0x0f);
 	/* IQ4_NL's levels biased to unsigned (level ^ 0x80 = level + 128) */
 	const __m512i lv = _mm512_xor_si512(
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)), m80);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
-			for (int l = 0; l < npf; l++)
-				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
-		__m512i a[8], q[8];
-		kx_rows16_pairs_q4(w, off + qs_at, a);
-		if (five) {
+		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
+		if (pf != NULL && PACKED) /* the stream ahead */
+			for (size_t l = 0; l < 16 * bb; l += 64)
+				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
+			for (size_t l = 0; l < 16 * bb; l += 64)
+				_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
+		__m512i a[8], q[8]; /* mapped: pairs of rows; the transposed runs */
+		if (PACKED && nib) {
+			KX_UNROLL
+			for (int k = 0; k < 4; k++) {
+				const __m512i v = _mm512_loadu_si512(pk + pk_qs + 64 * k);
+				q[k] = _mm512_and_si512(v, m4);
+				q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+			}
+		} else if (PACKED) { /* Q8_0, biased at packing */
+			KX_UNROLL
+			for (int k = 0; k < 8; k++)
+				q[k] = _mm512_loadu_si512(pk + 32 + 64 * k);
+		} else if (nib) {
+			kx_rows16_pairs_q4(w, off + qs_at, a);
+		} else {
+			kx_rows16_pairs(w, off + 2, a);
+			KX_UNROLL
+			for (int i = 0; i < 8; i++)
+				a[i] = _mm512_xor_si512(a[i], m80);
+		}
+		if (five && PACKED) {
+			const uint8_t *mk = pk + (has_m ? 64 : 32);
+			KX_UNROLL
+			for (int k = 0; k < 8; k++) {
+				uint64_t bits;
+				memcpy(&bits, mk + 8 * k, 8);
+				q[k] = _mm512_mask_add_epi8(q[k], _cvtu64_mask64(bits), q[k], c16);
+			}
+		} else if (five) {
 			/* a[i] holds row i's 32 levels in bytes 0-31 and row
 			 * i + 8's in 32-63: their qh words are the byte mask */
 			KX_UNROLL
@@ -69,15 +106,25 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			}
 		} else if (KIND == 4) {
 			KX_UNROLL
-			for (int i = 0; i < 8; i++)
-				a[i] = _mm512_shuffle_epi8(lv, a[i]);
+			for (int i = 0; i < 8; i++) {
+				if (PACKED)
+					q[i] = _mm512_shuffle_epi8(lv, q[i]);
+				else
+					a[i] = _mm512_shuffle_epi8(lv, a[i]);
+			}
 		}
 		/* d (and m) of the 16 rows, in lane order */
-		const __m512i dm = _mm512_i32gather_epi32(goff, (const int *)(w0 + off), 1);
-		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
-		const __m512 mw = has_m ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)))
-					: _mm512_setzero_ps();
-		if (T == 1) {
+		__m512 dw, mw = _mm512_setzero_ps();
+		if (PACKED && !has_m) {
+			dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)pk));
+		} else {
+			const __m512i dm = PACKED ? _mm512_loadu_si512(pk)
+						  : _mm512_i32gather_epi32(goff, (const int *)(strip + off), 1);
+			dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
+			if (has_m)
+				mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
+		}
+		if (T == 1 && !PACKED) {
 			/* one token: the 16 rows' lane partials summed down (lane order Q) */
 			const __m512i xx = _mm512_broadcast_i64x4(kx_load256(xq[0] + 32 * (size_t)b));
 			__m512i z[8];
@@ -91,7 +138,8 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 				accm[0] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[0][b] * (float)xs[0][b]), accm[0]);
 			continue;
 		}
-		kx_rows16_transpose(a, q);
+		if (!PACKED)
+			kx_rows16_transpose(a, q);
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			const int8_t *x0 = xq[j] + 32 * (size_t)b;
@@ -108,6 +156,18 @@ KX_INLINE void kx_q5x_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			acc[j] = _mm512_add_ps(acc[j], accm[j]);
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
+}
+
+KX_INLINE void kx_q32_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			     const uint8_t *pf, const int KIND)
+{
+	kx_q32_impl(g, r, nr, t, T, pf, KIND, 0);
+}
+
+KX_INLINE void kx_q32_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			  const uint8_t *pf, const int KIND)
+{
+	kx_q32_impl(g, r, nr, t, T, pf, KIND, 1);
 }
 
 /*
@@ -135,10 +195,8 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 {
 	const int nb = g->cols / 256;
 	const uint8_t *w[16];
-	__m512i goff = _mm512_setzero_si512(),
-		perm = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-	if (!PACKED)
-		kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
+	__m512i goff, perm;
+	kx_rows16_lanes(g, r, nr, T, 1, PACKED, w, &goff, &perm);
 	const int8_t *xq[KX_MT2];
 	const float *xd[KX_MT2];
 	const int16_t *xs[KX_MT2];
@@ -237,82 +295,4 @@ KX_INLINE void kx_iq4_xs_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 {
 	(void)unused;
 	kx_iq4_xs_impl(g, r, nr, t, T, pf, 1);
-}
-
-/*
- * Q4_1, Q5_0, Q5_1 and IQ4_NL in pack.h's rows16 layout (KIND as
- * kx_q5x_rows16): per block of a strip the 16 rows' d (or d|m words), for
- * Q5 eight 64-bit masks of the fifth bits already in byte order, then 4
- * runs of nibbles; lane l = row r + l.  The same sequence per element as
- * kx_q5x_rows16, so the same values.
- */
-KX_INLINE void kx_q5x_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			  const uint8_t *pf, const int KIND)
-{
-	const int nb = g->cols / 32;
-	const int has_m = KIND == 1 || KIND == 3, five = KIND == 2 || KIND == 3;
-	const size_t sb = 16 * (size_t)(KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : 18);
-	const size_t qs_at = (has_m ? 64 : 32) + (five ? 64 : 0);
-	const int corr = KIND == 2 ? -16 : KIND == 4 ? -128 : 0;
-	const uint8_t *s = g->w + (size_t)r * g->w_stride;
-	const int8_t *xq[KX_MT2];
-	const float *xd[KX_MT2];
-	const int32_t *xs[KX_MT2];
-	__m512 acc[KX_MT2], accm[KX_MT2];
-	kx_tile_begin32(g, t, T, xq, xd, xs, acc);
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		accm[j] = _mm512_setzero_ps();
-	const __m512i m4 = _mm512_set1_epi8(0x0f), c16 = _mm512_set1_epi8(0x10);
-	const __m512i lv = _mm512_xor_si512(
-		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
-		_mm512_set1_epi8((char)0x80));
-	for (int b = 0; b < nb; b++) {
-		const uint8_t *p = s + sb * (size_t)b;
-		if (pf != NULL)
-			for (size_t l = 0; l < sb; l += 64)
-				_mm_prefetch((const char *)(p + KX_PF_R16 + l), _MM_HINT_T0);
-		__m512i q[8];
-		KX_UNROLL
-		for (int k = 0; k < 4; k++) {
-			const __m512i v = _mm512_loadu_si512(p + qs_at + 64 * k);
-			q[k] = _mm512_and_si512(v, m4);
-			q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-		}
-		if (five) {
-			const uint8_t *mk = p + (has_m ? 64 : 32);
-			KX_UNROLL
-			for (int k = 0; k < 8; k++) {
-				uint64_t bits;
-				memcpy(&bits, mk + 8 * k, 8);
-				q[k] = _mm512_mask_add_epi8(q[k], _cvtu64_mask64(bits), q[k], c16);
-			}
-		} else if (KIND == 4) {
-			KX_UNROLL
-			for (int k = 0; k < 8; k++)
-				q[k] = _mm512_shuffle_epi8(lv, q[k]);
-		}
-		__m512 dw, mw = _mm512_setzero_ps();
-		if (has_m) {
-			const __m512i dm = _mm512_loadu_si512(p);
-			dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm));
-			mw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm, 16)));
-		} else {
-			dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-		}
-		KX_UNROLL
-		for (int j = 0; j < T; j++) {
-			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			const __m512i idot = kx_dot32(q, x0, _mm512_set1_epi32(corr * xs[j][b]));
-			const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), sc, acc[j]);
-			if (has_m)
-				accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[j][b] * (float)xs[j][b]), accm[j]);
-		}
-	}
-	const __mmask16 km = (__mmask16)((1u << nr) - 1);
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		_mm512_mask_storeu_ps(g->y + (size_t)(t + j) * g->y_stride + r, km,
-				      has_m ? _mm512_add_ps(acc[j], accm[j]) : acc[j]);
 }

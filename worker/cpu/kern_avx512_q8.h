@@ -1,9 +1,10 @@
 /*
- * kern_avx512_q8.h - the Q4_0 / Q8_0 kernels of the AVX-512 build
- * (included by kern_x86.h when KX_512), and the 16-row helpers the
- * K-quant kernels share.  Both types use the 16-row strip kernel at the
- * end of this file (kx_q80_rows16; kern_x86.h builds the drivers); the
- * pair tile below serves only rows too long for 32-bit gather offsets.
+ * kern_avx512_q8.h - the Q4_0 / Q8_0 pair tile of the AVX-512 build
+ * (included by kern_x86.h when KX_512) and the 16-row helpers every
+ * 16-row kernel shares (pairs, transpose, reduction, store, lanes, dot
+ * products).  Q4_0 and Q8_0 themselves take the 32-value 16-row kernel of
+ * kern_avx512_q5.h; the pair tile below serves only rows too long for
+ * 32-bit gather offsets.
  *
  * Pair tile: two blocks per 512-bit vpdpbusd, and the
  * per-block scales of 8 blocks fetched at once (one gather of the f16 d
@@ -140,7 +141,9 @@ KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 }
 
 /*
- * Q8_0 with weight rows in the lanes: 16 rows per vector.  For each block
+ * The 16-row helpers (the 32-value kernel, kx_q32_impl, is in
+ * kern_avx512_q5.h; the K-quants' in kern_avx512_kq.h).  Q8_0 with weight
+ * rows in the lanes: 16 rows per vector.  For each block
  * the 16 rows' 32 quants are transposed in registers into 8 vectors (lane
  * l, vector k = bytes 4k..4k+3 of row P(l)), so that one vpdpbusd with the
  * token's 4 bytes broadcast advances 16 rows at once, and a block costs a
@@ -306,16 +309,23 @@ KX_INLINE void kx_tile_begin256(const struct wk_cpu_gemm *g, int t, const int T,
 }
 
 /*
- * A 16-row kernel's lanes on the mapped rows: row pointers w (missing rows
- * repeat the last), gather offsets goff for lane -> row order P (T > 1:
- * the transpose's) or Q (one token: kx_rows16_reduce's), and *perm, the
- * row -> lane permutation of the store.
+ * A 16-row kernel's lanes.  Mapped rows: row pointers w (missing rows
+ * repeat the last), gather offsets goff for lane -> row order P (the
+ * transpose's) or, for one token when Q1, Q (kx_rows16_reduce's), and
+ * *perm, the row -> lane permutation of the store.  PACKED (pack.h's
+ * rows16 copies): lane l is row r + l, nothing to point at or gather.
  */
 KX_INLINE void kx_rows16_lanes(const struct wk_cpu_gemm *g, int r, int nr, const int T,
-			       const uint8_t *w[16], __m512i *goff, __m512i *perm)
+			       const int Q1, const int PACKED, const uint8_t *w[16], __m512i *goff,
+			       __m512i *perm)
 {
-	const __m512i lane_row = T == 1 ? kx_lane_q() : kx_lane_p();
-	*perm = T == 1 ? kx_lane_q_inv() : lane_row;
+	if (PACKED) {
+		*perm = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+		*goff = _mm512_setzero_si512();
+		return;
+	}
+	const __m512i lane_row = Q1 && T == 1 ? kx_lane_q() : kx_lane_p();
+	*perm = Q1 && T == 1 ? kx_lane_q_inv() : lane_row;
 	kx_rows16_ptrs(g, r, nr, w);
 	*goff = kx_rows16_goff(g, nr, lane_row);
 }
@@ -351,61 +361,3 @@ KX_INLINE __m512i kx_dot16x2(const __m512i q[8], const int8_t *x0, __m512i sa, _
 	return _mm512_add_epi32(_mm512_mullo_epi32(d0, sa), _mm512_mullo_epi32(d1, sb));
 }
 
-KX_INLINE void kx_q80_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			     const uint8_t *pf, const int Q4)
-{
-	const int nb = g->cols / 32;
-	const size_t bb = Q4 ? 18 : 34;
-	const int corr = Q4 ? -8 : -128; /* x the activation block sum */
-	const uint8_t *w[16];
-	__m512i goff, perm;
-	kx_rows16_lanes(g, r, nr, T, w, &goff, &perm);
-	const int8_t *xq[KX_MT2];
-	const float *xd[KX_MT2];
-	const int32_t *xs[KX_MT2];
-	__m512 acc[KX_MT2];
-	kx_tile_begin32(g, t, T, xq, xd, xs, acc);
-	const __m512i m80 = _mm512_set1_epi8((char)0x80);
-	for (int b = 0; b < nb; b++) {
-		const size_t off = bb * (size_t)b;
-		if (pf != NULL) /* the next strip, 16 x bb bytes per block */
-			for (int l = 0; l < (Q4 ? 5 : 9); l++)
-				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
-		__m512i a[8], q[8];
-		if (Q4) {
-			kx_rows16_pairs_q4(w, off + 2, a);
-		} else {
-			kx_rows16_pairs(w, off + 2, a);
-			KX_UNROLL
-			for (int i = 0; i < 8; i++)
-				a[i] = _mm512_xor_si512(a[i], m80);
-		}
-		__m512i d16 = _mm512_i32gather_epi32(goff, (const int *)(g->w + (size_t)r * g->w_stride + off), 1);
-		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d16));
-		if (T == 1) {
-			/*
-			 * One token: a transpose per block costs more shuffles than
-			 * it saves, so the 16 rows' lane partials are summed down
-			 * instead, to the same exact integers (lane order Q).
-			 */
-			const __m512i xx = _mm512_broadcast_i64x4(kx_load256(xq[0] + 32 * (size_t)b));
-			__m512i z[8];
-			KX_UNROLL
-			for (int i = 0; i < 8; i++)
-				z[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), a[i], xx);
-			__m512i id = _mm512_add_epi32(kx_rows16_reduce(z), _mm512_set1_epi32(corr * xs[0][b]));
-			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[0][b]));
-			acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), sc, acc[0]);
-			continue;
-		}
-		kx_rows16_transpose(a, q);
-		KX_UNROLL
-		for (int j = 0; j < T; j++) {
-			const int8_t *x0 = xq[j] + 32 * (size_t)b;
-			const __m512i idot = kx_dot32(q, x0, _mm512_set1_epi32(corr * xs[j][b]));
-			__m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b]));
-			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(idot), sc, acc[j]);
-		}
-	}
-	kx_rows16_store(g, r, nr, t, T, perm, acc);
-}

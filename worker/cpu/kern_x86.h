@@ -500,10 +500,7 @@ KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 #if KX_512
 KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
-KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q80_rows16, 1, kx_gemm_q4_0_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
 
-#include "worker/cpu/kern_avx512_r16.h"
 /* packed (rows16) matrices: strips of 16 from r0, which the matmul driver
  * keeps a multiple of 16 */
 #define KX_R16_DRIVER(name, KERNEL, ARG)                               \
@@ -511,8 +508,6 @@ KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q80_rows16, 0, kx_gemm_q8_0_pairs)
 	{                                                              \
 		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG)                 \
 	}
-KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q80_r16, 1)
-KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q80_r16, 0)
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
@@ -680,18 +675,22 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 
 #if KX_512
 #include "worker/cpu/kern_avx512_q5.h"
+KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q32_rows16, 0, kx_gemm_q4_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q32_rows16, 5, kx_gemm_q8_0_pairs)
+KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_r16, 0)
+KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_r16, 5)
 KX_DRIVER(kx_gemm_iq4_nl_pairs, kx_iq4nl_tile, 4, 4)
 KX_DRIVER(kx_gemm_q4_1_pairs, kx_q4_1_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_0_pairs, kx_q5_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_1_pairs, kx_q5_1_tile, 4, 4)
-KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q5x_rows16, 1, kx_gemm_q4_1_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q5x_rows16, 2, kx_gemm_q5_0_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q5x_rows16, 3, kx_gemm_q5_1_pairs)
-KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q5x_rows16, 4, kx_gemm_iq4_nl_pairs)
-KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q5x_r16, 1)
-KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q5x_r16, 2)
-KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q5x_r16, 3)
-KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q5x_r16, 4)
+KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q32_rows16, 1, kx_gemm_q4_1_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q32_rows16, 2, kx_gemm_q5_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q32_rows16, 3, kx_gemm_q5_1_pairs)
+KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q32_rows16, 4, kx_gemm_iq4_nl_pairs)
+KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_r16, 1)
+KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_r16, 2)
+KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_r16, 3)
+KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_r16, 4)
 #else
 KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)
 KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 2, 4)
