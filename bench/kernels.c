@@ -86,6 +86,51 @@ static float rnd(void)
 	return (float)((rng >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
 }
 
+/* The weights and activations one shape is measured on. */
+struct shape_set {
+	uint32_t type;
+	int rows, cols, copies, gemm_n, reps;
+	size_t wbytes;        /* one copy */
+	const uint8_t *w;     /* copies of the matrix, one after another */
+	const float *x;
+	float *y;
+	double *t;            /* [reps] */
+};
+
+/* Times a GEMV pass over all copies and a GEMM on the first with mm, and
+ * prints the line (tag after it); -1 when a product fails. */
+static int measure(struct wk_cpu_mm *mm, const struct shape_set *s, double bw, const char *tag)
+{
+	/* GEMV: one pass over all copies per rep */
+	for (int rep = -1; rep < s->reps; rep++) {
+		int64_t t0 = cm_mono_ns();
+		for (int c = 0; c < s->copies; c++)
+			if (wk_cpu_matmul(mm, s->type, s->w + s->wbytes * (size_t)c, s->rows, s->cols, s->x,
+					  1, s->y) != CM_OK)
+				return -1;
+		if (rep >= 0)
+			s->t[rep] = (double)(cm_mono_ns() - t0) / 1e9 / s->copies;
+	}
+	double gemv = median(s->t, s->reps);
+	double gbs = (double)s->wbytes / gemv / 1e9;
+
+	/* GEMM */
+	for (int rep = -1; rep < s->reps; rep++) {
+		int64_t t0 = cm_mono_ns();
+		if (wk_cpu_matmul(mm, s->type, s->w, s->rows, s->cols, s->x, s->gemm_n, s->y) != CM_OK)
+			return -1;
+		if (rep >= 0)
+			s->t[rep] = (double)(cm_mono_ns() - t0) / 1e9;
+	}
+	double gemm = median(s->t, s->reps);
+	double gflops = 2.0 * s->rows * s->cols * s->gemm_n / gemm / 1e9;
+	printf("%-5s %5dx%-5d  gemv %7.3f ms %6.2f GB/s (%3.0f%% of bw)   gemm(n=%d) %8.2f ms %7.1f GFLOP/s%s\n",
+	       wk_qtype_name(s->type), s->rows, s->cols, gemv * 1e3, gbs, 100 * gbs / bw, s->gemm_n,
+	       gemm * 1e3, gflops, tag);
+	fflush(stdout);
+	return 0;
+}
+
 static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, int reps,
 		       int gemm_n, double bw)
 {
@@ -96,6 +141,7 @@ static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, 
 	float *y = malloc(sizeof(float) * (size_t)gemm_n * rows);
 	float *tmp = malloc(sizeof(float) * (size_t)cols);
 	double *t = malloc(sizeof(double) * (size_t)reps);
+	struct wk_cpu_mm *pm = NULL;
 	int rc = 1;
 	if (!w || !x || !y || !tmp || !t) {
 		fprintf(stderr, "bench-kernels: out of memory for %s %dx%d\n", wk_qtype_name(type), rows, cols);
@@ -110,56 +156,24 @@ static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, 
 		memcpy(w + wbytes * (size_t)c, w, wbytes);
 	for (int i = 0; i < gemm_n * cols; i++)
 		x[i] = rnd();
-
+	const struct shape_set set = { type, rows, cols, copies, gemm_n, reps, wbytes, w, x, y, t };
+	if (measure(mm, &set, bw, "") != 0)
+		goto out;
 	/* the weights repacked for the 16-row strip kernels, where the ISA has
 	 * them (wk_cpu_mm_pack): a second line, the same measures */
-	for (int packed = 0; packed < 2; packed++) {
-	struct wk_cpu_mm *pm = NULL;
-	if (packed) {
-		if (!wk_cpu_mm_can_pack(mm, type))
-			break;
+	if (wk_cpu_mm_can_pack(mm, type)) {
 		if (wk_cpu_mm_new(wk_cpu_mm_pool(mm), &pm) != CM_OK ||
 		    wk_cpu_mm_set_isa(pm, wk_cpu_mm_isa(mm)) != CM_OK)
-			goto out_pm;
+			goto out;
 		for (int c = 0; c < copies; c++)
 			if (wk_cpu_mm_pack(pm, type, w + wbytes * (size_t)c, rows, cols) != CM_OK)
-				goto out_pm;
-	}
-	struct wk_cpu_mm *um = packed ? pm : mm;
-	/* GEMV: one pass over all copies per rep */
-	for (int rep = -1; rep < reps; rep++) {
-		int64_t t0 = cm_mono_ns();
-		for (int c = 0; c < copies; c++)
-			if (wk_cpu_matmul(um, type, w + wbytes * (size_t)c, rows, cols, x, 1, y) != CM_OK)
-				goto out_pm;
-		if (rep >= 0)
-			t[rep] = (double)(cm_mono_ns() - t0) / 1e9 / copies;
-	}
-	double gemv = median(t, reps);
-	double gbs = (double)wbytes / gemv / 1e9;
-
-	/* GEMM */
-	for (int rep = -1; rep < reps; rep++) {
-		int64_t t0 = cm_mono_ns();
-		if (wk_cpu_matmul(um, type, w, rows, cols, x, gemm_n, y) != CM_OK)
-			goto out_pm;
-		if (rep >= 0)
-			t[rep] = (double)(cm_mono_ns() - t0) / 1e9;
-	}
-	double gemm = median(t, reps);
-	double gflops = 2.0 * rows * cols * gemm_n / gemm / 1e9;
-	printf("%-5s %5dx%-5d  gemv %7.3f ms %6.2f GB/s (%3.0f%% of bw)   gemm(n=%d) %8.2f ms %7.1f GFLOP/s%s\n",
-	       wk_qtype_name(type), rows, cols, gemv * 1e3, gbs, 100 * gbs / bw, gemm_n, gemm * 1e3,
-	       gflops, packed ? "  (packed)" : "");
-	fflush(stdout);
-	wk_cpu_mm_free(pm);
-	continue;
-out_pm:
-	wk_cpu_mm_free(pm);
-	goto out;
+				goto out;
+		if (measure(pm, &set, bw, "  (packed)") != 0)
+			goto out;
 	}
 	rc = 0;
 out:
+	wk_cpu_mm_free(pm);
 	free(w);
 	free(x);
 	free(y);
