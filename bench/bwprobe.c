@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "common/alloc.h"
 #include "common/clock.h"
 
 typedef uint64_t v8u64 __attribute__((vector_size(64), aligned(64)));
@@ -146,7 +147,7 @@ int bw_probe(int threads, int reps, struct bw_result *out)
 	if (bytes < 8 * llc_bytes())
 		bytes = 8 * llc_bytes();
 	bytes -= bytes % ((size_t)threads * 256);
-	buf = aligned_alloc(64, bytes);
+	buf = cm_huge_alloc(bytes); /* as the repacked weights (alloc.h) */
 	t = calloc((size_t)threads, sizeof(*t));
 	if (!buf || !t)
 		goto out;
@@ -195,7 +196,7 @@ int bw_probe(int threads, int reps, struct bw_result *out)
 	pthread_barrier_destroy(&sh.end);
 	rc = 0;
 out:
-	free(buf);
+	cm_huge_free(buf, bytes);
 	free(t);
 	return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static atomic_long fail_countdown = -1; /* <0: disarmed */
 static atomic_long failed_count;
@@ -74,6 +75,41 @@ char *cm_strdup(const char *s)
 void cm_free(void *p)
 {
 	free(p);
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static size_t huge_round(size_t size)
+{
+	return size > SIZE_MAX - HUGE_PAGE ? 0 : (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
+void *cm_huge_alloc(size_t size)
+{
+	size_t len = huge_round(size ? size : 1);
+	uint8_t *m, *p;
+
+	if (len == 0 || len > SIZE_MAX - HUGE_PAGE || should_fail())
+		return NULL;
+	/* map one huge page more, then trim to a 2 MiB-aligned run */
+	m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	p = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+	if (p > m)
+		munmap(m, (size_t)(p - m));
+	if (p + len < m + len + HUGE_PAGE)
+		munmap(p + len, (size_t)(m + len + HUGE_PAGE - (p + len)));
+#ifdef MADV_HUGEPAGE
+	madvise(p, len, MADV_HUGEPAGE); /* advice: a kernel without THP ignores it */
+#endif
+	return p;
+}
+
+void cm_huge_free(void *p, size_t size)
+{
+	if (p != NULL)
+		munmap(p, huge_round(size ? size : 1));
 }
 
 void cm_alloc_fail_after(long n)

@@ -1,6 +1,7 @@
 /*
- * test_misc.c - status names, arena, clock, crypto (known-answer vectors),
- * secret files, UTF-8 validation and log record format.
+ * test_misc.c - status names, arena, huge-page allocations, clock, crypto
+ * (known-answer vectors), secret files, UTF-8 validation and log record
+ * format.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -57,6 +58,30 @@ static void test_arena(void **state)
 	assert_null(cm_arena_alloc(a, (size_t)-1));
 	cm_arena_free(a);
 	cm_arena_free(NULL);
+}
+
+/* cm_huge_alloc: 2 MiB-aligned, zero-filled, writable to the last byte,
+ * freed with its size; an injected failure returns NULL. */
+static void test_huge_alloc(void **state)
+{
+	(void)state;
+	const size_t sizes[] = { 1, 4096, (size_t)2 << 20, ((size_t)5 << 20) + 3 };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint8_t *p = cm_huge_alloc(sizes[i]);
+		assert_non_null(p);
+		assert_int_equal((uintptr_t)p % ((uintptr_t)2 << 20), 0);
+		assert_int_equal(p[0], 0);
+		assert_int_equal(p[sizes[i] - 1], 0);
+		memset(p, 0xa5, sizes[i]);
+		assert_int_equal(p[sizes[i] - 1], 0xa5);
+		cm_huge_free(p, sizes[i]);
+	}
+	cm_huge_free(NULL, 10);
+	assert_null(cm_huge_alloc(SIZE_MAX - 4096));
+	cm_alloc_fail_after(0);
+	assert_null(cm_huge_alloc(4096));
+	assert_int_equal(cm_alloc_failed_count(), 1);
+	cm_alloc_fail_reset();
 }
 
 static void test_clock(void **state)
@@ -317,6 +342,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_arena),
+		cmocka_unit_test(test_huge_alloc),
 		cmocka_unit_test(test_clock),
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_sha256_incremental_and_file),

@@ -48,6 +48,16 @@
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
 #endif
+/*
+ * Float decode over a long activation row: a weight row of F16 streamed
+ * beside a 22 KiB float activation row (5632 columns) evicts it from L1
+ * when prefetched into L1, and the stream fell to 14 GB/s a thread; the
+ * weights prefetched into L2 only, KX_PF_FAR bytes ahead, read 22-25 GB/s
+ * (Zen 4, one thread; F32 15 -> 22).  Rows whose activations take at most
+ * KX_PF_FAR_X bytes keep the L1 prefetch (no gain there, F32 -10 %).
+ */
+#define KX_PF_FAR 32768
+#define KX_PF_FAR_X 16384
 KX_INLINE void kx_prefetch_block(const uint8_t *blk, size_t bytes)
 {
 #if KX_PF > 0
@@ -176,10 +186,15 @@ KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
 	return kx_fload_bf16(w + 2 * (size_t)k);
 }
 
+/*
+ * The decode prefetch (T == 1): into L1 KX_PF ahead, or into L2
+ * KX_PF_FAR ahead when the activation row is long (kx_float_tile's far).
+ */
 KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			     const int WT)
 {
 	const int cols = g->cols, kmain = cols - cols % KX_FW;
+	const int far = T == 1 && 4 * (size_t)cols > KX_PF_FAR_X;
 	const size_t wsz = WT == 0 ? 4 : 2;
 	kx_fvec acc[KX_MR][KX_MT];
 	const uint8_t *w[KX_MR];
@@ -198,8 +213,13 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		kx_fvec wv[KX_MR];
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
-			if (T == 1 && (k * wsz) % 64 == 0)
-				kx_prefetch_block(w[i] + wsz * (size_t)k, 64);
+			const uint8_t *p = w[i] + wsz * (size_t)k;
+			if (T == 1 && (k * wsz) % 64 == 0) {
+				if (far)
+					_mm_prefetch((const char *)(p + KX_PF_FAR), _MM_HINT_T1);
+				else
+					kx_prefetch_block(p, 64);
+			}
 			wv[i] = kx_fw_load(w[i], k, WT);
 		}
 		KX_UNROLL

@@ -188,8 +188,8 @@ struct wk_cpu_pack_entry {
 	const void *w; /* NULL: empty slot */
 	uint32_t wtype;
 	int rows, cols;
-	void *raw;     /* cm_malloc'd */
-	uint8_t *data; /* 64-byte aligned in raw */
+	size_t bytes;
+	uint8_t *data; /* cm_huge_alloc'd */
 };
 
 struct wk_cpu_packs {
@@ -220,7 +220,7 @@ void wk_cpu_packs_free(struct wk_cpu_packs *p)
 	if (p == NULL)
 		return;
 	for (size_t i = 0; i < p->cap; i++)
-		cm_free(p->slots[i].raw);
+		cm_huge_free(p->slots[i].data, p->slots[i].bytes);
 	cm_free(p->slots);
 	cm_free(p);
 }
@@ -277,10 +277,9 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, ui
 			return st;
 		e = probe(p->slots, p->cap, w);
 	}
-	void *raw = cm_malloc(bytes + 64);
-	if (raw == NULL)
+	uint8_t *data = cm_huge_alloc(bytes);
+	if (data == NULL)
 		return CM_ENOMEM;
-	uint8_t *data = (uint8_t *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
 	int ns = (rows + 15) / 16, per = PACK_TASK_STRIPS;
 	if (ns / per >= WK_POOL_MAX_TASKS)
 		per = ns / (WK_POOL_MAX_TASKS - 1) + 1;
@@ -290,7 +289,7 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, ui
 		wk_pool_run(pool, pack_task, &job, tasks);
 	else
 		wk_cpu_pack_rows16(wtype, w, rows, cols, data);
-	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, raw, data };
+	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, bytes, data };
 	p->used++;
 	p->bytes += bytes;
 	return CM_OK;
