@@ -159,16 +159,19 @@ static int bench_shape(struct wk_cpu_mm *mm, uint32_t type, int rows, int cols, 
 	const struct shape_set set = { type, rows, cols, copies, gemm_n, reps, wbytes, w, x, y, t };
 	if (measure(mm, &set, bw, "") != 0)
 		goto out;
-	/* the weights repacked for the 16-row strip kernels, where the ISA has
-	 * them (wk_cpu_mm_pack): a second line, the same measures */
-	if (wk_cpu_mm_can_pack(mm, type)) {
+	/* the weights as the worker keeps them (wk_cpu_mm_pack): in huge
+	 * pages, repacked for the 16-row strip kernels where the ISA has them
+	 * ("packed"), else as they are ("copied"): a second line, the same
+	 * measures */
+	const int how = wk_cpu_mm_can_pack(mm, type);
+	if (how) {
 		if (wk_cpu_mm_new(wk_cpu_mm_pool(mm), &pm) != CM_OK ||
 		    wk_cpu_mm_set_isa(pm, wk_cpu_mm_isa(mm)) != CM_OK)
 			goto out;
 		for (int c = 0; c < copies; c++)
 			if (wk_cpu_mm_pack(pm, type, w + wbytes * (size_t)c, rows, cols) != CM_OK)
 				goto out;
-		if (measure(pm, &set, bw, "  (packed)") != 0)
+		if (measure(pm, &set, bw, how == 2 ? "  (packed)" : "  (copied)") != 0)
 			goto out;
 	}
 	rc = 0;

@@ -347,7 +347,8 @@ static uint64_t plan_reserve(const struct wk_mcfg *c)
 }
 
 /* Bytes of the copies a CPU worker with worker.cpu_repack keeps on an
- * AVX-512 host (worker/cpu/pack.h): its packable dense matrices. */
+ * AVX-512 host (worker/cpu/pack.h): its dense matrices, rows16 for the
+ * types with strip kernels, plain for the others. */
 static uint64_t plan_repacked(const struct wk_mcfg *c)
 {
 	uint64_t bytes = 0;
@@ -356,7 +357,9 @@ static uint64_t plan_repacked(const struct wk_mcfg *c)
 		const struct wk_tensor *t = wk_cpu_pack_candidate(&c->hp, c->layers, &c->output, i);
 
 		if (wk_cpu_pack_eligible(t))
-			bytes += wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols);
+			bytes += wk_cpu_pack_supported(t->type)
+					 ? wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols)
+					 : wk_cpu_pack_plain_bytes(t->type, (int)t->rows, (int)t->cols);
 	}
 	return bytes;
 }

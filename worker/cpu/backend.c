@@ -554,9 +554,10 @@ static void cpu_destroy(struct wk_backend *base)
 }
 
 /*
- * The dense matrices (not the experts, which stay mapped) of the types the
- * ISA has strip kernels for, copied in that layout (wk_cpu_mm_pack): the
- * same values bit for bit, read as one stream per 16 rows.
+ * The dense matrices (not the experts, which stay mapped), copied into
+ * huge pages (wk_cpu_mm_pack): in the strip kernels' layout where the ISA
+ * has them for the type (the same values bit for bit, read as one stream
+ * per 16 rows), else as they are.
  */
 static enum cm_status pack_weights(struct cpu_backend *be)
 {
@@ -586,8 +587,8 @@ uint64_t wk_cpu_backend_repack_bytes(const struct wk_model *m)
 	for (size_t i = 0; i < wk_cpu_pack_candidates(&m->hp); i++) {
 		const struct wk_tensor *t = wk_cpu_pack_candidate(&m->hp, m->layers, &m->output, i);
 
-		if (wk_cpu_pack_eligible(t) && wk_cpu_mm_can_pack(mm, t->type))
-			bytes += wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols);
+		if (wk_cpu_pack_eligible(t))
+			bytes += wk_cpu_mm_pack_bytes(mm, t->type, (int)t->rows, (int)t->cols);
 	}
 	wk_cpu_mm_free(mm);
 	return bytes;

@@ -209,21 +209,36 @@ struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm)
 
 int wk_cpu_mm_can_pack(const struct wk_cpu_mm *mm, uint32_t wtype)
 {
-	return wtype < WK_Q_COUNT_ && mm->k->gemm_r16[wtype] != NULL && wk_cpu_pack_supported(wtype);
+	if (wtype >= WK_Q_COUNT_ || !wk_qtype_supported(wtype) || mm->k->gemm[wtype] == NULL)
+		return 0;
+	return mm->k->gemm_r16[wtype] != NULL && wk_cpu_pack_supported(wtype) ? 2 : 1;
+}
+
+size_t wk_cpu_mm_pack_bytes(const struct wk_cpu_mm *mm, uint32_t wtype, int rows, int cols)
+{
+	switch (wk_cpu_mm_can_pack(mm, wtype)) {
+	case 2:
+		return wk_cpu_pack_bytes(wtype, rows, cols);
+	case 1:
+		return wk_cpu_pack_plain_bytes(wtype, rows, cols);
+	default:
+		return 0;
+	}
 }
 
 enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
 			      int cols)
 {
 	enum cm_status st;
+	int how = wk_cpu_mm_can_pack(mm, wtype);
 
-	if (!wk_cpu_mm_can_pack(mm, wtype))
+	if (how == 0)
 		return CM_OK;
 	if (w == NULL || rows <= 0 || cols <= 0 || cols % (int)wk_qtype_block_elems(wtype) != 0)
 		return CM_EINVAL;
 	if (mm->packs == NULL && (st = wk_cpu_packs_new(&mm->packs)) != CM_OK)
 		return st;
-	return wk_cpu_packs_add(mm->packs, mm->pool, wtype, w, rows, cols);
+	return wk_cpu_packs_add(mm->packs, mm->pool, wtype, w, rows, cols, how == 1);
 }
 
 size_t wk_cpu_mm_packed_bytes(const struct wk_cpu_mm *mm)
@@ -323,16 +338,20 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 {
 	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
 
-	const uint8_t *packed = mm->k->gemm_r16[op->wtype] && wk_cpu_pack_use(op->wtype, op->n)
-					? wk_cpu_packs_find(mm->packs, op->wtype, op->w, op->rows, op->cols)
-					: NULL;
+	int plain = 0;
+	const uint8_t *copy =
+		wk_cpu_packs_find(mm->packs, op->wtype, op->w, op->rows, op->cols, &plain);
+	const uint8_t *packed = copy && !plain && mm->k->gemm_r16[op->wtype] &&
+					wk_cpu_pack_use(op->wtype, op->n)
+				? copy
+				: NULL;
 
 	memset(j, 0, sizeof(*j));
 	j->k = mm->k;
 	j->fn = packed ? mm->k->gemm_r16[op->wtype] : mm->k->gemm[op->wtype];
 	j->rows = op->rows;
 	j->g.cols = op->cols;
-	j->g.w = packed ? packed : op->w;
+	j->g.w = packed ? packed : copy && plain ? copy : op->w;
 	j->g.w_stride = (size_t)wk_qtype_row_bytes(op->wtype, (uint64_t)op->cols);
 	j->g.n = op->n;
 	j->g.y = op->y;

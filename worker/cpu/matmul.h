@@ -67,19 +67,24 @@ enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm);
 struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 
 /*
- * Keeps a copy of W (wtype, rows x cols at w) repacked for this ISA's
- * 16-row strip kernels (pack.h), when it has them for wtype (AVX-512:
- * every integer type); later products on the same w, type and
- * shape read the copy (Q6_K: of more than one token) and give bit for bit
- * the same y.  Does nothing (CM_OK) where the ISA has
- * no such kernel; a product after wk_cpu_mm_set_isa to an ISA without
- * them reads w.  w must stay valid and unchanged while the wk_cpu_mm
- * lives.  CM_EINVAL for bad shapes, CM_ENOMEM.
+ * Keeps a copy of W (wtype, rows x cols at w) in huge-page memory
+ * (alloc.h): repacked for this ISA's 16-row strip kernels (pack.h) when it
+ * has them for wtype (AVX-512: every integer type), else the rows as they
+ * are (the float types; every type on AVX2).  Later products on the same
+ * w, type and shape read the copy (a rows16 Q6_K: of more than one token)
+ * and give bit for bit the same y.  Does nothing (CM_OK) for a type the
+ * ISA does not multiply; a product after wk_cpu_mm_set_isa to an ISA
+ * without strip kernels reads w for a rows16 copy.  w must stay valid and
+ * unchanged while the wk_cpu_mm lives.  CM_EINVAL for bad shapes,
+ * CM_ENOMEM.
  */
 enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
 			      int cols) CM_WUR;
-/* 1 when wk_cpu_mm_pack would copy a matrix of wtype on the current ISA. */
+/* What wk_cpu_mm_pack would keep of a matrix of wtype on the current ISA:
+ * 2 a rows16 copy, 1 a plain copy, 0 nothing. */
 int wk_cpu_mm_can_pack(const struct wk_cpu_mm *mm, uint32_t wtype);
+/* The bytes of that copy of a (rows, cols) matrix (0: none). */
+size_t wk_cpu_mm_pack_bytes(const struct wk_cpu_mm *mm, uint32_t wtype, int rows, int cols);
 /* Bytes held in repacked copies. */
 size_t wk_cpu_mm_packed_bytes(const struct wk_cpu_mm *mm);
 

@@ -1,7 +1,7 @@
 /*
- * pack.c - the rows16 copies of weight matrices (pack.h): the packers, and
- * a small open-addressing table from the original's address to its copy,
- * owned by one wk_cpu_mm.
+ * pack.c - the copies of weight matrices (pack.h), rows16 or plain: the
+ * packers, and a small open-addressing table from the original's address
+ * to its copy, owned by one wk_cpu_mm.
  */
 #include "worker/cpu/pack.h"
 
@@ -82,6 +82,13 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
 	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 }
 
+size_t wk_cpu_pack_plain_bytes(uint32_t wtype, int rows, int cols)
+{
+	if (!wk_qtype_supported(wtype) || rows <= 0 || cols <= 0)
+		return 0;
+	return (size_t)rows * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
+}
+
 /* Strips [s0, s1) of the copy. */
 static void pack_strips(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst, int s0,
 			int s1)
@@ -143,6 +150,7 @@ struct pack_job {
 	int rows, cols;
 	uint8_t *dst;
 	int per;
+	int plain;
 };
 
 static void pack_task(void *ctx, int task, int thread)
@@ -151,6 +159,13 @@ static void pack_task(void *ctx, int task, int thread)
 	int ns = (j->rows + 15) / 16, s0 = task * j->per, s1 = ns - s0 > j->per ? s0 + j->per : ns;
 
 	(void)thread;
+	if (j->plain) { /* rows 16 s0 .. 16 s1 as they are */
+		size_t rb = (size_t)wk_qtype_row_bytes(j->wtype, (uint64_t)j->cols);
+		int r0 = 16 * s0, r1 = 16 * s1 < j->rows ? 16 * s1 : j->rows;
+		memcpy(j->dst + rb * (size_t)r0, (const uint8_t *)j->w + rb * (size_t)r0,
+		       rb * (size_t)(r1 - r0));
+		return;
+	}
 	pack_strips(j->wtype, j->w, j->rows, j->cols, j->dst, s0, s1);
 }
 
@@ -180,7 +195,7 @@ const struct wk_tensor *wk_cpu_pack_candidate(const struct wk_hparams *hp,
 int wk_cpu_pack_eligible(const struct wk_tensor *t)
 {
 	return t->data != NULL && t->expert_stride == 0 && t->rows > 0 && t->rows <= INT32_MAX &&
-	       t->cols <= INT32_MAX && wk_cpu_pack_supported(t->type) &&
+	       t->cols <= INT32_MAX && wk_qtype_supported(t->type) &&
 	       t->cols % wk_qtype_block_elems(t->type) == 0;
 }
 
@@ -188,6 +203,7 @@ struct wk_cpu_pack_entry {
 	const void *w; /* NULL: empty slot */
 	uint32_t wtype;
 	int rows, cols;
+	int plain; /* 1: the rows as they are; 0: rows16 */
 	size_t bytes;
 	uint8_t *data; /* cm_huge_alloc'd */
 };
@@ -259,9 +275,10 @@ static enum cm_status grow(struct wk_cpu_packs *p)
 }
 
 enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, uint32_t wtype,
-				const void *w, int rows, int cols)
+				const void *w, int rows, int cols, int plain)
 {
-	size_t bytes = wk_cpu_pack_bytes(wtype, rows, cols);
+	size_t bytes = plain ? wk_cpu_pack_plain_bytes(wtype, rows, cols)
+			     : wk_cpu_pack_bytes(wtype, rows, cols);
 	struct wk_cpu_pack_entry *e;
 	enum cm_status st;
 
@@ -284,19 +301,21 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, ui
 	if (ns / per >= WK_POOL_MAX_TASKS)
 		per = ns / (WK_POOL_MAX_TASKS - 1) + 1;
 	int tasks = (ns + per - 1) / per;
-	struct pack_job job = { wtype, w, rows, cols, data, per };
+	struct pack_job job = { wtype, w, rows, cols, data, per, plain };
 	if (pool != NULL && tasks > 1 && wk_pool_threads(pool) > 1)
 		wk_pool_run(pool, pack_task, &job, tasks);
+	else if (plain)
+		memcpy(data, w, bytes);
 	else
 		wk_cpu_pack_rows16(wtype, w, rows, cols, data);
-	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, bytes, data };
+	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, plain, bytes, data };
 	p->used++;
 	p->bytes += bytes;
 	return CM_OK;
 }
 
 const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, const void *w,
-				 int rows, int cols)
+				 int rows, int cols, int *plain)
 {
 	if (p == NULL || p->used == 0)
 		return NULL;
@@ -304,6 +323,7 @@ const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, c
 
 	if (e->w == NULL || e->wtype != wtype || e->rows != rows || e->cols != cols)
 		return NULL;
+	*plain = e->plain;
 	return e->data;
 }
 

@@ -1,7 +1,7 @@
 /*
  * pack.h - weights repacked for the 16-row strip kernels (AVX-512): the
- * layout, the packers, and the registry a wk_cpu_mm keeps of the copies
- * (matmul.h's wk_cpu_mm_pack is the public entry point).
+ * layout, the packers, and the registry a wk_cpu_mm keeps of the copies,
+ * rows16 or plain (matmul.h's wk_cpu_mm_pack is the public entry point).
  *
  * Layout "rows16" of a (rows, cols) matrix:
  * strips of 16 rows (the last one padded by repeating the last row), each
@@ -55,6 +55,14 @@ int wk_cpu_pack_supported(uint32_t wtype);
 int wk_cpu_pack_use(uint32_t wtype, int n);
 /* Bytes of the rows16 copy of a (rows, cols) matrix (0: unsupported type). */
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
+/*
+ * Bytes of a plain copy: the rows as they are, for a type or an ISA without
+ * strip kernels (the float types; every type on AVX2).  What it buys is
+ * the memory: the registry's copies sit in huge pages (alloc.h), the
+ * mapped file in 4 KiB pages; decode streams 5-25 % faster from them
+ * (docs/engine-cpu.md).
+ */
+size_t wk_cpu_pack_plain_bytes(uint32_t wtype, int rows, int cols);
 /* Writes the rows16 copy of w (GGUF rows) into dst (wk_cpu_pack_bytes). */
 void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8_t *dst);
 
@@ -62,8 +70,8 @@ void wk_cpu_pack_rows16(uint32_t wtype, const void *w, int rows, int cols, uint8
  * The matrices of a model the CPU backend packs: every layer's Q, K, V, O,
  * gate, up, down and shared expert's three, then the output (a mixture's
  * experts stay mapped).  Candidate i in [0, wk_cpu_pack_candidates) (its
- * data may be NULL: absent); wk_cpu_pack_eligible says whether its type
- * and shape pack (the ISA aside: wk_cpu_mm_can_pack).
+ * data may be NULL: absent); wk_cpu_pack_eligible says whether its shape
+ * can be copied (the type and ISA aside: wk_cpu_mm_can_pack).
  */
 struct wk_hparams;
 struct wk_layer;
@@ -80,16 +88,16 @@ struct wk_cpu_packs;
 enum cm_status wk_cpu_packs_new(struct wk_cpu_packs **out) CM_WUR;
 void wk_cpu_packs_free(struct wk_cpu_packs *p);
 /*
- * Packs w unless a copy of it (same address, type and shape) is held, on
- * the pool's threads when given.  CM_EUNSUPPORTED for a type without a
- * layout, CM_ENOMEM.
+ * Copies w unless a copy of it (same address, type and shape) is held, on
+ * the pool's threads when given: rows16 (plain 0) or plain (1).
+ * CM_EUNSUPPORTED for rows16 of a type without the layout, CM_ENOMEM.
  */
 struct wk_pool;
 enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, uint32_t wtype,
-				const void *w, int rows, int cols) CM_WUR;
-/* The copy of w with this type and shape, or NULL. */
+				const void *w, int rows, int cols, int plain) CM_WUR;
+/* The copy of w with this type and shape, or NULL; *plain its layout. */
 const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, const void *w,
-				 int rows, int cols);
+				 int rows, int cols, int *plain);
 /* Bytes held in copies. */
 size_t wk_cpu_packs_bytes(const struct wk_cpu_packs *p);
 
