@@ -27,7 +27,7 @@ struct wk_backend_want {
 	uint32_t block_tokens;
 	uint64_t kv_bytes;        /* 0: kv_fraction of the free memory */
 	double kv_fraction;       /* of device memory after the weights, or MemAvailable */
-	bool cpu_repack;          /* CPU: copy the weights its strip kernels read faster */
+	bool cpu_repack;          /* CPU: copy the dense matrices into huge pages (rows16 or plain) */
 };
 
 /* The KV budget the backend was created with (logged at start). */

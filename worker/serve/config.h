@@ -41,7 +41,7 @@ struct wk_server_cfg {
 	int64_t step_tokens;
 	int64_t embed_step_tokens;     /* token budget of one embedding step */
 	bool embed_truncatable;        /* the model's vectors may be shortened (dimensions) */
-	bool cpu_repack;               /* CPU: repacked copies of the matrices (pack.h) */
+	bool cpu_repack;               /* CPU: copies of the matrices (pack.h) */
 	int64_t max_waiting;
 	int64_t context;               /* 0 = the model's training context */
 	char *chat_template;
