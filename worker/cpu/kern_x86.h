@@ -151,6 +151,7 @@ KX_INLINE __m256i kx_dpwssd(__m256i acc, __m256i a, __m256i b)
 typedef __m512 kx_fvec;
 #define kx_fzero() _mm512_setzero_ps()
 #define kx_fmadd(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define kx_fadd(a, b) _mm512_add_ps(a, b)
 #define kx_fload(p) _mm512_loadu_ps(p)
 #define kx_fload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define kx_fload_bf16(p) \
@@ -166,6 +167,7 @@ KX_INLINE float kx_fhsum(__m512 v)
 typedef __m256 kx_fvec;
 #define kx_fzero() _mm256_setzero_ps()
 #define kx_fmadd(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define kx_fadd(a, b) _mm256_add_ps(a, b)
 #define kx_fload(p) _mm256_loadu_ps(p)
 #define kx_fload_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define kx_fload_bf16(p) \
@@ -187,16 +189,56 @@ KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
 }
 
 /*
- * The decode prefetch (T == 1): into L1 KX_PF ahead, or into L2
- * KX_PF_FAR ahead when the activation row is long (kx_float_tile's far).
+ * Accumulators per output element: AVX2 keeps two, even steps of KX_FW
+ * columns in the first and odd steps in the second (a last odd full step
+ * and the zero-padded partial step in the first), summed before the
+ * horizontal sum.  A one-row decode is one chain of dependent FMAs: with
+ * 8 lanes it was bound by their latency (F16 GEMV 30 GB/s on two threads
+ * with the matrix in L3, 60 with two chains; interleaving two rows instead
+ * read the memory slower, 21 against 25 GB/s).  AVX-512 keeps one (its
+ * chain moves 32 bytes of F16 per FMA; two cost its 8 x 3 GEMM tile).
  */
+#if KX_512
+#define KX_FACC 1
+#else
+#define KX_FACC 2
+#endif
+
+/* One step of KX_FW columns at k into acc (R rows x T tokens); for one
+ * token the weights' prefetch: into L1 KX_PF ahead, or into L2 KX_PF_FAR
+ * ahead when far (the activation row is long). */
+KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int k, const int R,
+			     const int T, const int WT, int far, kx_fvec acc[KX_MR][KX_MT])
+{
+	const size_t wsz = WT == 0 ? 4 : 2;
+	kx_fvec wv[KX_MR];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		const uint8_t *p = w[i] + wsz * (size_t)k;
+		if (T == 1 && (k * wsz) % 64 == 0) {
+			if (far)
+				_mm_prefetch((const char *)(p + KX_PF_FAR), _MM_HINT_T1);
+			else
+				kx_prefetch_block(p, 64);
+		}
+		wv[i] = kx_fw_load(w[i], k, WT);
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++) {
+		kx_fvec xv = kx_fload(x[j] + k);
+		KX_UNROLL
+		for (int i = 0; i < R; i++)
+			acc[i][j] = kx_fmadd(wv[i], xv, acc[i][j]);
+	}
+}
+
 KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			     const int WT)
 {
 	const int cols = g->cols, kmain = cols - cols % KX_FW;
 	const int far = T == 1 && 4 * (size_t)cols > KX_PF_FAR_X;
 	const size_t wsz = WT == 0 ? 4 : 2;
-	kx_fvec acc[KX_MR][KX_MT];
+	kx_fvec acc[KX_FACC][KX_MR][KX_MT];
 	const uint8_t *w[KX_MR];
 	const float *x[KX_MT];
 	KX_UNROLL
@@ -204,32 +246,20 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
 		KX_UNROLL
 		for (int j = 0; j < T; j++)
-			acc[i][j] = kx_fzero();
+			KX_UNROLL
+			for (int a = 0; a < KX_FACC; a++)
+				acc[a][i][j] = kx_fzero();
 	}
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
-	for (int k = 0; k < kmain; k += KX_FW) {
-		kx_fvec wv[KX_MR];
+	int k = 0;
+	for (; k + KX_FACC * KX_FW <= kmain; k += KX_FACC * KX_FW)
 		KX_UNROLL
-		for (int i = 0; i < R; i++) {
-			const uint8_t *p = w[i] + wsz * (size_t)k;
-			if (T == 1 && (k * wsz) % 64 == 0) {
-				if (far)
-					_mm_prefetch((const char *)(p + KX_PF_FAR), _MM_HINT_T1);
-				else
-					kx_prefetch_block(p, 64);
-			}
-			wv[i] = kx_fw_load(w[i], k, WT);
-		}
-		KX_UNROLL
-		for (int j = 0; j < T; j++) {
-			kx_fvec xv = kx_fload(x[j] + k);
-			KX_UNROLL
-			for (int i = 0; i < R; i++)
-				acc[i][j] = kx_fmadd(wv[i], xv, acc[i][j]);
-		}
-	}
+		for (int a = 0; a < KX_FACC; a++)
+			kx_float_step(w, x, k + a * KX_FW, R, T, WT, far, acc[a]);
+	for (; k < kmain; k += KX_FW) /* AVX2: a last odd step */
+		kx_float_step(w, x, k, R, T, WT, far, acc[0]);
 	if (kmain < cols) {
 		int rem = cols - kmain;
 		KX_UNROLL
@@ -241,15 +271,20 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			for (int j = 0; j < T; j++) {
 				float xt[KX_FW] = { 0 };
 				memcpy(xt, x[j] + kmain, 4 * (size_t)rem);
-				acc[i][j] = kx_fmadd(wv, kx_fload(xt), acc[i][j]);
+				acc[0][i][j] = kx_fmadd(wv, kx_fload(xt), acc[0][i][j]);
 			}
 		}
 	}
 	KX_UNROLL
 	for (int i = 0; i < R; i++)
 		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(acc[i][j]);
+		for (int j = 0; j < T; j++) {
+			kx_fvec sum = acc[0][i][j];
+			KX_UNROLL
+			for (int a = 1; a < KX_FACC; a++)
+				sum = kx_fadd(sum, acc[a][i][j]);
+			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(sum);
+		}
 }
 
 KX_INLINE void kx_f32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
@@ -269,10 +304,10 @@ KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
 KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
 KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
-#else
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 4)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 4)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 4)
+#else /* 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm */
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 3)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 3)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 3)
 #endif
 
 #if KX_512
