@@ -49,15 +49,15 @@
 #define KX_PF_R16 2048
 #endif
 /*
- * Float decode over a long activation row: a weight row of F16 streamed
- * beside a 22 KiB float activation row (5632 columns) evicts it from L1
- * when prefetched into L1, and the stream fell to 14 GB/s a thread; the
- * weights prefetched into L2 only, KX_PF_FAR bytes ahead, read 22-25 GB/s
- * (Zen 4, one thread; F32 15 -> 22).  Rows whose activations take at most
- * KX_PF_FAR_X bytes keep the L1 prefetch (no gain there, F32 -10 %).
+ * Float decode prefetches its weights into L2 only (prefetcht1), KX_PF_FAR
+ * bytes ahead, not into L1 KX_PF ahead as the integer kernels do.  A row
+ * of F16 streamed beside a 22 KiB float activation row (5632 columns)
+ * evicted it from L1 and fell to 14 GB/s a thread; into L2: 21-25 (Zen 4,
+ * one thread; F32 15 -> 20-22).  From the huge-page copies (pack.h) the
+ * same holds for 2048-column rows: F16 16 -> 27 GB/s one thread, 28-30 ->
+ * 31-33 on two (F32 unchanged, AVX2 the same or better).
  */
 #define KX_PF_FAR 32768
-#define KX_PF_FAR_X 16384
 KX_INLINE void kx_prefetch_block(const uint8_t *blk, size_t bytes)
 {
 #if KX_PF > 0
@@ -205,22 +205,16 @@ KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
 #endif
 
 /* One step of KX_FW columns at k into acc (R rows x T tokens); for one
- * token the weights' prefetch: into L1 KX_PF ahead, or into L2 KX_PF_FAR
- * ahead when far (the activation row is long). */
+ * token the weights' prefetch into L2, KX_PF_FAR ahead. */
 KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int k, const int R,
-			     const int T, const int WT, int far, kx_fvec acc[KX_MR][KX_MT])
+			     const int T, const int WT, kx_fvec acc[KX_MR][KX_MT])
 {
 	const size_t wsz = WT == 0 ? 4 : 2;
 	kx_fvec wv[KX_MR];
 	KX_UNROLL
 	for (int i = 0; i < R; i++) {
-		const uint8_t *p = w[i] + wsz * (size_t)k;
-		if (T == 1 && (k * wsz) % 64 == 0) {
-			if (far)
-				_mm_prefetch((const char *)(p + KX_PF_FAR), _MM_HINT_T1);
-			else
-				kx_prefetch_block(p, 64);
-		}
+		if (T == 1 && (k * wsz) % 64 == 0)
+			_mm_prefetch((const char *)(w[i] + wsz * (size_t)k + KX_PF_FAR), _MM_HINT_T1);
 		wv[i] = kx_fw_load(w[i], k, WT);
 	}
 	KX_UNROLL
@@ -236,7 +230,6 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 			     const int WT)
 {
 	const int cols = g->cols, kmain = cols - cols % KX_FW;
-	const int far = T == 1 && 4 * (size_t)cols > KX_PF_FAR_X;
 	const size_t wsz = WT == 0 ? 4 : 2;
 	kx_fvec acc[KX_FACC][KX_MR][KX_MT];
 	const uint8_t *w[KX_MR];
@@ -257,9 +250,9 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 	for (; k + KX_FACC * KX_FW <= kmain; k += KX_FACC * KX_FW)
 		KX_UNROLL
 		for (int a = 0; a < KX_FACC; a++)
-			kx_float_step(w, x, k + a * KX_FW, R, T, WT, far, acc[a]);
+			kx_float_step(w, x, k + a * KX_FW, R, T, WT, acc[a]);
 	for (; k < kmain; k += KX_FW) /* AVX2: a last odd step */
-		kx_float_step(w, x, k, R, T, WT, far, acc[0]);
+		kx_float_step(w, x, k, R, T, WT, acc[0]);
 	if (kmain < cols) {
 		int rem = cols - kmain;
 		KX_UNROLL
