@@ -1,7 +1,7 @@
 /*
  * kern_avx512_kq.h - the K-quant kernels of the AVX-512 build (included
  * by kern_x86.h when KX_512): the 16-row kernels for Q4_K, Q5_K, Q6_K,
- * Q2_K and Q3_K (kx_q45_k_rows16, kx_q6_k_rows16, kx_q23_k_rows16, later
+ * Q2_K and Q3_K (kx_q45_k_impl, kx_q6_k_impl, kx_q23_k_impl, later
  * in this file; kern_x86.h and kern_x86_low.h build the drivers), which
  * every matrix of those types takes, and the 4 x 4
  * Q6_K tile below, kept (like the 256-bit Q4_K/Q5_K tile of kern_x86.h)
@@ -265,18 +265,6 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
-KX_INLINE void kx_q45_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			       const uint8_t *pf, const int Q5)
-{
-	kx_q45_k_impl(g, r, nr, t, T, pf, Q5, 0);
-}
-
-KX_INLINE void kx_q45_k_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			    const uint8_t *pf, const int Q5)
-{
-	kx_q45_k_impl(g, r, nr, t, T, pf, Q5, 1);
-}
-
 /*
  * Q6_K with 16 weight rows in the lanes.  Per half of a block, ql bytes
  * 64h..64h+31 (A), 64h+32..64h+63 (B) and qh bytes 32h..32h+31 (H) of the
@@ -314,14 +302,15 @@ KX_INLINE __m512i kx_q6_run(__m512i a, __m512i b, __m512i h, const int run)
 }
 
 /*
- * PACKED (KX_ROWS16_WALK's argument): w in pack.h's rows16 layout (a
+ * PACKED: w in pack.h's rows16 layout (a
  * strip's block: the 16 d, the 4 scale runs, the 32 ql runs, the 16 qh
  * runs; lane l = row r + l), read by the transposed form for every token
  * count: loads instead of gathers and transposes, the same values.
  */
-KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			      const uint8_t *pf, const int PACKED)
+KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
+			    const uint8_t *pf, int variant /* none */, const int PACKED)
 {
+	(void)variant;
 	const int nb = g->cols / 256;
 	const uint8_t *w[16];
 	__m512i goff, perm;
@@ -465,7 +454,7 @@ KX_INLINE void kx_q6_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t,
 
 /*
  * Q2_K and Q3_K with 16 weight rows in the lanes (the transposed form of
- * kx_q45_k_rows16 for every token count).  A block's 256 values are 8 runs
+ * kx_q45_k_impl for every token count).  A block's 256 values are 8 runs
  * of 32, run (h, k) = values 128h + 32k + l: the two bits 2k..2k+1 of qs
  * byte 32h + l (Q3_K: and bit 4h + k of hmask byte l as bit 2), groups of
  * 16 with their own scale (Q2_K: low nibble of scales[g], the high nibble
@@ -630,16 +619,4 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		}
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
-}
-
-KX_INLINE void kx_q23_k_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			       const uint8_t *pf, const int Q3)
-{
-	kx_q23_k_impl(g, r, nr, t, T, pf, Q3, 0);
-}
-
-KX_INLINE void kx_q23_k_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			    const uint8_t *pf, const int Q3)
-{
-	kx_q23_k_impl(g, r, nr, t, T, pf, Q3, 1);
 }

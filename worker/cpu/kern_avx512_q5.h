@@ -158,17 +158,6 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
-KX_INLINE void kx_q32_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			     const uint8_t *pf, const int KIND)
-{
-	kx_q32_impl(g, r, nr, t, T, pf, KIND, 0);
-}
-
-KX_INLINE void kx_q32_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			  const uint8_t *pf, const int KIND)
-{
-	kx_q32_impl(g, r, nr, t, T, pf, KIND, 1);
-}
 
 /*
  * IQ4_XS with 16 weight rows in the lanes: per block of 256 (136 bytes:
@@ -191,8 +180,9 @@ KX_INLINE void kx_q32_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
  * l), read in the transposed form for every token count: the same values.
  */
 KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			      const uint8_t *pf, const int PACKED)
+			      const uint8_t *pf, int variant /* none */, const int PACKED)
 {
+	(void)variant;
 	const int nb = g->cols / 256;
 	const uint8_t *w[16];
 	__m512i goff, perm;
@@ -281,18 +271,4 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
-}
-
-KX_INLINE void kx_iq4_xs_rows16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-				const uint8_t *pf, int unused /* KX_ROWS16_WALK's argument */)
-{
-	(void)unused;
-	kx_iq4_xs_impl(g, r, nr, t, T, pf, 0);
-}
-
-KX_INLINE void kx_iq4_xs_r16(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
-			     const uint8_t *pf, int unused)
-{
-	(void)unused;
-	kx_iq4_xs_impl(g, r, nr, t, T, pf, 1);
 }

@@ -426,7 +426,10 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
 /*
  * The strip walk of the AVX-512 16-row kernels: rows [r0, r1) in strips
  * of 16, token tiles of 8, 4, 2, 1; the first tile of a strip prefetches
- * the next strip.  KERNEL(g, r, nr, t, T, pf, ...) with T constant.
+ * the next strip.  KERNEL(g, r, nr, t, T, pf, ...) with T constant.  The
+ * drivers below pass two arguments: the kernel's type variant (ARG) and
+ * PACKED, 0 for the mapped rows (KX_ROWS16_DRIVER), 1 for pack.h's rows16
+ * copies (KX_R16_DRIVER).
  */
 #define KX_ROWS16_WALK(g, r0, r1, KERNEL, ...)                                               \
 	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                           \
@@ -460,7 +463,7 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
 			PAIRS(g, r0, r1);                                  \
 			return;                                            \
 		}                                                          \
-		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG)                     \
+		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 0)                  \
 	}
 
 #if !KX_512
@@ -554,7 +557,7 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 #define KX_R16_DRIVER(name, KERNEL, ARG)                               \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1) \
 	{                                                              \
-		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG)                 \
+		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 	}
 #else
 KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
@@ -723,22 +726,22 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 
 #if KX_512
 #include "worker/cpu/kern_avx512_q5.h"
-KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q32_rows16, 0, kx_gemm_q4_0_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q32_rows16, 5, kx_gemm_q8_0_pairs)
-KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_r16, 0)
-KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_r16, 5)
+KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q32_impl, 0, kx_gemm_q4_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q32_impl, 5, kx_gemm_q8_0_pairs)
+KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_impl, 0)
+KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_impl, 5)
 KX_DRIVER(kx_gemm_iq4_nl_pairs, kx_iq4nl_tile, 4, 4)
 KX_DRIVER(kx_gemm_q4_1_pairs, kx_q4_1_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_0_pairs, kx_q5_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_1_pairs, kx_q5_1_tile, 4, 4)
-KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q32_rows16, 1, kx_gemm_q4_1_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q32_rows16, 2, kx_gemm_q5_0_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q32_rows16, 3, kx_gemm_q5_1_pairs)
-KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q32_rows16, 4, kx_gemm_iq4_nl_pairs)
-KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_r16, 1)
-KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_r16, 2)
-KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_r16, 3)
-KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_r16, 4)
+KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q32_impl, 1, kx_gemm_q4_1_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q32_impl, 2, kx_gemm_q5_0_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q32_impl, 3, kx_gemm_q5_1_pairs)
+KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q32_impl, 4, kx_gemm_iq4_nl_pairs)
+KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_impl, 1)
+KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_impl, 2)
+KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_impl, 3)
+KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_impl, 4)
 #else
 KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)
 KX_DRIVER(kx_gemm_q4_1, kx_q4_1_tile, 2, 4)
@@ -969,12 +972,12 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 KX_DRIVER(kx_gemm_q4_k_pairs, kx_q4_k_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_k_pairs, kx_q5_k_tile, 4, 4)
 KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
-KX_ROWS16_DRIVER(kx_gemm_q4_k, kx_q45_k_rows16, 0, kx_gemm_q4_k_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q5_k, kx_q45_k_rows16, 1, kx_gemm_q5_k_pairs)
-KX_ROWS16_DRIVER(kx_gemm_q6_k, kx_q6_k_rows16, 0, kx_gemm_q6_k_pairs)
-KX_R16_DRIVER(kx_gemm_q4_k_r16, kx_q45_k_r16, 0)
-KX_R16_DRIVER(kx_gemm_q5_k_r16, kx_q45_k_r16, 1)
-KX_R16_DRIVER(kx_gemm_q6_k_r16, kx_q6_k_rows16, 1)
+KX_ROWS16_DRIVER(kx_gemm_q4_k, kx_q45_k_impl, 0, kx_gemm_q4_k_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q5_k, kx_q45_k_impl, 1, kx_gemm_q5_k_pairs)
+KX_ROWS16_DRIVER(kx_gemm_q6_k, kx_q6_k_impl, 0, kx_gemm_q6_k_pairs)
+KX_R16_DRIVER(kx_gemm_q4_k_r16, kx_q45_k_impl, 0)
+KX_R16_DRIVER(kx_gemm_q5_k_r16, kx_q45_k_impl, 1)
+KX_R16_DRIVER(kx_gemm_q6_k_r16, kx_q6_k_impl, 0)
 #else
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)
