@@ -14,7 +14,7 @@
  * prefill speed comes from.  In the AVX-512 build the integer types have
  * 16-row kernels instead (16 rows in the lanes of one vector, see
  * kern_avx512_q8.h, kern_avx512_q5.h and kern_avx512_kq.h), walked by
- * KX_ROWS16_DRIVER.
+ * KX_ROWS16_DRIVER; in the AVX2 build Q4_0 has one (kern_avx2_s16.h).
  *
  * Batch invariance: the operations that produce one output element do not
  * depend on R, T, the tile position, n or the thread: per block an exact
@@ -560,7 +560,7 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 	}
 #else
-KX_DRIVER(kx_gemm_q4_0, kx_q4_0_tile, 2, 4)
+#include "worker/cpu/kern_avx2_s16.h"
 KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
 #endif
 
@@ -1028,6 +1028,8 @@ const struct wk_cpu_kernels KX_TABLE = {
 	.gemm = KX_GEMMS(kx_gemm_bf16),
 #if KX_512
 	.gemm_r16 = KX_GEMMS_R16,
+#else
+	.gemm_r16 = { [WK_Q_Q4_0] = kx_gemm_q4_0_r16 },
 #endif
 	.actq_q8_32 = wk_actq_q8_32,
 	.actq_q8_256 = wk_actq_q8_256,

@@ -276,16 +276,23 @@ static int packed_case(struct fixture *f, enum wk_cpu_isa isa, uint32_t type, in
 		run(p2, type, w, rows, cols, x, t, 7, yb);
 		assert_memory_equal(ya + (size_t)t * rows, yb, sizeof(float) * 7 * rows);
 	}
-	/* a rows16 copy, switched to an ISA without the kernels: reads w */
-	if (can == 2 && wk_cpu_isa_available(WK_CPU_ISA_AVX2)) {
-		assert_int_equal(wk_cpu_mm_set_isa(p1, WK_CPU_ISA_AVX2), CM_OK);
-		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX2), CM_OK);
-		assert_int_equal(wk_cpu_mm_can_pack(p1, type), 1);
+	/* a rows16 copy, switched to another ISA: read by that ISA's 16-row
+	 * kernels where it has them (the layout is the same), else w (scalar
+	 * has none): what that ISA computes from w, bit for bit */
+	for (int i2 = 0; can == 2 && i2 < WK_CPU_ISA_COUNT_; i2++) {
+		if (i2 == (int)isa || !wk_cpu_isa_available((enum wk_cpu_isa)i2))
+			continue;
+		assert_int_equal(wk_cpu_mm_set_isa(p1, (enum wk_cpu_isa)i2), CM_OK);
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)i2), CM_OK);
+		if (i2 == WK_CPU_ISA_SCALAR)
+			assert_int_equal(wk_cpu_mm_can_pack(p1, type), 1);
 		run(f->mm2, type, w, rows, cols, x, 0, 3, ya);
 		run(p1, type, w, rows, cols, x, 0, 3, yb);
-		assert_memory_equal(ya, yb, sizeof(float) * 3 * rows);
-		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, isa), CM_OK);
+		if (memcmp(ya, yb, sizeof(float) * 3 * rows) != 0)
+			fail_msg("%s %dx%d packed on %s, run on %s: differs from unpacked", wk_qtype_name(type),
+				 rows, cols, wk_cpu_isa_name(isa), wk_cpu_isa_name((enum wk_cpu_isa)i2));
 	}
+	assert_int_equal(wk_cpu_mm_set_isa(f->mm2, isa), CM_OK);
 	wk_cpu_mm_free(p1);
 	wk_cpu_mm_free(p2);
 	free(w);
@@ -352,6 +359,40 @@ static void test_packed(void **state)
 		free(w);
 	}
 	wk_cpu_mm_free(p);
+	free(x);
+	free(ya);
+	free(yb);
+}
+
+/*
+ * Q4_0's 16-row kernels fold the same exact block integers in the same
+ * float sequence in the AVX2 and AVX-512 builds (kern_avx2_s16.h): the
+ * two give the same bits, one token or many, mapped or packed.
+ */
+static void test_q4_0_isas_agree(void **state)
+{
+	struct fixture *f = *state;
+	const int rows = 203, cols = 352, n = 9;
+	if (!wk_cpu_isa_available(WK_CPU_ISA_AVX512))
+		skip();
+	float *x = malloc(sizeof(float) * n * cols);
+	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
+	uint8_t *w = make_weights(WK_Q_Q4_0, rows, cols);
+	assert_non_null(x);
+	assert_non_null(ya);
+	assert_non_null(yb);
+	assert_non_null(w);
+	for (int i = 0; i < n * cols; i++)
+		x[i] = rnd();
+	for (int tokens = 1; tokens <= n; tokens += n - 1) {
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX2), CM_OK);
+		run(f->mm2, WK_Q_Q4_0, w, rows, cols, x, 0, tokens, ya);
+		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX512), CM_OK);
+		run(f->mm2, WK_Q_Q4_0, w, rows, cols, x, 0, tokens, yb);
+		assert_memory_equal(ya, yb, sizeof(float) * (size_t)tokens * rows);
+	}
+	assert_int_equal(wk_cpu_mm_set_isa(f->mm2, wk_cpu_isa_default()), CM_OK);
+	free(w);
 	free(x);
 	free(ya);
 	free(yb);
@@ -563,6 +604,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_q4_0_isas_agree, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
