@@ -34,6 +34,7 @@
 #define KX_UNROLL _Pragma("GCC unroll 8")
 #define KX_MR 8 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
+#define KX_MTF 8 /* largest tile of the float kernels, tokens */
 #define KX_MT2 8 /* largest token tile of the 16-row Q8_0 tile (KX_512) */
 
 /*
@@ -207,7 +208,7 @@ KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
 /* One step of KX_FW columns at k into acc (R rows x T tokens); for one
  * token the weights' prefetch into L2, KX_PF_FAR ahead. */
 KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int k, const int R,
-			     const int T, const int WT, kx_fvec acc[KX_MR][KX_MT])
+			     const int T, const int WT, kx_fvec acc[KX_MR][KX_MTF])
 {
 	const size_t wsz = WT == 0 ? 4 : 2;
 	kx_fvec wv[KX_MR];
@@ -231,9 +232,9 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 {
 	const int cols = g->cols, kmain = cols - cols % KX_FW;
 	const size_t wsz = WT == 0 ? 4 : 2;
-	kx_fvec acc[KX_FACC][KX_MR][KX_MT];
+	kx_fvec acc[KX_FACC][KX_MR][KX_MTF];
 	const uint8_t *w[KX_MR];
-	const float *x[KX_MT];
+	const float *x[KX_MTF];
 	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
@@ -294,9 +295,15 @@ KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 #if KX_512
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
+#ifndef KX_FR
+#define KX_FR 8
+#endif
+#ifndef KX_FT
+#define KX_FT 3
+#endif
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, KX_FR, KX_FT)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, KX_FR, KX_FT)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, KX_FR, KX_FT)
 #else /* 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm */
 KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 3)
 KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 3)
@@ -336,8 +343,13 @@ KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int 
 		const __mmask32 m = cols - k >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << (cols - k)) - 1);
 		__m512i wv[KX_MR];
 		KX_UNROLL
-		for (int i = 0; i < R; i++)
+		for (int i = 0; i < R; i++) {
+#ifndef KX_BF16DP_NOPF
+			if (T == 1)
+				_mm_prefetch((const char *)(w[i] + 2 * (size_t)k + KX_PF_FAR), _MM_HINT_T1);
+#endif
 			wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + 2 * (size_t)k);
+		}
 		KX_UNROLL
 		for (int j = 0; j < T; j++) {
 			__m512i xv = _mm512_maskz_loadu_epi16(m, x[j] + 2 * (size_t)k);
