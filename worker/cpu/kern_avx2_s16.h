@@ -89,7 +89,7 @@ KX_INLINE void kx_q4_0_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
 		if (pf != NULL && PACKED) /* the stream ahead */
 			for (size_t l = 0; l < 16 * 18; l += 64)
-				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+				kx_pf_r16(pk + l);
 		else if (pf != NULL) /* the next strip, 16 x 18 bytes per block */
 			for (size_t l = 0; l < 16 * 18; l += 64)
 				_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);

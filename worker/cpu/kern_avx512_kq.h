@@ -158,7 +158,7 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
 		if (pf != NULL && PACKED) /* the stream ahead */
 			for (size_t l = 0; l < 16 * bb; l += 64)
-				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+				kx_pf_r16(pk + l);
 		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
 			for (int l = 0; l < (Q5 ? 44 : 36); l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
@@ -325,7 +325,7 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
 		if (pf != NULL && PACKED) /* the stream ahead */
 			for (size_t l = 0; l < 16 * 210; l += 64)
-				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+				kx_pf_r16(pk + l);
 		else if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
 			for (int l = 0; l < 53; l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
@@ -498,7 +498,7 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
 		if (pf != NULL && PACKED) /* the stream ahead */
 			for (size_t l = 0; l < 16 * bb; l += 64)
-				_mm_prefetch((const char *)(pk + KX_PF_R16 + l), _MM_HINT_T0);
+				kx_pf_r16(pk + l);
 		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
 			for (int l = 0; l < (Q3 ? 28 : 21); l++)
 				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);

@@ -34,7 +34,6 @@
 #define KX_UNROLL _Pragma("GCC unroll 8")
 #define KX_MR 8 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
-#define KX_MTF 8 /* largest tile of the float kernels, tokens */
 #define KX_MT2 8 /* largest token tile of the 16-row Q8_0 tile (KX_512) */
 
 /*
@@ -45,10 +44,17 @@
 #ifndef KX_PF
 #define KX_PF 6144
 #endif
-/* A packed strip (pack.h) is one stream: its kernels prefetch this far ahead. */
+/* A packed strip (pack.h) is one stream: its kernels prefetch it this far
+ * ahead into L1 (kx_pf_r16).  8 KiB ahead, or into L2 16-32 KiB ahead
+ * beside or instead of it, streamed the same or slower (Q4_0, Q8_0, Q4_K
+ * GEMVs, AVX-512, two threads, 2026-12-05). */
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
 #endif
+KX_INLINE void kx_pf_r16(const uint8_t *p)
+{
+	_mm_prefetch((const char *)(p + KX_PF_R16), _MM_HINT_T0);
+}
 /*
  * Float decode prefetches its weights into L2 only (prefetcht1), KX_PF_FAR
  * bytes ahead, not into L1 KX_PF ahead as the integer kernels do.  A row
@@ -208,7 +214,7 @@ KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
 /* One step of KX_FW columns at k into acc (R rows x T tokens); for one
  * token the weights' prefetch into L2, KX_PF_FAR ahead. */
 KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int k, const int R,
-			     const int T, const int WT, kx_fvec acc[KX_MR][KX_MTF])
+			     const int T, const int WT, kx_fvec acc[KX_MR][KX_MT])
 {
 	const size_t wsz = WT == 0 ? 4 : 2;
 	kx_fvec wv[KX_MR];
@@ -232,9 +238,9 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 {
 	const int cols = g->cols, kmain = cols - cols % KX_FW;
 	const size_t wsz = WT == 0 ? 4 : 2;
-	kx_fvec acc[KX_FACC][KX_MR][KX_MTF];
+	kx_fvec acc[KX_FACC][KX_MR][KX_MT];
 	const uint8_t *w[KX_MR];
-	const float *x[KX_MTF];
+	const float *x[KX_MT];
 	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
@@ -294,16 +300,10 @@ KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	kx_float_tile(g, r, t, R, T, 2);
 }
 
-#if KX_512
-#ifndef KX_FR
-#define KX_FR 8
-#endif
-#ifndef KX_FT
-#define KX_FT 3
-#endif
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, KX_FR, KX_FT)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, KX_FR, KX_FT)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, KX_FR, KX_FT)
+#if KX_512 /* 4 x 6 and 6 x 4 tiles measured no faster (F16 GEMM, 2026-12-05) */
+KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
+KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
+KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
 #else /* 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm */
 KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 3)
 KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 3)
@@ -344,10 +344,8 @@ KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int 
 		__m512i wv[KX_MR];
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
-#ifndef KX_BF16DP_NOPF
-			if (T == 1)
+			if (T == 1) /* 13-20 -> 59-64 GB/s on two threads (Zen 4) */
 				_mm_prefetch((const char *)(w[i] + 2 * (size_t)k + KX_PF_FAR), _MM_HINT_T1);
-#endif
 			wv[i] = _mm512_maskz_loadu_epi16(m, w[i] + 2 * (size_t)k);
 		}
 		KX_UNROLL
