@@ -365,6 +365,47 @@ static void test_packed(void **state)
 }
 
 /*
+ * The tile drivers take the tokens in groups whose activation rows fit in
+ * 512 KiB (kern_x86.h's kx_token_group): 130 tokens of 4096 columns are
+ * five groups of float rows, two of Q8_32 or Q8_256 rows.  Each token of the batch gives what it gives alone, on
+ * every ISA, for the types the tile drivers run.
+ */
+static void test_token_groups(void **state)
+{
+	struct fixture *f = *state;
+	const int rows = 19, cols = 4096, n = 130;
+	static const uint32_t tt[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q8_0, WK_Q_Q4_K };
+	float *x = malloc(sizeof(float) * n * cols);
+	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * rows);
+	assert_non_null(x);
+	assert_non_null(ya);
+	assert_non_null(yb);
+	for (int i = 0; i < n * cols; i++)
+		x[i] = rnd();
+	for (size_t ti = 0; ti < sizeof tt / sizeof tt[0]; ti++) {
+		uint8_t *w = make_weights(tt[ti], rows, cols);
+		assert_non_null(w);
+		for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+			if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
+				continue;
+			assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
+			run(f->mm2, tt[ti], w, rows, cols, x, 0, n, ya);
+			for (int t = 0; t < n; t++) {
+				run(f->mm2, tt[ti], w, rows, cols, x, t, 1, yb);
+				if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * rows) != 0)
+					fail_msg("%s on %s: token %d of %d differs from alone", wk_qtype_name(tt[ti]),
+						 wk_cpu_isa_name((enum wk_cpu_isa)isa), t, n);
+			}
+		}
+		free(w);
+	}
+	assert_int_equal(wk_cpu_mm_set_isa(f->mm2, wk_cpu_isa_default()), CM_OK);
+	free(x);
+	free(ya);
+	free(yb);
+}
+
+/*
  * Q4_0's 16-row kernels fold the same exact block integers in the same
  * float sequence in the AVX2 and AVX-512 builds (kern_avx2_s16.h): the
  * two give the same bits, one token or many, mapped or packed.
@@ -605,6 +646,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_q4_0_isas_agree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_token_groups, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
