@@ -406,34 +406,39 @@ static void test_token_groups(void **state)
 }
 
 /*
- * Q4_0's 16-row kernels fold the same exact block integers in the same
- * float sequence in the AVX2 and AVX-512 builds (kern_avx2_s16.h): the
- * two give the same bits, one token or many, mapped or packed.
+ * The 16-row kernels of Q4_0, Q4_1, Q5_0 and Q5_1 fold the same exact
+ * block integers in the same float sequence in the AVX2 and AVX-512
+ * builds (kern_avx2_s16.h): the two give the same bits, one token or
+ * many, mapped or packed.
  */
-static void test_q4_0_isas_agree(void **state)
+static void test_q32_isas_agree(void **state)
 {
 	struct fixture *f = *state;
 	const int rows = 203, cols = 352, n = 9;
+	static const uint32_t tt[] = { WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1 };
 	if (!wk_cpu_isa_available(WK_CPU_ISA_AVX512))
 		skip();
 	float *x = malloc(sizeof(float) * n * cols);
 	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
-	uint8_t *w = make_weights(WK_Q_Q4_0, rows, cols);
 	assert_non_null(x);
 	assert_non_null(ya);
 	assert_non_null(yb);
-	assert_non_null(w);
 	for (int i = 0; i < n * cols; i++)
 		x[i] = rnd();
-	for (int tokens = 1; tokens <= n; tokens += n - 1) {
-		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX2), CM_OK);
-		run(f->mm2, WK_Q_Q4_0, w, rows, cols, x, 0, tokens, ya);
-		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX512), CM_OK);
-		run(f->mm2, WK_Q_Q4_0, w, rows, cols, x, 0, tokens, yb);
-		assert_memory_equal(ya, yb, sizeof(float) * (size_t)tokens * rows);
+	for (size_t ti = 0; ti < sizeof tt / sizeof tt[0]; ti++) {
+		uint8_t *w = make_weights(tt[ti], rows, cols);
+		assert_non_null(w);
+		for (int tokens = 1; tokens <= n; tokens += n - 1) {
+			assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX2), CM_OK);
+			run(f->mm2, tt[ti], w, rows, cols, x, 0, tokens, ya);
+			assert_int_equal(wk_cpu_mm_set_isa(f->mm2, WK_CPU_ISA_AVX512), CM_OK);
+			run(f->mm2, tt[ti], w, rows, cols, x, 0, tokens, yb);
+			if (memcmp(ya, yb, sizeof(float) * (size_t)tokens * rows) != 0)
+				fail_msg("%s, %d tokens: AVX2 and AVX-512 differ", wk_qtype_name(tt[ti]), tokens);
+		}
+		free(w);
 	}
 	assert_int_equal(wk_cpu_mm_set_isa(f->mm2, wk_cpu_isa_default()), CM_OK);
-	free(w);
 	free(x);
 	free(ya);
 	free(yb);
@@ -645,7 +650,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_q4_0_isas_agree, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_q32_isas_agree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_groups, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
