@@ -141,12 +141,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
-		if (pf != NULL && PACKED) /* the stream ahead */
-			for (size_t l = 0; l < 16 * bb; l += 64)
-				kx_pf_r16(pk + l);
-		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
-			for (size_t l = 0; l < 16 * bb; l += 64)
-				_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED);
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *const *wh = w + 8 * h;

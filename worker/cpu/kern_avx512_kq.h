@@ -156,12 +156,7 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
-		if (pf != NULL && PACKED) /* the stream ahead */
-			for (size_t l = 0; l < 16 * bb; l += 64)
-				kx_pf_r16(pk + l);
-		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
-			for (int l = 0; l < (Q5 ? 44 : 36); l++)
-				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED);
 		const int *base = (const int *)(strip + off);
 		__m512i dd, s0, s1, s2;
 		if (PACKED) {
@@ -323,12 +318,7 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 210 * (size_t)b;
 		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
-		if (pf != NULL && PACKED) /* the stream ahead */
-			for (size_t l = 0; l < 16 * 210; l += 64)
-				kx_pf_r16(pk + l);
-		else if (pf != NULL) /* the next strip, 16 x 210 bytes per block */
-			for (int l = 0; l < 53; l++)
-				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		__m512 dw;
 		if (PACKED) {
@@ -496,12 +486,7 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
-		if (pf != NULL && PACKED) /* the stream ahead */
-			for (size_t l = 0; l < 16 * bb; l += 64)
-				kx_pf_r16(pk + l);
-		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
-			for (int l = 0; l < (Q3 ? 28 : 21); l++)
-				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at
 		 * 110); Q2_K: bytes 80..83 are d and dmin */

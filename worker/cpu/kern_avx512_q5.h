@@ -59,12 +59,7 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
-		if (pf != NULL && PACKED) /* the stream ahead */
-			for (size_t l = 0; l < 16 * bb; l += 64)
-				kx_pf_r16(pk + l);
-		else if (pf != NULL) /* the next strip, 16 x bb bytes per block */
-			for (size_t l = 0; l < 16 * bb; l += 64)
-				_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED);
 		__m512i a[8], q[8]; /* mapped: pairs of rows; the transposed runs */
 		if (PACKED && nib) {
 			KX_UNROLL
@@ -200,12 +195,7 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 136 * (size_t)b;
 		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
-		if (pf != NULL && PACKED) /* the stream ahead */
-			for (size_t l = 0; l < 16 * 136; l += 64)
-				kx_pf_r16(pk + l);
-		else if (pf != NULL) /* the next strip, 16 x 136 bytes per block */
-			for (int l = 0; l < 34; l++)
-				_mm_prefetch((const char *)(pf + 16 * off + 64 * l), _MM_HINT_T1);
+		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		const __m512i dh = PACKED ? _mm512_loadu_si512(pk)
 					  : _mm512_i32gather_epi32(goff, (const int *)base, 1);

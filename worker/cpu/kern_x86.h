@@ -57,6 +57,25 @@ KX_INLINE void kx_pf_r16(const uint8_t *p)
 	_mm_prefetch((const char *)(p + KX_PF_R16), _MM_HINT_T0);
 }
 /*
+ * A 16-row kernel's prefetch for the block at off of its strip (the
+ * strip's `bytes` = 16 x block bytes from pk), in the first token tile
+ * (pf non-NULL): packed, its own stream KX_PF_R16 ahead; mapped, as many
+ * bytes of the next strip (from pf) into L2, so that a strip's walk
+ * fetches all of the next one.
+ */
+KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t off, size_t bytes,
+				 const int PACKED)
+{
+	if (pf == NULL)
+		return;
+	for (size_t l = 0; l < bytes; l += 64) {
+		if (PACKED)
+			kx_pf_r16(pk + l);
+		else
+			_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
+	}
+}
+/*
  * Float decode prefetches its weights into L2 only (prefetcht1), KX_PF_FAR
  * bytes ahead, not into L1 KX_PF ahead as the integer kernels do.  A row
  * of F16 streamed beside a 22 KiB float activation row (5632 columns)

@@ -157,6 +157,16 @@ static void test_accuracy(void **state)
 }
 
 /* Y for tokens [t0, t0+n) of x computed with mm; copies into out. */
+/* n random floats (rnd), never NULL. */
+static float *rnd_floats(size_t n)
+{
+	float *x = malloc(sizeof(float) * n);
+	assert_non_null(x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = rnd();
+	return x;
+}
+
 static void run(struct wk_cpu_mm *mm, uint32_t type, const uint8_t *w, int rows, int cols,
 		const float *x, int t0, int n, float *out)
 {
@@ -375,13 +385,10 @@ static void test_token_groups(void **state)
 	struct fixture *f = *state;
 	const int rows = 19, cols = 4096, n = 130;
 	static const uint32_t tt[] = { WK_Q_F32, WK_Q_F16, WK_Q_BF16, WK_Q_Q8_0, WK_Q_Q4_K };
-	float *x = malloc(sizeof(float) * n * cols);
+	float *x = rnd_floats((size_t)n * cols);
 	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * rows);
-	assert_non_null(x);
 	assert_non_null(ya);
 	assert_non_null(yb);
-	for (int i = 0; i < n * cols; i++)
-		x[i] = rnd();
 	for (size_t ti = 0; ti < sizeof tt / sizeof tt[0]; ti++) {
 		uint8_t *w = make_weights(tt[ti], rows, cols);
 		assert_non_null(w);
@@ -418,13 +425,10 @@ static void test_q32_isas_agree(void **state)
 	static const uint32_t tt[] = { WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1 };
 	if (!wk_cpu_isa_available(WK_CPU_ISA_AVX512))
 		skip();
-	float *x = malloc(sizeof(float) * n * cols);
+	float *x = rnd_floats((size_t)n * cols);
 	float *ya = malloc(sizeof(float) * n * rows), *yb = malloc(sizeof(float) * n * rows);
-	assert_non_null(x);
 	assert_non_null(ya);
 	assert_non_null(yb);
-	for (int i = 0; i < n * cols; i++)
-		x[i] = rnd();
 	for (size_t ti = 0; ti < sizeof tt / sizeof tt[0]; ti++) {
 		uint8_t *w = make_weights(tt[ti], rows, cols);
 		assert_non_null(w);
