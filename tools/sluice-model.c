@@ -187,10 +187,10 @@ static const char *type_path(uint32_t t)
 	case WK_Q_BF16:
 		return "CPU: float kernels on F32 activations; CUDA: tensor-core decode, cuBLASLt "
 		       "BF16 prefill";
-	case WK_Q_Q4_0: case WK_Q_Q4_1: case WK_Q_Q5_0: case WK_Q_Q5_1:
+	case WK_Q_Q4_0: case WK_Q_Q4_1: case WK_Q_Q5_0: case WK_Q_Q5_1: case WK_Q_Q8_0:
 		return "CPU: 8-bit activations per 32, 16-row kernels (AVX-512 and AVX2) on a rows16 "
 		       "copy; CUDA: dequantised in the decode kernel, BF16 tiles for cuBLASLt prefill";
-	case WK_Q_Q8_0: case WK_Q_IQ4_NL:
+	case WK_Q_IQ4_NL:
 		return "CPU: 8-bit activations per 32, the AVX-512 16-row kernel on a rows16 copy "
 		       "(AVX2: a tile kernel); CUDA: dequantised in the decode kernel, BF16 tiles for "
 		       "cuBLASLt prefill";

@@ -1,6 +1,6 @@
 /*
  * kern_avx2_s16.h - the 16-row kernel of the AVX2 build for Q4_0, Q4_1,
- * Q5_0 and Q5_1 (kx_q32_s16), on the mapped rows and on pack.h's rows16
+ * Q5_0, Q5_1 and Q8_0 (kx_q32_s16), on the mapped rows and on pack.h's rows16
  * copies.  Included by kern_x86.h when !KX_512, which walks it with
  * KX_S16_DRIVER.
  *
@@ -32,7 +32,12 @@
  * transposed in registers (4 inserts, 8 unpacks), their scales and fifth
  * bits loaded one row at a time.
  *
- * KIND: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1 (kx_q32_impl's numbering).
+ * Q8_0 (bytes, not nibbles): eight vectors of 4-byte groups, the copy's
+ * bytes unbiased by one xor (mapped: two 16-byte transposes), and per
+ * group maddubs(|w|, sign(x, w)) (|w| <= 128, a pair <= 32512) summed in
+ * int32 by madd: the same integers.
+ *
+ * KIND: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1, 5 Q8_0 (kx_q32_impl's numbering).
  */
 
 /* Half h of a mapped strip: the 8 rows' 16 nibble bytes at off + qs
@@ -118,7 +123,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 {
 	const int nb = g->cols / 32;
 	const int has_m = KIND == 1 || KIND == 3, five = KIND == 2 || KIND == 3;
-	const size_t bb = KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : 18;
+	const size_t bb = KIND == 1 ? 20 : KIND == 2 ? 22 : KIND == 3 ? 24 : KIND == 5 ? 34 : 18;
 	const size_t qs_at = KIND == 1 ? 4 : KIND == 2 ? 6 : KIND == 3 ? 8 : 2; /* mapped */
 	const size_t qh_at = KIND == 3 ? 4 : 2;                                  /* mapped */
 	const size_t pk_qh = has_m ? 64 : 32, pk_qs = pk_qh + (five ? 64 : 0);  /* packed */
@@ -137,7 +142,8 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
 		acc[0][j] = acc[1][j] = accm[0][j] = accm[1][j] = _mm256_setzero_ps();
 	}
-	const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+	const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
+		      m80 = _mm256_set1_epi8((char)0x80);
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
@@ -145,12 +151,16 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *const *wh = w + 8 * h;
-			__m256i v[4], qh = _mm256_setzero_si256();
+			__m256i v[8], qh = _mm256_setzero_si256();
 			__m256 dw, mw = _mm256_setzero_ps();
 			if (PACKED) {
 				KX_UNROLL
-				for (int k = 0; k < 4; k++)
-					v[k] = kx_load256(pk + pk_qs + 64 * k + 32 * h);
+				for (int k = 0; k < 8; k++) {
+					if (k < 4 || KIND == 5)
+						v[k] = kx_load256(pk + pk_qs + 64 * k + 32 * h);
+					if (KIND == 5) /* stored biased to unsigned */
+						v[k] = _mm256_xor_si256(v[k], m80);
+				}
 				if (has_m) {
 					const __m256i dm = kx_load256(pk + 32 * h);
 					dw = kx_f16_of_lanes(dm, 0);
@@ -160,6 +170,8 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 				}
 			} else {
 				kx_rows8_nibbles(wh, off + qs_at, v);
+				if (KIND == 5)
+					kx_rows8_nibbles(wh, off + qs_at + 16, v + 4);
 				if (has_m) {
 					const __m256i dm = kx_rows8_u32(wh, off);
 					dw = kx_f16_of_lanes(dm, 0);
@@ -179,7 +191,25 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 			for (int j = 0; j < T; j++)
 				s[0][j] = s[1][j] = _mm256_setzero_si256();
 			KX_UNROLL
+			for (int k = 0; k < 8; k++) {
+				if (KIND != 5)
+					break;
+				/* Q8_0: maddubs(|w|, sign(x, w)), |w| <= 128, pairs
+				 * <= 32512; summed in int32 */
+				const __m256i aw = _mm256_sign_epi8(v[k], v[k]);
+				KX_UNROLL
+				for (int j = 0; j < T; j++) {
+					const __m256i xb = kx_bcast4(xq[j] + 32 * (size_t)b + 4 * k);
+					s[0][j] = _mm256_add_epi32(
+						s[0][j], _mm256_madd_epi16(_mm256_maddubs_epi16(
+										   aw, _mm256_sign_epi8(xb, v[k])),
+									   ones));
+				}
+			}
+			KX_UNROLL
 			for (int k = 0; k < 4; k++) {
+				if (KIND == 5)
+					break;
 				__m256i lo = _mm256_and_si256(v[k], m4);
 				__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4);
 				if (five && PACKED) {
@@ -204,7 +234,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 			}
 			KX_UNROLL
 			for (int j = 0; j < T; j++) {
-				__m256i id = _mm256_madd_epi16(s[0][j], ones);
+				__m256i id = KIND == 5 ? s[0][j] : _mm256_madd_epi16(s[0][j], ones);
 				if (five)
 					id = _mm256_add_epi32(id, _mm256_madd_epi16(s[1][j], ones));
 				if (corr)
@@ -271,7 +301,9 @@ KX_S16_DRIVER(kx_gemm_q4_0, kx_q32_s16, 0, 0)
 KX_S16_DRIVER(kx_gemm_q4_1, kx_q32_s16, 1, 0)
 KX_S16_DRIVER(kx_gemm_q5_0, kx_q32_s16, 2, 0)
 KX_S16_DRIVER(kx_gemm_q5_1, kx_q32_s16, 3, 0)
+KX_S16_DRIVER(kx_gemm_q8_0, kx_q32_s16, 5, 0)
 KX_S16_DRIVER(kx_gemm_q4_0_r16, kx_q32_s16, 0, 1)
 KX_S16_DRIVER(kx_gemm_q4_1_r16, kx_q32_s16, 1, 1)
 KX_S16_DRIVER(kx_gemm_q5_0_r16, kx_q32_s16, 2, 1)
 KX_S16_DRIVER(kx_gemm_q5_1_r16, kx_q32_s16, 3, 1)
+KX_S16_DRIVER(kx_gemm_q8_0_r16, kx_q32_s16, 5, 1)

@@ -14,8 +14,8 @@
  * prefill speed comes from.  In the AVX-512 build the integer types have
  * 16-row kernels instead (16 rows in the lanes of one vector, see
  * kern_avx512_q8.h, kern_avx512_q5.h and kern_avx512_kq.h), walked by
- * KX_ROWS16_DRIVER; in the AVX2 build Q4_0, Q4_1, Q5_0 and Q5_1 have one
- * (kern_avx2_s16.h).
+ * KX_ROWS16_DRIVER; in the AVX2 build Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 have
+ * one (kern_avx2_s16.h).
  *
  * Batch invariance: the operations that produce one output element do not
  * depend on R, T, the tile position, n or the thread: per block an exact
@@ -611,8 +611,6 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 	{                                                              \
 		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 	}
-#else
-KX_DRIVER(kx_gemm_q8_0, kx_q8_0_tile, 2, 4)
 #endif
 
 /* ==== Q4_1 / Q5_0 / Q5_1 x Q8_32 ========================================= */
@@ -1079,7 +1077,8 @@ const struct wk_cpu_kernels KX_TABLE = {
 	.gemm_r16 = KX_GEMMS_R16,
 #else
 	.gemm_r16 = { [WK_Q_Q4_0] = kx_gemm_q4_0_r16, [WK_Q_Q4_1] = kx_gemm_q4_1_r16,
-		      [WK_Q_Q5_0] = kx_gemm_q5_0_r16, [WK_Q_Q5_1] = kx_gemm_q5_1_r16 },
+		      [WK_Q_Q5_0] = kx_gemm_q5_0_r16, [WK_Q_Q5_1] = kx_gemm_q5_1_r16,
+		      [WK_Q_Q8_0] = kx_gemm_q8_0_r16 },
 #endif
 	.actq_q8_32 = wk_actq_q8_32,
 	.actq_q8_256 = wk_actq_q8_256,

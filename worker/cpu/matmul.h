@@ -70,7 +70,7 @@ struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
  * Keeps a copy of W (wtype, rows x cols at w) in huge-page memory
  * (alloc.h): repacked for this ISA's 16-row strip kernels (pack.h) when it
  * has them for wtype (AVX-512: every integer type; AVX2: Q4_0, Q4_1, Q5_0,
- * Q5_1), else the
+ * Q5_1, Q8_0), else the
  * rows as they are (the float types; the other types on AVX2).  Later
  * products on the same w, type and shape read the copy (a rows16 Q6_K: of more than one token)
  * and give bit for bit the same y.  Does nothing (CM_OK) for a type the

@@ -57,8 +57,8 @@ int wk_cpu_pack_use(uint32_t wtype, int n);
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
 /*
  * Bytes of a plain copy: the rows as they are, for a type or an ISA without
- * strip kernels (the float types; on AVX2 every type but Q4_0, Q4_1, Q5_0
- * and Q5_1).  What it buys is
+ * strip kernels (the float types; on AVX2 every type but Q4_0, Q4_1, Q5_0,
+ * Q5_1 and Q8_0).  What it buys is
  * the memory: the registry's copies sit in huge pages (alloc.h), the
  * mapped file in 4 KiB pages; decode streams 5-25 % faster from them
  * (docs/engine-cpu.md).

@@ -413,7 +413,7 @@ static void test_token_groups(void **state)
 }
 
 /*
- * The 16-row kernels of Q4_0, Q4_1, Q5_0 and Q5_1 fold the same exact
+ * The 16-row kernels of Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 fold the same exact
  * block integers in the same float sequence in the AVX2 and AVX-512
  * builds (kern_avx2_s16.h): the two give the same bits, one token or
  * many, mapped or packed.
@@ -422,7 +422,7 @@ static void test_q32_isas_agree(void **state)
 {
 	struct fixture *f = *state;
 	const int rows = 203, cols = 352, n = 9;
-	static const uint32_t tt[] = { WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1 };
+	static const uint32_t tt[] = { WK_Q_Q4_0, WK_Q_Q4_1, WK_Q_Q5_0, WK_Q_Q5_1, WK_Q_Q8_0 };
 	if (!wk_cpu_isa_available(WK_CPU_ISA_AVX512))
 		skip();
 	float *x = rnd_floats((size_t)n * cols);
