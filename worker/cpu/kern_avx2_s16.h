@@ -40,8 +40,8 @@
  * KIND: 0 Q4_0, 1 Q4_1, 2 Q5_0, 3 Q5_1, 5 Q8_0 (kx_q32_impl's numbering).
  */
 
-/* Half h of a mapped strip: the 8 rows' 16 nibble bytes at off + qs
- * transposed into v[k] (lane l = bytes 4k..4k+3 of row l). */
+/* 16 bytes at off of each of 8 mapped rows (nibbles, or half of Q8_0's
+ * quants) transposed into v[k] (lane l = bytes 4k..4k+3 of row l). */
 KX_INLINE void kx_rows8_nibbles(const uint8_t *const w[8], size_t off, __m256i v[4])
 {
 	__m256i a[4], u[4];
