@@ -534,11 +534,12 @@ static void test_tenant_queue_full_429(void **state)
 	(void)state;
 	for (int i = 0; i < 4; i++)
 		snprintf(out[i], sizeof(out[i]), "%s/q429-%d", gwt_dir, i);
+	/* the worker is paused before the holder is sent, so that its one
+	 * slot stays taken however fast the holder would otherwise finish (a
+	 * holder sent first could end between two polls of the metric) */
+	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	holder = bg_curl("/api/generate", gwt_key_a, holder_body, NULL, out[0]);
 	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
-	/* the worker is paused so that its one slot stays taken however fast
-	 * the holder would otherwise finish */
-	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	queued = bg_curl("/api/generate", gwt_key_small,
 			 "{\"model\":\"tiny\",\"prompt\":\"q\",\"options\":{\"num_predict\":4}}",
 			 NULL, out[1]);
@@ -575,10 +576,11 @@ static void test_interactive_ahead_of_64_batch(void **state)
 
 	(void)state;
 	snprintf(out, sizeof(out), "%s/hold", gwt_dir);
+	/* the worker is paused first (as above): its one slot stays taken
+	 * while the queue fills */
+	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	holder = bg_curl("/api/generate", gwt_key_a, holder_body, NULL, out);
 	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", 1, 0), 0);
-	/* the worker is paused: its one slot stays taken while the queue fills */
-	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	for (int i = 0; i < NB; i++) {
 		snprintf(out, sizeof(out), "%s/batch-%d", gwt_dir, i);
 		bpid[i] = bg_curl("/api/generate", gwt_key_night,
