@@ -227,14 +227,11 @@ int gwt_wait_log_count(const char *path, const char *needle, int count)
 	return -1;
 }
 
-pid_t gwt_stream_begun(const char *path, const char *key, const char *body, int *fd, char *first,
-		       size_t cap, size_t *n)
+pid_t gwt_stream_start(const char *path, const char *key, const char *body, int *fd)
 {
-	char cmd[8192], buf[4096];
-	ssize_t got;
+	char cmd[8192];
 	int fds[2];
 	pid_t pid;
-	struct pollfd pfd;
 
 	assert_int_equal(pipe(fds), 0);
 	snprintf(cmd, sizeof(cmd),
@@ -250,14 +247,25 @@ pid_t gwt_stream_begun(const char *path, const char *key, const char *body, int 
 		_exit(127);
 	}
 	close(fds[1]);
-	pfd.fd = fds[0];
+	*fd = fds[0];
+	return pid;
+}
+
+pid_t gwt_stream_begun(const char *path, const char *key, const char *body, int *fd, char *first,
+		       size_t cap, size_t *n)
+{
+	char buf[4096];
+	ssize_t got;
+	struct pollfd pfd;
+	pid_t pid = gwt_stream_start(path, key, body, fd);
+
+	pfd.fd = *fd;
 	pfd.events = POLLIN;
 	assert_int_equal(poll(&pfd, 1, DEADLINE_MS), 1);
-	got = first ? read(fds[0], first, cap) : read(fds[0], buf, sizeof(buf));
+	got = first ? read(*fd, first, cap) : read(*fd, buf, sizeof(buf));
 	assert_true(got > 0);
 	if (n)
 		*n = (size_t)got;
-	*fd = fds[0];
 	return pid;
 }
 

@@ -76,6 +76,12 @@ int gwt_start_redis(void);
  */
 char *gwt_run_clients(const char *folder, const char *env, const char *model, int *status);
 /*
+ * Starts `curl -N` streaming `body` to `path` as `key` (NULL: key A;
+ * X-Sluice-Ignore-EOS) and returns at once: the pid; *fd the read end of
+ * its output (the caller closes it).
+ */
+pid_t gwt_stream_start(const char *path, const char *key, const char *body, int *fd);
+/*
  * Starts `curl -N` streaming `body` to `path` as `key` (NULL: key A; X-Sluice-Ignore-EOS,
  * so it runs until killed or its limit) and returns once its first bytes
  * arrived: the generation is under way.  The pid; *fd the read end of its

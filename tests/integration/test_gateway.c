@@ -763,12 +763,16 @@ static void test_revocation_stops_a_stream(void **state)
 	h_issue_key("beta/app", key, NULL);
 	snprintf(id, sizeof(id), "%.*s", GW_KEY_ID_LEN, key + 4);
 	pid = gwt_stream_begun("/api/generate", key, holder_body, &fd, buf, sizeof(buf) - 1, &got);
+	/* paused, so that the stream cannot reach its end while sluicectl
+	 * runs: what ends it must be the revocation */
+	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	h_ctl(NULL, 0, "key revoke %s", id);
 	while (got < sizeof(buf) - 1 && (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
 		got += (size_t)n;
 	buf[got] = '\0';
 	close(fd);
 	wait_pid(pid);
+	assert_int_equal(h_signal(&gwt_worker, SIGCONT), 0);
 	/* the reply stops with an error, never reaching its end */
 	assert_non_null(strstr(buf, "{\"error\":"));
 	assert_null(strstr(buf, "\"done\":true"));

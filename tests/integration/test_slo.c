@@ -149,10 +149,14 @@ static void test_overload_refused_early(void **state)
 	(void)state;
 	lim = (int)limit_now();
 	assert_true(lim >= 1 && lim <= 8);
-	/* the worker at its limit: streams under way (each returns once its
-	 * first bytes arrived) */
+	/* the worker at its limit: paused first, then `lim` streams sent, in
+	 * flight once the gateway has dispatched them (a stream begun while
+	 * the worker ran could end, 440 tokens of the tiny model, before the
+	 * next request was decided: seen once in a fresh-clone run) */
+	assert_int_equal(h_signal(&gwt_worker, SIGSTOP), 0);
 	for (n = 0; n < lim; n++)
-		pid[n] = gwt_stream_begun("/api/generate", NULL, holder_body, &fd[n], NULL, 0, NULL);
+		pid[n] = gwt_stream_start("/api/generate", NULL, holder_body, &fd[n]);
+	assert_int_equal(gwt_wait_metric("sluice_worker_inflight{worker=\"w0\"}", lim, 0), 0);
 	/* interactive: its expected wait (one place x the measured interval
 	 * between dispatches, milliseconds here) is past the 1 ms budget */
 	gwt_req(&r, "/v1/chat/completions", gwt_key_a, chat, strlen(chat), NULL);
@@ -163,7 +167,8 @@ static void test_overload_refused_early(void **state)
 			    "targets; retry later");
 	json_decref(j);
 	gwt_resp_free(&r);
-	/* the streams are answered in full once let go; the service serves */
+	/* the streams are answered once let go; the service serves */
+	assert_int_equal(h_signal(&gwt_worker, SIGCONT), 0);
 	for (int i = 0; i < n; i++)
 		stop_holder(pid[i], fd[i]);
 	m = gwt_metrics();
