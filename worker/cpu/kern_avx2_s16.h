@@ -69,17 +69,6 @@ KX_INLINE __m256 kx_f16_of_lanes(__m256i v, const int HI)
 	return _mm256_cvtph_ps(_mm256_castsi256_si128(v));
 }
 
-/* 0x10 in byte j of the result where bit j of bits is set. */
-KX_INLINE __m256i kx_fifth_bits(uint32_t bits)
-{
-	const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2,
-					     2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), sel);
-	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-	return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-}
-
 /*
  * Mapped Q5: the fifth bits of values 4k + SH .. 4k + SH + 3 (SH 0 or 16)
  * of the 8 rows whose qh words are the lanes of qh, as 0x10 in byte i of
@@ -212,12 +201,9 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 					break;
 				__m256i lo = _mm256_and_si256(v[k], m4);
 				__m256i hi = _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4);
-				if (five && PACKED) {
-					uint32_t b0, b1;
-					memcpy(&b0, pk + pk_qh + 8 * k + 4 * h, 4);
-					memcpy(&b1, pk + pk_qh + 8 * (4 + k) + 4 * h, 4);
-					lo = _mm256_or_si256(lo, kx_fifth_bits(b0));
-					hi = _mm256_or_si256(hi, kx_fifth_bits(b1));
+				if (five && PACKED) { /* 32 mask bits: byte j gets bit j */
+					lo = _mm256_or_si256(lo, kx_q5_high(pk + pk_qh + 8 * k + 4 * h));
+					hi = _mm256_or_si256(hi, kx_q5_high(pk + pk_qh + 8 * (4 + k) + 4 * h));
 				} else if (five) {
 					lo = _mm256_or_si256(lo, kx_fifth_lanes(qh, 4 * k));
 					hi = _mm256_or_si256(hi, kx_fifth_lanes(qh, 16 + 4 * k));

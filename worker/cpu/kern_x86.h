@@ -420,13 +420,13 @@ static void kx_actq_bf16(const float *x, uint8_t *dst, int cols)
 /* ==== Q4_0 / Q8_0 x Q8_32 ================================================ */
 
 /*
- * Per block of 32: an exact integer dot product in 8 lanes, then
- * acc += float(idot) * (dw * dx).
- * Q4_0: idot = dot(q, x) - 8 * sum(x), q the unsigned nibbles; the
- *   correction is spread as -sum(x) in each of the 8 lanes.
- * Q8_0, VNNI: idot = dot(w ^ 0x80, x) - 128 * sum(x) (-16 * sum per lane);
- *   AVX2: maddubs(|w|, sign(x, w)) (no int16 saturation: |w| <= 128,
- *   |x| <= 127).  Both give the same integers.
+ * Both builds run Q4_0 and Q8_0 in 16-row kernels (AVX-512:
+ * kern_avx512_q5.h, AVX2: kern_avx2_s16.h); the AVX-512 build keeps its
+ * 4 x 4 tile (kx_q8_32_tile, kern_avx512_q8.h) for rows too long for
+ * 32-bit gather offsets.  Per block of 32 an exact integer dot product:
+ * Q4_0 dot(q, x) - 8 * sum(x), q the unsigned nibbles; Q8_0, VNNI:
+ * dot(w ^ 0x80, x) - 128 * sum(x), AVX2: maddubs(|w|, sign(x, w)) (no
+ * int16 saturation: |w| <= 128, |x| <= 127).  The same integers.
  */
 /* The three arrays of token row t in the Q8_32 activation format (internal.h). */
 KX_INLINE void kx_act_q8_32(const struct wk_cpu_gemm *g, int t, const int8_t **q, const float **d,
@@ -518,78 +518,8 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 0)                  \
 	}
 
-#if !KX_512
-KX_INLINE void kx_q8_32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
-			     const int Q4)
-{
-	const int nb = g->cols / 32;
-	const size_t bb = Q4 ? 18 : 34;
-	__m256 acc[KX_MR][KX_MT];
-	const uint8_t *w[KX_MR];
-	const int8_t *xq[KX_MT];
-	const float *xd[KX_MT];
-	const int32_t *xs[KX_MT];
-	kx_tile8_begin(g, r, R, T, w, acc);
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
-	const __m256i m4 = _mm256_set1_epi8(0x0f);
-	for (int b = 0; b < nb; b++) {
-		__m256i wq[KX_MR];
-		__m256 wd[KX_MR];
-		KX_UNROLL
-		for (int i = 0; i < R; i++) {
-			const uint8_t *blk = w[i] + bb * (size_t)b;
-			if (T == 1 && (b & 1) == 0)
-				kx_prefetch_block(blk, 64);
-			wd[i] = _mm256_set1_ps(kx_f16(blk));
-			if (Q4) {
-				__m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
-				__m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(v),
-								       _mm_srli_epi16(v, 4), 1);
-				wq[i] = _mm256_and_si256(both, m4);
-			} else {
-				wq[i] = kx_load256(blk + 2);
 #if KX_512
-				wq[i] = _mm256_xor_si256(wq[i], _mm256_set1_epi8((char)0x80));
-#endif
-			}
-		}
-		KX_UNROLL
-		for (int j = 0; j < T; j++) {
-			__m256i xv = kx_load256(xq[j] + 32 * (size_t)b);
-			__m256 dx = _mm256_set1_ps(xd[j][b]);
-			__m256i corr;
-			if (Q4)
-				corr = _mm256_set1_epi32(-xs[j][b]);
-			else
-				corr = _mm256_set1_epi32(-16 * xs[j][b]);
-			KX_UNROLL
-			for (int i = 0; i < R; i++) {
-				__m256i id;
-				if (Q4) {
-					id = kx_dpbusd(corr, wq[i], xv);
-				} else {
-#if KX_512
-					id = kx_dpbusd(corr, wq[i], xv);
-#else
-					__m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[i], wq[i]),
-									 _mm256_sign_epi8(xv, wq[i]));
-					id = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-					(void)corr;
-#endif
-				}
-				acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id),
-							    _mm256_mul_ps(wd[i], dx), acc[i][j]);
-			}
-		}
-	}
-	kx_tile8_end(g, r, t, R, T, acc);
-}
-
-#else
 #include "worker/cpu/kern_avx512_q8.h"
-#endif
 
 KX_INLINE void kx_q4_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
 {
@@ -600,7 +530,6 @@ KX_INLINE void kx_q8_0_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 	kx_q8_32_tile(g, r, t, R, T, 0);
 }
 
-#if KX_512
 KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 
@@ -616,8 +545,9 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 /* ==== Q4_1 / Q5_0 / Q5_1 x Q8_32 ========================================= */
 
 /*
- * The 256-bit tile (the AVX2 build's kernel; in the AVX-512 build only for
- * rows too long for the 16-row kernel of kern_avx512_q5.h): per block of
+ * The 256-bit tile of the AVX-512 build for rows too long for the 16-row
+ * kernel of kern_avx512_q5.h (the AVX2 build runs these types in
+ * kern_avx2_s16.h; kx_q5_high serves both): per block of
  * 32 the unsigned levels q
  * (nibbles, plus the fifth bits of qh expanded to 0x10 by byte compare)
  * in u8 lanes, an exact integer dot with the activations
