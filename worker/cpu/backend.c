@@ -80,27 +80,6 @@ struct cpu_backend {
 	uint32_t routing_tokens; /* tokens of the last step */
 };
 
-/* ---- elementwise ops not in ops.h (F32 KV cache only) ---- */
-
-static float op_dot_f32(const float *a, const float *b, uint32_t n)
-{
-	float acc[8] = { 0 };
-	uint32_t i = 0;
-
-	for (; i + 8 <= n; i += 8)
-		for (int k = 0; k < 8; k++)
-			acc[k] += a[i + k] * b[i + k];
-	for (; i < n; i++)
-		acc[0] += a[i] * b[i];
-	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-static void op_axpy_f32(float *y, float a, const float *x, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++)
-		y[i] += a * x[i];
-}
-
 /* ---- helpers ----------------------------------------------------------- */
 
 static void embed_row(const struct wk_tensor *t, int32_t tok, float *out)
@@ -223,50 +202,38 @@ static void att_task(void *arg, int task_i, int thread)
 	const uint32_t lo = swa && pos >= swa ? pos + 1 - swa : 0;
 	const float cap = hp->attn_softcap;
 
-	/* scores, one KV block at a time */
+	const int f16 = be->kv_type == WK_Q_F16;
+	const size_t kbytes = (size_t)koff * be->kv_elem;
+
+	/* scores, one KV block at a time, every head of the group at once */
 	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
-		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
+		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
 		const uint8_t *blk = kbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
 
-		for (uint32_t j = j0 < lo ? lo : j0; j <= j1; j++) {
-			const uint8_t *kr = blk + (uint64_t)(j - j0) * row_bytes;
-
-			for (uint32_t hh = 0; hh < group; hh++) {
-				const float *q = q0 + (uint64_t)hh * hd;
-				float d;
-
-				if (be->kv_type == WK_Q_F16)
-					d = wk_cpu_dot_f16((const uint16_t *)kr + koff, q, (int)hd);
-				else
-					d = op_dot_f32((const float *)kr + koff, q, hd);
-				d *= scale;
-				if (cap > 0) /* gemma2: soft-capped scores */
-					d = cap * tanhf(d / cap);
-				scores[(uint64_t)hh * be->att_scratch_ctx + j] = d;
-			}
-		}
+		wk_cpu_att_scores(blk + (uint64_t)(js - j0) * row_bytes + kbytes, row_bytes, f16,
+				  (int)(j1 - js + 1), q0, (int)group, (int)hd, scores + js,
+				  be->att_scratch_ctx);
 	}
 	for (uint32_t hh = 0; hh < group; hh++) {
-		wk_cpu_softmax(scores + (uint64_t)hh * be->att_scratch_ctx + lo, (int)(pos + 1 - lo));
+		float *sc = scores + (uint64_t)hh * be->att_scratch_ctx;
+
+		for (uint32_t j = lo; j <= pos; j++) {
+			float d = sc[j] * scale;
+
+			if (cap > 0) /* gemma2: soft-capped scores */
+				d = cap * tanhf(d / cap);
+			sc[j] = d;
+		}
+		wk_cpu_softmax(sc + lo, (int)(pos + 1 - lo));
 		memset(out0 + (uint64_t)hh * hd, 0, hd * sizeof(float));
 	}
 	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
-		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos;
+		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
 		const uint8_t *blk = vbase + (uint64_t)s->blocks[j0 / bt] * bt * row_bytes;
 
-		for (uint32_t j = j0 < lo ? lo : j0; j <= j1; j++) {
-			const uint8_t *vr = blk + (uint64_t)(j - j0) * row_bytes;
-
-			for (uint32_t hh = 0; hh < group; hh++) {
-				float w = scores[(uint64_t)hh * be->att_scratch_ctx + j];
-				float *out = out0 + (uint64_t)hh * hd;
-
-				if (be->kv_type == WK_Q_F16)
-					wk_cpu_axpy_f16(out, w, (const uint16_t *)vr + koff, (int)hd);
-				else
-					op_axpy_f32(out, w, (const float *)vr + koff, hd);
-			}
-		}
+		wk_cpu_att_values(out0, (int)group, (int)hd,
+				  blk + (uint64_t)(js - j0) * row_bytes + kbytes, row_bytes, f16,
+				  (int)(j1 - js + 1), scores + js, be->att_scratch_ctx);
 	}
 }
 

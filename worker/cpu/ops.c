@@ -104,6 +104,18 @@ void wk_cpu_axpy_f32(float *y, float alpha, const float *x, int n)
 	wk_cpu_ops_get()->axpy_f32(y, alpha, x, n);
 }
 
+void wk_cpu_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
+		       int hd, float *s, size_t s_stride)
+{
+	wk_cpu_ops_get()->att_scores(k, row_stride, f16, n, q, nh, hd, s, s_stride);
+}
+
+void wk_cpu_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
+		       int n, const float *w, size_t w_stride)
+{
+	wk_cpu_ops_get()->att_values(out, nh, hd, v, row_stride, f16, n, w, w_stride);
+}
+
 void wk_cpu_gelu(float *x, int n)
 {
 	wk_cpu_ops_get()->gelu(x, n);

@@ -2,7 +2,9 @@
  * ops.h - the small vector operations of the forward pass besides matmul:
  * RMS norm, rotary embedding, softmax, SwiGLU, GELU, residual add, the F16
  * dot / axpy used by attention over an F16 KV cache and their F32 forms
- * (the encoder's attention).
+ * (the encoder's attention), and the attention of one KV head's query
+ * group over a run of cached positions (the decoder's: the same values as
+ * those dot / axpy calls, in fewer instructions).
  *
  * Each has a scalar, an AVX2 and an AVX-512 build, picked once at run
  * time like the matmul kernels (SLUICE_CPU_ISA overrides).  Reductions use
@@ -13,6 +15,7 @@
 #ifndef SLUICE_WORKER_CPU_OPS_H
 #define SLUICE_WORKER_CPU_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "worker/cpu/matmul.h"
@@ -37,6 +40,20 @@ float wk_cpu_expf(float x);
 float wk_cpu_dot_f32(const float *a, const float *b, int n);
 /* y[i] += alpha * x[i]. */
 void wk_cpu_axpy_f32(float *y, float alpha, const float *x, int n);
+/*
+ * Attention of nh query heads (q: nh rows of hd floats) over n cached
+ * positions of one KV head: row j of k or v at k + j * row_stride bytes,
+ * its first hd elements read (IEEE halves when f16, else floats).
+ * Scores: s[h * s_stride + j] = dot(k_j, q_h), the same bits as
+ * wk_cpu_dot_f16 / wk_cpu_dot_f32 of the pair.  Values: out[h * hd + d]
+ * += w[h * w_stride + j] * v_j[d] over j in order, the same bits as
+ * wk_cpu_axpy_f16 / wk_cpu_axpy_f32 per position.  The AVX-512 build
+ * converts 16 rows once for all heads and reduces 16 scores at a time.
+ */
+void wk_cpu_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
+		       int hd, float *s, size_t s_stride);
+void wk_cpu_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
+		       int n, const float *w, size_t w_stride);
 /* In place: GELU in its tanh form (llama.cpp's ggml_gelu), tanh from
  * wk_cpu_expf; within 1e-6 of the libm form. */
 void wk_cpu_gelu(float *x, int n);

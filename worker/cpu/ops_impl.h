@@ -233,6 +233,210 @@ static void wo_f32_to_f16(uint16_t *dst, const float *src, int n)
 		dst[i] = wk_f32_to_f16(src[i]);
 }
 
+/*
+ * Attention of nh query heads over n cached positions of one KV head
+ * (grouped-query attention).  Row j of k / v is at row_stride bytes times
+ * j, its hd elements first (halves when f16, else floats).  Scores:
+ * s[h * s_stride + j] = dot(k_j, q_h), bit for bit dot_f16 / dot_f32 of
+ * the pair.  Values: out_h (hd floats at out + h * hd) += w[h * w_stride +
+ * j] * v_j for j in order, bit for bit axpy_f16 / axpy_f32 per position.
+ * The generic forms below are those calls; the AVX-512 build has faster
+ * ones for hd a multiple of 16 up to WO_ATT_MAXD (the same values).
+ */
+static void wo_att_scores_each(const uint8_t *k, size_t row_stride, int f16, int n, const float *q,
+			       int nh, int hd, float *s, size_t s_stride)
+{
+	for (int j = 0; j < n; j++) {
+		const uint8_t *kr = k + (size_t)j * row_stride;
+
+		for (int h = 0; h < nh; h++)
+			s[(size_t)h * s_stride + (size_t)j] =
+				f16 ? wo_dot_f16((const uint16_t *)kr, q + (size_t)h * (size_t)hd, hd)
+				    : wo_dot_f32((const float *)kr, q + (size_t)h * (size_t)hd, hd);
+	}
+}
+
+static void wo_att_values_each(float *out, int nh, int hd, const uint8_t *v, size_t row_stride,
+			       int f16, int n, const float *w, size_t w_stride)
+{
+	for (int j = 0; j < n; j++) {
+		const uint8_t *vr = v + (size_t)j * row_stride;
+
+		for (int h = 0; h < nh; h++) {
+			float a = w[(size_t)h * w_stride + (size_t)j];
+
+			if (f16)
+				wo_axpy_f16(out + (size_t)h * (size_t)hd, a, (const uint16_t *)vr, hd);
+			else
+				wo_axpy_f32(out + (size_t)h * (size_t)hd, a, (const float *)vr, hd);
+		}
+	}
+}
+
+#if defined(__AVX512F__)
+#define WO_ATT_MAXD 256
+#define WO_UNROLL16 _Pragma("GCC unroll 16")
+
+/*
+ * Sixteen wo_combine reductions at once: lane L of the result is the
+ * combine of v[L]'s 16 lanes, with the same additions in the same order
+ * (l + l+8, then +4, +2, +1), done on whole vectors by shuffles.  The
+ * tree leaves lane 4k + m with input slot 4m + k, so slot 4a + b is given
+ * v[4b + a].
+ */
+static inline __attribute__((always_inline)) __m512 wo_combine16(const __m512 *v)
+{
+	static const int slot[16] = { 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15 };
+	__m512 s[8], t[4], u[2];
+
+	WO_UNROLL16
+	for (int p = 0; p < 8; p++) {
+		__m512 x = v[slot[2 * p]], y = v[slot[2 * p + 1]];
+		s[p] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(1, 0, 1, 0)),
+				     _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+	}
+	WO_UNROLL16
+	for (int p = 0; p < 4; p++)
+		t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+				     _mm512_shuffle_f32x4(s[2 * p], s[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+	WO_UNROLL16
+	for (int p = 0; p < 2; p++)
+		u[p] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+				     _mm512_shuffle_ps(t[2 * p], t[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+	return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+			     _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Rows j0 .. j0 + m - 1 of k (m <= 16) as floats into f (16 rows of hd,
+ * the rows past m zero). */
+static inline void wo_att_rows(float *f, const uint8_t *k, size_t row_stride, int f16, int m, int hd)
+{
+	for (int j = 0; j < 16; j++) {
+		const uint8_t *r = k + (size_t)j * row_stride;
+
+		for (int c = 0; c < hd; c += 16)
+			_mm512_store_ps(f + j * hd + c,
+					j >= m ? _mm512_setzero_ps()
+					: f16  ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)c)))
+					       : _mm512_loadu_ps((const float *)r + c));
+	}
+}
+
+/* Scores of 16 positions at a time: their rows converted once for all
+ * heads; per head 16 independent chains (lane l of a chain takes elements
+ * l, l+16, ... as dot_f16: fused multiply-adds; dot_f32's vectorised loop
+ * rounds the product and the sum apart), then wo_combine16. */
+static inline __attribute__((always_inline)) void
+wo_att_scores_16(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd,
+		 float *s, size_t s_stride, const int F16)
+{
+	_Alignas(64) float kf[16 * WO_ATT_MAXD];
+
+	for (int j0 = 0; j0 < n; j0 += 16) {
+		const int m = n - j0 < 16 ? n - j0 : 16;
+
+		wo_att_rows(kf, k + (size_t)j0 * row_stride, row_stride, F16, m, hd);
+		for (int h = 0; h < nh; h++) {
+			const float *qh = q + (size_t)h * (size_t)hd;
+			__m512 acc[16];
+
+			WO_UNROLL16
+			for (int j = 0; j < 16; j++)
+				acc[j] = _mm512_setzero_ps();
+			for (int c = 0; c < hd; c += 16) {
+				__m512 qv = _mm512_loadu_ps(qh + c);
+
+				WO_UNROLL16
+				for (int j = 0; j < 16; j++)
+					acc[j] = F16 ? _mm512_fmadd_ps(_mm512_load_ps(kf + j * hd + c), qv, acc[j])
+						     : _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_load_ps(kf + j * hd + c), qv));
+			}
+			_mm512_mask_storeu_ps(s + (size_t)h * s_stride + (size_t)j0,
+					      (__mmask16)((1u << m) - 1u), wo_combine16(acc));
+		}
+	}
+}
+
+static void wo_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
+			  int hd, float *s, size_t s_stride)
+{
+	if (hd % 16 != 0 || hd > WO_ATT_MAXD)
+		wo_att_scores_each(k, row_stride, f16, n, q, nh, hd, s, s_stride);
+	else if (f16)
+		wo_att_scores_16(k, row_stride, n, q, nh, hd, s, s_stride, 1);
+	else
+		wo_att_scores_16(k, row_stride, n, q, nh, hd, s, s_stride, 0);
+}
+
+/* Values for NV = hd / 16 vectors a head: HB heads at a time keep their
+ * outputs in registers over 16 positions converted once for all heads. */
+static inline __attribute__((always_inline)) void
+wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int f16, int n,
+		 const float *w, size_t w_stride, const int NV, const int F16)
+{
+	enum { MAXACC = 16 };
+	const int hd = 16 * NV, HB = MAXACC / NV;
+	_Alignas(64) float vf[16 * WO_ATT_MAXD];
+
+	for (int j0 = 0; j0 < n; j0 += 16) {
+		const int m = n - j0 < 16 ? n - j0 : 16;
+
+		wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, f16, m, hd);
+		for (int h0 = 0; h0 < nh; h0 += HB) {
+			const int hb = nh - h0 < HB ? nh - h0 : HB;
+			__m512 acc[MAXACC];
+
+			WO_UNROLL16
+			for (int i = 0; i < MAXACC; i++)
+				acc[i] = i < hb * NV ? _mm512_loadu_ps(out + (size_t)(h0 + i / NV) * (size_t)hd +
+								       16 * (i % NV))
+						     : _mm512_setzero_ps();
+			for (int j = 0; j < m; j++)
+				WO_UNROLL16
+				for (int i = 0; i < MAXACC; i++)
+					if (i < hb * NV) {
+						__m512 a = _mm512_set1_ps(
+							w[(size_t)(h0 + i / NV) * w_stride + (size_t)(j0 + j)]);
+						__m512 x = _mm512_load_ps(vf + j * hd + 16 * (i % NV));
+
+						acc[i] = F16 ? _mm512_fmadd_ps(a, x, acc[i])
+							     : _mm512_add_ps(acc[i], _mm512_mul_ps(a, x));
+					}
+			WO_UNROLL16
+			for (int i = 0; i < MAXACC; i++)
+				if (i < hb * NV)
+					_mm512_storeu_ps(out + (size_t)(h0 + i / NV) * (size_t)hd +
+								 16 * (i % NV),
+							 acc[i]);
+		}
+	}
+}
+
+static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
+			  int n, const float *w, size_t w_stride)
+{
+#define WO_ATT_V(NV)                                                                        \
+	case 16 * (NV):                                                                     \
+		if (f16)                                                                    \
+			wo_att_values_nv(out, nh, v, row_stride, 1, n, w, w_stride, NV, 1); \
+		else                                                                        \
+			wo_att_values_nv(out, nh, v, row_stride, 0, n, w, w_stride, NV, 0); \
+		break;
+	switch (hd) { /* the head sizes of the families loaded (64 .. 256) */
+		WO_ATT_V(4)
+		WO_ATT_V(5)
+		WO_ATT_V(6)
+		WO_ATT_V(8)
+		WO_ATT_V(16)
+	default: wo_att_values_each(out, nh, hd, v, row_stride, f16, n, w, w_stride); break;
+	}
+#undef WO_ATT_V
+}
+#else
+#define wo_att_scores wo_att_scores_each
+#define wo_att_values wo_att_values_each
+#endif
+
 const struct wk_cpu_ops WO_TABLE = {
 	.rmsnorm = wo_rmsnorm,
 	.add = wo_add,
@@ -245,4 +449,6 @@ const struct wk_cpu_ops WO_TABLE = {
 	.dot_f32 = wo_dot_f32,
 	.axpy_f32 = wo_axpy_f32,
 	.gelu = wo_gelu,
+	.att_scores = wo_att_scores,
+	.att_values = wo_att_values,
 };

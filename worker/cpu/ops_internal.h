@@ -4,6 +4,7 @@
 #ifndef SLUICE_WORKER_CPU_OPS_INTERNAL_H
 #define SLUICE_WORKER_CPU_OPS_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "worker/model/quant.h"
@@ -20,6 +21,10 @@ struct wk_cpu_ops {
 	float (*dot_f32)(const float *a, const float *b, int n);
 	void (*axpy_f32)(float *y, float alpha, const float *x, int n);
 	void (*gelu)(float *x, int n);
+	void (*att_scores)(const uint8_t *k, size_t row_stride, int f16, int n, const float *q,
+			   int nh, int hd, float *s, size_t s_stride);
+	void (*att_values)(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
+			   int n, const float *w, size_t w_stride);
 };
 
 extern const struct wk_cpu_ops wk_cpu_ops_scalar;

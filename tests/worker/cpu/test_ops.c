@@ -3,7 +3,8 @@
  * RMS norm, softmax (incl. masked entries), SwiGLU, add, F16 dot / axpy /
  * conversion (the hardware conversion must agree with quant.c's), and
  * rotary embedding in both pairings with frequency factors, all against
- * double-precision references.
+ * double-precision references; the attention ops against the per-pair
+ * dot / axpy calls, bit for bit.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -260,6 +261,76 @@ static void check_expf_total(void)
 	wk_cpu_softmax(x, 64); /* whatever it gives, no undefined behaviour */
 }
 
+/*
+ * The attention ops against the per-pair calls they replace: scores equal
+ * wk_cpu_dot_f16/_f32 bit for bit, values equal wk_cpu_axpy_f16/_f32 over
+ * the positions in order, for head sizes with and without the AVX-512
+ * fast forms (multiples of 16 up to 256; 40 and 272 take the generic
+ * one), position counts around the 16-row chunk, 1 to 8 heads, rows
+ * padded past hd (the KV row holds every KV head).
+ */
+static void check_attention(void)
+{
+	static const int hds[] = { 16, 40, 64, 80, 96, 128, 256, 272 };
+	static const int ns[] = { 1, 5, 16, 17, 40 };
+	enum { MAXN = 40, MAXH = 8, MAXD = 272, PAD = 24 };
+	static float q[MAXH * MAXD], s[MAXH * 48], w[MAXH * 48];
+	static float out[MAXH * MAXD], out2[MAXH * MAXD];
+	static uint8_t kv[MAXN * (MAXD + PAD) * 4];
+
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++)
+		q[i] = rnd();
+	for (int f16 = 0; f16 <= 1; f16++)
+		for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+			for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+				for (int nh = 1; nh <= MAXH; nh += 3) {
+					const int hd = hds[a], n = ns[b];
+					const size_t rs = (size_t)(hd + PAD) * (f16 ? 2 : 4);
+
+					for (int j = 0; j < n; j++)
+						for (int d = 0; d < hd + PAD; d++) {
+							float x = rnd() * 4;
+							uint8_t *r = kv + (size_t)j * rs;
+							if (f16)
+								((uint16_t *)r)[d] = wk_f32_to_f16(x);
+							else
+								((float *)r)[d] = x;
+						}
+					wk_cpu_att_scores(kv, rs, f16, n, q, nh, hd, s, 48);
+					for (int h = 0; h < nh; h++)
+						for (int j = 0; j < n; j++) {
+							const uint8_t *r = kv + (size_t)j * rs;
+							float want = f16 ? wk_cpu_dot_f16((const uint16_t *)r, q + h * hd, hd)
+									 : wk_cpu_dot_f32((const float *)r, q + h * hd, hd);
+							if (memcmp(&want, &s[h * 48 + j], 4) != 0)
+								fail_msg("att_scores %s f16 %d hd %d n %d nh %d: [%d][%d] %.9g want %.9g",
+									 wk_cpu_isa_name(wk_cpu_ops_isa()), f16, hd, n, nh, h, j,
+									 s[h * 48 + j], want);
+							w[h * 48 + j] = rnd();
+						}
+					for (int i = 0; i < nh * hd; i++)
+						out[i] = out2[i] = rnd();
+					wk_cpu_att_values(out, nh, hd, kv, rs, f16, n, w, 48);
+					for (int j = 0; j < n; j++)
+						for (int h = 0; h < nh; h++) {
+							const uint8_t *r = kv + (size_t)j * rs;
+							if (f16)
+								wk_cpu_axpy_f16(out2 + h * hd, w[h * 48 + j], (const uint16_t *)r, hd);
+							else
+								wk_cpu_axpy_f32(out2 + h * hd, w[h * 48 + j], (const float *)r, hd);
+						}
+					if (memcmp(out, out2, sizeof(float) * (size_t)(nh * hd)) != 0)
+						fail_msg("att_values %s f16 %d hd %d n %d nh %d differ",
+							 wk_cpu_isa_name(wk_cpu_ops_isa()), f16, hd, n, nh);
+				}
+}
+
+static void test_attention(void **state)
+{
+	(void)state;
+	each_isa(check_attention);
+}
+
 static void test_expf(void **state)
 {
 	(void)state;
@@ -294,6 +365,7 @@ int main(void)
 		cmocka_unit_test(test_norm_softmax),
 		cmocka_unit_test(test_f16),
 		cmocka_unit_test(test_rope),
+		cmocka_unit_test(test_attention),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
