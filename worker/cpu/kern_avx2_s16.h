@@ -136,7 +136,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
-		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED);
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *const *wh = w + 8 * h;

@@ -45,10 +45,15 @@
 #ifndef KX_PF
 #define KX_PF 6144
 #endif
-/* A packed strip (pack.h) is one stream: its kernels prefetch it this far
- * ahead into L1 (kx_pf_r16).  8 KiB ahead, or into L2 16-32 KiB ahead
- * beside or instead of it, streamed the same or slower (Q4_0, Q8_0, Q4_K
- * GEMVs, AVX-512, two threads, 2026-12-05). */
+/*
+ * A packed strip (pack.h) is one stream.  The K-quant and IQ4_XS kernels
+ * prefetch it KX_PF_R16 ahead into L1 (kx_pf_r16); the 32-value kernels
+ * (Q4_0 .. Q8_0, IQ4_NL) leave it to the hardware prefetchers, which on
+ * Zen 5 keep up with their pace: bench-engine decode, 2 threads, 1b files,
+ * alternating builds in one sitting (2026-12-05): Q4_0 +4 to +9 % and
+ * Q8_0 +2 to +17 % without it, Q4_K_M -14 %.  8 KiB ahead, or into L2
+ * 16-32 KiB ahead beside or instead of it, streamed the same or slower.
+ */
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
 #endif
@@ -59,14 +64,14 @@ KX_INLINE void kx_pf_r16(const uint8_t *p)
 /*
  * A 16-row kernel's prefetch for the block at off of its strip (the
  * strip's `bytes` = 16 x block bytes from pk), in the first token tile
- * (pf non-NULL): packed, its own stream KX_PF_R16 ahead; mapped, as many
- * bytes of the next strip (from pf) into L2, so that a strip's walk
- * fetches all of the next one.
+ * (pf non-NULL): packed, its own stream KX_PF_R16 ahead when PF_PACKED;
+ * mapped, as many bytes of the next strip (from pf) into L2, so that a
+ * strip's walk fetches all of the next one.
  */
 KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t off, size_t bytes,
-				 const int PACKED)
+				 const int PACKED, const int PF_PACKED)
 {
-	if (pf == NULL)
+	if (pf == NULL || (PACKED && !PF_PACKED))
 		return;
 	for (size_t l = 0; l < bytes; l += 64) {
 		if (PACKED)
