@@ -240,8 +240,9 @@ static void wo_f32_to_f16(uint16_t *dst, const float *src, int n)
  * s[h * s_stride + j] = dot(k_j, q_h), bit for bit dot_f16 / dot_f32 of
  * the pair.  Values: out_h (hd floats at out + h * hd) += w[h * w_stride +
  * j] * v_j for j in order, bit for bit axpy_f16 / axpy_f32 per position.
- * The generic forms below are those calls; the AVX-512 build has faster
- * ones for hd a multiple of 16 up to WO_ATT_MAXD (the same values).
+ * The generic forms below are those calls; the AVX-512 and AVX2 builds
+ * have faster ones for hd a multiple of 16 up to WO_ATT_MAXD (the same
+ * values).
  */
 static void wo_att_scores_each(const uint8_t *k, size_t row_stride, int f16, int n, const float *q,
 			       int nh, int hd, float *s, size_t s_stride)
@@ -431,6 +432,165 @@ static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t r
 	default: wo_att_values_each(out, nh, hd, v, row_stride, f16, n, w, w_stride); break;
 	}
 #undef WO_ATT_V
+}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define WO_ATT_MAXD 256
+#define WO_UNROLL8 _Pragma("GCC unroll 8")
+
+/*
+ * Four wo_combine reductions at once, for dot_f16's AVX2 form (two 8-lane
+ * chains, a of lanes 0-7, b of lanes 8-15): v_p = a_p + b_p is the first
+ * step (l + l+8); then l + l+4, +2, +1 on whole vectors; returns the four
+ * sums in order.
+ */
+static inline __attribute__((always_inline)) __m128 wo_combine4(__m256 v0, __m256 v1, __m256 v2,
+								__m256 v3)
+{
+	__m256 s01 = _mm256_add_ps(_mm256_permute2f128_ps(v0, v1, 0x20),
+				   _mm256_permute2f128_ps(v0, v1, 0x31));
+	__m256 s23 = _mm256_add_ps(_mm256_permute2f128_ps(v2, v3, 0x20),
+				   _mm256_permute2f128_ps(v2, v3, 0x31));
+	__m256 t = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+				 _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+	__m256 u = _mm256_add_ps(_mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)),
+				 _mm256_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+	return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+/* Rows 0 .. m - 1 of k (m <= 16) as floats into f (16 rows of hd, hd a
+ * multiple of 8, the rows past m zero). */
+static inline void wo_att_rows(float *f, const uint8_t *k, size_t row_stride, int f16, int m, int hd)
+{
+	for (int j = 0; j < 16; j++) {
+		const uint8_t *r = k + (size_t)j * row_stride;
+
+		for (int c = 0; c < hd; c += 8)
+			_mm256_store_ps(f + j * hd + c,
+					j >= m ? _mm256_setzero_ps()
+					: f16  ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 2 * (size_t)c)))
+					       : _mm256_loadu_ps((const float *)r + c));
+	}
+}
+
+/* Scores of 4 positions at a time (rows converted once per 16 for all
+ * heads): per head and position the two chains of dot_f16 / dot_f32. */
+static inline __attribute__((always_inline)) void
+wo_att_scores_8(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd, float *s,
+		size_t s_stride, const int F16)
+{
+	_Alignas(32) float kf[16 * WO_ATT_MAXD];
+
+	for (int j0 = 0; j0 < n; j0 += 16) {
+		const int m16 = n - j0 < 16 ? n - j0 : 16;
+
+		wo_att_rows(kf, k + (size_t)j0 * row_stride, row_stride, F16, m16, hd);
+		for (int h = 0; h < nh; h++) {
+			const float *qh = q + (size_t)h * (size_t)hd;
+
+			for (int p0 = 0; p0 < m16; p0 += 4) {
+				__m256 a[4], b[4];
+
+				WO_UNROLL8
+				for (int p = 0; p < 4; p++)
+					a[p] = b[p] = _mm256_setzero_ps();
+				for (int c = 0; c < hd; c += 16) {
+					__m256 q0 = _mm256_loadu_ps(qh + c), q1 = _mm256_loadu_ps(qh + c + 8);
+
+					WO_UNROLL8
+					for (int p = 0; p < 4; p++) {
+						const float *kr = kf + (p0 + p) * hd + c;
+
+						a[p] = F16 ? _mm256_fmadd_ps(_mm256_load_ps(kr), q0, a[p])
+							   : _mm256_add_ps(a[p], _mm256_mul_ps(_mm256_load_ps(kr), q0));
+						b[p] = F16 ? _mm256_fmadd_ps(_mm256_load_ps(kr + 8), q1, b[p])
+							   : _mm256_add_ps(b[p], _mm256_mul_ps(_mm256_load_ps(kr + 8), q1));
+					}
+				}
+				_Alignas(16) float r[4];
+				_mm_store_ps(r, wo_combine4(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]),
+							    _mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3])));
+				memcpy(s + (size_t)h * s_stride + (size_t)(j0 + p0), r,
+				       sizeof(float) * (size_t)(m16 - p0 < 4 ? m16 - p0 : 4));
+			}
+		}
+	}
+}
+
+static void wo_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
+			  int hd, float *s, size_t s_stride)
+{
+	if (hd % 16 != 0 || hd > WO_ATT_MAXD)
+		wo_att_scores_each(k, row_stride, f16, n, q, nh, hd, s, s_stride);
+	else if (f16)
+		wo_att_scores_8(k, row_stride, n, q, nh, hd, s, s_stride, 1);
+	else
+		wo_att_scores_8(k, row_stride, n, q, nh, hd, s, s_stride, 0);
+}
+
+/* NC vectors of one head's output (o) over m rows of vf (hd apart). */
+static inline __attribute__((always_inline)) void
+wo_att_values_c(float *o, const float *vf, int hd, int m, const float *w, const int NC, const int F16)
+{
+	__m256 acc[8];
+
+	WO_UNROLL8
+	for (int c = 0; c < NC; c++)
+		acc[c] = _mm256_loadu_ps(o + 8 * c);
+	for (int j = 0; j < m; j++) {
+		__m256 a = _mm256_set1_ps(w[j]);
+
+		WO_UNROLL8
+		for (int c = 0; c < NC; c++) {
+			__m256 x = _mm256_load_ps(vf + j * hd + 8 * c);
+
+			acc[c] = F16 ? _mm256_fmadd_ps(a, x, acc[c]) : _mm256_add_ps(acc[c], _mm256_mul_ps(a, x));
+		}
+	}
+	WO_UNROLL8
+	for (int c = 0; c < NC; c++)
+		_mm256_storeu_ps(o + 8 * c, acc[c]);
+}
+
+static inline __attribute__((always_inline)) void
+wo_att_values_8(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int n,
+		const float *w, size_t w_stride, const int F16)
+{
+	_Alignas(32) float vf[16 * WO_ATT_MAXD];
+
+	for (int j0 = 0; j0 < n; j0 += 16) {
+		const int m = n - j0 < 16 ? n - j0 : 16;
+
+		wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, F16, m, hd);
+		for (int h = 0; h < nh; h++) {
+			float *o = out + (size_t)h * (size_t)hd;
+			const float *wh = w + (size_t)h * w_stride + (size_t)j0;
+			int d = 0;
+
+			for (; hd - d >= 64; d += 64)
+				wo_att_values_c(o + d, vf + d, hd, m, wh, 8, F16);
+			if (hd - d >= 32) {
+				wo_att_values_c(o + d, vf + d, hd, m, wh, 4, F16);
+				d += 32;
+			}
+			if (hd - d >= 16) {
+				wo_att_values_c(o + d, vf + d, hd, m, wh, 2, F16);
+				d += 16;
+			}
+			if (hd - d >= 8)
+				wo_att_values_c(o + d, vf + d, hd, m, wh, 1, F16);
+		}
+	}
+}
+
+static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
+			  int n, const float *w, size_t w_stride)
+{
+	if (hd % 8 != 0 || hd > WO_ATT_MAXD)
+		wo_att_values_each(out, nh, hd, v, row_stride, f16, n, w, w_stride);
+	else if (f16)
+		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 1);
+	else
+		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 0);
 }
 #else
 #define wo_att_scores wo_att_scores_each
