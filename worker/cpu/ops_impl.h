@@ -275,8 +275,41 @@ static void wo_att_values_each(float *out, int nh, int hd, const uint8_t *v, siz
 }
 
 #if defined(__AVX512F__)
+#define WO_VW 16
+#define wo_vstore(p, v) _mm512_store_ps(p, v)
+#define wo_vzero() _mm512_setzero_ps()
+#define wo_vload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define wo_vloadu(p) _mm512_loadu_ps(p)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define WO_VW 8
+#define wo_vstore(p, v) _mm256_store_ps(p, v)
+#define wo_vzero() _mm256_setzero_ps()
+#define wo_vload_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define wo_vloadu(p) _mm256_loadu_ps(p)
+#endif
+
+#if defined(WO_VW)
 #define WO_ATT_MAXD 256
 #define WO_UNROLL16 _Pragma("GCC unroll 16")
+#define WO_UNROLL8 _Pragma("GCC unroll 8")
+
+/* Rows 0 .. m - 1 of k (m <= 16) as floats into f (16 rows of hd, a
+ * multiple of WO_VW, the rows past m zero): converted once for all the
+ * heads of a group. */
+static inline void wo_att_rows(float *f, const uint8_t *k, size_t row_stride, int f16, int m, int hd)
+{
+	for (int j = 0; j < 16; j++) {
+		const uint8_t *r = k + (size_t)j * row_stride;
+
+		for (int c = 0; c < hd; c += WO_VW)
+			wo_vstore(f + j * hd + c, j >= m ? wo_vzero()
+						  : f16  ? wo_vload_f16(r + 2 * (size_t)c)
+							 : wo_vloadu((const float *)r + c));
+	}
+}
+#endif
+
+#if defined(__AVX512F__)
 
 /*
  * Sixteen wo_combine reductions at once: lane L of the result is the
@@ -308,27 +341,12 @@ static inline __attribute__((always_inline)) __m512 wo_combine16(const __m512 *v
 			     _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Rows j0 .. j0 + m - 1 of k (m <= 16) as floats into f (16 rows of hd,
- * the rows past m zero). */
-static inline void wo_att_rows(float *f, const uint8_t *k, size_t row_stride, int f16, int m, int hd)
-{
-	for (int j = 0; j < 16; j++) {
-		const uint8_t *r = k + (size_t)j * row_stride;
-
-		for (int c = 0; c < hd; c += 16)
-			_mm512_store_ps(f + j * hd + c,
-					j >= m ? _mm512_setzero_ps()
-					: f16  ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 2 * (size_t)c)))
-					       : _mm512_loadu_ps((const float *)r + c));
-	}
-}
-
 /* Scores of 16 positions at a time: their rows converted once for all
  * heads; per head 16 independent chains (lane l of a chain takes elements
  * l, l+16, ... as dot_f16: fused multiply-adds; dot_f32's vectorised loop
  * rounds the product and the sum apart), then wo_combine16. */
 static inline __attribute__((always_inline)) void
-wo_att_scores_16(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd,
+wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd,
 		 float *s, size_t s_stride, const int F16)
 {
 	_Alignas(64) float kf[16 * WO_ATT_MAXD];
@@ -358,16 +376,6 @@ wo_att_scores_16(const uint8_t *k, size_t row_stride, int n, const float *q, int
 	}
 }
 
-static void wo_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
-			  int hd, float *s, size_t s_stride)
-{
-	if (hd % 16 != 0 || hd > WO_ATT_MAXD)
-		wo_att_scores_each(k, row_stride, f16, n, q, nh, hd, s, s_stride);
-	else if (f16)
-		wo_att_scores_16(k, row_stride, n, q, nh, hd, s, s_stride, 1);
-	else
-		wo_att_scores_16(k, row_stride, n, q, nh, hd, s, s_stride, 0);
-}
 
 /* Values for NV = hd / 16 vectors a head: HB heads at a time keep their
  * outputs in registers over 16 positions converted once for all heads. */
@@ -434,8 +442,6 @@ static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t r
 #undef WO_ATT_V
 }
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define WO_ATT_MAXD 256
-#define WO_UNROLL8 _Pragma("GCC unroll 8")
 
 /*
  * Four wo_combine reductions at once, for dot_f16's AVX2 form (two 8-lane
@@ -457,25 +463,10 @@ static inline __attribute__((always_inline)) __m128 wo_combine4(__m256 v0, __m25
 	return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-/* Rows 0 .. m - 1 of k (m <= 16) as floats into f (16 rows of hd, hd a
- * multiple of 8, the rows past m zero). */
-static inline void wo_att_rows(float *f, const uint8_t *k, size_t row_stride, int f16, int m, int hd)
-{
-	for (int j = 0; j < 16; j++) {
-		const uint8_t *r = k + (size_t)j * row_stride;
-
-		for (int c = 0; c < hd; c += 8)
-			_mm256_store_ps(f + j * hd + c,
-					j >= m ? _mm256_setzero_ps()
-					: f16  ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 2 * (size_t)c)))
-					       : _mm256_loadu_ps((const float *)r + c));
-	}
-}
-
 /* Scores of 4 positions at a time (rows converted once per 16 for all
  * heads): per head and position the two chains of dot_f16 / dot_f32. */
 static inline __attribute__((always_inline)) void
-wo_att_scores_8(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd, float *s,
+wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd, float *s,
 		size_t s_stride, const int F16)
 {
 	_Alignas(32) float kf[16 * WO_ATT_MAXD];
@@ -516,16 +507,6 @@ wo_att_scores_8(const uint8_t *k, size_t row_stride, int n, const float *q, int 
 	}
 }
 
-static void wo_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
-			  int hd, float *s, size_t s_stride)
-{
-	if (hd % 16 != 0 || hd > WO_ATT_MAXD)
-		wo_att_scores_each(k, row_stride, f16, n, q, nh, hd, s, s_stride);
-	else if (f16)
-		wo_att_scores_8(k, row_stride, n, q, nh, hd, s, s_stride, 1);
-	else
-		wo_att_scores_8(k, row_stride, n, q, nh, hd, s, s_stride, 0);
-}
 
 /* NC vectors of one head's output (o) over m rows of vf (hd apart). */
 static inline __attribute__((always_inline)) void
@@ -591,6 +572,19 @@ static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t r
 		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 1);
 	else
 		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 0);
+}
+#endif
+
+#if defined(WO_VW)
+static void wo_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
+			  int hd, float *s, size_t s_stride)
+{
+	if (hd % 16 != 0 || hd > WO_ATT_MAXD)
+		wo_att_scores_each(k, row_stride, f16, n, q, nh, hd, s, s_stride);
+	else if (f16)
+		wo_att_scores_v(k, row_stride, n, q, nh, hd, s, s_stride, 1);
+	else
+		wo_att_scores_v(k, row_stride, n, q, nh, hd, s, s_stride, 0);
 }
 #else
 #define wo_att_scores wo_att_scores_each
