@@ -260,7 +260,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
  * stream).  PACKED 0: the mapped rows; 1: rows16 copies, r0 a multiple of
  * 16 (the matmul driver's chunks are).
  */
-#define KX_S16_DRIVER(name, KERNEL, KIND, PACKED)                                             \
+#define KX_S16_DRIVER(name, KERNEL, KIND, PACKED)                                       \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)                   \
 	{                                                                               \
 		for (int r_ = r0; r_ < r1; r_ += 16) {                                  \
@@ -272,14 +272,14 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 				pf_ = g->w + (size_t)(r_ + 16) * g->w_stride;           \
 			int t_ = 0;                                                     \
 			for (; t_ + 4 <= g->n; t_ += 4, pf_ = NULL)                     \
-				KERNEL(g, r_, nr_, t_, 4, pf_, KIND, PACKED);                 \
+				KERNEL(g, r_, nr_, t_, 4, pf_, KIND, PACKED);           \
 			if (t_ + 2 <= g->n) {                                           \
-				KERNEL(g, r_, nr_, t_, 2, pf_, KIND, PACKED);                 \
+				KERNEL(g, r_, nr_, t_, 2, pf_, KIND, PACKED);           \
 				t_ += 2;                                                \
 				pf_ = NULL;                                             \
 			}                                                               \
 			if (t_ < g->n)                                                  \
-				KERNEL(g, r_, nr_, t_, 1, pf_, KIND, PACKED);                 \
+				KERNEL(g, r_, nr_, t_, 1, pf_, KIND, PACKED);           \
 		}                                                                       \
 	}
 

@@ -47,8 +47,9 @@
 #endif
 /*
  * A packed strip (pack.h) is one stream.  The K-quant and IQ4_XS kernels
- * prefetch it KX_PF_R16 ahead into L1 (kx_pf_r16); the 32-value kernels
- * (Q4_0 .. Q8_0, IQ4_NL) leave it to the hardware prefetchers, which on
+ * and the AVX2 strips prefetch it KX_PF_R16 ahead into L1 (kx_pf_r16); the
+ * AVX-512 32-value kernels (Q4_0 .. Q8_0, IQ4_NL) leave it to the hardware
+ * prefetchers, which on
  * Zen 5 keep up with their pace: bench-engine decode, 2 threads, 1b files,
  * alternating builds in one sitting (2026-12-05): Q4_0 +4 to +9 % and
  * Q8_0 +2 to +17 % without it, Q4_K_M -14 %.  8 KiB ahead, or into L2

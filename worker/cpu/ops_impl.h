@@ -341,47 +341,34 @@ static inline __attribute__((always_inline)) __m512 wo_combine16(const __m512 *v
 			     _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Scores of 16 positions at a time: their rows converted once for all
- * heads; per head 16 independent chains (lane l of a chain takes elements
- * l, l+16, ... as dot_f16: fused multiply-adds; dot_f32's vectorised loop
- * rounds the product and the sum apart), then wo_combine16. */
+/* One head's scores over the m (<= 16) converted rows of kf: 16
+ * independent chains (lane l of a chain takes elements l, l+16, ... as
+ * dot_f16: fused multiply-adds; dot_f32's vectorised loop rounds the
+ * product and the sum apart), then wo_combine16. */
 static inline __attribute__((always_inline)) void
-wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd,
-		 float *s, size_t s_stride, const int F16)
+wo_att_head_scores(const float *kf, int m, const float *qh, int hd, float *s, const int F16)
 {
-	_Alignas(64) float kf[16 * WO_ATT_MAXD];
+	__m512 acc[16];
 
-	for (int j0 = 0; j0 < n; j0 += 16) {
-		const int m = n - j0 < 16 ? n - j0 : 16;
+	WO_UNROLL16
+	for (int j = 0; j < 16; j++)
+		acc[j] = _mm512_setzero_ps();
+	for (int c = 0; c < hd; c += 16) {
+		__m512 qv = _mm512_loadu_ps(qh + c);
 
-		wo_att_rows(kf, k + (size_t)j0 * row_stride, row_stride, F16, m, hd);
-		for (int h = 0; h < nh; h++) {
-			const float *qh = q + (size_t)h * (size_t)hd;
-			__m512 acc[16];
-
-			WO_UNROLL16
-			for (int j = 0; j < 16; j++)
-				acc[j] = _mm512_setzero_ps();
-			for (int c = 0; c < hd; c += 16) {
-				__m512 qv = _mm512_loadu_ps(qh + c);
-
-				WO_UNROLL16
-				for (int j = 0; j < 16; j++)
-					acc[j] = F16 ? _mm512_fmadd_ps(_mm512_load_ps(kf + j * hd + c), qv, acc[j])
-						     : _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_load_ps(kf + j * hd + c), qv));
-			}
-			_mm512_mask_storeu_ps(s + (size_t)h * s_stride + (size_t)j0,
-					      (__mmask16)((1u << m) - 1u), wo_combine16(acc));
-		}
+		WO_UNROLL16
+		for (int j = 0; j < 16; j++)
+			acc[j] = F16 ? _mm512_fmadd_ps(_mm512_load_ps(kf + j * hd + c), qv, acc[j])
+				     : _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_load_ps(kf + j * hd + c), qv));
 	}
+	_mm512_mask_storeu_ps(s, (__mmask16)((1u << m) - 1u), wo_combine16(acc));
 }
-
 
 /* Values for NV = hd / 16 vectors a head: HB heads at a time keep their
  * outputs in registers over 16 positions converted once for all heads. */
 static inline __attribute__((always_inline)) void
-wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int f16, int n,
-		 const float *w, size_t w_stride, const int NV, const int F16)
+wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int n, const float *w,
+		 size_t w_stride, const int NV, const int F16)
 {
 	enum { MAXACC = 16 };
 	const int hd = 16 * NV, HB = MAXACC / NV;
@@ -390,7 +377,7 @@ wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int f1
 	for (int j0 = 0; j0 < n; j0 += 16) {
 		const int m = n - j0 < 16 ? n - j0 : 16;
 
-		wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, f16, m, hd);
+		wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, F16, m, hd);
 		for (int h0 = 0; h0 < nh; h0 += HB) {
 			const int hb = nh - h0 < HB ? nh - h0 : HB;
 			__m512 acc[MAXACC];
@@ -427,9 +414,9 @@ static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t r
 #define WO_ATT_V(NV)                                                                        \
 	case 16 * (NV):                                                                     \
 		if (f16)                                                                    \
-			wo_att_values_nv(out, nh, v, row_stride, 1, n, w, w_stride, NV, 1); \
+			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 1);    \
 		else                                                                        \
-			wo_att_values_nv(out, nh, v, row_stride, 0, n, w, w_stride, NV, 0); \
+			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 0);    \
 		break;
 	switch (hd) { /* the head sizes of the families loaded (64 .. 256) */
 		WO_ATT_V(4)
@@ -463,50 +450,37 @@ static inline __attribute__((always_inline)) __m128 wo_combine4(__m256 v0, __m25
 	return _mm_unpacklo_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-/* Scores of 4 positions at a time (rows converted once per 16 for all
- * heads): per head and position the two chains of dot_f16 / dot_f32. */
+/* One head's scores over the m (<= 16) converted rows of kf, 4 positions
+ * at a time: per position the two chains of dot_f16 / dot_f32, then
+ * wo_combine4. */
 static inline __attribute__((always_inline)) void
-wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd, float *s,
-		size_t s_stride, const int F16)
+wo_att_head_scores(const float *kf, int m, const float *qh, int hd, float *s, const int F16)
 {
-	_Alignas(32) float kf[16 * WO_ATT_MAXD];
+	for (int p0 = 0; p0 < m; p0 += 4) {
+		__m256 a[4], b[4];
 
-	for (int j0 = 0; j0 < n; j0 += 16) {
-		const int m16 = n - j0 < 16 ? n - j0 : 16;
+		WO_UNROLL8
+		for (int p = 0; p < 4; p++)
+			a[p] = b[p] = _mm256_setzero_ps();
+		for (int c = 0; c < hd; c += 16) {
+			__m256 q0 = _mm256_loadu_ps(qh + c), q1 = _mm256_loadu_ps(qh + c + 8);
 
-		wo_att_rows(kf, k + (size_t)j0 * row_stride, row_stride, F16, m16, hd);
-		for (int h = 0; h < nh; h++) {
-			const float *qh = q + (size_t)h * (size_t)hd;
+			WO_UNROLL8
+			for (int p = 0; p < 4; p++) {
+				const float *kr = kf + (p0 + p) * hd + c;
 
-			for (int p0 = 0; p0 < m16; p0 += 4) {
-				__m256 a[4], b[4];
-
-				WO_UNROLL8
-				for (int p = 0; p < 4; p++)
-					a[p] = b[p] = _mm256_setzero_ps();
-				for (int c = 0; c < hd; c += 16) {
-					__m256 q0 = _mm256_loadu_ps(qh + c), q1 = _mm256_loadu_ps(qh + c + 8);
-
-					WO_UNROLL8
-					for (int p = 0; p < 4; p++) {
-						const float *kr = kf + (p0 + p) * hd + c;
-
-						a[p] = F16 ? _mm256_fmadd_ps(_mm256_load_ps(kr), q0, a[p])
-							   : _mm256_add_ps(a[p], _mm256_mul_ps(_mm256_load_ps(kr), q0));
-						b[p] = F16 ? _mm256_fmadd_ps(_mm256_load_ps(kr + 8), q1, b[p])
-							   : _mm256_add_ps(b[p], _mm256_mul_ps(_mm256_load_ps(kr + 8), q1));
-					}
-				}
-				_Alignas(16) float r[4];
-				_mm_store_ps(r, wo_combine4(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]),
-							    _mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3])));
-				memcpy(s + (size_t)h * s_stride + (size_t)(j0 + p0), r,
-				       sizeof(float) * (size_t)(m16 - p0 < 4 ? m16 - p0 : 4));
+				a[p] = F16 ? _mm256_fmadd_ps(_mm256_load_ps(kr), q0, a[p])
+					   : _mm256_add_ps(a[p], _mm256_mul_ps(_mm256_load_ps(kr), q0));
+				b[p] = F16 ? _mm256_fmadd_ps(_mm256_load_ps(kr + 8), q1, b[p])
+					   : _mm256_add_ps(b[p], _mm256_mul_ps(_mm256_load_ps(kr + 8), q1));
 			}
 		}
+		_Alignas(16) float r[4];
+		_mm_store_ps(r, wo_combine4(_mm256_add_ps(a[0], b[0]), _mm256_add_ps(a[1], b[1]),
+					    _mm256_add_ps(a[2], b[2]), _mm256_add_ps(a[3], b[3])));
+		memcpy(s + p0, r, sizeof(float) * (size_t)(m - p0 < 4 ? m - p0 : 4));
 	}
 }
-
 
 /* NC vectors of one head's output (o) over m rows of vf (hd apart). */
 static inline __attribute__((always_inline)) void
@@ -576,6 +550,24 @@ static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t r
 #endif
 
 #if defined(WO_VW)
+/* Scores of 16 positions at a time: their rows converted once for all
+ * heads, then each head's (wo_att_head_scores, per build). */
+static inline __attribute__((always_inline)) void
+wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int nh, int hd,
+		float *s, size_t s_stride, const int F16)
+{
+	_Alignas(64) float kf[16 * WO_ATT_MAXD];
+
+	for (int j0 = 0; j0 < n; j0 += 16) {
+		const int m = n - j0 < 16 ? n - j0 : 16;
+
+		wo_att_rows(kf, k + (size_t)j0 * row_stride, row_stride, F16, m, hd);
+		for (int h = 0; h < nh; h++)
+			wo_att_head_scores(kf, m, q + (size_t)h * (size_t)hd, hd,
+					   s + (size_t)h * s_stride + (size_t)j0, F16);
+	}
+}
+
 static void wo_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
 			  int hd, float *s, size_t s_stride)
 {
