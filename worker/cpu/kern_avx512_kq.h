@@ -297,10 +297,30 @@ KX_INLINE __m512i kx_q6_run(__m512i a, __m512i b, __m512i h, const int run)
 }
 
 /*
- * PACKED: w in pack.h's rows16 layout (a
- * strip's block: the 16 d, the 4 scale runs, the 32 ql runs, the 16 qh
- * runs; lane l = row r + l), read by the transposed form for every token
- * count: loads instead of gathers and transposes, the same values.
+ * The same from pack.h's planes of a half block (a, b, c): runs 0, 1 and
+ * 3 under a mask; run 2 from the top bit pairs, each shifted into place
+ * within 16-bit lanes (the bits a shift brings in from the next byte land
+ * where the selects or the final mask drop them).
+ */
+KX_INLINE __m512i kx_q6_plane_run(__m512i a, __m512i b, __m512i c, const int run)
+{
+	const __m512i m3f = _mm512_set1_epi8(0x3f);
+	if (run != 2)
+		return _mm512_and_si512(run == 0 ? a : run == 1 ? b : c, m3f);
+	/* 0xE4: the third operand selects the first where set, else the second */
+	const __m512i u = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 6), _mm512_srli_epi16(b, 4),
+						    _mm512_set1_epi8(0x03), 0xE4);
+	return _mm512_and_si512(_mm512_ternarylogic_epi32(u, _mm512_srli_epi16(c, 2),
+							  _mm512_set1_epi8(0x0f), 0xE4),
+				m3f);
+}
+
+/*
+ * PACKED: w in pack.h's rows16 layout (a strip's block: the 16 d, the 4
+ * scale runs, the 24 runs of the planes A, B, C of each half; lane l = row
+ * r + l), read by the transposed form for every token count (one token
+ * too: one stream, and three of four values a mask away): loads instead of
+ * gathers and transposes, the same values.
  */
 KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T,
 			    const uint8_t *pf, int variant /* none */, const int PACKED)
@@ -403,12 +423,12 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			__m512i ta[8], tb[8], th[8], a[8];
-			if (PACKED) { /* ql runs 16h.., 16h+8.., qh runs 8h.. */
+			if (PACKED) { /* the planes A, B, C of half h: runs 24h.. */
 				KX_UNROLL
 				for (int k = 0; k < 8; k++) {
-					ta[k] = _mm512_loadu_si512(pk + 288 + 64 * (16 * h + k));
-					tb[k] = _mm512_loadu_si512(pk + 288 + 64 * (16 * h + 8 + k));
-					th[k] = _mm512_loadu_si512(pk + 2336 + 64 * (8 * h + k));
+					ta[k] = _mm512_loadu_si512(pk + 288 + 64 * (24 * h + k));
+					tb[k] = _mm512_loadu_si512(pk + 288 + 64 * (24 * h + 8 + k));
+					th[k] = _mm512_loadu_si512(pk + 288 + 64 * (24 * h + 16 + k));
 				}
 			} else {
 				kx_rows16_pairs(w, off + 64 * (size_t)h, a);
@@ -423,7 +443,8 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 				__m512i q[8];
 				KX_UNROLL
 				for (int k = 0; k < 8; k++)
-					q[k] = kx_q6_run(ta[k], tb[k], th[k], run);
+					q[k] = PACKED ? kx_q6_plane_run(ta[k], tb[k], th[k], run)
+						      : kx_q6_run(ta[k], tb[k], th[k], run);
 				const int ga = 8 * h + 2 * run; /* groups ga (k < 4) and ga + 1 */
 				const __m512i sca = kx_sext_byte(sc[ga / 4], ga % 4);
 				const __m512i scb = kx_sext_byte(sc[ga / 4], ga % 4 + 1);

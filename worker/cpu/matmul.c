@@ -341,10 +341,7 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	int plain = 0;
 	const uint8_t *copy =
 		wk_cpu_packs_find(mm->packs, op->wtype, op->w, op->rows, op->cols, &plain);
-	const uint8_t *packed = copy && !plain && mm->k->gemm_r16[op->wtype] &&
-					wk_cpu_pack_use(op->wtype, op->n)
-				? copy
-				: NULL;
+	const uint8_t *packed = copy && !plain && mm->k->gemm_r16[op->wtype] ? copy : NULL;
 
 	memset(j, 0, sizeof(*j));
 	j->k = mm->k;

@@ -32,28 +32,56 @@ struct pack_fmt {
 	 * qs_seg, 8 masks of 64 bits (mask k < 4: bit 4l + i = the fifth bit of
 	 * row l's value 4k + i; mask 4 + k: of value 16 + 4k + i) */
 	uint8_t qh_at, qs_seg;
+	/* when set, the segments are of this rewrite of the GGUF block */
+	void (*remap)(const uint8_t *blk, uint8_t *out);
 };
 
+/*
+ * Q6_K's block rewritten as planes (pack.h): per half h, the 6-bit values
+ * v of runs 0, 1 and 3 (values 128h + 32r + l) whole in bytes A, B, C, and
+ * run 2's three bit pairs in their top bits; then the scales, then d.
+ */
+static void pack_q6_k_planes(const uint8_t *blk, uint8_t *out)
+{
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *ql = blk + 64 * h, *qh = blk + 128 + 32 * h;
+		uint8_t *a = out + 96 * h, *b = a + 32, *c = a + 64;
+
+		for (int l = 0; l < 32; l++) {
+			uint8_t v0 = (uint8_t)((ql[l] & 15) | (qh[l] & 3) << 4);
+			uint8_t v1 = (uint8_t)((ql[l + 32] & 15) | (qh[l] >> 2 & 3) << 4);
+			uint8_t v2 = (uint8_t)((ql[l] >> 4) | (qh[l] >> 4 & 3) << 4);
+			uint8_t v3 = (uint8_t)((ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4);
+
+			a[l] = (uint8_t)(v0 | (v2 & 3) << 6);
+			b[l] = (uint8_t)(v1 | (v2 >> 2 & 3) << 6);
+			c[l] = (uint8_t)(v3 | (v2 >> 4 & 3) << 6);
+		}
+	}
+	memcpy(out + 192, blk + 192, 18); /* scales, d */
+}
+
 static const struct pack_fmt pack_fmts[] = {
-	{ WK_Q_Q4_0, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0 },
-	{ WK_Q_Q8_0, 34, 2, { { 0, 2, 2, 0 }, { 2, 32, 4, 1 } }, 0, 0 },
-	{ WK_Q_IQ4_NL, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0 },
+	{ WK_Q_Q4_0, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0, NULL },
+	{ WK_Q_Q8_0, 34, 2, { { 0, 2, 2, 0 }, { 2, 32, 4, 1 } }, 0, 0, NULL },
+	{ WK_Q_IQ4_NL, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0, NULL },
 	/* d|m, qs */
-	{ WK_Q_Q4_1, 20, 2, { { 0, 4, 4, 0 }, { 4, 16, 4, 0 } }, 0, 0 },
+	{ WK_Q_Q4_1, 20, 2, { { 0, 4, 4, 0 }, { 4, 16, 4, 0 } }, 0, 0, NULL },
 	/* d, (qh masks), qs; d|m, (qh masks), qs */
-	{ WK_Q_Q5_0, 22, 2, { { 0, 2, 2, 0 }, { 6, 16, 4, 0 } }, 2, 1 },
-	{ WK_Q_Q5_1, 24, 2, { { 0, 4, 4, 0 }, { 8, 16, 4, 0 } }, 4, 1 },
+	{ WK_Q_Q5_0, 22, 2, { { 0, 2, 2, 0 }, { 6, 16, 4, 0 } }, 2, 1, NULL },
+	{ WK_Q_Q5_1, 24, 2, { { 0, 4, 4, 0 }, { 8, 16, 4, 0 } }, 4, 1, NULL },
 	/* d|dmin, scales, qs */
-	{ WK_Q_Q4_K, 144, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 128, 4, 0 } }, 0, 0 },
+	{ WK_Q_Q4_K, 144, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 128, 4, 0 } }, 0, 0, NULL },
 	/* d|dmin, scales, qh, qs */
-	{ WK_Q_Q5_K, 176, 4, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 32, 4, 0 }, { 48, 128, 4, 0 } }, 0, 0 },
+	{ WK_Q_Q5_K, 176, 4, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 32, 4, 0 }, { 48, 128, 4, 0 } }, 0, 0, NULL },
 	/* Q2_K: d|dmin, scales, qs; Q3_K: d, scales, hmask, qs */
-	{ WK_Q_Q2_K, 84, 3, { { 80, 4, 4, 0 }, { 0, 16, 4, 0 }, { 16, 64, 4, 0 } }, 0, 0 },
-	{ WK_Q_Q3_K, 110, 4, { { 108, 2, 2, 0 }, { 96, 12, 4, 0 }, { 0, 32, 4, 0 }, { 32, 64, 4, 0 } }, 0, 0 },
+	{ WK_Q_Q2_K, 84, 3, { { 80, 4, 4, 0 }, { 0, 16, 4, 0 }, { 16, 64, 4, 0 } }, 0, 0, NULL },
+	{ WK_Q_Q3_K, 110, 4, { { 108, 2, 2, 0 }, { 96, 12, 4, 0 }, { 0, 32, 4, 0 }, { 32, 64, 4, 0 } }, 0, 0, NULL },
 	/* d|scales_h, scales_l, qs */
-	{ WK_Q_IQ4_XS, 136, 3, { { 0, 4, 4, 0 }, { 4, 4, 4, 0 }, { 8, 128, 4, 0 } }, 0, 0 },
-	/* d, scales, ql, qh */
-	{ WK_Q_Q6_K, 210, 4, { { 208, 2, 2, 0 }, { 192, 16, 4, 0 }, { 0, 128, 4, 0 }, { 128, 64, 4, 0 } }, 0, 0 },
+	{ WK_Q_IQ4_XS, 136, 3, { { 0, 4, 4, 0 }, { 4, 4, 4, 0 }, { 8, 128, 4, 0 } }, 0, 0, NULL },
+	/* d, scales, the planes (pack_q6_k_planes) */
+	{ WK_Q_Q6_K, 210, 3, { { 208, 2, 2, 0 }, { 192, 16, 4, 0 }, { 0, 192, 4, 0 } }, 0, 0,
+	  pack_q6_k_planes },
 };
 
 static const struct pack_fmt *pack_fmt_of(uint32_t wtype)
@@ -67,11 +95,6 @@ static const struct pack_fmt *pack_fmt_of(uint32_t wtype)
 int wk_cpu_pack_supported(uint32_t wtype)
 {
 	return pack_fmt_of(wtype) != NULL;
-}
-
-int wk_cpu_pack_use(uint32_t wtype, int n)
-{
-	return wtype != WK_Q_Q6_K || n > 1;
 }
 
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
@@ -105,7 +128,12 @@ static void pack_strips(uint32_t wtype, const void *w, int rows, int cols, uint8
 			for (int l = 0; l < 16; l++) {
 				int row = 16 * s + l < rows ? 16 * s + l : rows - 1;
 				const uint8_t *blk = src + (size_t)row * rb + b * bb;
-				uint8_t *so = o;
+				uint8_t *so = o, tmp[256];
+
+				if (f->remap) {
+					f->remap(blk, tmp);
+					blk = tmp;
+				}
 
 				for (int g = 0; g < f->n_seg; g++) {
 					const struct pack_seg *sg = &f->seg[g];

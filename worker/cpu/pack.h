@@ -28,8 +28,12 @@
  *         runs), the 64 qs bytes (16 runs)                        16 x 110
  *   IQ4_XS: the d|scales_h words, the scales_l words (one run each),
  *         the 128 qs bytes (32 runs)                              16 x 136
- *   Q6_K: f16 d[16], the 16 scale bytes (4 runs), the 128 ql bytes (32
- *         runs), the 64 qh bytes (16 runs)                        16 x 210
+ *   Q6_K: f16 d[16], the 16 scale bytes (4 runs), then per half h of the
+ *         block 3 planes of 32 bytes (8 runs each): with v_r the unsigned
+ *         6-bit value 128h + 32r + l of the row, A = v_0 | (v_2 & 3) << 6,
+ *         B = v_1 | (v_2 >> 2 & 3) << 6, C = v_3 | (v_2 >> 4) << 6: three
+ *         values whole under a mask, the fourth from the top bits; the
+ *         same 192 bytes as ql and qh                             16 x 210
  * So one 512-bit load is a run of 16 rows in the lanes, what the 16-row
  * kernels otherwise build with a transpose per block, and a strip is one
  * sequential stream.  The copy holds the same bytes as the matrix (plus
@@ -45,14 +49,6 @@
 
 /* 1 when wtype has a rows16 layout. */
 int wk_cpu_pack_supported(uint32_t wtype);
-/*
- * 1 when a product of n tokens should read the copy: always, but Q6_K with
- * one token, whose kernel on the mapped rows (no transposes: per-lane group
- * scales and a lane reduction) reads faster than the copy's transposed
- * form (bench-kernels GEMV 26-31 against 21 GB/s).  Either gives the same
- * values, so the choice by n keeps batch invariance.
- */
-int wk_cpu_pack_use(uint32_t wtype, int n);
 /* Bytes of the rows16 copy of a (rows, cols) matrix (0: unsupported type). */
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
 /*
