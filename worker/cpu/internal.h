@@ -39,7 +39,24 @@ struct wk_cpu_gemm {
 	int n;              /* tokens */
 	float *y;
 	size_t y_stride;    /* floats per output row */
+	/* rows16 copies (gemm_r16) wider than one panel (pack.h): the bytes
+	 * of one full panel of every strip; 0 for one panel */
+	size_t panel_bytes;
+	/* set only by the r16 drivers' one-token panel walk on their copy of
+	 * the block: blocks [b0, b1) of the strip (b1 0: to the end), and
+	 * where the strip's accumulators wait between panels (acc in 0-15,
+	 * the Q4_1/Q5_1 minimum terms in 16-31; NULL outside the walk) */
+	int b0, b1;
+	float *carry;
 };
+
+/*
+ * A rows16 copy's columns in panels of WK_CPU_PANEL_COLS (pack.h): a
+ * one-token product walks panel by panel over a run of strips, so that
+ * the activation row's panel stays in L1 while the weights stream.
+ */
+#define WK_CPU_PANEL_LOG2 11
+#define WK_CPU_PANEL_COLS (1 << WK_CPU_PANEL_LOG2)
 
 typedef void (*wk_cpu_gemm_fn)(const struct wk_cpu_gemm *g, int r0, int r1);
 typedef void (*wk_cpu_actq_fn)(const float *x, uint8_t *dst, int cols);

@@ -121,7 +121,6 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 	KX_UNROLL
 	for (int i = 0; i < 16; i++)
 		w[i] = g->w + (size_t)(r + (i < nr ? i : nr - 1)) * g->w_stride;
-	const uint8_t *strip = g->w + (size_t)r * g->w_stride;
 	const int8_t *xq[4];
 	const float *xd[4];
 	const int32_t *xs[4];
@@ -131,11 +130,23 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		kx_act_q8_32(g, t + j, &xq[j], &xd[j], &xs[j]);
 		acc[0][j] = acc[1][j] = accm[0][j] = accm[1][j] = _mm256_setzero_ps();
 	}
+	/* a one-token panel walk of a copy (KX_PANEL_WALK): blocks [b_lo, b_hi),
+	 * the accumulators resumed from and left in g->carry between panels */
+	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
+	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb) : NULL;
+	if (PACKED == 2 && T == 1 && g->carry && b_lo > 0) {
+		acc[0][0] = _mm256_loadu_ps(g->carry);
+		acc[1][0] = _mm256_loadu_ps(g->carry + 8);
+		accm[0][0] = _mm256_loadu_ps(g->carry + 16);
+		accm[1][0] = _mm256_loadu_ps(g->carry + 24);
+	}
 	const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1),
 		      m80 = _mm256_set1_epi8((char)0x80);
-	for (int b = 0; b < nb; b++) {
+	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
+		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb)
+				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
+					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
@@ -234,6 +245,13 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 			}
 		}
 	}
+	if (PACKED == 2 && T == 1 && g->carry && b_hi < nb) {
+		_mm256_storeu_ps(g->carry, acc[0][0]);
+		_mm256_storeu_ps(g->carry + 8, acc[1][0]);
+		_mm256_storeu_ps(g->carry + 16, accm[0][0]);
+		_mm256_storeu_ps(g->carry + 24, accm[1][0]);
+		return;
+	}
 	KX_UNROLL
 	for (int j = 0; j < T; j++) {
 		float *y = g->y + (size_t)(t + j) * g->y_stride + r;
@@ -260,27 +278,36 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
  * stream).  PACKED 0: the mapped rows; 1: rows16 copies, r0 a multiple of
  * 16 (the matmul driver's chunks are).
  */
+#define KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, PACKED)                                   \
+	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                       \
+		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                         \
+		const uint8_t *pf_ = NULL;                                               \
+		if (PACKED)                                                              \
+			pf_ = (g)->w;                                                    \
+		else if (r_ + 16 < (r1))                                                 \
+			pf_ = (g)->w + (size_t)(r_ + 16) * (g)->w_stride;                \
+		int t_ = 0;                                                              \
+		for (; t_ + 4 <= (g)->n; t_ += 4, pf_ = NULL)                            \
+			KERNEL(g, r_, nr_, t_, 4, pf_, KIND, PACKED);                    \
+		if (t_ + 2 <= (g)->n) {                                                  \
+			KERNEL(g, r_, nr_, t_, 2, pf_, KIND, PACKED);                    \
+			t_ += 2;                                                         \
+			pf_ = NULL;                                                      \
+		}                                                                        \
+		if (t_ < (g)->n)                                                         \
+			KERNEL(g, r_, nr_, t_, 1, pf_, KIND, PACKED);                    \
+	}
+
+/* PACKED copies in panels: the kernels' PACKED 2 (kern_x86.h, kx_b_lo) */
 #define KX_S16_DRIVER(name, KERNEL, KIND, PACKED)                                       \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)                   \
 	{                                                                               \
-		for (int r_ = r0; r_ < r1; r_ += 16) {                                  \
-			const int nr_ = r1 - r_ < 16 ? r1 - r_ : 16;                    \
-			const uint8_t *pf_ = NULL;                                      \
-			if (PACKED)                                                     \
-				pf_ = g->w;                                             \
-			else if (r_ + 16 < r1)                                          \
-				pf_ = g->w + (size_t)(r_ + 16) * g->w_stride;           \
-			int t_ = 0;                                                     \
-			for (; t_ + 4 <= g->n; t_ += 4, pf_ = NULL)                     \
-				KERNEL(g, r_, nr_, t_, 4, pf_, KIND, PACKED);           \
-			if (t_ + 2 <= g->n) {                                           \
-				KERNEL(g, r_, nr_, t_, 2, pf_, KIND, PACKED);           \
-				t_ += 2;                                                \
-				pf_ = NULL;                                             \
-			}                                                               \
-			if (t_ < g->n)                                                  \
-				KERNEL(g, r_, nr_, t_, 1, pf_, KIND, PACKED);           \
-		}                                                                       \
+		if (!PACKED || !g->panel_bytes)                                         \
+			KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, PACKED)                  \
+		else if (g->n == 1)                                                     \
+			KX_PANEL_WALK(g, r0, r1, 32, KERNEL, KIND, 2);                  \
+		else                                                                    \
+			KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, 2)                       \
 	}
 
 KX_S16_DRIVER(kx_gemm_q4_0, kx_q32_s16, 0, 0)

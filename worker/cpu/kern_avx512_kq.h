@@ -151,11 +151,17 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
+	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
+	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	if (PACKED == 2 && T == 1)
+		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
-	for (int b = 0; b < nb; b++) {
+	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
+		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb)
+				   : PACKED    ? strip + 16 * off
+					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		const int *base = (const int *)(strip + off);
 		__m512i dd, s0, s1, s2;
@@ -257,6 +263,8 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
+	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
+		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
@@ -335,9 +343,15 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
-	for (int b = 0; b < nb; b++) {
+	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
+	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, 210, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	if (PACKED == 2 && T == 1)
+		kx_carry_in(g, b_lo, acc, NULL);
+	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = 210 * (size_t)b;
-		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
+		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, 210, WK_CPU_PANEL_LOG2 - 8, nb)
+				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
+					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		__m512 dw;
@@ -460,6 +474,8 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
+	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
+		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
@@ -502,11 +518,17 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
+	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
+	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	if (PACKED == 2 && T == 1)
+		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(15),
 		      mlo = _mm512_set1_epi32(0xffff);
-	for (int b = 0; b < nb; b++) {
+	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
+		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb)
+				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
+					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at
@@ -624,5 +646,7 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 				acc[j] = _mm512_fnmadd_ps(msum[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
+	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
+		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }

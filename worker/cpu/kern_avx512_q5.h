@@ -51,14 +51,20 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		accm[j] = _mm512_setzero_ps();
+	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
+	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb) : NULL;
+	if (PACKED == 2 && T == 1)
+		kx_carry_in(g, b_lo, acc, has_m ? accm : NULL);
 	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10),
 		      m4 = _mm512_set1_epi8(0x0f);
 	/* IQ4_NL's levels biased to unsigned (level ^ 0x80 = level + 128) */
 	const __m512i lv = _mm512_xor_si512(
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)), m80);
-	for (int b = 0; b < nb; b++) {
+	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = strip + 16 * off; /* PACKED: this block of the strip */
+		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb)
+				   : PACKED    ? strip + 16 * off
+					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 0);
 		__m512i a[8], q[8]; /* mapped: pairs of rows; the transposed runs */
 		if (PACKED && nib) {
@@ -145,6 +151,8 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 				accm[j] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xd[j][b] * (float)xs[j][b]), accm[j]);
 		}
 	}
+	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, has_m ? accm : NULL))
+		return;
 	if (has_m) {
 		KX_UNROLL
 		for (int j = 0; j < T; j++)
@@ -187,14 +195,20 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
+	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
+	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, 136, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	if (PACKED == 2 && T == 1)
+		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i lv = _mm512_xor_si512(
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
 		_mm512_set1_epi8((char)0x80));
 	const __m512i m4 = _mm512_set1_epi32(0xf), m3 = _mm512_set1_epi32(3), c32 = _mm512_set1_epi32(32),
 		      mlo = _mm512_set1_epi32(0xffff), n4 = _mm512_set1_epi8(0x0f);
-	for (int b = 0; b < nb; b++) {
+	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = 136 * (size_t)b;
-		const uint8_t *pk = g->w + (size_t)r * g->w_stride + 16 * off; /* PACKED */
+		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, 136, WK_CPU_PANEL_LOG2 - 8, nb)
+				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
+					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		const __m512i dh = PACKED ? _mm512_loadu_si512(pk)
@@ -260,5 +274,7 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
+	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
+		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }

@@ -267,6 +267,31 @@ KX_INLINE __m512i kx_rows16_goff(const struct wk_cpu_gemm *g, int nr, __m512i la
 				  _mm512_set1_epi32((int)g->w_stride));
 }
 
+/*
+ * A panel walk (KX_PANEL_WALK) of one token: a strip that does not start
+ * at block 0 resumes its accumulators from g->carry (acc; accm where
+ * given, the minimum terms), and one that stops before the row's last
+ * block leaves them there (then 1: nothing to store yet).
+ */
+KX_INLINE void kx_carry_in(const struct wk_cpu_gemm *g, int b_lo, __m512 *acc, __m512 *accm)
+{
+	if (g->carry == NULL || b_lo == 0)
+		return;
+	acc[0] = _mm512_loadu_ps(g->carry);
+	if (accm)
+		accm[0] = _mm512_loadu_ps(g->carry + 16);
+}
+KX_INLINE int kx_carry_out(const struct wk_cpu_gemm *g, int b_hi, int nb, const __m512 *acc,
+			   const __m512 *accm)
+{
+	if (g->carry == NULL || b_hi >= nb)
+		return 0;
+	_mm512_storeu_ps(g->carry, acc[0]);
+	if (accm)
+		_mm512_storeu_ps(g->carry + 16, accm[0]);
+	return 1;
+}
+
 /* Stores the T tokens' 16-lane sums of rows r..r+nr-1; perm maps rows to lanes. */
 KX_INLINE void kx_rows16_store(const struct wk_cpu_gemm *g, int r, int nr, int t, const int T, __m512i perm,
 			       const __m512 *acc)

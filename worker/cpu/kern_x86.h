@@ -69,6 +69,75 @@ KX_INLINE void kx_pf_r16(const uint8_t *p)
  * mapped, as many bytes of the next strip (from pf) into L2, so that a
  * strip's walk fetches all of the next one.
  */
+/*
+ * Block b of the strip at row r of a rows16 copy, in pack.h's panels (bb
+ * the block's bytes, 1 << LPB blocks a full panel, nb the row's blocks);
+ * for one panel, r * w_stride + 16 * b * bb.
+ */
+KX_INLINE const uint8_t *kx_r16_block(const struct wk_cpu_gemm *g, int r, int b, size_t bb,
+				      const int LPB, int nb)
+{
+	const int p = b >> LPB, rest = nb - (p << LPB);
+	const size_t nbp = (size_t)(rest < (1 << LPB) ? rest : 1 << LPB);
+	return g->w + (size_t)p * g->panel_bytes +
+	       ((size_t)r * nbp + 16 * (size_t)(b - (p << LPB))) * bb;
+}
+/*
+ * The same for a kernel's loop: an offset from its first block pk0 unless
+ * the call crosses panels (a token tile of more than one panel outside the
+ * panel walk, whose calls each stay in one panel).
+ */
+KX_INLINE const uint8_t *kx_r16_at(const struct wk_cpu_gemm *g, const uint8_t *pk0, int r, int b,
+				   int b_lo, size_t bb, const int LPB, int nb)
+{
+	if (g->panel_bytes && !g->b1)
+		return kx_r16_block(g, r, b, bb, LPB, nb);
+	return pk0 + 16 * bb * (size_t)(b - b_lo);
+}
+/*
+ * The blocks a 16-row kernel sums: [g->b0, g->b1) in a one-token panel
+ * walk of a copy (KX_PANEL_WALK), else all of them.  The kernels take
+ * PACKED 2 for a copy in panels and 1 for a copy of one panel, whose code
+ * is the strip walk's without any of this (its loop measured 8 % slower
+ * from memory with the panel arithmetic in it, the same in L2).
+ */
+KX_INLINE int kx_b_lo(const struct wk_cpu_gemm *g, const int PACKED)
+{
+	return PACKED == 2 ? g->b0 : 0;
+}
+KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
+{
+	return PACKED == 2 && g->b1 ? g->b1 : nb;
+}
+/*
+ * The one-token walk of a rows16 copy wider than one panel: runs of
+ * KX_PANEL_STRIPS strips, each run panel by panel (one stream a panel,
+ * the activation's panel in L1 throughout), every strip's accumulators
+ * left in carry between panels (32 floats a strip).  Each row still sums
+ * its blocks in order from 0 into the same accumulators, so the values are
+ * the strip-by-strip walk's, bit for bit.  KERNEL(g, r, nr, t, T, pf, ...)
+ * with pf non-NULL (the packed kernels' own prefetch).
+ */
+#define KX_PANEL_STRIPS 64
+#define KX_PANEL_WALK(g, r0, r1, BE, KERNEL, ...)                                                 \
+	do {                                                                                      \
+		const int nb_ = (g)->cols / (BE), pb_ = WK_CPU_PANEL_COLS / (BE);                 \
+		struct wk_cpu_gemm h_ = *(g);                                                     \
+		float carry_[KX_PANEL_STRIPS * 32];                                               \
+		for (int s_ = (r0); s_ < (r1); s_ += 16 * KX_PANEL_STRIPS) {                      \
+			const int e_ = (r1) - s_ < 16 * KX_PANEL_STRIPS ? (r1)                    \
+									: s_ + 16 * KX_PANEL_STRIPS; \
+			for (int b_ = 0; b_ < nb_; b_ += pb_) {                                   \
+				h_.b0 = b_;                                                       \
+				h_.b1 = nb_ - b_ < pb_ ? nb_ : b_ + pb_;                          \
+				for (int r_ = s_; r_ < e_; r_ += 16) {                            \
+					h_.carry = carry_ + 32 * ((r_ - s_) / 16);                \
+					KERNEL(&h_, r_, e_ - r_ < 16 ? e_ - r_ : 16, 0, 1, h_.w,  \
+					       __VA_ARGS__);                                      \
+				}                                                                 \
+			}                                                                         \
+		}                                                                                 \
+	} while (0)
 KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t off, size_t bytes,
 				 const int PACKED, const int PF_PACKED)
 {
@@ -541,10 +610,16 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 
 /* packed (rows16) matrices: strips of 16 from r0, which the matmul driver
  * keeps a multiple of 16 */
-#define KX_R16_DRIVER(name, KERNEL, ARG)                               \
-	static void name(const struct wk_cpu_gemm *g, int r0, int r1) \
-	{                                                              \
-		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
+#define KX_R16_DRIVER(name, KERNEL, ARG, BE)                                   \
+	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
+	{                                                                      \
+		if (!g->panel_bytes) {                                         \
+			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
+		} else if (g->n == 1) {                                        \
+			KX_PANEL_WALK(g, r0, r1, BE, KERNEL, ARG, 2);          \
+		} else {                                                       \
+			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
+		}                                                              \
 	}
 #endif
 
@@ -713,8 +788,8 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 #include "worker/cpu/kern_avx512_q5.h"
 KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q32_impl, 0, kx_gemm_q4_0_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q32_impl, 5, kx_gemm_q8_0_pairs)
-KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_impl, 0)
-KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_impl, 5)
+KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_impl, 0, 32)
+KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_impl, 5, 32)
 KX_DRIVER(kx_gemm_iq4_nl_pairs, kx_iq4nl_tile, 4, 4)
 KX_DRIVER(kx_gemm_q4_1_pairs, kx_q4_1_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_0_pairs, kx_q5_0_tile, 4, 4)
@@ -723,10 +798,10 @@ KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q32_impl, 1, kx_gemm_q4_1_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q32_impl, 2, kx_gemm_q5_0_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q32_impl, 3, kx_gemm_q5_1_pairs)
 KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q32_impl, 4, kx_gemm_iq4_nl_pairs)
-KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_impl, 1)
-KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_impl, 2)
-KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_impl, 3)
-KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_impl, 4)
+KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_impl, 1, 32)
+KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_impl, 2, 32)
+KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_impl, 3, 32)
+KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_impl, 4, 32)
 #else
 #include "worker/cpu/kern_avx2_s16.h"
 KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)
@@ -958,9 +1033,9 @@ KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
 KX_ROWS16_DRIVER(kx_gemm_q4_k, kx_q45_k_impl, 0, kx_gemm_q4_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_k, kx_q45_k_impl, 1, kx_gemm_q5_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q6_k, kx_q6_k_impl, 0, kx_gemm_q6_k_pairs)
-KX_R16_DRIVER(kx_gemm_q4_k_r16, kx_q45_k_impl, 0)
-KX_R16_DRIVER(kx_gemm_q5_k_r16, kx_q45_k_impl, 1)
-KX_R16_DRIVER(kx_gemm_q6_k_r16, kx_q6_k_impl, 0)
+KX_R16_DRIVER(kx_gemm_q4_k_r16, kx_q45_k_impl, 0, 256)
+KX_R16_DRIVER(kx_gemm_q5_k_r16, kx_q45_k_impl, 1, 256)
+KX_R16_DRIVER(kx_gemm_q6_k_r16, kx_q6_k_impl, 0, 256)
 #else
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)

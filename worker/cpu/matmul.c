@@ -350,6 +350,7 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	j->g.cols = op->cols;
 	j->g.w = packed ? packed : copy && plain ? copy : op->w;
 	j->g.w_stride = (size_t)wk_qtype_row_bytes(op->wtype, (uint64_t)op->cols);
+	j->g.panel_bytes = packed ? wk_cpu_pack_panel_bytes(op->wtype, op->rows, op->cols) : 0;
 	j->g.n = op->n;
 	j->g.y = op->y;
 	j->g.y_stride = (size_t)op->rows;

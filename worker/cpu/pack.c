@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "worker/model/model_config.h"
+#include "worker/cpu/internal.h"
 #include "worker/cpu/pool.h"
 #include "worker/model/quant.h"
 
@@ -105,6 +106,14 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
 	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 }
 
+size_t wk_cpu_pack_panel_bytes(uint32_t wtype, int rows, int cols)
+{
+	if (!wk_cpu_pack_supported(wtype) || rows <= 0 || cols <= WK_CPU_PANEL_COLS)
+		return 0;
+	size_t strips = ((size_t)rows + 15) / 16;
+	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, WK_CPU_PANEL_COLS);
+}
+
 size_t wk_cpu_pack_plain_bytes(uint32_t wtype, int rows, int cols)
 {
 	if (!wk_qtype_supported(wtype) || rows <= 0 || cols <= 0)
@@ -119,11 +128,15 @@ static void pack_strips(uint32_t wtype, const void *w, int rows, int cols, uint8
 	const struct pack_fmt *f = pack_fmt_of(wtype);
 	const size_t rb = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 	const size_t nb = (size_t)cols / wk_qtype_block_elems(wtype), bb = f->block_bytes;
+	const size_t pb = WK_CPU_PANEL_COLS / wk_qtype_block_elems(wtype);
+	const size_t panel = wk_cpu_pack_panel_bytes(wtype, rows, cols);
 	const uint8_t *src = w;
 
 	for (int s = s0; s < s1; s++)
 		for (size_t b = 0; b < nb; b++) {
-			uint8_t *o = dst + ((size_t)s * nb + b) * 16 * bb;
+			/* block b of strip s: panel b / pb, whose strips hold nbp blocks */
+			const size_t p = b / pb, nbp = nb - p * pb < pb ? nb - p * pb : pb;
+			uint8_t *o = dst + p * panel + ((size_t)s * nbp + b - p * pb) * 16 * bb;
 
 			for (int l = 0; l < 16; l++) {
 				int row = 16 * s + l < rows ? 16 * s + l : rows - 1;

@@ -38,6 +38,15 @@
  * kernels otherwise build with a transpose per block, and a strip is one
  * sequential stream.  The copy holds the same bytes as the matrix (plus
  * the padding of the last strip).
+ *
+ * Panels: a matrix of more than WK_CPU_PANEL_COLS (internal.h) columns is
+ * stored as panels of that many columns (the last one narrower), panel
+ * after panel, each holding every strip's blocks of its columns in strip
+ * order: block b of the strip at row r (a multiple of 16) is at
+ *   p * panel_bytes + (r * nbp + 16 * (b - p * pb)) * block bytes,
+ * p = b / pb, pb the panel's blocks, nbp the blocks of panel p.  One panel
+ * is the layout above.  A one-token product walks a run of strips panel by
+ * panel (one stream a panel) so that the activation's panel stays in L1.
  */
 #ifndef SLUICE_WORKER_CPU_PACK_H
 #define SLUICE_WORKER_CPU_PACK_H
@@ -49,6 +58,9 @@
 
 /* 1 when wtype has a rows16 layout. */
 int wk_cpu_pack_supported(uint32_t wtype);
+/* Bytes of one full panel of the rows16 copy (every strip's blocks of
+ * WK_CPU_PANEL_COLS columns); 0 when the matrix is one panel. */
+size_t wk_cpu_pack_panel_bytes(uint32_t wtype, int rows, int cols);
 /* Bytes of the rows16 copy of a (rows, cols) matrix (0: unsupported type). */
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
 /*

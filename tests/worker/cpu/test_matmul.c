@@ -312,9 +312,13 @@ static int packed_case(struct fixture *f, enum wk_cpu_isa isa, uint32_t type, in
 static void test_packed(void **state)
 {
 	struct fixture *f = *state;
-	const int n = 64, cols = 768;
-	/* 2053 rows: 129 strips, packed by several pool tasks */
-	static const int shapes[][2] = { { 203, 768 }, { 16, 768 }, { 5, 352 }, { 131, 352 }, { 2053, 256 } };
+	const int n = 64, cols = 4352;
+	/* 2053 rows: 129 strips, packed by several pool tasks; 4352 and 2112
+	 * columns: copies in panels (pack.h), 3 (8 + 8 + 1 blocks of 256, 64 +
+	 * 64 + 8 of 32) and 2 (64 + 2 of 32); 1040 rows: 65 strips, a panel
+	 * walk of one token over two runs of strips on one thread */
+	static const int shapes[][2] = { { 203, 768 }, { 16, 768 }, { 5, 352 }, { 131, 352 },
+					 { 2053, 256 }, { 37, 4352 }, { 1040, 2112 } };
 	float *x = malloc(sizeof(float) * n * cols);
 	float *ya = malloc(sizeof(float) * n * 2053), *yb = malloc(sizeof(float) * n * 2053);
 	assert_non_null(x);
