@@ -51,12 +51,13 @@ struct wk_cpu_gemm {
 };
 
 /*
- * A rows16 copy's columns in panels of WK_CPU_PANEL_COLS (pack.h): a
- * one-token product walks panel by panel over a run of strips, so that
- * the activation row's panel stays in L1 while the weights stream.
+ * A rows16 copy's columns in panels (pack.h) of 1 << WK_CPU_PANEL_LOG2(t)
+ * columns for weight type t: a one-token product walks panel by panel
+ * over a run of strips, so that the activation row's panel stays in L1
+ * while the weights stream.  2048 columns, 1024 for Q8_0 (a strip of
+ * 16 x 2048 Q8_0 values is 34 KB, near L1's 48).
  */
-#define WK_CPU_PANEL_LOG2 11
-#define WK_CPU_PANEL_COLS (1 << WK_CPU_PANEL_LOG2)
+#define WK_CPU_PANEL_LOG2(t) ((t) == WK_Q_Q8_0 ? 10 : 11)
 
 typedef void (*wk_cpu_gemm_fn)(const struct wk_cpu_gemm *g, int r0, int r1);
 typedef void (*wk_cpu_actq_fn)(const float *x, uint8_t *dst, int cols);

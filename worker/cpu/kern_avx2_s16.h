@@ -133,7 +133,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 	/* a one-token panel walk of a copy (KX_PANEL_WALK): blocks [b_lo, b_hi),
 	 * the accumulators resumed from and left in g->carry between panels */
 	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb) : NULL;
+	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
 	if (PACKED == 2 && T == 1 && g->carry && b_lo > 0) {
 		acc[0][0] = _mm256_loadu_ps(g->carry);
 		acc[1][0] = _mm256_loadu_ps(g->carry + 8);
@@ -144,7 +144,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		      m80 = _mm256_set1_epi8((char)0x80);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb)
+		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB32(KIND), nb)
 				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
 					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
@@ -305,7 +305,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		if (!PACKED || !g->panel_bytes)                                         \
 			KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, PACKED)                  \
 		else if (g->n == 1)                                                     \
-			KX_PANEL_WALK(g, r0, r1, 32, KERNEL, KIND, 2);                  \
+			KX_PANEL_WALK(g, r0, r1, 32, KX_LPB32(KIND), KERNEL, KIND, 2);                  \
 		else                                                                    \
 			KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, 2)                       \
 	}

@@ -152,14 +152,14 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
 	if (PACKED == 2 && T == 1)
 		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb)
+		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB256, nb)
 				   : PACKED    ? strip + 16 * off
 					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
@@ -344,12 +344,12 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, 210, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
 	if (PACKED == 2 && T == 1)
 		kx_carry_in(g, b_lo, acc, NULL);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = 210 * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, 210, WK_CPU_PANEL_LOG2 - 8, nb)
+		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, 210, KX_LPB256, nb)
 				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
 					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED, 1);
@@ -519,14 +519,14 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
 	if (PACKED == 2 && T == 1)
 		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(15),
 		      mlo = _mm512_set1_epi32(0xffff);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 8, nb)
+		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB256, nb)
 				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
 					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);

@@ -52,7 +52,7 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 	for (int j = 0; j < T; j++)
 		accm[j] = _mm512_setzero_ps();
 	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb) : NULL;
+	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
 	if (PACKED == 2 && T == 1)
 		kx_carry_in(g, b_lo, acc, has_m ? accm : NULL);
 	const __m512i m80 = _mm512_set1_epi8((char)0x80), c16 = _mm512_set1_epi8(0x10),
@@ -62,7 +62,7 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)), m80);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, bb, WK_CPU_PANEL_LOG2 - 5, nb)
+		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB32(KIND), nb)
 				   : PACKED    ? strip + 16 * off
 					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 0);
@@ -196,7 +196,7 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
 	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk0 = PACKED == 2 ? kx_r16_block(g, r, b_lo, 136, WK_CPU_PANEL_LOG2 - 8, nb) : NULL;
+	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
 	if (PACKED == 2 && T == 1)
 		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i lv = _mm512_xor_si512(
@@ -206,7 +206,7 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		      mlo = _mm512_set1_epi32(0xffff), n4 = _mm512_set1_epi8(0x0f);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = 136 * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_at(g, pk0, r, b, b_lo, 136, WK_CPU_PANEL_LOG2 - 8, nb)
+		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, 136, KX_LPB256, nb)
 				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
 					       : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED, 1);

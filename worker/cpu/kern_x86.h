@@ -82,17 +82,21 @@ KX_INLINE const uint8_t *kx_r16_block(const struct wk_cpu_gemm *g, int r, int b,
 	return g->w + (size_t)p * g->panel_bytes +
 	       ((size_t)r * nbp + 16 * (size_t)(b - (p << LPB))) * bb;
 }
+/* log2 of a full panel's blocks: the 32-value types (KIND 5: Q8_0), the
+ * 256-value ones */
+#define KX_LPB32(KIND) (WK_CPU_PANEL_LOG2((KIND) == 5 ? WK_Q_Q8_0 : WK_Q_Q4_0) - 5)
+#define KX_LPB256 (WK_CPU_PANEL_LOG2(WK_Q_Q4_K) - 8)
 /*
- * The same for a kernel's loop: an offset from its first block pk0 unless
- * the call crosses panels (a token tile of more than one panel outside the
- * panel walk, whose calls each stay in one panel).
+ * The same for a kernel's loop over blocks from a panel's start: block b's
+ * address, from kx_r16_block at each panel's first block and else one
+ * block past the previous one (*next, which it advances).
  */
-KX_INLINE const uint8_t *kx_r16_at(const struct wk_cpu_gemm *g, const uint8_t *pk0, int r, int b,
-				   int b_lo, size_t bb, const int LPB, int nb)
+KX_INLINE const uint8_t *kx_r16_next(const struct wk_cpu_gemm *g, const uint8_t **next, int r,
+				     int b, size_t bb, const int LPB, int nb)
 {
-	if (g->panel_bytes && !g->b1)
-		return kx_r16_block(g, r, b, bb, LPB, nb);
-	return pk0 + 16 * bb * (size_t)(b - b_lo);
+	const uint8_t *pk = (b & ((1 << LPB) - 1)) == 0 ? kx_r16_block(g, r, b, bb, LPB, nb) : *next;
+	*next = pk + 16 * bb;
+	return pk;
 }
 /*
  * The blocks a 16-row kernel sums: [g->b0, g->b1) in a one-token panel
@@ -119,9 +123,9 @@ KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
  * with pf non-NULL (the packed kernels' own prefetch).
  */
 #define KX_PANEL_STRIPS 64
-#define KX_PANEL_WALK(g, r0, r1, BE, KERNEL, ...)                                                 \
+#define KX_PANEL_WALK(g, r0, r1, BE, LPB, KERNEL, ...)                                            \
 	do {                                                                                      \
-		const int nb_ = (g)->cols / (BE), pb_ = WK_CPU_PANEL_COLS / (BE);                 \
+		const int nb_ = (g)->cols / (BE), pb_ = 1 << (LPB);                               \
 		struct wk_cpu_gemm h_ = *(g);                                                     \
 		float carry_[KX_PANEL_STRIPS * 32];                                               \
 		for (int s_ = (r0); s_ < (r1); s_ += 16 * KX_PANEL_STRIPS) {                      \
@@ -616,7 +620,7 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 		if (!g->panel_bytes) {                                         \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 		} else if (g->n == 1) {                                        \
-			KX_PANEL_WALK(g, r0, r1, BE, KERNEL, ARG, 2);          \
+			KX_PANEL_WALK(g, r0, r1, BE, (BE) == 32 ? KX_LPB32(ARG) : KX_LPB256, KERNEL, ARG, 2);          \
 		} else {                                                       \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
 		}                                                              \

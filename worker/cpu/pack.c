@@ -108,10 +108,12 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
 
 size_t wk_cpu_pack_panel_bytes(uint32_t wtype, int rows, int cols)
 {
-	if (!wk_cpu_pack_supported(wtype) || rows <= 0 || cols <= WK_CPU_PANEL_COLS)
+	const int panel_cols = 1 << WK_CPU_PANEL_LOG2(wtype);
+
+	if (!wk_cpu_pack_supported(wtype) || rows <= 0 || cols <= panel_cols)
 		return 0;
 	size_t strips = ((size_t)rows + 15) / 16;
-	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, WK_CPU_PANEL_COLS);
+	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)panel_cols);
 }
 
 size_t wk_cpu_pack_plain_bytes(uint32_t wtype, int rows, int cols)
@@ -128,7 +130,7 @@ static void pack_strips(uint32_t wtype, const void *w, int rows, int cols, uint8
 	const struct pack_fmt *f = pack_fmt_of(wtype);
 	const size_t rb = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 	const size_t nb = (size_t)cols / wk_qtype_block_elems(wtype), bb = f->block_bytes;
-	const size_t pb = WK_CPU_PANEL_COLS / wk_qtype_block_elems(wtype);
+	const size_t pb = ((size_t)1 << WK_CPU_PANEL_LOG2(wtype)) / wk_qtype_block_elems(wtype);
 	const size_t panel = wk_cpu_pack_panel_bytes(wtype, rows, cols);
 	const uint8_t *src = w;
 

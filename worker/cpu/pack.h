@@ -39,8 +39,9 @@
  * sequential stream.  The copy holds the same bytes as the matrix (plus
  * the padding of the last strip).
  *
- * Panels: a matrix of more than WK_CPU_PANEL_COLS (internal.h) columns is
- * stored as panels of that many columns (the last one narrower), panel
+ * Panels: a matrix of more than 1 << WK_CPU_PANEL_LOG2(type) (internal.h:
+ * 2048, Q8_0 1024) columns is stored as panels of that many columns (the
+ * last one narrower), panel
  * after panel, each holding every strip's blocks of its columns in strip
  * order: block b of the strip at row r (a multiple of 16) is at
  *   p * panel_bytes + (r * nbp + 16 * (b - p * pb)) * block bytes,
@@ -59,7 +60,7 @@
 /* 1 when wtype has a rows16 layout. */
 int wk_cpu_pack_supported(uint32_t wtype);
 /* Bytes of one full panel of the rows16 copy (every strip's blocks of
- * WK_CPU_PANEL_COLS columns); 0 when the matrix is one panel. */
+ * 1 << WK_CPU_PANEL_LOG2(wtype) columns); 0 when the matrix is one panel. */
 size_t wk_cpu_pack_panel_bytes(uint32_t wtype, int rows, int cols);
 /* Bytes of the rows16 copy of a (rows, cols) matrix (0: unsupported type). */
 size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols);
