@@ -319,22 +319,59 @@ static int wk_cpu_mm_same_x(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_o
  * the hosts measured one thread nearly saturates the memory (a 2-vCPU Zen 4
  * VM: 32.8 GB/s with one thread, 35.1 with two), so what costs is each
  * task's start (a new stream for the prefetchers) more than the balance.
- * The run's weight bytes are split into about one task per thread: a
- * matrix of a mixture of experts' gate/up run is one task, a lone 0.6 MB
- * projection two.  At least 64 rows, a multiple of 64.
+ * An op of b bytes is cut into ceil(b / target) tasks of equal rows (at
+ * least 64, a multiple of 64), target about the run's bytes over the
+ * threads: a matrix of a mixture of experts' gate/up run is one task, a
+ * lone 0.6 MB projection two.
  */
-static int wk_cpu_mm_decode_chunk_rows(size_t run_bytes, size_t row_bytes, int threads)
+static int wk_cpu_mm_decode_chunk_rows(size_t op_bytes, int rows, size_t target)
 {
-	size_t want = run_bytes / (size_t)threads / row_bytes;
+	/* ceil(op_bytes / target), an op within 1/64 over a multiple of the
+	 * target (the run's bytes not divisible by the threads) not cut again */
+	size_t pieces = (op_bytes - op_bytes / 64 + target - 1) / target;
+	if (pieces == 0)
+		pieces = 1;
+	size_t want = ((size_t)rows + pieces - 1) / pieces;
 	size_t c = (want + 63) & ~(size_t)63;
 
 	return c < 64 ? 64 : c > (1u << 20) ? (1 << 20) : (int)c;
 }
 
+/*
+ * The target of a decode run: its bytes over the threads, halved (up to
+ * twice) while the tasks do not come to a multiple of the threads.  Three
+ * equal products on two threads (phi3's fused QKV) were three tasks: one
+ * thread read two while the other waited, and the run streamed 40.6 GB/s
+ * against 52-54 for the step's other runs; as six tasks each thread reads
+ * three.
+ */
+static size_t wk_cpu_mm_decode_target(const struct wk_cpu_mm_op *ops, int n_ops, int threads,
+				      size_t run_bytes)
+{
+	size_t target = 1;
+
+	for (int k = 1; k <= 4; k *= 2) {
+		long tasks = 0;
+
+		target = run_bytes / (size_t)threads / (size_t)k;
+		if (target == 0)
+			target = 1;
+		for (int i = 0; i < n_ops; i++) {
+			size_t ob = (size_t)wk_qtype_row_bytes(ops[i].wtype, (uint64_t)ops[i].cols) *
+				    (size_t)ops[i].rows;
+			int c = wk_cpu_mm_decode_chunk_rows(ob, ops[i].rows, target);
+			tasks += (ops[i].rows + c - 1) / c;
+		}
+		if (threads == 1 || tasks % threads == 0)
+			break;
+	}
+	return target;
+}
+
 /* Sets up job j for op (activations at scratch offset *off, advanced). */
 static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *op,
 			       struct wk_cpu_mm_job *j, int share_prev, size_t *off, int threads,
-			       size_t decode_bytes)
+			       size_t decode_target)
 {
 	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
 
@@ -354,9 +391,9 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	j->g.n = op->n;
 	j->g.y = op->y;
 	j->g.y_stride = (size_t)op->rows;
-	j->chunk_rows = decode_bytes ? wk_cpu_mm_decode_chunk_rows(decode_bytes, j->g.w_stride,
-								   threads)
-				     : wk_cpu_mm_chunk_rows(op->rows, threads);
+	j->chunk_rows = decode_target ? wk_cpu_mm_decode_chunk_rows(j->g.w_stride * (size_t)op->rows,
+								    op->rows, decode_target)
+				      : wk_cpu_mm_chunk_rows(op->rows, threads);
 	if (act == WK_CPU_ACT_F32) {
 		j->g.x = (const uint8_t *)op->x;
 		j->g.x_stride = 4 * (size_t)op->cols;
@@ -428,15 +465,15 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 	}
 	if ((st = wk_cpu_mm_reserve(mm, bytes)) != CM_OK)
 		return st;
-	if (!decode) /* not a decode run: the compute-bound split */
-		decode_bytes = 0;
+	/* a decode run: the bandwidth split; else the compute-bound one */
+	size_t decode_target = decode ? wk_cpu_mm_decode_target(ops, n_ops, threads, decode_bytes) : 0;
 	first = mm->first;
 	first[0] = 0;
 	for (int i = 0; i < n_ops; i++) {
 		struct wk_cpu_mm_job *j = &mm->jobs[i];
 
 		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads,
-				   decode_bytes);
+				   decode_target);
 		if (j->actq) {
 			if (threads > 1 && j->g.n > 1)
 				wk_pool_run(mm->pool, wk_cpu_mm_actq_task, j, j->g.n);
