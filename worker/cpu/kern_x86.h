@@ -63,13 +63,6 @@ KX_INLINE void kx_pf_r16(const uint8_t *p)
 	_mm_prefetch((const char *)(p + KX_PF_R16), _MM_HINT_T0);
 }
 /*
- * A 16-row kernel's prefetch for the block at off of its strip (the
- * strip's `bytes` = 16 x block bytes from pk), in the first token tile
- * (pf non-NULL): packed, its own stream KX_PF_R16 ahead when PF_PACKED;
- * mapped, as many bytes of the next strip (from pf) into L2, so that a
- * strip's walk fetches all of the next one.
- */
-/*
  * Block b of the strip at row r of a rows16 copy, in pack.h's panels (bb
  * the block's bytes, 1 << LPB blocks a full panel, nb the row's blocks);
  * for one panel, r * w_stride + 16 * b * bb.
@@ -142,6 +135,13 @@ KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
 			}                                                                         \
 		}                                                                                 \
 	} while (0)
+/*
+ * A 16-row kernel's prefetch for the block at off of its strip (the
+ * strip's `bytes` = 16 x block bytes from pk), in the first token tile
+ * (pf non-NULL): packed, its own stream KX_PF_R16 ahead when PF_PACKED;
+ * mapped, as many bytes of the next strip (from pf) into L2, so that a
+ * strip's walk fetches all of the next one.
+ */
 KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t off, size_t bytes,
 				 const int PACKED, const int PF_PACKED)
 {
@@ -620,7 +620,9 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 		if (!g->panel_bytes) {                                         \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 		} else if (g->n == 1) {                                        \
-			KX_PANEL_WALK(g, r0, r1, BE, (BE) == 32 ? KX_LPB32(ARG) : KX_LPB256, KERNEL, ARG, 2);          \
+			KX_PANEL_WALK(g, r0, r1, BE,                           \
+				      (BE) == 32 ? KX_LPB32(ARG) : KX_LPB256,  \
+				      KERNEL, ARG, 2);                         \
 		} else {                                                       \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
 		}                                                              \
