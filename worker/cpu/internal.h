@@ -59,6 +59,20 @@ struct wk_cpu_gemm {
  */
 #define WK_CPU_PANEL_LOG2(t) ((t) == WK_Q_Q8_0 ? 10 : 11)
 
+/*
+ * Where block b of the strip at row r (a multiple of 16) lies in a rows16
+ * copy, in bytes from its start (pack.h's panels): bb the block's bytes,
+ * 1 << lpb blocks a full panel, nb the row's blocks, panel_bytes one full
+ * panel's (0 for one panel).  The packers write and the kernels read by it.
+ */
+static inline size_t wk_cpu_r16_offset(size_t panel_bytes, int r, int b, size_t bb, int lpb, int nb)
+{
+	const int p = b >> lpb, rest = nb - (p << lpb);
+	const size_t nbp = (size_t)(rest < (1 << lpb) ? rest : 1 << lpb);
+
+	return (size_t)p * panel_bytes + ((size_t)r * nbp + 16 * (size_t)(b - (p << lpb))) * bb;
+}
+
 typedef void (*wk_cpu_gemm_fn)(const struct wk_cpu_gemm *g, int r0, int r1);
 typedef void (*wk_cpu_actq_fn)(const float *x, uint8_t *dst, int cols);
 

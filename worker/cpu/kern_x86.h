@@ -62,18 +62,12 @@ KX_INLINE void kx_pf_r16(const uint8_t *p)
 {
 	_mm_prefetch((const char *)(p + KX_PF_R16), _MM_HINT_T0);
 }
-/*
- * Block b of the strip at row r of a rows16 copy, in pack.h's panels (bb
- * the block's bytes, 1 << LPB blocks a full panel, nb the row's blocks);
- * for one panel, r * w_stride + 16 * b * bb.
- */
+/* Block b of the strip at row r of a rows16 copy (wk_cpu_r16_offset); for
+ * one panel, r * w_stride + 16 * b * bb. */
 KX_INLINE const uint8_t *kx_r16_block(const struct wk_cpu_gemm *g, int r, int b, size_t bb,
 				      const int LPB, int nb)
 {
-	const int p = b >> LPB, rest = nb - (p << LPB);
-	const size_t nbp = (size_t)(rest < (1 << LPB) ? rest : 1 << LPB);
-	return g->w + (size_t)p * g->panel_bytes +
-	       ((size_t)r * nbp + 16 * (size_t)(b - (p << LPB))) * bb;
+	return g->w + wk_cpu_r16_offset(g->panel_bytes, r, b, bb, LPB, nb);
 }
 /* log2 of a full panel's blocks: the 32-value types (KIND 5: Q8_0), the
  * 256-value ones */

@@ -130,15 +130,14 @@ static void pack_strips(uint32_t wtype, const void *w, int rows, int cols, uint8
 	const struct pack_fmt *f = pack_fmt_of(wtype);
 	const size_t rb = (size_t)wk_qtype_row_bytes(wtype, (uint64_t)cols);
 	const size_t nb = (size_t)cols / wk_qtype_block_elems(wtype), bb = f->block_bytes;
-	const size_t pb = ((size_t)1 << WK_CPU_PANEL_LOG2(wtype)) / wk_qtype_block_elems(wtype);
+	/* log2 of a full panel's blocks (block elements are a power of two) */
+	const int lpb = WK_CPU_PANEL_LOG2(wtype) - __builtin_ctz((unsigned)wk_qtype_block_elems(wtype));
 	const size_t panel = wk_cpu_pack_panel_bytes(wtype, rows, cols);
 	const uint8_t *src = w;
 
 	for (int s = s0; s < s1; s++)
 		for (size_t b = 0; b < nb; b++) {
-			/* block b of strip s: panel b / pb, whose strips hold nbp blocks */
-			const size_t p = b / pb, nbp = nb - p * pb < pb ? nb - p * pb : pb;
-			uint8_t *o = dst + p * panel + ((size_t)s * nbp + b - p * pb) * 16 * bb;
+			uint8_t *o = dst + wk_cpu_r16_offset(panel, 16 * s, (int)b, bb, lpb, (int)nb);
 
 			for (int l = 0; l < 16; l++) {
 				int row = 16 * s + l < rows ? 16 * s + l : rows - 1;
