@@ -37,7 +37,6 @@
  *
  * Threading: forward() runs on the caller's thread and fans out to the pool.
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,24 +86,6 @@ static void embed_row(const struct wk_tensor *t, int32_t tok, float *out)
 	const uint8_t *row = (const uint8_t *)t->data + (uint64_t)tok * t->row_bytes;
 
 	wk_dequantize_row(t->type, row, out, t->cols);
-}
-
-/* out = gelu_tanh(gate) * up (gemma's GeGLU), ggml's constants */
-static void gelu_mul(float *out, const float *gate, const float *up, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		float x = gate[i];
-
-		out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * x * (1.0f + 0.044715f * x * x))) *
-			 up[i];
-	}
-}
-
-/* c * tanh(x / c) over n values (gemma2's final soft-capping) */
-static void softcap(float *x, uint64_t n, float c)
-{
-	for (uint64_t i = 0; i < n; i++)
-		x[i] = c * tanhf(x[i] / c);
 }
 
 /* x[0..n) *= s, skipped when s is 1 (every architecture but granite) */
@@ -217,13 +198,10 @@ static void att_task(void *arg, int task_i, int thread)
 	for (uint32_t hh = 0; hh < group; hh++) {
 		float *sc = scores + (uint64_t)hh * be->att_scratch_ctx;
 
-		for (uint32_t j = lo; j <= pos; j++) {
-			float d = sc[j] * scale;
-
-			if (cap > 0) /* gemma2: soft-capped scores */
-				d = cap * tanhf(d / cap);
-			sc[j] = d;
-		}
+		for (uint32_t j = lo; j <= pos; j++)
+			sc[j] *= scale;
+		if (cap > 0) /* gemma2: soft-capped scores */
+			wk_cpu_softcap(sc + lo, (int)(pos + 1 - lo), cap);
 		wk_cpu_softmax(sc + lo, (int)(pos + 1 - lo));
 		memset(out0 + (uint64_t)hh * hd, 0, hd * sizeof(float));
 	}
@@ -366,7 +344,7 @@ static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L
 		const float *u = be->u + (uint64_t)t * hp->n_ff;
 
 		if (hp->ffn_act == WK_FFN_GELU_TANH)
-			gelu_mul(g, g, u, hp->n_ff);
+			wk_cpu_gelu_mul(g, g, u, (int)hp->n_ff);
 		else
 			wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
 	}
@@ -489,8 +467,9 @@ static enum cm_status cpu_forward(struct wk_backend *base, const struct wk_batch
 		st = mm(be, &m->output, be->h, b->n_out, logits, NULL);
 		if (st == CM_OK && hp->logit_scale != 1.0f)
 			scale_vec(logits, (uint64_t)b->n_out * hp->n_vocab, 1.0f / hp->logit_scale);
-		if (st == CM_OK && hp->final_softcap > 0)
-			softcap(logits, (uint64_t)b->n_out * hp->n_vocab, hp->final_softcap);
+		for (uint32_t o = 0; st == CM_OK && hp->final_softcap > 0 && o < b->n_out; o++)
+			wk_cpu_softcap(logits + (uint64_t)o * hp->n_vocab, (int)hp->n_vocab,
+				       hp->final_softcap);
 		return st;
 	}
 	return CM_OK;

@@ -121,6 +121,16 @@ void wk_cpu_gelu(float *x, int n)
 	wk_cpu_ops_get()->gelu(x, n);
 }
 
+void wk_cpu_gelu_mul(float *out, const float *gate, const float *up, int n)
+{
+	wk_cpu_ops_get()->gelu_mul(out, gate, up, n);
+}
+
+void wk_cpu_softcap(float *x, int n, float c)
+{
+	wk_cpu_ops_get()->softcap(x, n, c);
+}
+
 /* ---- rotary embedding ------------------------------------------------- */
 
 void wk_cpu_rope_sincos(const struct wk_cpu_rope *rope, int pos, float *cs)

@@ -1,10 +1,11 @@
 /*
  * ops.h - the small vector operations of the forward pass besides matmul:
- * RMS norm, rotary embedding, softmax, SwiGLU, GELU, residual add, the F16
- * dot / axpy used by attention over an F16 KV cache and their F32 forms
- * (the encoder's attention), and the attention of one KV head's query
- * group over a run of cached positions (the decoder's: the same values as
- * those dot / axpy calls, in fewer instructions).
+ * RMS norm, rotary embedding, softmax, SwiGLU, GELU (alone and gated),
+ * soft-capping, residual add, the F16 dot / axpy used by attention over an
+ * F16 KV cache and their F32 forms (the encoder's attention), and the
+ * attention of one KV head's query group over a run of cached positions
+ * (the decoder's: the same values as those dot / axpy calls, in fewer
+ * instructions).
  *
  * Each has a scalar, an AVX2 and an AVX-512 build, picked once at run
  * time like the matmul kernels (SLUICE_CPU_ISA overrides).  Reductions use
@@ -58,6 +59,12 @@ void wk_cpu_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_
 /* In place: GELU in its tanh form (llama.cpp's ggml_gelu), tanh from
  * wk_cpu_expf; within 1e-6 of the libm form. */
 void wk_cpu_gelu(float *x, int n);
+/* out[i] = gelu(gate[i]) * up[i], GELU as wk_cpu_gelu (gemma's GeGLU);
+ * out may alias gate. */
+void wk_cpu_gelu_mul(float *out, const float *gate, const float *up, int n);
+/* In place: x[i] = c * tanh(x[i] / c) (gemma2's soft-capping), tanh within
+ * 1e-6 relative of libm's; NaN stays NaN. */
+void wk_cpu_softcap(float *x, int n, float c);
 
 /*
  * Rotary position embedding.  Pair i (0 <= i < n_rot/2) of a head turns

@@ -221,6 +221,38 @@ static void wo_gelu(float *x, int n)
 	}
 }
 
+/* out = GELU(gate) * up, GELU as wo_gelu (gemma's GeGLU); out may be gate */
+static void wo_gelu_mul(float *out, const float *gate, const float *up, int n)
+{
+	for (int i = 0; i < n; i++) {
+		float g = gate[i], u = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+		float t = 1.0f - 2.0f / (wo_expf(2.0f * u) + 1.0f);
+		out[i] = 0.5f * g * (1.0f + t) * up[i];
+	}
+}
+
+/*
+ * tanh(u): 1 - 2 / (e^(2|u|) + 1) on wo_expf from |u| = 0.25 (the
+ * subtraction loses nothing there: the result is >= 0.24), below it the
+ * odd series to u^9 (the next term is under 1e-8 of the result), the sign
+ * put back last.  NaN in, NaN out; +-1 at the ends.
+ */
+static inline float wo_tanh(float u)
+{
+	float a = fabsf(u), a2 = a * a;
+	float s = a + a * a2 * (-0.333333333f +
+				a2 * (0.133333333f + a2 * (-0.0539682540f + a2 * 0.0218694885f)));
+	float e = 1.0f - 2.0f / (wo_expf(2.0f * a) + 1.0f);
+	return copysignf(a < 0.25f ? s : e, u);
+}
+
+/* x = c tanh(x / c) (gemma2's soft-capping of scores and logits) */
+static void wo_softcap(float *x, int n, float c)
+{
+	for (int i = 0; i < n; i++)
+		x[i] = c * wo_tanh(x[i] / c);
+}
+
 static void wo_f32_to_f16(uint16_t *dst, const float *src, int n)
 {
 	int i = 0;
@@ -595,6 +627,8 @@ const struct wk_cpu_ops WO_TABLE = {
 	.dot_f32 = wo_dot_f32,
 	.axpy_f32 = wo_axpy_f32,
 	.gelu = wo_gelu,
+	.gelu_mul = wo_gelu_mul,
+	.softcap = wo_softcap,
 	.att_scores = wo_att_scores,
 	.att_values = wo_att_values,
 };

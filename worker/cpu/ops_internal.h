@@ -21,6 +21,8 @@ struct wk_cpu_ops {
 	float (*dot_f32)(const float *a, const float *b, int n);
 	void (*axpy_f32)(float *y, float alpha, const float *x, int n);
 	void (*gelu)(float *x, int n);
+	void (*gelu_mul)(float *out, const float *gate, const float *up, int n);
+	void (*softcap)(float *x, int n, float c);
 	void (*att_scores)(const uint8_t *k, size_t row_stride, int f16, int n, const float *q,
 			   int nh, int hd, float *s, size_t s_stride);
 	void (*att_values)(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,

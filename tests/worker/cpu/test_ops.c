@@ -198,6 +198,49 @@ static void check_f32_gelu(void)
 		assert_true(fabs(g[i] - want) <= 1e-6 * (fabs(want) + 1));
 	}
 	assert_true(g[0] == 0.0f && g[1] == 1000.0f && g[2] == 0.0f);
+
+	/* gated: the same GELU times up, bit for bit, in place or not */
+	float up[N], out[N];
+	for (int i = 0; i < N; i++)
+		up[i] = rnd() * 3;
+	wk_cpu_gelu_mul(out, y, up, N);
+	for (int i = 0; i < N; i++)
+		assert_true(out[i] == g[i] * up[i]);
+	memcpy(out, y, sizeof y);
+	wk_cpu_gelu_mul(out, out, up, N);
+	for (int i = 0; i < N; i++)
+		assert_true(out[i] == g[i] * up[i]);
+}
+
+/* c tanh(x / c) against double tanh: 1e-6 relative (both sides of the
+ * series' edge at |x / c| = 0.25), exact ends, NaN kept, signs kept */
+static void check_softcap(void)
+{
+	enum { N = 1000 + 3 };
+	static const float caps[] = { 30.0f, 50.0f, 1.0f };
+	float x[N], v[N];
+
+	for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+		float c = caps[k];
+
+		for (int i = 0; i < N; i++) /* -2c .. 2c, dense near 0 */
+			x[i] = (float)((i - N / 2) * fabs((double)(i - N / 2))) * 4.0f * c / (float)(N * N);
+		x[0] = 1e30f;
+		x[1] = -INFINITY;
+		x[2] = NAN;
+		x[3] = -0.0f;
+		x[4] = 1e-30f;
+		memcpy(v, x, sizeof x);
+		wk_cpu_softcap(v, N, c);
+		for (int i = 5; i < N; i++) {
+			double want = c * tanh((double)x[i] / c);
+
+			close_rel(v[i], want, 1e-6, "softcap", i);
+			assert_true(v[i] == 0.0f || (v[i] < 0) == (x[i] < 0));
+		}
+		assert_true(v[0] == c && v[1] == -c && isnan(v[2]));
+		assert_true(v[3] == 0.0f && signbit(v[3]) && v[4] > 0.0f);
+	}
 }
 
 static void check_rope(void)
@@ -349,6 +392,7 @@ static void test_f16(void **state)
 	(void)state;
 	each_isa(check_f16);
 	each_isa(check_f32_gelu);
+	each_isa(check_softcap);
 }
 
 static void test_rope(void **state)
