@@ -41,6 +41,7 @@ struct wk_cpu_mm {
 	struct wk_cpu_mm_job *jobs; /* [WK_CPU_MM_MAX_OPS]: the current call's */
 	struct wk_cpu_packs *packs; /* rows16 copies (wk_cpu_mm_pack), or NULL */
 	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
+	int aq_first[WK_CPU_MM_MAX_OPS + 1]; /* first activation row task of each job */
 };
 
 
@@ -368,10 +369,32 @@ static size_t wk_cpu_mm_decode_target(const struct wk_cpu_mm_op *ops, int n_ops,
 	return target;
 }
 
-/* Sets up job j for op (activations at scratch offset *off, advanced). */
+/* Tokens up to which a product counts as a small batch (the 16-row
+ * kernels' largest token tile). */
+#define WK_CPU_MM_SMALL_N 8
+
+/*
+ * The target for the products of a run with at most WK_CPU_MM_SMALL_N
+ * tokens (a mixture's experts in a serving step: dozens of products of a
+ * few tokens each; a few streams' dense products): the run's bytes over
+ * 4 tasks a thread.  The compute-bound split (wk_cpu_mm_chunk_rows, per
+ * product) cut each 512-row expert into eight 64-row tasks, each a new
+ * stream started cold: qwen3moe-1b's experts (512 x 1024 Q4_K, 112 a run)
+ * took 1756 us at 2 tokens against 755 us at one (2026-12-06); by bytes,
+ * one task an expert, 904 us.
+ */
+static size_t wk_cpu_mm_small_target(int threads, size_t run_bytes)
+{
+	size_t t = run_bytes / (4 * (size_t)threads);
+
+	return t ? t : 1;
+}
+
+/* Sets up job j for op (activations at scratch offset *off, advanced);
+ * tasks by bytes towards split_target, or the compute split for 0. */
 static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *op,
 			       struct wk_cpu_mm_job *j, int share_prev, size_t *off, int threads,
-			       size_t decode_target)
+			       size_t split_target)
 {
 	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
 
@@ -391,8 +414,8 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	j->g.n = op->n;
 	j->g.y = op->y;
 	j->g.y_stride = (size_t)op->rows;
-	j->chunk_rows = decode_target ? wk_cpu_mm_decode_chunk_rows(j->g.w_stride * (size_t)op->rows,
-								    op->rows, decode_target)
+	j->chunk_rows = split_target ? wk_cpu_mm_decode_chunk_rows(j->g.w_stride * (size_t)op->rows,
+								   op->rows, split_target)
 				      : wk_cpu_mm_chunk_rows(op->rows, threads);
 	if (act == WK_CPU_ACT_F32) {
 		j->g.x = (const uint8_t *)op->x;
@@ -415,16 +438,17 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 
 struct wk_cpu_mm_multi {
 	struct wk_cpu_mm_job *jobs;
-	const int *first;   /* [n_ops + 1] first chunk task of each job */
+	const int *first;   /* [n_ops + 1] first task of each job (chunks or rows) */
 	int n_ops;
 };
 
-static void wk_cpu_mm_multi_task(void *ctx, int task, int thread)
+/* The job whose tasks hold this one: the last with first <= task (jobs
+ * without tasks share their first with the next job). */
+static int wk_cpu_mm_job_of(const struct wk_cpu_mm_multi *m, int task)
 {
-	const struct wk_cpu_mm_multi *m = ctx;
 	int lo = 0, hi = m->n_ops - 1;
 
-	while (lo < hi) { /* the job whose chunks hold this task */
+	while (lo < hi) {
 		int mid = (lo + hi + 1) / 2;
 
 		if (m->first[mid] <= task)
@@ -432,7 +456,24 @@ static void wk_cpu_mm_multi_task(void *ctx, int task, int thread)
 		else
 			hi = mid - 1;
 	}
-	wk_cpu_mm_gemm_task(&m->jobs[lo], task - m->first[lo], thread);
+	return lo;
+}
+
+static void wk_cpu_mm_multi_task(void *ctx, int task, int thread)
+{
+	const struct wk_cpu_mm_multi *m = ctx;
+	int i = wk_cpu_mm_job_of(m, task);
+
+	wk_cpu_mm_gemm_task(&m->jobs[i], task - m->first[i], thread);
+}
+
+/* One activation row of one job of the run (first: the jobs' aq_first). */
+static void wk_cpu_mm_multi_actq_task(void *ctx, int task, int thread)
+{
+	const struct wk_cpu_mm_multi *m = ctx;
+	int i = wk_cpu_mm_job_of(m, task);
+
+	wk_cpu_mm_actq_task(&m->jobs[i], task - m->first[i], thread);
 }
 
 enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *ops,
@@ -465,24 +506,31 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 	}
 	if ((st = wk_cpu_mm_reserve(mm, bytes)) != CM_OK)
 		return st;
-	/* a decode run: the bandwidth split; else the compute-bound one */
+	/* a decode run: the bandwidth split; else small batches by bytes,
+	 * about 4 tasks a thread over the run, the others compute-bound */
 	size_t decode_target = decode ? wk_cpu_mm_decode_target(ops, n_ops, threads, decode_bytes) : 0;
+	size_t small_target = wk_cpu_mm_small_target(threads, decode_bytes);
 	first = mm->first;
 	first[0] = 0;
+	mm->aq_first[0] = 0;
 	for (int i = 0; i < n_ops; i++) {
 		struct wk_cpu_mm_job *j = &mm->jobs[i];
 
 		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads,
-				   decode_target);
-		if (j->actq) {
-			if (threads > 1 && j->g.n > 1)
-				wk_pool_run(mm->pool, wk_cpu_mm_actq_task, j, j->g.n);
-			else
-				for (int t = 0; t < j->g.n; t++)
-					wk_cpu_mm_actq_task(j, t, 0);
-		}
+				   decode ? decode_target : ops[i].n <= WK_CPU_MM_SMALL_N ? small_target : 0);
+		mm->aq_first[i + 1] = mm->aq_first[i] + (j->actq ? j->g.n : 0);
 		first[i + 1] = first[i] + (j->rows + j->chunk_rows - 1) / j->chunk_rows;
 	}
+	/* Every job's activation rows quantised in one run (a mixture's
+	 * experts are dozens of products of a few rows each: a run per
+	 * product cost more than the products); decode's rows on this
+	 * thread.  Each row is quantised alone: the same bytes either way. */
+	struct wk_cpu_mm_multi aq = { mm->jobs, mm->aq_first, n_ops };
+	if (threads > 1 && !decode && mm->aq_first[n_ops] > 1)
+		wk_pool_run(mm->pool, wk_cpu_mm_multi_actq_task, &aq, mm->aq_first[n_ops]);
+	else
+		for (int t = 0; t < mm->aq_first[n_ops]; t++)
+			wk_cpu_mm_multi_actq_task(&aq, t, 0);
 	/* Each task owns a fixed range of one job's output rows: which thread
 	 * runs it, and which other products share the run, change no value. */
 	struct wk_cpu_mm_multi m = { mm->jobs, first, n_ops };
