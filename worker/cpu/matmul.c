@@ -316,8 +316,9 @@ static int wk_cpu_mm_same_x(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_o
 }
 
 /*
- * Rows per task of a decode run (every op n = 1): bandwidth-bound, and on
- * the hosts measured one thread nearly saturates the memory (a 2-vCPU Zen 4
+ * Rows per task of a decode run (every op n = 1; the same cut serves a
+ * small batch's product, towards wk_cpu_mm_small_target): bandwidth-bound,
+ * and on the hosts measured one thread nearly saturates the memory (a 2-vCPU Zen 4
  * VM: 32.8 GB/s with one thread, 35.1 with two), so what costs is each
  * task's start (a new stream for the prefetchers) more than the balance.
  * An op of b bytes is cut into ceil(b / target) tasks of equal rows (at

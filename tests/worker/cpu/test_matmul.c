@@ -556,13 +556,16 @@ static void test_matmul_multi(void **state)
 	static const uint32_t mtypes[NOPS] = { WK_Q_Q4_K, WK_Q_Q4_K, WK_Q_Q8_0, WK_Q_F16,
 					      WK_Q_Q5_0, WK_Q_Q6_K };
 	static const int rows[NOPS] = { 192, 192, 64, 320, 128, 576 };
-	static const int ns[NOPS] = { 3, 3, 1, 5, 1, 2 };
+	/* up to 8 tokens a product is cut by bytes, 12 by the compute split:
+	 * both in one run; the F16 product quantises nothing (a job without
+	 * activation rows between others) */
+	static const int ns[NOPS] = { 3, 3, 1, 5, 1, 12 };
 	struct wk_cpu_mm_op ops[NOPS];
 	uint8_t *w[NOPS];
-	float *x = malloc(sizeof(float) * 5 * COLS), *ya[NOPS], *yb[NOPS];
+	float *x = malloc(sizeof(float) * 14 * COLS), *ya[NOPS], *yb[NOPS];
 
 	assert_non_null(x);
-	for (int i = 0; i < 5 * COLS; i++)
+	for (int i = 0; i < 14 * COLS; i++)
 		x[i] = rnd();
 	for (int i = 0; i < NOPS; i++) {
 		w[i] = make_weights(mtypes[i], rows[i], COLS);
