@@ -516,9 +516,9 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 	mm->aq_first[0] = 0;
 	for (int i = 0; i < n_ops; i++) {
 		struct wk_cpu_mm_job *j = &mm->jobs[i];
+		size_t split = decode ? decode_target : ops[i].n <= WK_CPU_MM_SMALL_N ? small_target : 0;
 
-		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads,
-				   decode ? decode_target : ops[i].n <= WK_CPU_MM_SMALL_N ? small_target : 0);
+		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads, split);
 		mm->aq_first[i + 1] = mm->aq_first[i] + (j->actq ? j->g.n : 0);
 		first[i + 1] = first[i] + (j->rows + j->chunk_rows - 1) / j->chunk_rows;
 	}
