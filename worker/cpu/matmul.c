@@ -321,10 +321,12 @@ static int wk_cpu_mm_same_x(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_o
  * and on the hosts measured one thread nearly saturates the memory (a 2-vCPU Zen 4
  * VM: 32.8 GB/s with one thread, 35.1 with two), so what costs is each
  * task's start (a new stream for the prefetchers) more than the balance.
- * An op of b bytes is cut into ceil(b / target) tasks of equal rows (at
- * least 64, a multiple of 64), target about the run's bytes over the
- * threads: a matrix of a mixture of experts' gate/up run is one task, a
- * lone 0.6 MB projection two.
+ * An op of b bytes is cut into ceil(b / target) tasks of equal rows (a
+ * multiple of 16, the strip height, which every tile height divides),
+ * target about the run's bytes over the threads: a matrix of a mixture of
+ * experts' gate/up run is one task, a lone 0.6 MB projection two, and so
+ * is a 64-expert router (64 rows: one task with a 64-row floor, 11 us a
+ * layer with the other thread idle).
  */
 static int wk_cpu_mm_decode_chunk_rows(size_t op_bytes, int rows, size_t target)
 {
@@ -334,9 +336,9 @@ static int wk_cpu_mm_decode_chunk_rows(size_t op_bytes, int rows, size_t target)
 	if (pieces == 0)
 		pieces = 1;
 	size_t want = ((size_t)rows + pieces - 1) / pieces;
-	size_t c = (want + 63) & ~(size_t)63;
+	size_t c = (want + 15) & ~(size_t)15;
 
-	return c < 64 ? 64 : c > (1u << 20) ? (1 << 20) : (int)c;
+	return c < 16 ? 16 : c > (1u << 20) ? (1 << 20) : (int)c;
 }
 
 /*
