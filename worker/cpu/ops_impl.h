@@ -212,23 +212,24 @@ static void wo_axpy_f32(float *y, float alpha, const float *x, int n)
 /* GELU, tanh form: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), with
  * tanh(u) = 1 - 2 / (e^(2u) + 1) on wo_expf (saturates cleanly: e^(2u)
  * is 0 or huge at the ends) */
-static void wo_gelu(float *x, int n)
+static inline float wo_gelu1(float g)
 {
-	for (int i = 0; i < n; i++) {
-		float g = x[i], u = 0.7978845608028654f * (g + 0.044715f * g * g * g);
-		float t = 1.0f - 2.0f / (wo_expf(2.0f * u) + 1.0f);
-		x[i] = 0.5f * g * (1.0f + t);
-	}
+	float u = 0.7978845608028654f * (g + 0.044715f * g * g * g);
+	float t = 1.0f - 2.0f / (wo_expf(2.0f * u) + 1.0f);
+	return 0.5f * g * (1.0f + t);
 }
 
-/* out = GELU(gate) * up, GELU as wo_gelu (gemma's GeGLU); out may be gate */
+static void wo_gelu(float *x, int n)
+{
+	for (int i = 0; i < n; i++)
+		x[i] = wo_gelu1(x[i]);
+}
+
+/* out = GELU(gate) * up (gemma's GeGLU); out may be gate */
 static void wo_gelu_mul(float *out, const float *gate, const float *up, int n)
 {
-	for (int i = 0; i < n; i++) {
-		float g = gate[i], u = 0.7978845608028654f * (g + 0.044715f * g * g * g);
-		float t = 1.0f - 2.0f / (wo_expf(2.0f * u) + 1.0f);
-		out[i] = 0.5f * g * (1.0f + t) * up[i];
-	}
+	for (int i = 0; i < n; i++)
+		out[i] = wo_gelu1(gate[i]) * up[i];
 }
 
 /*

@@ -223,8 +223,8 @@ static void check_softcap(void)
 	for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
 		float c = caps[k];
 
-		for (int i = 0; i < N; i++) /* -2c .. 2c, dense near 0 */
-			x[i] = (float)((i - N / 2) * fabs((double)(i - N / 2))) * 4.0f * c / (float)(N * N);
+		for (int i = 0; i < N; i++) /* -4c .. 4c, dense near 0 */
+			x[i] = (float)((i - N / 2) * fabs((double)(i - N / 2))) * 16.0f * c / (float)(N * N);
 		x[0] = 1e30f;
 		x[1] = -INFINITY;
 		x[2] = NAN;
