@@ -144,9 +144,8 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		      m80 = _mm256_set1_epi8((char)0x80);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB32(KIND), nb)
-				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
-					       : NULL;
+		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
+								   r, b, off, bb, KX_LPB32(KIND), nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {

@@ -159,9 +159,8 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB256, nb)
-				   : PACKED    ? strip + 16 * off
-					       : NULL;
+		const uint8_t *pk = kx_strip_block(g, strip, &pk_next, r, b, off, bb,
+								   KX_LPB256, nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		const int *base = (const int *)(strip + off);
 		__m512i dd, s0, s1, s2;
@@ -349,9 +348,8 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 		kx_carry_in(g, b_lo, acc, NULL);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = 210 * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, 210, KX_LPB256, nb)
-				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
-					       : NULL;
+		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
+								   r, b, off, 210, KX_LPB256, nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		__m512 dw;
@@ -526,9 +524,8 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		      mlo = _mm512_set1_epi32(0xffff);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB256, nb)
-				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
-					       : NULL;
+		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
+								   r, b, off, bb, KX_LPB256, nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at

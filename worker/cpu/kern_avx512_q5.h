@@ -62,9 +62,8 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)), m80);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, bb, KX_LPB32(KIND), nb)
-				   : PACKED    ? strip + 16 * off
-					       : NULL;
+		const uint8_t *pk = kx_strip_block(g, strip, &pk_next, r, b, off, bb,
+								   KX_LPB32(KIND), nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 0);
 		__m512i a[8], q[8]; /* mapped: pairs of rows; the transposed runs */
 		if (PACKED && nib) {
@@ -206,9 +205,8 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 		      mlo = _mm512_set1_epi32(0xffff), n4 = _mm512_set1_epi8(0x0f);
 	for (int b = b_lo; b < b_hi; b++) {
 		const size_t off = 136 * (size_t)b;
-		const uint8_t *pk = PACKED == 2 ? kx_r16_next(g, &pk_next, r, b, 136, KX_LPB256, nb)
-				   : PACKED    ? g->w + (size_t)r * g->w_stride + 16 * off
-					       : NULL;
+		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
+								   r, b, off, 136, KX_LPB256, nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		const __m512i dh = PACKED ? _mm512_loadu_si512(pk)

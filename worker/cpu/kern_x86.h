@@ -86,6 +86,21 @@ KX_INLINE const uint8_t *kx_r16_next(const struct wk_cpu_gemm *g, const uint8_t 
 	return pk;
 }
 /*
+ * A 16-row kernel's block b (off = b x bb bytes into a GGUF row) of the
+ * strip at row r (strip: g->w + r x w_stride), in its loop over the
+ * blocks: in a copy of one panel (PACKED 1) 16 x off from the strip's
+ * start, in a copy in panels (PACKED 2) kx_r16_next's; NULL for the
+ * mapped rows (PACKED 0).
+ */
+KX_INLINE const uint8_t *kx_strip_block(const struct wk_cpu_gemm *g, const uint8_t *strip,
+					const uint8_t **next, int r, int b, size_t off, size_t bb,
+					const int LPB, int nb, const int PACKED)
+{
+	if (PACKED == 2)
+		return kx_r16_next(g, next, r, b, bb, LPB, nb);
+	return PACKED ? strip + 16 * off : NULL;
+}
+/*
  * The blocks a 16-row kernel sums: [g->b0, g->b1) in a one-token panel
  * walk of a copy (KX_PANEL_WALK), else all of them.  The kernels take
  * PACKED 2 for a copy in panels and 1 for a copy of one panel, whose code
