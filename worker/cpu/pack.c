@@ -110,10 +110,8 @@ size_t wk_cpu_pack_panel_bytes(uint32_t wtype, int rows, int cols)
 {
 	const int panel_cols = 1 << WK_CPU_PANEL_LOG2(wtype);
 
-	if (!wk_cpu_pack_supported(wtype) || rows <= 0 || cols <= panel_cols)
-		return 0;
-	size_t strips = ((size_t)rows + 15) / 16;
-	return strips * 16 * (size_t)wk_qtype_row_bytes(wtype, (uint64_t)panel_cols);
+	/* a full panel is a copy of the matrix's first panel_cols columns */
+	return cols <= panel_cols ? 0 : wk_cpu_pack_bytes(wtype, rows, panel_cols);
 }
 
 size_t wk_cpu_pack_plain_bytes(uint32_t wtype, int rows, int cols)
