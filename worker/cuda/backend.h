@@ -4,10 +4,11 @@
  *
  * Owns on its device: the weights (uploaded once at create, F16/BF16/F32
  * as stored, quantised types kept quantised), the KV cache (F16, per layer
- * K and V of [n_blocks][block_tokens][kv_dim], as the CPU backend), the
- * activation scratch, the step's metadata buffers and the decode CUDA
- * graphs.  docs/engine-cuda.md describes the kernels, the memory budget,
- * the graphs and where batch invariance holds.
+ * K and V of [n_blocks][block_tokens][kv_dim]; the CPU backend keeps a
+ * head's blocks together instead), the activation scratch, the step's
+ * metadata buffers and the decode CUDA graphs.  docs/engine-cuda.md
+ * describes the kernels, the memory budget, the graphs and where batch
+ * invariance holds.
  * Thread: create on any thread; forward/copy_block on one thread at a time
  * (the scheduler's); each call makes the backend's device current.
  */

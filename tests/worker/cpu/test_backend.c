@@ -832,6 +832,60 @@ static void test_batch_and_thread_invariance(void **state)
 	}
 }
 
+/*
+ * The KV cache by block id (F16 and F32): a sequence on its blocks in
+ * reverse order gives the logits of the same sequence on blocks in order,
+ * bit for bit, and copy_block gives a sequence the positions it copies
+ * (position 32 on copies of blocks 0-1 = position 32 on the originals).
+ */
+static void test_kv_blocks_scattered_and_copied(void **state)
+{
+	static const uint32_t kv_types[] = { WK_Q_F16, WK_Q_F32 };
+	enum { NT = 40 };
+	char path[512], err[512] = "";
+	struct wk_model *m = NULL;
+	struct wk_model_opts opts = { 0 };
+	int32_t toks[NT];
+	(void)state;
+
+	assert_int_equal(synth_x("tiny", "Q8_0", "llama", NULL, NULL, path, sizeof(path)), 0);
+	assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
+	assert_true(m->hp.n_head_kv > 1);
+	for (int i = 0; i < NT; i++)
+		toks[i] = (int32_t)((i * 31 + 7) % m->hp.n_vocab);
+	for (size_t ki = 0; ki < 2; ki++) {
+		size_t row = (size_t)m->hp.n_vocab * sizeof(float);
+		float *la = malloc(NT * row), *lb = malloc(NT * row), *lc = malloc(2 * row);
+		struct eng A, B;
+
+		eng_init(&A, m, 2, kv_types[ki]);
+		eng_init(&B, m, 2, kv_types[ki]);
+		for (uint32_t i = 0; i < B.n_blocks; i++)
+			B.blocks[i] = A.blocks[B.n_blocks - 1 - i];
+		eng_run(&A, toks, 0, NT, la);
+		eng_run(&B, toks, 0, NT, lb);
+		assert_memory_equal(la, lb, NT * row);
+		assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[5], A.blocks[0]), CM_OK);
+		assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[6], A.blocks[1]), CM_OK);
+		assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[0], 64), CM_EINVAL);
+		for (int c = 0; c < 2; c++) { /* position 32 on blocks 0-2, then on 5-7 */
+			uint32_t bl[3] = { A.blocks[5 * c], A.blocks[5 * c + 1], A.blocks[5 * c + 2] };
+			uint32_t pos = 32, seq = 0, out = 0;
+			struct wk_batch_seq sq = { bl, 3 };
+			struct wk_batch b = { 1, toks + 32, &pos, &seq, 1, &sq, 1, &out };
+
+			assert_int_equal(A.be->ops->forward(A.be, &b, lc + (size_t)c * m->hp.n_vocab), CM_OK);
+			assert_memory_equal(lc + (size_t)c * m->hp.n_vocab, la + (size_t)32 * m->hp.n_vocab, row);
+		}
+		eng_free(&A);
+		eng_free(&B);
+		free(la);
+		free(lb);
+		free(lc);
+	}
+	wk_model_free(m);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -883,6 +937,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_create_out_of_memory),
+		cmocka_unit_test(test_kv_blocks_scattered_and_copied),
 		cmocka_unit_test(test_ref_f32_llama),
 		cmocka_unit_test(test_ref_f16_llama),
 		cmocka_unit_test(test_ref_bf16_llama),
