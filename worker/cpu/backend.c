@@ -153,7 +153,9 @@ struct att_ctx {
  * heads of a block together, phi3-1b's blocks (32 heads x 2 KiB) were 64
  * KiB apart and a 512-token prefill ran 15-40 % slower than with the rows
  * of all heads; this order made its decode at 1024 tokens of context 2x
- * faster than those rows (docs/engine-cpu.md, "The KV cache by head").
+ * faster than those rows, and 1.6x faster than blocks holding every
+ * layer (a head's 2 KiB 3 MiB apart).  docs/engine-cpu.md, "The KV cache
+ * by head".
  */
 static uint8_t *kv_block_head(const struct cpu_backend *be, uint8_t *base, uint32_t blk, uint32_t h)
 {
@@ -533,6 +535,37 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 				      uint32_t block_tokens, int n_threads, uint32_t kv_type,
 				      int repack, struct wk_backend **out, char *err, size_t err_len);
 
+/* The KV cache is written in chunks of this many bytes at creation. */
+#define KV_FAULT_CHUNK ((uint64_t)32 << 20)
+
+static void kv_fault_task(void *arg, int task, int thread)
+{
+	struct cpu_backend *be = arg;
+	uint64_t lo = (uint64_t)task * KV_FAULT_CHUNK,
+		 hi = lo + KV_FAULT_CHUNK < be->kv_bytes ? lo + KV_FAULT_CHUNK : be->kv_bytes;
+	volatile uint8_t *p = be->kv_mem;
+
+	(void)thread;
+	for (uint64_t i = lo; i < hi; i += 4096)
+		p[i] = 0;
+}
+
+/*
+ * Every page of the KV cache faulted in now, by the pool, rather than by
+ * the requests that first reach it: a fault on fresh memory costs ~12-25
+ * us a 4 KiB page on this project's KVM hosts (2 MiB pages: ~1 ms), and a
+ * head's blocks are kept together (kv_block_head), so a fresh worker's
+ * first request touched a huge page per layer, head and K or V (qwen3moe-
+ * 1b: time to first token 82-100 ms -> 274-312 ms before this).  The
+ * worker's KV memory is thereby committed when it starts, as llama.cpp
+ * clears its cache buffer at creation.
+ */
+static void kv_fault_in(struct cpu_backend *be)
+{
+	wk_pool_run(be->pool, kv_fault_task, be,
+		    (int)((be->kv_bytes + KV_FAULT_CHUNK - 1) / KV_FAULT_CHUNK));
+}
+
 uint64_t wk_cpu_backend_repack_bytes(const struct wk_model *m)
 {
 	struct wk_cpu_mm *mm = NULL;
@@ -623,9 +656,9 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 		st = CM_ENOMEM;
 		goto out;
 	}
-	/* one region in huge pages: faulted in 4 KiB pages, a new position's
-	 * rows cost a fault of ~25 us each on this project's KVM hosts
-	 * (phi3-1b: two a layer and token, 5 % of a decode step) */
+	/* one region in huge pages (then faulted in: kv_fault_in): in 4 KiB
+	 * pages, faulted as positions were written, phi3-1b's new rows cost
+	 * two faults a layer and token, 5 % of a decode step */
 	if (per_layer > UINT64_MAX / 2 / hp->n_layer || 2 * per_layer * hp->n_layer > SIZE_MAX ||
 	    (be->kv_mem = cm_huge_alloc(2 * per_layer * hp->n_layer)) == NULL) {
 		snprintf(err, err_len, "kv cache: cannot allocate %llu bytes a layer for %u layers",
@@ -638,6 +671,7 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 		be->v[l] = be->kv_mem + (2 * (uint64_t)l + 1) * per_layer;
 	}
 	be->kv_bytes = 2 * per_layer * hp->n_layer;
+	kv_fault_in(be);
 	*out = &be->base;
 	be = NULL;
 out:
