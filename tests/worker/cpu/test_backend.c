@@ -832,12 +832,9 @@ static void test_batch_and_thread_invariance(void **state)
 	}
 }
 
-/*
- * The KV cache by block id (F16 and F32): a sequence on its blocks in
- * reverse order gives the logits of the same sequence on blocks in order,
- * bit for bit, and copy_block gives a sequence the positions it copies
- * (position 32 on copies of blocks 0-1 = position 32 on the originals).
- */
+/* The KV cache by block id (F16, F32): a sequence on its blocks in reverse
+ * order = in order, bit for bit; copy_block gives a sequence the positions
+ * it copies (position 32 on copies of blocks 0-1 = on the originals). */
 static void test_kv_blocks_scattered_and_copied(void **state)
 {
 	static const uint32_t kv_types[] = { WK_Q_F16, WK_Q_F32 };
@@ -846,8 +843,8 @@ static void test_kv_blocks_scattered_and_copied(void **state)
 	struct wk_model *m = NULL;
 	struct wk_model_opts opts = { 0 };
 	int32_t toks[NT];
-	(void)state;
 
+	(void)state;
 	assert_int_equal(synth_x("tiny", "Q8_0", "llama", NULL, NULL, path, sizeof(path)), 0);
 	assert_int_equal(wk_model_load(path, &opts, &m, err, sizeof(err)), CM_OK);
 	assert_true(m->hp.n_head_kv > 1);
@@ -865,8 +862,8 @@ static void test_kv_blocks_scattered_and_copied(void **state)
 		eng_run(&A, toks, 0, NT, la);
 		eng_run(&B, toks, 0, NT, lb);
 		assert_memory_equal(la, lb, NT * row);
-		assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[5], A.blocks[0]), CM_OK);
-		assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[6], A.blocks[1]), CM_OK);
+		for (int c = 0; c < 2; c++)
+			assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[5 + c], A.blocks[c]), CM_OK);
 		assert_int_equal(A.be->ops->copy_block(A.be, A.blocks[0], 64), CM_EINVAL);
 		for (int c = 0; c < 2; c++) { /* position 32 on blocks 0-2, then on 5-7 */
 			uint32_t bl[3] = { A.blocks[5 * c], A.blocks[5 * c + 1], A.blocks[5 * c + 2] };
@@ -877,11 +874,22 @@ static void test_kv_blocks_scattered_and_copied(void **state)
 			assert_int_equal(A.be->ops->forward(A.be, &b, lc + (size_t)c * m->hp.n_vocab), CM_OK);
 			assert_memory_equal(lc + (size_t)c * m->hp.n_vocab, la + (size_t)32 * m->hp.n_vocab, row);
 		}
-		eng_free(&A);
-		eng_free(&B);
-		free(la);
-		free(lb);
-		free(lc);
+		eng_free(&A); eng_free(&B);
+		free(la); free(lb); free(lc);
+	}
+	{ /* and every page of a 64 MiB cache is resident once created (kv_fault_in) */
+		uint64_t tok = 4ull * m->hp.n_layer * m->hp.n_head_kv * m->hp.head_dim;
+		long r0 = 0, r1 = 0, x;
+		struct wk_backend *be = NULL;
+		FILE *f = fopen("/proc/self/statm", "r");
+
+		assert_true(f && fscanf(f, "%ld %ld", &x, &r0) == 2 && fclose(f) == 0);
+		assert_int_equal(wk_cpu_backend_create(m, (uint32_t)((64u << 20) / (16 * tok)) + 1, 16, 2,
+						       WK_Q_F16, &be, err, sizeof(err)), CM_OK);
+		f = fopen("/proc/self/statm", "r");
+		assert_true(f && fscanf(f, "%ld %ld", &x, &r1) == 2 && fclose(f) == 0);
+		assert_true((r1 - r0) * sysconf(_SC_PAGESIZE) >= (64l << 20));
+		be->ops->destroy(be);
 	}
 	wk_model_free(m);
 }
