@@ -41,7 +41,7 @@ static const struct cm_cfg_key wk_server_keys[] = {
 	CM_CFG_BOOL(struct wk_server_cfg, cpu_repack, true,
 		    "CPU backend: keep a copy of every dense matrix in huge-page memory, in the layout its strip kernels read where it has them for the type (AVX-512: every integer type, AVX2: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; the same values read up to 1.6x faster), else as the file has it (F32/F16/BF16, the other types on AVX2; streamed 5-25 % faster than the mapped file's 4 KiB pages), at the cost of that much memory besides the mapped file (`repacked_bytes` in worker_ready); false reads the mapped file only."),
 	CM_CFG_SIZE(struct wk_server_cfg, kv_cache_bytes, 0, 0, (int64_t)1 << 50,
-		    "Bytes of KV cache; 0 = `kv_cache_fraction` of the free memory."),
+		    "Bytes of KV cache; 0 = `kv_cache_fraction` of the free memory. The CPU backend allocates it in huge pages and writes every page when the worker starts (about 0.5 s a GiB on fresh memory of this project's VMs), so it is resident and committed from the start and no request pays its page faults."),
 	CM_CFG_DOUBLE(struct wk_server_cfg, kv_cache_fraction, 0.25, 0.01, 0.95,
 		      "Fraction of free memory (RAM less the CPU backend's repacked copies, or device memory after the weights) given to the KV cache when `kv_cache_bytes` is 0."),
 	CM_CFG_ENUM(struct wk_server_cfg, kv_type, 0, kv_type_choices,
