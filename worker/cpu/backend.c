@@ -64,9 +64,9 @@ struct cpu_backend {
 	uint32_t kv_type;        /* WK_Q_F16 or WK_Q_F32 */
 	uint32_t kv_elem;        /* bytes per element */
 	uint32_t kv_dim;         /* n_head_kv * head_dim */
-	uint8_t **k, **v;        /* [n_layer] -> [n_head_kv][n_blocks][block_tokens][head_dim] */
+	uint8_t *kv_mem;         /* per layer K then V, each [n_head_kv][n_blocks][block_tokens]
+				  * [head_dim] (kv_block_head) */
 	uint64_t kv_bytes;
-	uint8_t *kv_mem;         /* kv_bytes: layer l's K at 2l per-layer sizes, its V at 2l + 1 */
 	/* scratch for up to cap_tokens tokens */
 	uint32_t cap_tokens;
 	float *x, *h, *q, *kk, *vv, *att, *g, *u;
@@ -145,8 +145,9 @@ struct att_ctx {
 };
 
 /*
- * KV head h's rows of block blk: block_tokens rows of head_dim elements,
- * one after the other, and head h's blocks one after the other.  A head's
+ * KV head h's rows of block blk in a layer, K (v = 0) or V (v = 1):
+ * block_tokens rows of head_dim elements, one after the other, and the
+ * head's blocks one after the other (kv_mem: per layer K then V).  A head's
  * attention reads its positions as one stream (2 KiB a block at head_dim
  * 64 F16) instead of head_dim elements of every position's row of all the
  * heads, and its blocks do not fall on the same cache sets: with the
@@ -157,12 +158,14 @@ struct att_ctx {
  * layer (a head's 2 KiB 3 MiB apart).  docs/engine-cpu.md, "The KV cache
  * by head".
  */
-static uint8_t *kv_block_head(const struct cpu_backend *be, uint8_t *base, uint32_t blk, uint32_t h)
+static uint8_t *kv_block_head(const struct cpu_backend *be, uint32_t layer, int v, uint32_t blk,
+			      uint32_t h)
 {
 	const struct wk_hparams *hp = &be->m->hp;
 	uint64_t head_bytes = (uint64_t)be->block_tokens * hp->head_dim * be->kv_elem;
+	uint64_t head = ((uint64_t)layer * 2 + (uint64_t)v) * hp->n_head_kv + h;
 
-	return base + ((uint64_t)h * be->n_blocks + blk) * head_bytes;
+	return be->kv_mem + (head * be->n_blocks + blk) * head_bytes;
 }
 
 /*
@@ -190,7 +193,6 @@ static void att_task(void *arg, int task_i, int thread)
 	float *out0 = be->att + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
 	const uint32_t bt = be->block_tokens;
 	const uint64_t row_bytes = (uint64_t)hd * be->kv_elem; /* one head's row */
-	uint8_t *kbase = be->k[c->layer], *vbase = be->v[c->layer];
 	/* a sliding window (this layer's, if any) sees positions lo..pos only */
 	const uint32_t swa = wk_layer_swa(hp, c->layer);
 	const uint32_t lo = swa && pos >= swa ? pos + 1 - swa : 0;
@@ -201,7 +203,7 @@ static void att_task(void *arg, int task_i, int thread)
 	/* scores, one KV block at a time, every head of the group at once */
 	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
-		const uint8_t *blk = kv_block_head(be, kbase, s->blocks[j0 / bt], g);
+		const uint8_t *blk = kv_block_head(be, c->layer, 0, s->blocks[j0 / bt], g);
 
 		wk_cpu_att_scores(blk + (uint64_t)(js - j0) * row_bytes, row_bytes, f16,
 				  (int)(j1 - js + 1), q0, (int)group, (int)hd, scores + js,
@@ -219,7 +221,7 @@ static void att_task(void *arg, int task_i, int thread)
 	}
 	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
-		const uint8_t *blk = kv_block_head(be, vbase, s->blocks[j0 / bt], g);
+		const uint8_t *blk = kv_block_head(be, c->layer, 1, s->blocks[j0 / bt], g);
 
 		wk_cpu_att_values(out0, (int)group, (int)hd,
 				  blk + (uint64_t)(js - j0) * row_bytes, row_bytes, f16,
@@ -257,8 +259,8 @@ static void rope_store_task(void *arg, int t_i, int thread)
 	wk_cpu_rope_apply(local ? &be->rope_swa : &be->rope, cs, q, (int)hp->n_head, (int)hd);
 	wk_cpu_rope_apply(local ? &be->rope_swa : &be->rope, cs, k, (int)hp->n_head_kv, (int)hd);
 	for (uint32_t h = 0; h < hp->n_head_kv; h++) {
-		uint8_t *kd = kv_block_head(be, be->k[c->layer], blk, h) + at;
-		uint8_t *vd = kv_block_head(be, be->v[c->layer], blk, h) + at;
+		uint8_t *kd = kv_block_head(be, c->layer, 0, blk, h) + at;
+		uint8_t *vd = kv_block_head(be, c->layer, 1, blk, h) + at;
 
 		if (be->kv_type == WK_Q_F16) {
 			wk_cpu_f32_to_f16((uint16_t *)kd, k + (uint64_t)h * hd, (int)hd);
@@ -501,8 +503,6 @@ static void cpu_destroy(struct wk_backend *base)
 	if (!be)
 		return;
 	cm_huge_free(be->kv_mem, be->kv_bytes);
-	cm_free(be->k);
-	cm_free(be->v);
 	free_scratch(be);
 	cm_free(be->att_scratch);
 	wk_cpu_moe_free(be->moe);
@@ -650,12 +650,6 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 	if (st != CM_OK)
 		goto out;
 	per_layer = (uint64_t)n_blocks * block_tokens * be->kv_dim * be->kv_elem;
-	be->k = cm_calloc(hp->n_layer, sizeof(*be->k));
-	be->v = cm_calloc(hp->n_layer, sizeof(*be->v));
-	if (!be->k || !be->v) {
-		st = CM_ENOMEM;
-		goto out;
-	}
 	/* one region in huge pages (then faulted in: kv_fault_in): in 4 KiB
 	 * pages, faulted as positions were written, phi3-1b's new rows cost
 	 * two faults a layer and token, 5 % of a decode step */
@@ -665,10 +659,6 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 			 (unsigned long long)(2 * per_layer), hp->n_layer);
 		st = CM_ENOMEM;
 		goto out;
-	}
-	for (uint32_t l = 0; l < hp->n_layer; l++) {
-		be->k[l] = be->kv_mem + 2 * (uint64_t)l * per_layer;
-		be->v[l] = be->kv_mem + (2 * (uint64_t)l + 1) * per_layer;
 	}
 	be->kv_bytes = 2 * per_layer * hp->n_layer;
 	kv_fault_in(be);
@@ -697,8 +687,8 @@ static enum cm_status cpu_copy_block(struct wk_backend *base, uint32_t dst, uint
 		return CM_EINVAL;
 	for (uint32_t l = 0; l < be->m->hp.n_layer; l++)
 		for (uint32_t h = 0; h < be->m->hp.n_head_kv; h++) {
-			memcpy(kv_block_head(be, be->k[l], dst, h), kv_block_head(be, be->k[l], src, h), bb);
-			memcpy(kv_block_head(be, be->v[l], dst, h), kv_block_head(be, be->v[l], src, h), bb);
+			memcpy(kv_block_head(be, l, 0, dst, h), kv_block_head(be, l, 0, src, h), bb);
+			memcpy(kv_block_head(be, l, 1, dst, h), kv_block_head(be, l, 1, src, h), bb);
 		}
 	return CM_OK;
 }
