@@ -141,8 +141,29 @@ struct att_ctx {
 	struct cpu_backend *be;
 	const struct wk_batch *b;
 	uint32_t layer;
-	uint32_t n_tasks_per_token; /* = n_head_kv */
+	uint32_t n_sub;             /* tasks per KV head: its query heads split in n_sub */
+	uint32_t n_tasks_per_token; /* = n_head_kv x n_sub */
 };
+
+/*
+ * Tasks per KV head of an attention run over T tokens: 1, unless the run
+ * would leave threads idle (gemma3-1b decodes with one KV head: its whole
+ * attention was one task on the caller while the other thread waited);
+ * then the group's query heads are split into the fewest equal parts
+ * that give every thread a task.  Each query head's scores and output
+ * are computed alone whatever the split (wk_cpu_att_scores and
+ * wk_cpu_att_values: per head, the same sequence), so the values do not
+ * change; the split costs each part its own read of the head's K and V.
+ */
+static uint32_t att_sub_tasks(uint32_t T, uint32_t n_head_kv, uint32_t group, int threads)
+{
+	uint32_t d = 1;
+
+	while (d < group && (uint64_t)T * n_head_kv * d < (uint64_t)threads)
+		for (d++; group % d != 0; d++)
+			;
+	return d;
+}
 
 /*
  * KV head h's rows of block blk in a layer, K (v = 0) or V (v = 1):
@@ -169,11 +190,12 @@ static uint8_t *kv_block_head(const struct cpu_backend *be, uint32_t layer, int 
 }
 
 /*
- * One task = one token x one KV head: the query heads sharing that KV head
- * (GQA group) attend over positions 0..pos of the token's sequence.  Each
- * K and V row is read once for the whole group; every output element still
- * accumulates over j in increasing order, so the result depends only on the
- * token's own sequence.
+ * One task = one token x one KV head (x one part of its query heads,
+ * att_sub_tasks): the query heads sharing that KV head (GQA group) attend
+ * over positions 0..pos of the token's sequence.  Each K and V row is read
+ * once for the task's heads; every output element still accumulates over
+ * j in increasing order, so the result depends only on the token's own
+ * sequence.
  */
 static void att_task(void *arg, int task_i, int thread)
 {
@@ -182,15 +204,17 @@ static void att_task(void *arg, int task_i, int thread)
 	const struct wk_hparams *hp = &be->m->hp;
 	uint32_t task = (uint32_t)task_i;
 	uint32_t t = task / c->n_tasks_per_token;
-	uint32_t g = task % c->n_tasks_per_token;
+	uint32_t g = task % c->n_tasks_per_token / c->n_sub;
 	uint32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+	uint32_t nh = group / c->n_sub;                 /* this task's query heads */
+	uint32_t h0 = g * group + task % c->n_sub * nh; /* the first of them */
 	uint32_t pos = c->b->pos[t];
 	const struct wk_batch_seq *s = &c->b->seqs[c->b->seq[t]];
 	float *scores = be->att_scratch + (uint64_t)thread * group * be->att_scratch_ctx;
 	const float scale = hp->attn_scale;
 	uint32_t q_dim = hp->n_head * hd;
-	const float *q0 = be->q + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
-	float *out0 = be->att + (uint64_t)t * q_dim + (uint64_t)g * group * hd;
+	const float *q0 = be->q + (uint64_t)t * q_dim + (uint64_t)h0 * hd;
+	float *out0 = be->att + (uint64_t)t * q_dim + (uint64_t)h0 * hd;
 	const uint32_t bt = be->block_tokens;
 	const uint64_t row_bytes = (uint64_t)hd * be->kv_elem; /* one head's row */
 	/* a sliding window (this layer's, if any) sees positions lo..pos only */
@@ -200,16 +224,16 @@ static void att_task(void *arg, int task_i, int thread)
 
 	const int f16 = be->kv_type == WK_Q_F16;
 
-	/* scores, one KV block at a time, every head of the group at once */
+	/* scores, one KV block at a time, every head of the task at once */
 	for (uint32_t j0 = lo / bt * bt; j0 <= pos; j0 += bt) {
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
 		const uint8_t *blk = kv_block_head(be, c->layer, 0, s->blocks[j0 / bt], g);
 
 		wk_cpu_att_scores(blk + (uint64_t)(js - j0) * row_bytes, row_bytes, f16,
-				  (int)(j1 - js + 1), q0, (int)group, (int)hd, scores + js,
+				  (int)(j1 - js + 1), q0, (int)nh, (int)hd, scores + js,
 				  be->att_scratch_ctx);
 	}
-	for (uint32_t hh = 0; hh < group; hh++) {
+	for (uint32_t hh = 0; hh < nh; hh++) {
 		float *sc = scores + (uint64_t)hh * be->att_scratch_ctx;
 
 		for (uint32_t j = lo; j <= pos; j++)
@@ -223,7 +247,7 @@ static void att_task(void *arg, int task_i, int thread)
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
 		const uint8_t *blk = kv_block_head(be, c->layer, 1, s->blocks[j0 / bt], g);
 
-		wk_cpu_att_values(out0, (int)group, (int)hd,
+		wk_cpu_att_values(out0, (int)nh, (int)hd,
 				  blk + (uint64_t)(js - j0) * row_bytes, row_bytes, f16,
 				  (int)(j1 - js + 1), scores + js, be->att_scratch_ctx);
 	}
@@ -403,7 +427,9 @@ static enum cm_status forward_layers(struct cpu_backend *be, const struct wk_bat
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
 		const struct wk_layer *L = &m->layers[l];
 		struct tok_ctx tc = { be, b, l };
-		struct att_ctx ac = { be, b, l, hp->n_head_kv };
+		uint32_t n_sub = att_sub_tasks(T, hp->n_head_kv, hp->n_head / hp->n_head_kv,
+					       be->n_threads);
+		struct att_ctx ac = { be, b, l, n_sub, hp->n_head_kv * n_sub };
 
 		for (uint32_t t = 0; t < T; t++)
 			wk_cpu_rmsnorm(be->h + (uint64_t)t * e, be->x + (uint64_t)t * e,
@@ -428,7 +454,7 @@ static enum cm_status forward_layers(struct cpu_backend *be, const struct wk_bat
 			rope_store_task(&tc, 0, 0);
 		else
 			wk_pool_run(be->pool, rope_store_task, &tc, (int)T);
-		wk_pool_run(be->pool, att_task, &ac, (int)(T * hp->n_head_kv));
+		wk_pool_run(be->pool, att_task, &ac, (int)(T * ac.n_tasks_per_token));
 		if ((st = mm(be, &L->wo, be->att, T, be->h, NULL)) != CM_OK)
 			return st;
 		if (L->attn_post_norm.data) /* gemma2: the output normalised before the add */

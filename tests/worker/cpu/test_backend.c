@@ -816,8 +816,8 @@ static void test_batch_and_thread_invariance(void **state)
 		la = malloc((size_t)NT * V * sizeof(float));
 		lb = malloc((size_t)NT * V * sizeof(float));
 		eng_init(&A, m, 1, WK_Q_F16);
-		eng_init(&B, m, 2, WK_Q_F16);
-		/* A: one token at a time on 1 thread; B: chunks of 17, 1, 22 on 2 threads */
+		eng_init(&B, m, 4, WK_Q_F16);
+		/* A: a token at a time, 1 thread; B: 17, 1, 22 on 4 (17: query heads split) */
 		for (uint32_t t = 0; t < NT; t++)
 			eng_run(&A, toks, t, t + 1, la + (size_t)t * V);
 		eng_run(&B, toks, 0, 17, lb);
