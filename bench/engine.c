@@ -7,8 +7,9 @@
  * Prints one line per model: parameters, weight type mix, threads, ISA,
  * prefill tokens/s (one batch of --prompt tokens), decode tokens/s (batch
  * 1, --gen steps after the prompt), measured read bandwidth and the decode
- * bound = bandwidth / weight bytes (of a mixture of experts: the active
- * bytes, the chosen experts' and the rest), and the fraction reached.  Medians of
+ * bound = bandwidth / the bytes a step reads: the weights (of a mixture
+ * of experts the active bytes, the chosen experts' and the rest) and the
+ * KV cache of the positions attended to, and the fraction reached.  Medians of
  * --reps runs; the bandwidth probe runs after each repetition's decode and
  * each decode's share is taken against the probe beside it (the bound
  * printed is the best probe).  "cpu share" is the process's CPU time over wall time x
@@ -165,6 +166,32 @@ out:
 	return rc;
 }
 
+/*
+ * Bytes of K and V one decode step reads, on average over the --gen steps
+ * (positions n_prompt .. n_prompt + n_gen - 1): per layer the positions
+ * its attention sees (a windowed layer's window, else all up to the
+ * step's own), each n_head_kv x head_dim halves of K and as many of V
+ * (the F16 cache run_rep creates).  Part of what a step must stream: for
+ * phi3-1b (32 KV heads of 64, 24 layers) 192 KiB a position, 4 % of the
+ * weights at 160 positions.
+ */
+static double kv_read_bytes(const struct wk_hparams *hp, int n_prompt, int n_gen)
+{
+	double sum = 0;
+
+	for (int g = 0; g < n_gen; g++) {
+		uint32_t p = (uint32_t)(n_prompt + g);
+
+		for (uint32_t l = 0; l < hp->n_layer; l++) {
+			uint32_t swa = wk_layer_swa(hp, l);
+			uint32_t n = swa && p >= swa ? swa : p + 1;
+
+			sum += (double)n * 2.0 * hp->n_head_kv * hp->head_dim * 2.0;
+		}
+	}
+	return sum / n_gen;
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = NULL;
@@ -203,11 +230,14 @@ int main(int argc, char **argv)
 	}
 	/* a decode step streams every weight but the embedding table (one
 	 * row), unless the output projection is that table (tied); of a
-	 * mixture of experts only the chosen experts (the active bytes) */
-	const double streamed = (double)m->cfg->active_weight_bytes -
-				(m->output.data == m->tok_embd.data
-					 ? 0.0
-					 : (double)m->tok_embd.rows * m->tok_embd.row_bytes);
+	 * mixture of experts only the chosen experts (the active bytes); and
+	 * the K and V of the positions it attends to */
+	const double weights = (double)m->cfg->active_weight_bytes -
+			       (m->output.data == m->tok_embd.data
+					? 0.0
+					: (double)m->tok_embd.rows * m->tok_embd.row_bytes);
+	const double kv = kv_read_bytes(&m->hp, n_prompt, n_gen);
+	const double streamed = weights + kv;
 	if (getloadavg(load, 3) < 0)
 		load[0] = -1;
 	for (int r = 0; r < reps; r++) {
@@ -266,8 +296,9 @@ int main(int argc, char **argv)
 		for (int r = 0; r < reps; r++)
 			printf(" %.0f%%", 100.0 * share[r]);
 		printf("\n");
-		printf("read bandwidth: %.1f GB/s (%s, best of the repetitions) over %.2f GB per token -> decode bound %.2f tokens/s; decode reaches %.0f%% of it (median of the per-repetition shares %.0f%%)%s\n",
-		       bw / 1e9, bw_loop_name(bwr.bound_loop), streamed / 1e9, bound, 100.0 * d / bound,
+		printf("read bandwidth: %.1f GB/s (%s, best of the repetitions) over %.3f GB per token (weights %.3f, KV cache %.3f at %.0f positions on average) -> decode bound %.2f tokens/s; decode reaches %.0f%% of it (median of the per-repetition shares %.0f%%)%s\n",
+		       bw / 1e9, bw_loop_name(bwr.bound_loop), streamed / 1e9, weights / 1e9, kv / 1e9,
+		       n_prompt + (n_gen + 1) / 2.0, bound, 100.0 * d / bound,
 		       100.0 * median(share, reps),
 		       over > 1.0 ? " (a repetition over 100 %: the probe is wrong)" : "");
 	}
