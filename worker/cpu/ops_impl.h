@@ -323,6 +323,16 @@ static void wo_att_values_each(float *out, int nh, int hd, const uint8_t *v, siz
 
 #if defined(WO_VW)
 #define WO_ATT_MAXD 256
+/*
+ * Heads up to which the AVX-512 values read V straight from the cache
+ * instead of converting 16 rows into a buffer once for all the heads: the
+ * copy is a third of the work of one head (phi3-1b, one head a group,
+ * decode at 1024 positions: +4-6 %).  The scores keep the copy: read
+ * straight from the cache (in either loop order) they streamed 14 GB/s
+ * from memory against 25-31 through it, 23-25 with software prefetch
+ * (a micro-benchmark, one thread, 64-wide heads, 1124 positions).
+ */
+#define WO_ATT_DIRECT_HEADS 2
 #define WO_UNROLL16 _Pragma("GCC unroll 16")
 #define WO_UNROLL8 _Pragma("GCC unroll 8")
 
@@ -398,10 +408,13 @@ wo_att_head_scores(const float *kf, int m, const float *qh, int hd, float *s, co
 }
 
 /* Values for NV = hd / 16 vectors a head: HB heads at a time keep their
- * outputs in registers over 16 positions converted once for all heads. */
+ * outputs in registers over 16 positions converted once for all heads,
+ * or (DIRECT, a group of at most WO_ATT_DIRECT_HEADS) each position's
+ * row read from the cache where it is used: the same products in the
+ * same order, so the same values. */
 static inline __attribute__((always_inline)) void
 wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int n, const float *w,
-		 size_t w_stride, const int NV, const int F16)
+		 size_t w_stride, const int NV, const int F16, const int DIRECT)
 {
 	enum { MAXACC = 16 };
 	const int hd = 16 * NV, HB = MAXACC / NV;
@@ -409,8 +422,10 @@ wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int n,
 
 	for (int j0 = 0; j0 < n; j0 += 16) {
 		const int m = n - j0 < 16 ? n - j0 : 16;
+		const uint8_t *vr = v + (size_t)j0 * row_stride;
 
-		wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, F16, m, hd);
+		if (!DIRECT)
+			wo_att_rows(vf, vr, row_stride, F16, m, hd);
 		for (int h0 = 0; h0 < nh; h0 += HB) {
 			const int hb = nh - h0 < HB ? nh - h0 : HB;
 			__m512 acc[MAXACC];
@@ -426,7 +441,10 @@ wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int n,
 					if (i < hb * NV) {
 						__m512 a = _mm512_set1_ps(
 							w[(size_t)(h0 + i / NV) * w_stride + (size_t)(j0 + j)]);
-						__m512 x = _mm512_load_ps(vf + j * hd + 16 * (i % NV));
+						const uint8_t *r = vr + (size_t)j * row_stride;
+						__m512 x = !DIRECT ? _mm512_load_ps(vf + j * hd + 16 * (i % NV))
+							   : F16 ? wo_vload_f16(r + 32 * (size_t)(i % NV))
+								 : wo_vloadu((const float *)r + 16 * (i % NV));
 
 						acc[i] = F16 ? _mm512_fmadd_ps(a, x, acc[i])
 							     : _mm512_add_ps(acc[i], _mm512_mul_ps(a, x));
@@ -444,12 +462,17 @@ wo_att_values_nv(float *out, int nh, const uint8_t *v, size_t row_stride, int n,
 static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
 			  int n, const float *w, size_t w_stride)
 {
+	const int direct = nh <= WO_ATT_DIRECT_HEADS;
 #define WO_ATT_V(NV)                                                                        \
 	case 16 * (NV):                                                                     \
-		if (f16)                                                                    \
-			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 1);    \
+		if (f16 && direct)                                                          \
+			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 1, 1); \
+		else if (f16)                                                               \
+			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 1, 0); \
+		else if (direct)                                                            \
+			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 0, 1); \
 		else                                                                        \
-			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 0);    \
+			wo_att_values_nv(out, nh, v, row_stride, n, w, w_stride, NV, 0, 0); \
 		break;
 	switch (hd) { /* the head sizes of the families loaded (64 .. 256) */
 		WO_ATT_V(4)

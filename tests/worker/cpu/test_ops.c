@@ -309,8 +309,9 @@ static void check_expf_total(void)
  * wk_cpu_dot_f16/_f32 bit for bit, values equal wk_cpu_axpy_f16/_f32 over
  * the positions in order, for head sizes with and without the AVX-512
  * fast forms (multiples of 16 up to 256; 40 and 272 take the generic
- * one), position counts around the 16-row chunk, 1 to 8 heads, rows
- * padded past hd (the KV row holds every KV head).
+ * one), position counts around the 16-row chunk, 1 to 8 heads (1 and 2:
+ * the AVX-512 values read V in place, WO_ATT_DIRECT_HEADS), rows padded
+ * past hd (the KV row holds every KV head).
  */
 static void check_attention(void)
 {
@@ -326,7 +327,7 @@ static void check_attention(void)
 	for (int f16 = 0; f16 <= 1; f16++)
 		for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
 			for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
-				for (int nh = 1; nh <= MAXH; nh += 3) {
+				for (int nh = 1; nh <= MAXH; nh += nh < 2 ? 1 : 3) { /* 1, 2, 5, 8 */
 					const int hd = hds[a], n = ns[b];
 					const size_t rs = (size_t)(hd + PAD) * (f16 ? 2 : 4);
 
