@@ -324,13 +324,12 @@ static void wo_att_values_each(float *out, int nh, int hd, const uint8_t *v, siz
 #if defined(WO_VW)
 #define WO_ATT_MAXD 256
 /*
- * Heads up to which the AVX-512 values read V straight from the cache
- * instead of converting 16 rows into a buffer once for all the heads: the
- * copy is a third of the work of one head (phi3-1b, one head a group,
- * decode at 1024 positions: +4-6 %).  The scores keep the copy: read
- * straight from the cache (in either loop order) they streamed 14 GB/s
- * from memory against 25-31 through it, 23-25 with software prefetch
- * (a micro-benchmark, one thread, 64-wide heads, 1124 positions).
+ * Heads up to which the AVX-512 attention reads K and V straight from the
+ * cache instead of converting 16 rows into a buffer once for all the
+ * heads: for one head the copy is a third of the work (phi3-1b, one head
+ * a group, decode at 1024 positions: values +4-6 %, scores +1-1.5 % more;
+ * a micro-benchmark of one 64-wide head over 1124 positions from memory,
+ * one thread: scores 24-25 -> 28-29 GB/s, values 27 -> 30).
  */
 #define WO_ATT_DIRECT_HEADS 2
 #define WO_UNROLL16 _Pragma("GCC unroll 16")
@@ -404,6 +403,42 @@ wo_att_head_scores(const float *kf, int m, const float *qh, int hd, float *s, co
 			acc[j] = F16 ? _mm512_fmadd_ps(_mm512_load_ps(kf + j * hd + c), qv, acc[j])
 				     : _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_load_ps(kf + j * hd + c), qv));
 	}
+	_mm512_mask_storeu_ps(s, (__mmask16)((1u << m) - 1u), wo_combine16(acc));
+}
+
+/*
+ * wo_att_head_scores for a group of at most WO_ATT_DIRECT_HEADS, on the
+ * m rows in the cache itself: each row's chain (lane l: elements l, l+16,
+ * ... as dot_f16 / dot_f32) in a loop over the rows that stays a loop, its
+ * 16 lanes parked in `part`, then wo_combine16: the same operations in the
+ * same order, so the same scores.  The loop matters: unrolled over the
+ * rows (each load its own instruction, met once a call) the hardware's
+ * stride prefetch never trained and the scores streamed 14 GB/s from
+ * memory against 25 through the converted copy; as a loop 28-29.
+ */
+static inline __attribute__((always_inline)) void
+wo_att_head_scores_rows(const uint8_t *k, size_t row_stride, int m, const float *qh, int hd,
+			float *s, const int F16)
+{
+	_Alignas(64) float part[16 * 16];
+	__m512 acc[16];
+
+#pragma GCC unroll 1
+	for (int j = 0; j < m; j++) {
+		const uint8_t *r = k + (size_t)j * row_stride;
+		__m512 a = _mm512_setzero_ps();
+
+		for (int c = 0; c < hd; c += 16) {
+			__m512 qv = _mm512_loadu_ps(qh + c);
+
+			a = F16 ? _mm512_fmadd_ps(wo_vload_f16(r + 2 * (size_t)c), qv, a)
+				: _mm512_add_ps(a, _mm512_mul_ps(wo_vloadu((const float *)r + c), qv));
+		}
+		_mm512_store_ps(part + 16 * j, a);
+	}
+	WO_UNROLL16
+	for (int j = 0; j < 16; j++)
+		acc[j] = j < m ? _mm512_load_ps(part + 16 * j) : _mm512_setzero_ps();
 	_mm512_mask_storeu_ps(s, (__mmask16)((1u << m) - 1u), wo_combine16(acc));
 }
 
@@ -614,6 +649,19 @@ wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int 
 {
 	_Alignas(64) float kf[16 * WO_ATT_MAXD];
 
+#if defined(__AVX512F__)
+	if (nh <= WO_ATT_DIRECT_HEADS) {
+		for (int j0 = 0; j0 < n; j0 += 16) {
+			const int m = n - j0 < 16 ? n - j0 : 16;
+
+			for (int h = 0; h < nh; h++)
+				wo_att_head_scores_rows(k + (size_t)j0 * row_stride, row_stride, m,
+							q + (size_t)h * (size_t)hd, hd,
+							s + (size_t)h * s_stride + (size_t)j0, F16);
+		}
+		return;
+	}
+#endif
 	for (int j0 = 0; j0 < n; j0 += 16) {
 		const int m = n - j0 < 16 ? n - j0 : 16;
 
