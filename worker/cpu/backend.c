@@ -236,8 +236,7 @@ static void att_task(void *arg, int task_i, int thread)
 	for (uint32_t hh = 0; hh < nh; hh++) {
 		float *sc = scores + (uint64_t)hh * be->att_scratch_ctx;
 
-		for (uint32_t j = lo; j <= pos; j++)
-			sc[j] *= scale;
+		wk_cpu_scale(sc + lo, (int)(pos + 1 - lo), scale);
 		if (cap > 0) /* gemma2: soft-capped scores */
 			wk_cpu_softcap(sc + lo, (int)(pos + 1 - lo), cap);
 		wk_cpu_softmax(sc + lo, (int)(pos + 1 - lo));

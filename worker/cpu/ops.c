@@ -74,6 +74,11 @@ void wk_cpu_softmax(float *x, int n)
 	wk_cpu_ops_get()->softmax(x, n);
 }
 
+void wk_cpu_scale(float *x, int n, float s)
+{
+	wk_cpu_ops_get()->scale(x, n, s);
+}
+
 float wk_cpu_dot_f16(const uint16_t *a, const float *b, int n)
 {
 	return wk_cpu_ops_get()->dot_f16(a, b, n);

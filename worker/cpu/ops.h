@@ -1,6 +1,6 @@
 /*
  * ops.h - the small vector operations of the forward pass besides matmul:
- * RMS norm, rotary embedding, softmax, SwiGLU, GELU (alone and gated),
+ * RMS norm, rotary embedding, softmax, scaling, SwiGLU, GELU (alone and gated),
  * soft-capping, residual add, the F16 dot / axpy used by attention over an
  * F16 KV cache and their F32 forms (the encoder's attention), and the
  * attention of one KV head's query group over a run of cached positions
@@ -29,6 +29,8 @@ void wk_cpu_add(float *y, const float *x, int n);
 void wk_cpu_silu_mul(float *out, const float *gate, const float *up, int n);
 /* In place; -inf entries become exactly 0. */
 void wk_cpu_softmax(float *x, int n);
+/* x[i] *= s: each product rounded once, the same bits in every build. */
+void wk_cpu_scale(float *x, int n, float s);
 /* sum a[i] * b[i], a in IEEE half. */
 float wk_cpu_dot_f16(const uint16_t *a, const float *b, int n);
 /* y[i] += alpha * x[i], x in IEEE half. */

@@ -84,13 +84,37 @@ static void wo_silu_mul(float *out, const float *gate, const float *up, int n)
 	}
 }
 
+/* The maximum of x (n >= 1) in WO_L lanes, which the compiler makes vector
+ * max instructions (x > m ? x : m is exactly what they compute): the
+ * maximum of numbers does not depend on the order it is taken in.  A
+ * one-lane loop was half of attention's softmax. */
+static float wo_max(const float *x, int n)
+{
+	float mx = x[0];
+	int i = 1;
+
+	if (n >= 2 * WO_L) {
+		float m[WO_L];
+
+		for (int l = 0; l < WO_L; l++)
+			m[l] = x[l];
+		for (i = WO_L; i + WO_L <= n; i += WO_L)
+			for (int l = 0; l < WO_L; l++)
+				m[l] = x[i + l] > m[l] ? x[i + l] : m[l];
+		mx = m[0];
+		for (int l = 1; l < WO_L; l++)
+			mx = m[l] > mx ? m[l] : mx;
+	}
+	for (; i < n; i++)
+		mx = x[i] > mx ? x[i] : mx;
+	return mx;
+}
+
 static void wo_softmax(float *x, int n)
 {
 	if (n <= 0)
 		return;
-	float mx = x[0];
-	for (int i = 1; i < n; i++)
-		mx = x[i] > mx ? x[i] : mx;
+	float mx = wo_max(x, n);
 	if (mx == -INFINITY) { /* everything masked: uniform zero */
 		memset(x, 0, sizeof(float) * (size_t)n);
 		return;
@@ -245,6 +269,14 @@ static inline float wo_tanh(float u)
 				a2 * (0.133333333f + a2 * (-0.0539682540f + a2 * 0.0218694885f)));
 	float e = 1.0f - 2.0f / (wo_expf(2.0f * a) + 1.0f);
 	return copysignf(a < 0.25f ? s : e, u);
+}
+
+/* x[i] *= s (attention's score scale: in a vector build, vector
+ * multiplies, the same products) */
+static void wo_scale(float *x, int n, float s)
+{
+	for (int i = 0; i < n; i++)
+		x[i] *= s;
 }
 
 /* x = c tanh(x / c) (gemma2's soft-capping of scores and logits) */
@@ -692,6 +724,7 @@ const struct wk_cpu_ops WO_TABLE = {
 	.add = wo_add,
 	.silu_mul = wo_silu_mul,
 	.softmax = wo_softmax,
+	.scale = wo_scale,
 	.dot_f16 = wo_dot_f16,
 	.axpy_f16 = wo_axpy_f16,
 	.f32_to_f16 = wo_f32_to_f16,

@@ -14,6 +14,7 @@ struct wk_cpu_ops {
 	void (*add)(float *y, const float *x, int n);
 	void (*silu_mul)(float *out, const float *gate, const float *up, int n);
 	void (*softmax)(float *x, int n);
+	void (*scale)(float *x, int n, float s);
 	float (*dot_f16)(const uint16_t *a, const float *b, int n);
 	void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int n);
 	void (*f32_to_f16)(uint16_t *dst, const float *src, int n);

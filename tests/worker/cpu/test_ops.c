@@ -105,6 +105,21 @@ static void check_norm_softmax(void)
 	wk_cpu_softmax(out, 4);
 	for (int i = 0; i < 4; i++)
 		assert_true(out[i] == 0.0f);
+	/* the maximum wherever it is (vector lanes, the tail): one entry of 300
+	 * overflows e^x unless the softmax subtracts exactly it */
+	for (int n = 1; n < 100; n += 7)
+		for (int at = 0; at < n; at += 3) {
+			for (int i = 0; i < n; i++)
+				out[i] = x[i];
+			out[at] = 300;
+			wk_cpu_softmax(out, n);
+			assert_true(out[at] > 0.999f && out[at] <= 1.0f);
+		}
+	/* scale: each product rounded once, as the scalar product */
+	memcpy(out, x, sizeof x);
+	wk_cpu_scale(out, N - 2, 0.125f * 1.1f);
+	for (int i = 0; i < N; i++)
+		assert_true(out[i] == (i < N - 2 ? x[i] * (0.125f * 1.1f) : x[i]));
 
 	/* SwiGLU and add */
 	static float g[N], u[N];
