@@ -356,9 +356,9 @@ static void wo_att_values_each(float *out, int nh, int hd, const uint8_t *v, siz
 #if defined(WO_VW)
 #define WO_ATT_MAXD 256
 /*
- * Heads up to which the AVX-512 attention reads K and V straight from the
- * cache instead of converting 16 rows into a buffer once for all the
- * heads: for one head the copy is a third of the work (phi3-1b, one head
+ * Heads up to which the vector attention (AVX-512, AVX2) reads K and V
+ * straight from the cache instead of converting 16 rows into a buffer
+ * once for all the heads: for one head the copy is a third of the work (phi3-1b, one head
  * a group, decode at 1024 positions: values +4-6 %, scores +1-1.5 % more;
  * a micro-benchmark of one 64-wide head over 1124 positions from memory,
  * one thread: scores 24-25 -> 28-29 GB/s, values 27 -> 30).
@@ -605,9 +605,51 @@ wo_att_head_scores(const float *kf, int m, const float *qh, int hd, float *s, co
 	}
 }
 
-/* NC vectors of one head's output (o) over m rows of vf (hd apart). */
+/* wo_att_head_scores on the m rows in the cache itself, as the AVX-512
+ * form: a loop over the rows (the stride prefetch trains on it), each
+ * row's a + b parked, then wo_combine4 four at a time; the same
+ * operations, so the same scores. */
 static inline __attribute__((always_inline)) void
-wo_att_values_c(float *o, const float *vf, int hd, int m, const float *w, const int NC, const int F16)
+wo_att_head_scores_rows(const uint8_t *k, size_t row_stride, int m, const float *qh, int hd,
+			float *s, const int F16)
+{
+	_Alignas(32) float part[16 * 8];
+
+#pragma GCC unroll 1
+	for (int j = 0; j < m; j++) {
+		const uint8_t *r = k + (size_t)j * row_stride;
+		__m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+
+		for (int c = 0; c < hd; c += 16) {
+			__m256 q0 = _mm256_loadu_ps(qh + c), q1 = _mm256_loadu_ps(qh + c + 8);
+			__m256 k0 = F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 2 * (size_t)c)))
+					: _mm256_loadu_ps((const float *)r + c);
+			__m256 k1 = F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 2 * (size_t)c + 16)))
+					: _mm256_loadu_ps((const float *)r + c + 8);
+
+			a = F16 ? _mm256_fmadd_ps(k0, q0, a) : _mm256_add_ps(a, _mm256_mul_ps(k0, q0));
+			b = F16 ? _mm256_fmadd_ps(k1, q1, b) : _mm256_add_ps(b, _mm256_mul_ps(k1, q1));
+		}
+		_mm256_store_ps(part + 8 * j, _mm256_add_ps(a, b));
+	}
+	for (int j = m; j < ((m + 3) & ~3); j++)
+		_mm256_store_ps(part + 8 * j, _mm256_setzero_ps());
+	for (int p0 = 0; p0 < m; p0 += 4) {
+		_Alignas(16) float r[4];
+
+		_mm_store_ps(r, wo_combine4(_mm256_load_ps(part + 8 * p0), _mm256_load_ps(part + 8 * p0 + 8),
+					    _mm256_load_ps(part + 8 * p0 + 16),
+					    _mm256_load_ps(part + 8 * p0 + 24)));
+		memcpy(s + p0, r, sizeof(float) * (size_t)(m - p0 < 4 ? m - p0 : 4));
+	}
+}
+
+/* NC vectors of one head's output (o) over m rows rs bytes apart: of the
+ * converted copy (floats), or (DIRECT) of the cache itself (halves when
+ * F16, else floats). */
+static inline __attribute__((always_inline)) void
+wo_att_values_c(float *o, const uint8_t *rows, size_t rs, int m, const float *w, const int NC,
+		const int F16, const int DIRECT)
 {
 	__m256 acc[8];
 
@@ -616,10 +658,13 @@ wo_att_values_c(float *o, const float *vf, int hd, int m, const float *w, const 
 		acc[c] = _mm256_loadu_ps(o + 8 * c);
 	for (int j = 0; j < m; j++) {
 		__m256 a = _mm256_set1_ps(w[j]);
+		const uint8_t *r = rows + (size_t)j * rs;
 
 		WO_UNROLL8
 		for (int c = 0; c < NC; c++) {
-			__m256 x = _mm256_load_ps(vf + j * hd + 8 * c);
+			__m256 x = !DIRECT ? _mm256_load_ps((const float *)r + 8 * c)
+				   : F16   ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(r + 16 * (size_t)c)))
+					   : _mm256_loadu_ps((const float *)r + 8 * c);
 
 			acc[c] = F16 ? _mm256_fmadd_ps(a, x, acc[c]) : _mm256_add_ps(acc[c], _mm256_mul_ps(a, x));
 		}
@@ -631,31 +676,35 @@ wo_att_values_c(float *o, const float *vf, int hd, int m, const float *w, const 
 
 static inline __attribute__((always_inline)) void
 wo_att_values_8(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int n,
-		const float *w, size_t w_stride, const int F16)
+		const float *w, size_t w_stride, const int F16, const int DIRECT)
 {
 	_Alignas(32) float vf[16 * WO_ATT_MAXD];
+	const size_t el = F16 ? 2 : 4, rs = DIRECT ? row_stride : sizeof(float) * (size_t)hd;
 
 	for (int j0 = 0; j0 < n; j0 += 16) {
 		const int m = n - j0 < 16 ? n - j0 : 16;
+		const uint8_t *rows = DIRECT ? v + (size_t)j0 * row_stride : (const uint8_t *)vf;
+		const size_t de = DIRECT ? el : sizeof(float); /* bytes of one element of rows */
 
-		wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, F16, m, hd);
+		if (!DIRECT)
+			wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, F16, m, hd);
 		for (int h = 0; h < nh; h++) {
 			float *o = out + (size_t)h * (size_t)hd;
 			const float *wh = w + (size_t)h * w_stride + (size_t)j0;
 			int d = 0;
 
 			for (; hd - d >= 64; d += 64)
-				wo_att_values_c(o + d, vf + d, hd, m, wh, 8, F16);
+				wo_att_values_c(o + d, rows + de * (size_t)d, rs, m, wh, 8, F16, DIRECT);
 			if (hd - d >= 32) {
-				wo_att_values_c(o + d, vf + d, hd, m, wh, 4, F16);
+				wo_att_values_c(o + d, rows + de * (size_t)d, rs, m, wh, 4, F16, DIRECT);
 				d += 32;
 			}
 			if (hd - d >= 16) {
-				wo_att_values_c(o + d, vf + d, hd, m, wh, 2, F16);
+				wo_att_values_c(o + d, rows + de * (size_t)d, rs, m, wh, 2, F16, DIRECT);
 				d += 16;
 			}
 			if (hd - d >= 8)
-				wo_att_values_c(o + d, vf + d, hd, m, wh, 1, F16);
+				wo_att_values_c(o + d, rows + de * (size_t)d, rs, m, wh, 1, F16, DIRECT);
 		}
 	}
 }
@@ -663,12 +712,18 @@ wo_att_values_8(float *out, int nh, int hd, const uint8_t *v, size_t row_stride,
 static void wo_att_values(float *out, int nh, int hd, const uint8_t *v, size_t row_stride, int f16,
 			  int n, const float *w, size_t w_stride)
 {
+	const int direct = nh <= WO_ATT_DIRECT_HEADS;
+
 	if (hd % 8 != 0 || hd > WO_ATT_MAXD)
 		wo_att_values_each(out, nh, hd, v, row_stride, f16, n, w, w_stride);
+	else if (f16 && direct)
+		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 1, 1);
 	else if (f16)
-		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 1);
+		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 1, 0);
+	else if (direct)
+		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 0, 1);
 	else
-		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 0);
+		wo_att_values_8(out, nh, hd, v, row_stride, n, w, w_stride, 0, 0);
 }
 #endif
 
@@ -681,7 +736,6 @@ wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int 
 {
 	_Alignas(64) float kf[16 * WO_ATT_MAXD];
 
-#if defined(__AVX512F__)
 	if (nh <= WO_ATT_DIRECT_HEADS) {
 		for (int j0 = 0; j0 < n; j0 += 16) {
 			const int m = n - j0 < 16 ? n - j0 : 16;
@@ -693,7 +747,6 @@ wo_att_scores_v(const uint8_t *k, size_t row_stride, int n, const float *q, int 
 		}
 		return;
 	}
-#endif
 	for (int j0 = 0; j0 < n; j0 += 16) {
 		const int m = n - j0 < 16 ? n - j0 : 16;
 
