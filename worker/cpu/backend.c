@@ -423,11 +423,12 @@ static enum cm_status forward_layers(struct cpu_backend *be, const struct wk_bat
 					   be->rope_cs_swa + (uint64_t)t * hp->rope_dim);
 	}
 
+	const uint32_t n_sub = att_sub_tasks(T, hp->n_head_kv, hp->n_head / hp->n_head_kv,
+					     be->n_threads);
+
 	for (uint32_t l = 0; l < hp->n_layer; l++) {
 		const struct wk_layer *L = &m->layers[l];
 		struct tok_ctx tc = { be, b, l };
-		uint32_t n_sub = att_sub_tasks(T, hp->n_head_kv, hp->n_head / hp->n_head_kv,
-					       be->n_threads);
 		struct att_ctx ac = { be, b, l, n_sub, hp->n_head_kv * n_sub };
 
 		for (uint32_t t = 0; t < T; t++)

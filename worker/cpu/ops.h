@@ -51,8 +51,8 @@ void wk_cpu_axpy_f32(float *y, float alpha, const float *x, int n);
  * wk_cpu_dot_f16 / wk_cpu_dot_f32 of the pair.  Values: out[h * hd + d]
  * += w[h * w_stride + j] * v_j[d] over j in order, the same bits as
  * wk_cpu_axpy_f16 / wk_cpu_axpy_f32 per position.  The AVX-512 and AVX2
- * builds convert 16 rows once for all heads and reduce 16 (AVX2: 4)
- * scores at a time.
+ * builds convert 16 rows once for all heads (a group of one or two heads
+ * reads them in place) and reduce 16 (AVX2: 4) scores at a time.
  */
 void wk_cpu_att_scores(const uint8_t *k, size_t row_stride, int f16, int n, const float *q, int nh,
 		       int hd, float *s, size_t s_stride);

@@ -679,12 +679,14 @@ wo_att_values_8(float *out, int nh, int hd, const uint8_t *v, size_t row_stride,
 		const float *w, size_t w_stride, const int F16, const int DIRECT)
 {
 	_Alignas(32) float vf[16 * WO_ATT_MAXD];
-	const size_t el = F16 ? 2 : 4, rs = DIRECT ? row_stride : sizeof(float) * (size_t)hd;
+	/* the rows read: the cache's (DIRECT) or the converted copy's; the
+	 * bytes of one of their elements */
+	const size_t rs = DIRECT ? row_stride : sizeof(float) * (size_t)hd;
+	const size_t de = DIRECT && F16 ? 2 : sizeof(float);
 
 	for (int j0 = 0; j0 < n; j0 += 16) {
 		const int m = n - j0 < 16 ? n - j0 : 16;
 		const uint8_t *rows = DIRECT ? v + (size_t)j0 * row_stride : (const uint8_t *)vf;
-		const size_t de = DIRECT ? el : sizeof(float); /* bytes of one element of rows */
 
 		if (!DIRECT)
 			wo_att_rows(vf, v + (size_t)j0 * row_stride, row_stride, F16, m, hd);

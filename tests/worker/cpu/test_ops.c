@@ -325,7 +325,7 @@ static void check_expf_total(void)
  * the positions in order, for head sizes with and without the AVX-512
  * fast forms (multiples of 16 up to 256; 40 and 272 take the generic
  * one), position counts around the 16-row chunk, 1 to 8 heads (1 and 2:
- * the AVX-512 forms read K and V in place, WO_ATT_DIRECT_HEADS), rows padded
+ * the AVX-512 and AVX2 forms read K and V in place, WO_ATT_DIRECT_HEADS), rows padded
  * past hd (the KV row holds every KV head).
  */
 static void check_attention(void)
