@@ -36,6 +36,7 @@
 #define KX_MR 8 /* largest tile, rows */
 #define KX_MT 4 /* largest tile, tokens */
 #define KX_MT2 8 /* largest token tile of the 16-row Q8_0 tile (KX_512) */
+#define KX_FMT 6 /* largest token tile of the float tiles */
 
 /*
  * Decode (T == 1) streams weights from memory; software prefetch KX_PF
@@ -344,7 +345,7 @@ KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
 /* One step of KX_FW columns at k into acc (R rows x T tokens); for one
  * token the weights' prefetch into L2, KX_PF_FAR ahead. */
 KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int k, const int R,
-			     const int T, const int WT, kx_fvec acc[KX_MR][KX_MT])
+			     const int T, const int WT, kx_fvec acc[KX_MR][KX_FMT])
 {
 	const size_t wsz = WT == 0 ? 4 : 2;
 	kx_fvec wv[KX_MR];
@@ -363,14 +364,24 @@ KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int
 	}
 }
 
-KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
-			     const int WT)
+/*
+ * Columns [k0, k1) of an R x T tile: k0 == 0 starts the accumulators at
+ * zero, else takes them from sv (R x T x KX_FACC vectors, the previous
+ * chunk's); k1 == cols finishes the tile (the partial step, the sums, y),
+ * else leaves them in sv.  k0 and (when k1 < cols) k1 are multiples of
+ * KX_FACC * KX_FW, so every element sees the same steps in the same
+ * accumulators whatever the chunks: a chunked product is bit for bit the
+ * unchunked one.
+ */
+KX_INLINE void kx_float_tile_k(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			       const int WT, int k0, int k1, kx_fvec *sv)
 {
 	const int cols = g->cols, kmain = cols - cols % KX_FW;
+	const int kend = k1 < cols ? k1 : kmain;
 	const size_t wsz = WT == 0 ? 4 : 2;
-	kx_fvec acc[KX_FACC][KX_MR][KX_MT];
+	kx_fvec acc[KX_FACC][KX_MR][KX_FMT];
 	const uint8_t *w[KX_MR];
-	const float *x[KX_MT];
+	const float *x[KX_FMT];
 	KX_UNROLL
 	for (int i = 0; i < R; i++) {
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
@@ -378,16 +389,26 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		for (int j = 0; j < T; j++)
 			KX_UNROLL
 			for (int a = 0; a < KX_FACC; a++)
-				acc[a][i][j] = kx_fzero();
+				acc[a][i][j] = k0 ? sv[(i * T + j) * KX_FACC + a] : kx_fzero();
 	}
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
-	int k = 0;
-	for (; k + KX_FACC * KX_FW <= kmain; k += KX_FACC * KX_FW)
+	int k = k0;
+	for (; k + KX_FACC * KX_FW <= kend; k += KX_FACC * KX_FW)
 		KX_UNROLL
 		for (int a = 0; a < KX_FACC; a++)
 			kx_float_step(w, x, k + a * KX_FW, R, T, WT, acc[a]);
+	if (k1 < cols) {
+		KX_UNROLL
+		for (int i = 0; i < R; i++)
+			KX_UNROLL
+			for (int j = 0; j < T; j++)
+				KX_UNROLL
+				for (int a = 0; a < KX_FACC; a++)
+					sv[(i * T + j) * KX_FACC + a] = acc[a][i][j];
+		return;
+	}
 	for (; k < kmain; k += KX_FW) /* AVX2: a last odd step */
 		kx_float_step(w, x, k, R, T, WT, acc[0]);
 	if (kmain < cols) {
@@ -417,28 +438,101 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 		}
 }
 
-KX_INLINE void kx_f32_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
+KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			     const int WT)
 {
-	kx_float_tile(g, r, t, R, T, 0);
-}
-KX_INLINE void kx_f16_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
-{
-	kx_float_tile(g, r, t, R, T, 1);
-}
-KX_INLINE void kx_bf16_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T)
-{
-	kx_float_tile(g, r, t, R, T, 2);
+	kx_float_tile_k(g, r, t, R, T, WT, 0, g->cols, NULL);
 }
 
-#if KX_512 /* 4 x 6 and 6 x 4 tiles measured no faster (F16 GEMM, 2026-12-05) */
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, 8, 3)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, 8, 3)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 8, 3)
+/*
+ * The float GEMM (n > 1), by blocks: a block of rows (KX_FBLOCK bytes of
+ * weights, at most KX_FMB rows) stays in L2 while every token tile passes
+ * over it, each tile in column chunks of KX_FKC, the block's row tiles
+ * one after another on a chunk, so that the tile's tokens' chunk (6 x 4
+ * KiB) is read from L1 by every row tile; the accumulators wait in kx_fsv
+ * between chunks.  By chunk and by block every element still sees the
+ * same steps in the same accumulators (kx_float_tile_k), so the values
+ * are those of one pass.  Token groups over full rows (the integer
+ * drivers' KX_DRIVER) fed the 8 x 3 tile from L2 on every step: F16 GEMM
+ * 2048 x 5632 and 5632 x 2048, n = 128, two threads, Zen 5: 270-306 ->
+ * 300-361 GFLOP/s, the engine's 1b F16 prefill 134 -> 152-154 tok/s
+ * (2026-12-06).  In this order the 4 x 6 tile (24 accumulators, 4
+ * conversions a step) is the fastest: it reached 209 GFLOP/s of the
+ * core's 214 with its data in L1, 8 x 3 (which spills) 172.  BF16 x BF16
+ * (vdpbf16ps, kx_gemm_bf16dp) keeps token groups: by blocks it was 20-30 %
+ * faster on 5632 columns and 5-10 % slower on 2048, the same in the engine.
+ */
+#define KX_FKC 1024
+#define KX_FBLOCK (512 * 1024)
+#define KX_FMB 64
+static _Thread_local kx_fvec kx_fsv[KX_FMB * KX_FMT * KX_FACC];
+
+/* A tile of R rows and nt (1..KX_FMT) tokens, nt as a constant. */
+KX_INLINE void kx_float_tile_nt(const struct wk_cpu_gemm *g, int r, int t, const int R, int nt,
+				const int WT, int k0, int k1, kx_fvec *sv)
+{
+	switch (nt) {
+	case 1: kx_float_tile_k(g, r, t, R, 1, WT, k0, k1, sv); break;
+	case 2: kx_float_tile_k(g, r, t, R, 2, WT, k0, k1, sv); break;
+	case 3: kx_float_tile_k(g, r, t, R, 3, WT, k0, k1, sv); break;
+	case 4: kx_float_tile_k(g, r, t, R, 4, WT, k0, k1, sv); break;
+	case 5: kx_float_tile_k(g, r, t, R, 5, WT, k0, k1, sv); break;
+	default: kx_float_tile_k(g, r, t, R, 6, WT, k0, k1, sv); break;
+	}
+}
+
+/* Rows [r0, r1) in tiles of RT x TT (TT <= KX_FMT), edges narrower. */
+KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const int WT,
+			     const int RT, const int TT)
+{
+	const int cols = g->cols, kc = KX_FKC;
+	if (g->n == 1) {
+		for (int r = r0; r < r1; r++)
+			kx_float_tile(g, r, 0, 1, 1, WT);
+		return;
+	}
+	int mb = (int)(KX_FBLOCK / g->w_stride);
+	mb = mb > KX_FMB ? KX_FMB : mb < RT ? RT : mb - mb % RT;
+	for (int rb = r0; rb < r1; rb += mb) {
+		const int rbe = r1 - rb > mb ? rb + mb : r1;
+		for (int t = 0; t < g->n; t += TT) {
+			const int nt = g->n - t < TT ? g->n - t : TT;
+			for (int k0 = 0; k0 < cols; k0 += kc) {
+				const int k1 = cols - k0 > kc ? k0 + kc : cols;
+				kx_fvec *sv = kx_fsv;
+				int r = rb;
+				if (nt == TT)
+					for (; r + RT <= rbe; r += RT, sv += RT * TT * KX_FACC)
+						kx_float_tile_k(g, r, t, RT, TT, WT, k0, k1, sv);
+				else
+					for (; r + RT <= rbe; r += RT, sv += RT * nt * KX_FACC)
+						kx_float_tile_nt(g, r, t, RT, nt, WT, k0, k1, sv);
+				for (; r < rbe; r++, sv += nt * KX_FACC)
+					kx_float_tile_nt(g, r, t, 1, nt, WT, k0, k1, sv);
+			}
+		}
+	}
+}
+
+#if KX_512
+#define KX_FRT 4
+#define KX_FTT 6
 #else /* 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm */
-KX_DRIVER(kx_gemm_f32, kx_f32_tile, 2, 3)
-KX_DRIVER(kx_gemm_f16, kx_f16_tile, 2, 3)
-KX_DRIVER(kx_gemm_bf16, kx_bf16_tile, 2, 3)
+#define KX_FRT 2
+#define KX_FTT 3
 #endif
+static void kx_gemm_f32(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_float_gemm(g, r0, r1, 0, KX_FRT, KX_FTT);
+}
+static void kx_gemm_f16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_float_gemm(g, r0, r1, 1, KX_FRT, KX_FTT);
+}
+static void kx_gemm_bf16(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	kx_float_gemm(g, r0, r1, 2, KX_FRT, KX_FTT);
+}
 
 #if KX_512
 /* ==== BF16 weights x BF16 activations: vdpbf16ps (AVX512_BF16) ========== */

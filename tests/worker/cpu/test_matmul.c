@@ -180,8 +180,12 @@ static void test_batch_invariance(void **state)
 	struct fixture *f = *state;
 	batch_invariance(f, 768, 0);
 	batch_invariance(f, 352, 1); /* an odd number of 32-blocks */
+	/* the float types' column chunks (kern_x86.h KX_FKC): two full, a
+	 * ragged last one with a partial vector */
+	batch_invariance(f, 2100, 2);
 }
 
+/* only_small_blocks: 1 the types of blocks <= 32, 2 the float types */
 static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 {
 	const int rows = 203, n = 64; /* several 64-row tasks, ragged last tile */
@@ -200,7 +204,7 @@ static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 		assert_int_equal(wk_cpu_mm_set_isa(f->mm2, (enum wk_cpu_isa)isa), CM_OK);
 		for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
 			uint32_t type = types[ti];
-			if (only_small_blocks && wk_qtype_block_elems(type) > 32)
+			if (only_small_blocks && wk_qtype_block_elems(type) > (only_small_blocks == 2 ? 1 : 32))
 				continue;
 			uint8_t *w = make_weights(type, rows, cols);
 			/* n = 64 with two threads is the reference */
