@@ -55,6 +55,58 @@ static inline float wo_expf(float x)
 	return x < -87.3f ? 0.0f : y;
 }
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/*
+ * wo_expf on 8 lanes, for the AVX2 build (GCC does not vectorise the
+ * scalar form there; the AVX-512 build does): the same operations in the
+ * same order, separate multiplies and adds as the scalar code (C17 mode
+ * does not contract them), the clamps, the NaN and the underflow to 0 as
+ * blends: the same bits as wo_expf in every lane (test_ops).  Softmax,
+ * SwiGLU and GeGLU take it: the scalar exp was 4.4 ns an element against
+ * 1.4 in the AVX-512 build.
+ */
+#define WO_EXP8 1
+static inline __m256 wo_exp8(__m256 x)
+{
+	const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.3f);
+	const __m256 big = _mm256_set1_ps(12582912.0f);
+	const __m256 m_lo = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+	const __m256 m_hi = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+	const __m256 m_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+	__m256 xc = _mm256_blendv_ps(_mm256_blendv_ps(x, hi, m_hi), lo, m_lo);
+	__m256 t = _mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)), big);
+	__m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000));
+	__m256 fn = _mm256_sub_ps(t, big);
+	__m256 r = _mm256_sub_ps(xc, _mm256_mul_ps(fn, _mm256_set1_ps(0.693359375f)));
+	r = _mm256_sub_ps(r, _mm256_mul_ps(fn, _mm256_set1_ps(-2.12194440e-4f)));
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+	__m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r),
+				 _mm256_set1_ps(1.0f));
+	__m256i sb = _mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23);
+	y = _mm256_mul_ps(y, _mm256_castsi256_ps(sb));
+	y = _mm256_blendv_ps(y, _mm256_setzero_ps(), m_lo);
+	return _mm256_blendv_ps(y, x, m_nan);
+}
+
+/* wo_gelu1 on 8 lanes (the same operations) */
+static inline __m256 wo_gelu8(__m256 g)
+{
+	const __m256 one = _mm256_set1_ps(1.0f);
+	__m256 c = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), g), g), g);
+	__m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_add_ps(g, c));
+	__m256 e = wo_exp8(_mm256_mul_ps(_mm256_set1_ps(2.0f), u));
+	__m256 t = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+	return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), g), _mm256_add_ps(one, t));
+}
+#else
+#define WO_EXP8 0
+#endif
+
 static void wo_rmsnorm(float *out, const float *x, const float *w, int n, float eps)
 {
 	float acc[WO_L] = { 0 };
@@ -78,7 +130,17 @@ static void wo_add(float *y, const float *x, int n)
 
 static void wo_silu_mul(float *out, const float *gate, const float *up, int n)
 {
-	for (int i = 0; i < n; i++) {
+	int i = 0;
+#if WO_EXP8
+	const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+	for (; i + 8 <= n; i += 8) {
+		__m256 g = _mm256_loadu_ps(gate + i);
+		__m256 e = wo_exp8(_mm256_xor_ps(g, sign));
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)),
+							_mm256_loadu_ps(up + i)));
+	}
+#endif
+	for (; i < n; i++) {
 		float g = gate[i];
 		out[i] = g / (1.0f + wo_expf(-g)) * up[i];
 	}
@@ -121,12 +183,26 @@ static void wo_softmax(float *x, int n)
 	}
 	float acc[WO_L] = { 0 };
 	int main = n - n % WO_L;
+#if WO_EXP8 /* acc[0..7] and acc[8..15] as two vectors: the same sums */
+	__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), m = _mm256_set1_ps(mx);
+	for (int i = 0; i < main; i += WO_L) {
+		__m256 e0 = wo_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+		__m256 e1 = wo_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), m));
+		_mm256_storeu_ps(x + i, e0);
+		_mm256_storeu_ps(x + i + 8, e1);
+		a0 = _mm256_add_ps(a0, e0);
+		a1 = _mm256_add_ps(a1, e1);
+	}
+	_mm256_storeu_ps(acc, a0);
+	_mm256_storeu_ps(acc + 8, a1);
+#else
 	for (int i = 0; i < main; i += WO_L)
 		for (int l = 0; l < WO_L; l++) {
 			float e = wo_expf(x[i + l] - mx);
 			x[i + l] = e;
 			acc[l] += e;
 		}
+#endif
 	float sum = wo_combine(acc);
 	for (int i = main; i < n; i++) {
 		x[i] = wo_expf(x[i] - mx);
@@ -245,14 +321,25 @@ static inline float wo_gelu1(float g)
 
 static void wo_gelu(float *x, int n)
 {
-	for (int i = 0; i < n; i++)
+	int i = 0;
+#if WO_EXP8
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(x + i, wo_gelu8(_mm256_loadu_ps(x + i)));
+#endif
+	for (; i < n; i++)
 		x[i] = wo_gelu1(x[i]);
 }
 
 /* out = GELU(gate) * up (gemma's GeGLU); out may be gate */
 static void wo_gelu_mul(float *out, const float *gate, const float *up, int n)
 {
-	for (int i = 0; i < n; i++)
+	int i = 0;
+#if WO_EXP8
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(wo_gelu8(_mm256_loadu_ps(gate + i)),
+							_mm256_loadu_ps(up + i)));
+#endif
+	for (; i < n; i++)
 		out[i] = wo_gelu1(gate[i]) * up[i];
 }
 

@@ -384,6 +384,67 @@ static void check_attention(void)
 				}
 }
 
+/*
+ * The exp-based ops give the same bits on every ISA: each element goes
+ * through the same operations (no contraction in C17 mode), whether the
+ * build vectorises them or, in the AVX2 build, its 8-lane wo_exp8 does
+ * (a lane's operation out of order, an FMA, or a wrong clamp fails it).
+ * Lengths cover the vector bodies and their tails; values the clamps at
+ * -87.3 / 88.3 (both signs: SwiGLU takes e^-g), NaN and the infinities.
+ */
+static void test_exp_ops_isas_agree(void **state)
+{
+	(void)state;
+	enum { N = 203 };
+	static float g[N], u[N], want[4][N], got[N];
+	for (int i = 0; i < N; i++) {
+		g[i] = rnd() * (i % 3 == 0 ? 120.0f : 9.0f);
+		u[i] = rnd();
+	}
+	g[5] = NAN;
+	g[6] = INFINITY;
+	g[7] = -INFINITY;
+	g[8] = -87.3f;
+	g[9] = 88.3f;
+	g[10] = -0.0f;
+	g[11] = 88.4f;
+	g[12] = -87.4f;
+	g[13] = -1e-30f;
+	g[14] = -88.2f; /* SwiGLU takes e^-g: the upper clamp */
+	g[15] = -88.3f;
+	g[16] = -88.31f;
+	assert_int_equal(wk_cpu_ops_set_isa(WK_CPU_ISA_SCALAR), CM_OK);
+	wk_cpu_silu_mul(want[0], g, u, N);
+	wk_cpu_gelu_mul(want[1], g, u, N);
+	memcpy(want[2], g, sizeof g);
+	want[2][5] = 0.0f; /* softmax of finite scores (one -inf: a masked entry) */
+	want[2][6] = 3.0f;
+	wk_cpu_softmax(want[2], N);
+	for (int i = 0; i < N; i++)
+		want[3][i] = wk_cpu_expf(g[i]);
+	for (int isa = 1; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (wk_cpu_ops_set_isa((enum wk_cpu_isa)isa) != CM_OK)
+			continue;
+		for (int n = N; n >= 1; n -= n > 40 ? 37 : 7) {
+			wk_cpu_silu_mul(got, g, u, n);
+			if (memcmp(got, want[0], sizeof(float) * (size_t)n) != 0)
+				fail_msg("silu_mul on %s, n %d: not the scalar bits", wk_cpu_isa_name(isa), n);
+			wk_cpu_gelu_mul(got, g, u, n);
+			if (memcmp(got, want[1], sizeof(float) * (size_t)n) != 0)
+				fail_msg("gelu_mul on %s, n %d: not the scalar bits", wk_cpu_isa_name(isa), n);
+		}
+		memcpy(got, g, sizeof g);
+		got[5] = 0.0f;
+		got[6] = 3.0f;
+		wk_cpu_softmax(got, N);
+		if (memcmp(got, want[2], sizeof got) != 0)
+			fail_msg("softmax on %s: not the scalar bits", wk_cpu_isa_name(isa));
+		for (int i = 0; i < N; i++)
+			if (memcmp(&want[3][i], &(float){ wk_cpu_expf(g[i]) }, 4) != 0)
+				fail_msg("expf(%g) on %s: not the scalar bits", (double)g[i], wk_cpu_isa_name(isa));
+	}
+}
+
 static void test_attention(void **state)
 {
 	(void)state;
@@ -426,6 +487,7 @@ int main(void)
 		cmocka_unit_test(test_f16),
 		cmocka_unit_test(test_rope),
 		cmocka_unit_test(test_attention),
+		cmocka_unit_test(test_exp_ops_isas_agree),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
