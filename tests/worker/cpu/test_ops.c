@@ -385,7 +385,8 @@ static void check_attention(void)
 }
 
 /*
- * The exp-based ops give the same bits on every ISA: each element goes
+ * The exp-based ops (SwiGLU, GeGLU, softmax, soft-capping) give the same
+ * bits on every ISA: each element goes
  * through the same operations (no contraction in C17 mode), whether the
  * build vectorises them or, in the AVX2 build, its 8-lane wo_exp8 does
  * (a lane's operation out of order, an FMA, or a wrong clamp fails it).
@@ -396,7 +397,7 @@ static void test_exp_ops_isas_agree(void **state)
 {
 	(void)state;
 	enum { N = 203 };
-	static float g[N], u[N], want[4][N], got[N];
+	static float g[N], u[N], want[5][N], got[N];
 	for (int i = 0; i < N; i++) {
 		g[i] = rnd() * (i % 3 == 0 ? 120.0f : 9.0f);
 		u[i] = rnd();
@@ -422,6 +423,8 @@ static void test_exp_ops_isas_agree(void **state)
 	wk_cpu_softmax(want[2], N);
 	for (int i = 0; i < N; i++)
 		want[3][i] = wk_cpu_expf(g[i]);
+	memcpy(want[4], g, sizeof g);
+	wk_cpu_softcap(want[4], N, 30.0f); /* tanh: the series below 0.25, the exp form above */
 	for (int isa = 1; isa < WK_CPU_ISA_COUNT_; isa++) {
 		if (wk_cpu_ops_set_isa((enum wk_cpu_isa)isa) != CM_OK)
 			continue;
@@ -432,6 +435,10 @@ static void test_exp_ops_isas_agree(void **state)
 			wk_cpu_gelu_mul(got, g, u, n);
 			if (memcmp(got, want[1], sizeof(float) * (size_t)n) != 0)
 				fail_msg("gelu_mul on %s, n %d: not the scalar bits", wk_cpu_isa_name(isa), n);
+			memcpy(got, g, sizeof(float) * (size_t)n);
+			wk_cpu_softcap(got, n, 30.0f);
+			if (memcmp(got, want[4], sizeof(float) * (size_t)n) != 0)
+				fail_msg("softcap on %s, n %d: not the scalar bits", wk_cpu_isa_name(isa), n);
 		}
 		memcpy(got, g, sizeof g);
 		got[5] = 0.0f;
