@@ -501,12 +501,8 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 				const int k1 = cols - k0 > kc ? k0 + kc : cols;
 				kx_fvec *sv = kx_fsv;
 				int r = rb;
-				if (nt == TT)
-					for (; r + RT <= rbe; r += RT, sv += RT * TT * KX_FACC)
-						kx_float_tile_k(g, r, t, RT, TT, WT, k0, k1, sv);
-				else
-					for (; r + RT <= rbe; r += RT, sv += RT * nt * KX_FACC)
-						kx_float_tile_nt(g, r, t, RT, nt, WT, k0, k1, sv);
+				for (; r + RT <= rbe; r += RT, sv += RT * nt * KX_FACC)
+					kx_float_tile_nt(g, r, t, RT, nt, WT, k0, k1, sv);
 				for (; r < rbe; r++, sv += nt * KX_FACC)
 					kx_float_tile_nt(g, r, t, 1, nt, WT, k0, k1, sv);
 			}
