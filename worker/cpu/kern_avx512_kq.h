@@ -162,7 +162,6 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 		const uint8_t *pk = kx_strip_block(g, strip, &pk_next, r, b, off, bb,
 								   KX_LPB256, nb, PACKED);
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
-		const int *base = (const int *)(strip + off);
 		__m512i dd, s0, s1, s2;
 		if (PACKED) {
 			dd = _mm512_loadu_si512(pk);
@@ -170,10 +169,12 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			s1 = _mm512_loadu_si512(pk + 128);
 			s2 = _mm512_loadu_si512(pk + 192);
 		} else {
-			dd = _mm512_i32gather_epi32(goff, base, 1);
-			s0 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 4), 1);
-			s1 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 8), 1);
-			s2 = _mm512_i32gather_epi32(goff, (const int *)((const uint8_t *)base + 12), 1);
+			__m512i hd[4];
+			kx_rows16_heads(w, off, hd);
+			dd = hd[0];
+			s0 = hd[1];
+			s1 = hd[2];
+			s2 = hd[3];
 		}
 		const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
 		const __m512 dmw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
@@ -412,10 +413,12 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 			continue;
 		}
 		__m512i sc[4], pr[8];
+		if (!PACKED)
+			kx_rows16_heads(w, off + 192, sc);
 		KX_UNROLL
 		for (int i = 0; i < 4; i++) {
-			sc[i] = PACKED ? _mm512_loadu_si512(pk + 32 + 64 * i)
-				       : _mm512_i32gather_epi32(goff, (const int *)(base + 192 + 4 * i), 1);
+			if (PACKED)
+				sc[i] = _mm512_loadu_si512(pk + 32 + 64 * i);
 			/* (sc 4i, sc 4i+1) and (sc 4i+2, sc 4i+3) as int16 pairs */
 			__m512i lo = _mm512_srai_epi16(_mm512_slli_epi16(sc[i], 8), 8);
 			__m512i hi = _mm512_srai_epi16(sc[i], 8);

@@ -193,6 +193,34 @@ KX_INLINE void kx_rows16_pairs_q4(const uint8_t *const w[16], size_t off, __m512
 }
 
 /*
+ * The 16 bytes at off of the 16 rows as four vectors of dwords in the lane
+ * order P of kx_rows16_transpose (below): v[k], lane l = bytes 4k..4k+3 of
+ * row P(l).  Four 128-bit loads a vector (rows k, 8 + k, 4 + k, 12 + k in
+ * its 128-bit lanes) and a 4 x 4 transpose of dwords within the lanes:
+ * what four gathers of one dword a row gave, at 16 loads and 8 unpacks
+ * (the gathers cost a K-quant block as much as its quants' transposes).
+ */
+KX_INLINE void kx_rows16_heads(const uint8_t *const w[16], size_t off, __m512i v[4])
+{
+	__m512i z[4], t[4];
+	KX_UNROLL
+	for (int k = 0; k < 4; k++) {
+		z[k] = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w[k] + off)));
+		z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(w[8 + k] + off)), 1);
+		z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(w[4 + k] + off)), 2);
+		z[k] = _mm512_inserti32x4(z[k], _mm_loadu_si128((const __m128i *)(w[12 + k] + off)), 3);
+	}
+	t[0] = _mm512_unpacklo_epi32(z[0], z[1]);
+	t[1] = _mm512_unpackhi_epi32(z[0], z[1]);
+	t[2] = _mm512_unpacklo_epi32(z[2], z[3]);
+	t[3] = _mm512_unpackhi_epi32(z[2], z[3]);
+	v[0] = _mm512_unpacklo_epi64(t[0], t[2]);
+	v[1] = _mm512_unpackhi_epi64(t[0], t[2]);
+	v[2] = _mm512_unpacklo_epi64(t[1], t[3]);
+	v[3] = _mm512_unpackhi_epi64(t[1], t[3]);
+}
+
+/*
  * The pairs of kx_rows16_pairs transposed by 4-byte groups: q[k], lane l =
  * bytes 4k..4k+3 of row P(l), P = 0-3, 8-11, 4-7, 12-15.  24 shuffles.
  */
