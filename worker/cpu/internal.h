@@ -32,6 +32,8 @@ enum wk_cpu_act {
 /* Y[t][r] = sum_k W[r][k] * X[t][k] for r in [r0, r1), t in [0, n). */
 struct wk_cpu_gemm {
 	int cols;
+	int rows;           /* the matrix's: a mapped strip walk prefetches the
+			     * next strip up to here, past the end of its range */
 	const uint8_t *w;   /* weight rows, GGUF layout (or rows16: gemm_r16) */
 	size_t w_stride;    /* bytes per weight row */
 	const uint8_t *x;   /* activation rows in the type's format */

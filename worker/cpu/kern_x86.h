@@ -664,8 +664,8 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
 #define KX_ROWS16_WALK(g, r0, r1, KERNEL, ...)                                               \
 	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                           \
 		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                             \
-		const uint8_t *pf_ = r_ + 16 < (r1) ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride \
-						     : NULL;                                 \
+		const uint8_t *pf_ = r_ + 16 < (g)->rows ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride \
+							  : NULL;                                  \
 		int t_ = 0;                                                                  \
 		for (; t_ + 8 <= (g)->n; t_ += 8, pf_ = NULL)                                \
 			KERNEL(g, r_, nr_, t_, 8, pf_, __VA_ARGS__);                         \

@@ -2,7 +2,8 @@
  * matmul.c - ISA selection and the matmul driver (see matmul.h): checks the
  * arguments, quantises the activations (in parallel over tokens), then runs
  * the chosen ISA's kernel over ranges of output rows (multiples of 64)
- * claimed by the pool threads.
+ * claimed by the pool threads; a decode run in 16-row units taken from the
+ * ends of per-thread ranges (wk_cpu_mm_run_balanced).
  * The per-element arithmetic lives in the kernel files (kern_*.c).
  */
 #include "worker/cpu/matmul.h"
@@ -11,6 +12,8 @@
 #include <cpuid.h>
 #endif
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,6 +34,20 @@ struct wk_cpu_mm_job {
 	const float *xf;
 };
 
+/*
+ * A decode run is cut into strips of 16 rows (units), numbered across its
+ * products; each thread owns a contiguous range of them and takes pieces
+ * from its front, and a thread whose range is empty takes pieces from the
+ * back of the fullest other one.  front << 32 | back in one word, moved by
+ * CAS, so that a unit is taken exactly once.  Padded to a cache line of
+ * its own.
+ */
+#define WK_CPU_MM_BAL_THREADS 64
+struct wk_cpu_mm_range {
+	_Atomic uint64_t fb;
+	char pad[56];
+};
+
 struct wk_cpu_mm {
 	struct wk_pool *pool;     /* borrowed */
 	enum wk_cpu_isa isa;
@@ -42,6 +59,7 @@ struct wk_cpu_mm {
 	struct wk_cpu_packs *packs; /* rows16 copies (wk_cpu_mm_pack), or NULL */
 	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
 	int aq_first[WK_CPU_MM_MAX_OPS + 1]; /* first activation row task of each job */
+	struct wk_cpu_mm_range range[WK_CPU_MM_BAL_THREADS]; /* a decode run's */
 };
 
 
@@ -410,6 +428,7 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	j->k = mm->k;
 	j->fn = packed ? mm->k->gemm_r16[op->wtype] : mm->k->gemm[op->wtype];
 	j->rows = op->rows;
+	j->g.rows = op->rows;
 	j->g.cols = op->cols;
 	j->g.w = packed ? packed : copy && plain ? copy : op->w;
 	j->g.w_stride = (size_t)wk_qtype_row_bytes(op->wtype, (uint64_t)op->cols);
@@ -479,6 +498,121 @@ static void wk_cpu_mm_multi_actq_task(void *ctx, int task, int thread)
 	wk_cpu_mm_actq_task(&m->jobs[i], task - m->first[i], thread);
 }
 
+struct wk_cpu_mm_bal {
+	struct wk_cpu_mm *mm;
+	const struct wk_cpu_mm_multi *m;
+	int threads;
+};
+
+/*
+ * Takes a piece of a range: half of what is left (at least one unit), from
+ * the front (its owner) or the back (another thread).  Returns the number
+ * of units, 0 when the range is empty; *u0 the first.  Halves, not
+ * quarters or eighths: each piece is a kernel call and a new start for the
+ * prefetchers, and in the engine (decode steps alternating in one process)
+ * quarters cost 0-4 % and eighths 4-8 % of the step against halves.
+ */
+static int wk_cpu_mm_take(struct wk_cpu_mm_range *r, int back, int *u0)
+{
+	uint64_t v = atomic_load_explicit(&r->fb, memory_order_relaxed);
+
+	for (;;) {
+		uint32_t f = (uint32_t)(v >> 32), b = (uint32_t)v;
+		if (f >= b)
+			return 0;
+		uint32_t n = (b - f + 1) / 2;
+		uint64_t nv = back ? ((uint64_t)f << 32 | (b - n)) : ((uint64_t)(f + n) << 32 | b);
+		if (atomic_compare_exchange_weak_explicit(&r->fb, &v, nv, memory_order_relaxed,
+							  memory_order_relaxed)) {
+			*u0 = (int)(back ? b - n : f);
+			return (int)n;
+		}
+	}
+}
+
+/* Units [u0, u0 + n) of the run: each job's rows among them, one call a job. */
+static void wk_cpu_mm_units(const struct wk_cpu_mm_multi *m, int u0, int n)
+{
+	int u = u0, end = u0 + n;
+
+	while (u < end) {
+		int i = wk_cpu_mm_job_of(m, u);
+		const struct wk_cpu_mm_job *j = &m->jobs[i];
+		int last = m->first[i + 1] < end ? m->first[i + 1] : end;
+		int r0 = (u - m->first[i]) * 16, r1 = (last - m->first[i]) * 16;
+
+		j->fn(&j->g, r0, r1 < j->rows ? r1 : j->rows);
+		u = last;
+	}
+}
+
+static void wk_cpu_mm_bal_task(void *ctx, int k, int thread)
+{
+	const struct wk_cpu_mm_bal *bl = ctx;
+	struct wk_cpu_mm_range *range = bl->mm->range;
+	int u0, n;
+
+	(void)thread;
+	while ((n = wk_cpu_mm_take(&range[k], 0, &u0)) > 0)
+		wk_cpu_mm_units(bl->m, u0, n);
+	for (;;) {
+		int victim = -1;
+		uint32_t most = 0;
+
+		for (int v = 0; v < bl->threads; v++) {
+			uint64_t fb = atomic_load_explicit(&range[v].fb, memory_order_relaxed);
+			uint32_t f = (uint32_t)(fb >> 32), b = (uint32_t)fb;
+			if (b > f && b - f > most) {
+				most = b - f;
+				victim = v;
+			}
+		}
+		if (victim < 0)
+			return;
+		if ((n = wk_cpu_mm_take(&range[victim], 1, &u0)) > 0)
+			wk_cpu_mm_units(bl->m, u0, n);
+	}
+}
+
+/*
+ * A decode run (every product one token) on several threads: units of 16
+ * rows, the threads' ranges cut at equal shares of the run's bytes.  The
+ * hosts measured here give their two threads unequal speeds, for seconds
+ * at a time (one thread's tasks 20-60 % slower than the other's, either
+ * way round), and a fixed split waits for the slower; pieces taken from
+ * the ends let the faster one finish the other's range.  Which thread
+ * computes a row changes none of its values.
+ */
+static void wk_cpu_mm_run_balanced(struct wk_cpu_mm *mm, struct wk_cpu_mm_multi *m, int threads,
+				   size_t run_bytes)
+{
+	int n_units = m->first[m->n_ops], k = 0;
+	size_t done = 0;
+	uint32_t start = 0;
+
+	for (int i = 0; i < m->n_ops && k < threads - 1; i++) {
+		size_t ub = 16 * m->jobs[i].g.w_stride;
+
+		for (int u = m->first[i]; u < m->first[i + 1] && k < threads - 1; u++) {
+			done += ub;
+			while (k < threads - 1 && done * (size_t)threads >= run_bytes * (size_t)(k + 1)) {
+				atomic_store_explicit(&mm->range[k].fb,
+						      (uint64_t)start << 32 | (uint32_t)(u + 1),
+						      memory_order_relaxed);
+				start = (uint32_t)(u + 1);
+				k++;
+			}
+		}
+	}
+	for (; k < threads; k++) {
+		atomic_store_explicit(&mm->range[k].fb,
+				      (uint64_t)start << 32 | (k == threads - 1 ? (uint32_t)n_units : start),
+				      memory_order_relaxed);
+	}
+	struct wk_cpu_mm_bal bl = { mm, m, threads };
+	wk_pool_run(mm->pool, wk_cpu_mm_bal_task, &bl, threads);
+}
+
 enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *ops,
 				   int n_ops)
 {
@@ -511,6 +645,7 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 		return st;
 	/* a decode run: the bandwidth split; else small batches by bytes,
 	 * about 4 tasks a thread over the run, the others compute-bound */
+	const int balanced = decode && threads > 1 && threads <= WK_CPU_MM_BAL_THREADS;
 	size_t decode_target = decode ? wk_cpu_mm_decode_target(ops, n_ops, threads, decode_bytes) : 0;
 	size_t small_target = wk_cpu_mm_small_target(threads, decode_bytes);
 	first = mm->first;
@@ -521,6 +656,8 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 		size_t split = decode ? decode_target : ops[i].n <= WK_CPU_MM_SMALL_N ? small_target : 0;
 
 		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads, split);
+		if (balanced)
+			j->chunk_rows = 16; /* units of wk_cpu_mm_run_balanced */
 		mm->aq_first[i + 1] = mm->aq_first[i] + (j->actq ? j->g.n : 0);
 		first[i + 1] = first[i] + (j->rows + j->chunk_rows - 1) / j->chunk_rows;
 	}
@@ -537,7 +674,9 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 	/* Each task owns a fixed range of one job's output rows: which thread
 	 * runs it, and which other products share the run, change no value. */
 	struct wk_cpu_mm_multi m = { mm->jobs, first, n_ops };
-	if (threads > 1 && first[n_ops] > 1)
+	if (balanced)
+		wk_cpu_mm_run_balanced(mm, &m, threads, decode_bytes);
+	else if (threads > 1 && first[n_ops] > 1)
 		wk_pool_run(mm->pool, wk_cpu_mm_multi_task, &m, first[n_ops]);
 	else
 		for (int c = 0; c < first[n_ops]; c++)

@@ -615,6 +615,84 @@ static void test_matmul_multi(void **state)
 	free(x);
 }
 
+/*
+ * Decode runs (every product one token) are cut into 16-row units taken
+ * from the ends of per-thread ranges (matmul.c): on 1, 2, 3 and 5 threads
+ * (more threads than this machine's cores: ranges are finished by other
+ * threads than their owners, some are empty) every output row is written
+ * once, with the one-thread values bit for bit, packed and mapped rows,
+ * ragged last strips, products of unequal bytes in one run.
+ */
+static void test_decode_balanced(void **state)
+{
+	(void)state;
+	enum { NOPS = 5, ROUNDS = 300 };
+	static const uint32_t mtypes[NOPS] = { WK_Q_Q4_K, WK_Q_Q8_0, WK_Q_F16, WK_Q_Q6_K, WK_Q_Q4_K };
+	static const int rows[NOPS] = { 200, 16, 328, 1000, 8 };
+	static const int cols[NOPS] = { 512, 256, 256, 768, 256 };
+	static const int nthreads[4] = { 1, 2, 3, 5 };
+	struct wk_cpu_mm_op ops[NOPS];
+	uint8_t *w[NOPS];
+	float *x = malloc(sizeof(float) * 768), *ref[NOPS], *y[NOPS];
+
+	assert_non_null(x);
+	for (int i = 0; i < 768; i++)
+		x[i] = rnd();
+	for (int i = 0; i < NOPS; i++) {
+		w[i] = make_weights(mtypes[i], rows[i], cols[i]);
+		ref[i] = malloc(sizeof(float) * (size_t)rows[i]);
+		y[i] = malloc(sizeof(float) * (size_t)rows[i]);
+		assert_non_null(ref[i]);
+		assert_non_null(y[i]);
+		ops[i] = (struct wk_cpu_mm_op){ mtypes[i], w[i], rows[i], cols[i], x, 1, y[i] };
+	}
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
+			continue;
+		for (int packed = 0; packed < 2; packed++)
+			for (int p = 0; p < 4; p++) {
+				struct wk_pool *pool;
+				struct wk_cpu_mm *mm;
+
+				assert_int_equal(wk_pool_new(nthreads[p], &pool), CM_OK);
+				assert_int_equal(wk_cpu_mm_new(pool, &mm), CM_OK);
+				assert_int_equal(wk_cpu_mm_set_isa(mm, (enum wk_cpu_isa)isa), CM_OK);
+				for (int i = 0; packed && i < NOPS; i++)
+					if (wk_cpu_mm_can_pack(mm, mtypes[i]))
+						assert_int_equal(wk_cpu_mm_pack(mm, mtypes[i], w[i], rows[i],
+										cols[i]),
+								 CM_OK);
+				for (int round = 0; round < (p ? ROUNDS : 1); round++) {
+					for (int i = 0; i < NOPS; i++)
+						for (int r = 0; r < rows[i]; r++)
+							y[i][r] = NAN;
+					assert_int_equal(wk_cpu_matmul_multi(mm, ops, NOPS), CM_OK);
+					for (int i = 0; i < NOPS; i++) {
+						if (p == 0) {
+							memcpy(ref[i], y[i], sizeof(float) * (size_t)rows[i]);
+							for (int r = 0; r < rows[i]; r++)
+								assert_false(isnan(ref[i][r]));
+						} else if (memcmp(ref[i], y[i], sizeof(float) * (size_t)rows[i]))
+							fail_msg("%s %d x %d on %s, %d threads, %s, round %d: "
+								 "not the one-thread values",
+								 wk_qtype_name(mtypes[i]), rows[i], cols[i],
+								 wk_cpu_isa_name((enum wk_cpu_isa)isa),
+								 nthreads[p], packed ? "packed" : "mapped",
+								 round);
+					}
+				}
+				wk_cpu_mm_free(mm);
+				wk_pool_free(pool);
+			}
+	}
+	for (int i = 0; i < NOPS; i++) {
+		free(w[i]);
+		free(ref[i]);
+		free(y[i]);
+	}
+	free(x);
+}
+
 struct pool_rec {
 	atomic_int hits[100];
 	int thread_of[100];
@@ -664,6 +742,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_packed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
+		cmocka_unit_test(test_decode_balanced),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_q32_isas_agree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_groups, setup, teardown),
