@@ -2,8 +2,8 @@
  * matmul.c - ISA selection and the matmul driver (see matmul.h): checks the
  * arguments, quantises the activations (in parallel over tokens), then runs
  * the chosen ISA's kernel over ranges of output rows (multiples of 64)
- * claimed by the pool threads; a decode run in 16-row units taken from the
- * ends of per-thread ranges (wk_cpu_mm_run_balanced).
+ * claimed by the pool threads; decode and small batches in 16-row units
+ * taken from the ends of per-thread ranges (wk_cpu_mm_run_balanced).
  * The per-element arithmetic lives in the kernel files (kern_*.c).
  */
 #include "worker/cpu/matmul.h"
@@ -35,9 +35,9 @@ struct wk_cpu_mm_job {
 };
 
 /*
- * A decode run is cut into strips of 16 rows (units), numbered across its
- * products; each thread owns a contiguous range of them and takes pieces
- * from its front, and a thread whose range is empty takes pieces from the
+ * A decode run (and a small batch's) is cut into strips of 16 rows
+ * (units), numbered across its products; each thread owns a contiguous
+ * range of them and takes pieces from its front, and a thread whose range is empty takes pieces from the
  * back of the fullest other one.  front << 32 | back in one word, moved by
  * CAS, so that a unit is taken exactly once.  Padded to a cache line of
  * its own.
@@ -59,7 +59,7 @@ struct wk_cpu_mm {
 	struct wk_cpu_packs *packs; /* rows16 copies (wk_cpu_mm_pack), or NULL */
 	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
 	int aq_first[WK_CPU_MM_MAX_OPS + 1]; /* first activation row task of each job */
-	struct wk_cpu_mm_range range[WK_CPU_MM_BAL_THREADS]; /* a decode run's */
+	struct wk_cpu_mm_range range[WK_CPU_MM_BAL_THREADS]; /* a balanced run's */
 };
 
 
@@ -575,8 +575,9 @@ static void wk_cpu_mm_bal_task(void *ctx, int k, int thread)
 }
 
 /*
- * A decode run (every product one token) on several threads: units of 16
- * rows, the threads' ranges cut at equal shares of the run's bytes.  The
+ * A decode run (every product one token), or a small batch's (every
+ * product at most WK_CPU_MM_SMALL_N tokens), on several threads: units of
+ * 16 rows, the threads' ranges cut at equal shares of the run's bytes.  The
  * hosts measured here give their two threads unequal speeds, for seconds
  * at a time (one thread's tasks 20-60 % slower than the other's, either
  * way round), and a fixed split waits for the slower; pieces taken from
@@ -618,7 +619,7 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 {
 	int threads = mm->pool ? wk_pool_threads(mm->pool) : 1, *first;
 	size_t bytes = 0, off = 0, decode_bytes = 0;
-	int decode = 1;
+	int decode = 1, small = 1;
 	enum cm_status st;
 
 	if (n_ops <= 0 || n_ops > WK_CPU_MM_MAX_OPS)
@@ -632,6 +633,7 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 		decode_bytes += (size_t)wk_qtype_row_bytes(ops[i].wtype, (uint64_t)ops[i].cols) *
 				(size_t)ops[i].rows;
 		decode &= ops[i].n == 1;
+		small &= ops[i].n <= WK_CPU_MM_SMALL_N;
 		act = wk_cpu_act_of(mm->k, ops[i].wtype);
 		if (act == WK_CPU_ACT_F32 || wk_cpu_mm_same_x(mm, ops, i))
 			continue;
@@ -645,7 +647,8 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 		return st;
 	/* a decode run: the bandwidth split; else small batches by bytes,
 	 * about 4 tasks a thread over the run, the others compute-bound */
-	const int balanced = decode && threads > 1 && threads <= WK_CPU_MM_BAL_THREADS;
+	/* decode and small batches: units from the ends of per-thread ranges */
+	const int balanced = small && threads > 1 && threads <= WK_CPU_MM_BAL_THREADS;
 	size_t decode_target = decode ? wk_cpu_mm_decode_target(ops, n_ops, threads, decode_bytes) : 0;
 	size_t small_target = wk_cpu_mm_small_target(threads, decode_bytes);
 	first = mm->first;

@@ -616,12 +616,13 @@ static void test_matmul_multi(void **state)
 }
 
 /*
- * Decode runs (every product one token) are cut into 16-row units taken
- * from the ends of per-thread ranges (matmul.c): on 1, 2, 3 and 5 threads
- * (more threads than this machine's cores: ranges are finished by other
- * threads than their owners, some are empty) every output row is written
- * once, with the one-thread values bit for bit, packed and mapped rows,
- * ragged last strips, products of unequal bytes in one run.
+ * Decode runs (every product one token) and small batches' (up to 8) are
+ * cut into 16-row units taken from the ends of per-thread ranges
+ * (matmul.c): on 1, 2, 3 and 5 threads (more threads than this machine's
+ * cores: ranges are finished by other threads than their owners, some are
+ * empty) every output row is written, with the one-thread values bit for
+ * bit, packed and mapped rows, ragged last strips, products of unequal
+ * bytes in one run, one and three tokens.
  */
 static void test_decode_balanced(void **state)
 {
@@ -633,20 +634,21 @@ static void test_decode_balanced(void **state)
 	static const int nthreads[4] = { 1, 2, 3, 5 };
 	struct wk_cpu_mm_op ops[NOPS];
 	uint8_t *w[NOPS];
-	float *x = malloc(sizeof(float) * 768), *ref[NOPS], *y[NOPS];
+	float *x = malloc(sizeof(float) * 3 * 768), *ref[NOPS], *y[NOPS];
 
 	assert_non_null(x);
-	for (int i = 0; i < 768; i++)
+	for (int i = 0; i < 3 * 768; i++)
 		x[i] = rnd();
 	for (int i = 0; i < NOPS; i++) {
 		w[i] = make_weights(mtypes[i], rows[i], cols[i]);
-		ref[i] = malloc(sizeof(float) * (size_t)rows[i]);
-		y[i] = malloc(sizeof(float) * (size_t)rows[i]);
+		ref[i] = malloc(sizeof(float) * 3 * (size_t)rows[i]);
+		y[i] = malloc(sizeof(float) * 3 * (size_t)rows[i]);
 		assert_non_null(ref[i]);
 		assert_non_null(y[i]);
-		ops[i] = (struct wk_cpu_mm_op){ mtypes[i], w[i], rows[i], cols[i], x, 1, y[i] };
 	}
-	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+	for (int c = 0; c < 2 * WK_CPU_ISA_COUNT_; c++) { /* one token, then three */
+		const int n = c < WK_CPU_ISA_COUNT_ ? 1 : 3, isa = c % WK_CPU_ISA_COUNT_;
+
 		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
 			continue;
 		for (int packed = 0; packed < 2; packed++)
@@ -662,20 +664,24 @@ static void test_decode_balanced(void **state)
 						assert_int_equal(wk_cpu_mm_pack(mm, mtypes[i], w[i], rows[i],
 										cols[i]),
 								 CM_OK);
+				for (int i = 0; i < NOPS; i++)
+					ops[i] = (struct wk_cpu_mm_op){ mtypes[i], w[i], rows[i], cols[i],
+									x, n, y[i] };
 				for (int round = 0; round < (p ? ROUNDS : 1); round++) {
 					for (int i = 0; i < NOPS; i++)
-						for (int r = 0; r < rows[i]; r++)
+						for (int r = 0; r < n * rows[i]; r++)
 							y[i][r] = NAN;
 					assert_int_equal(wk_cpu_matmul_multi(mm, ops, NOPS), CM_OK);
 					for (int i = 0; i < NOPS; i++) {
+						size_t yb = sizeof(float) * (size_t)(n * rows[i]);
 						if (p == 0) {
-							memcpy(ref[i], y[i], sizeof(float) * (size_t)rows[i]);
-							for (int r = 0; r < rows[i]; r++)
+							memcpy(ref[i], y[i], yb);
+							for (int r = 0; r < n * rows[i]; r++)
 								assert_false(isnan(ref[i][r]));
-						} else if (memcmp(ref[i], y[i], sizeof(float) * (size_t)rows[i]))
-							fail_msg("%s %d x %d on %s, %d threads, %s, round %d: "
-								 "not the one-thread values",
-								 wk_qtype_name(mtypes[i]), rows[i], cols[i],
+						} else if (memcmp(ref[i], y[i], yb))
+							fail_msg("%s %d x %d, %d tokens, on %s, %d threads, "
+								 "%s, round %d: not the one-thread values",
+								 wk_qtype_name(mtypes[i]), rows[i], cols[i], n,
 								 wk_cpu_isa_name((enum wk_cpu_isa)isa),
 								 nthreads[p], packed ? "packed" : "mapped",
 								 round);
