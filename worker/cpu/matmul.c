@@ -1,9 +1,9 @@
 /*
  * matmul.c - ISA selection and the matmul driver (see matmul.h): checks the
  * arguments, quantises the activations (in parallel over tokens), then runs
- * the chosen ISA's kernel over ranges of output rows (multiples of 64)
- * claimed by the pool threads; decode and small batches in 16-row units
- * taken from the ends of per-thread ranges (wk_cpu_mm_run_balanced).
+ * the chosen ISA's kernel over the output rows in 16-row units, taken
+ * by the pool threads from the ends of per-thread ranges
+ * (wk_cpu_mm_run_balanced).
  * The per-element arithmetic lives in the kernel files (kern_*.c).
  */
 #include "worker/cpu/matmul.h"
@@ -28,21 +28,19 @@ struct wk_cpu_mm_job {
 	struct wk_cpu_gemm g;
 	wk_cpu_gemm_fn fn;
 	int rows;
-	int chunk_rows; /* output rows per task */
 	/* activation quantisation */
 	wk_cpu_actq_fn actq;
 	const float *xf;
 };
 
 /*
- * A decode run (and a small batch's) is cut into strips of 16 rows
- * (units), numbered across its products; each thread owns a contiguous
- * range of them and takes pieces from its front, and a thread whose range is empty takes pieces from the
- * back of the fullest other one.  front << 32 | back in one word, moved by
- * CAS, so that a unit is taken exactly once.  Padded to a cache line of
- * its own.
+ * A run's output rows are cut into strips of 16 (units), numbered across
+ * its products; each thread owns a contiguous range of them and takes
+ * pieces from its front, and a thread whose range is empty takes pieces
+ * from the back of the fullest other one.  front << 32 | back in one word,
+ * moved by CAS, so that a unit is taken exactly once.  Padded to a cache
+ * line of its own.
  */
-#define WK_CPU_MM_BAL_THREADS 64
 struct wk_cpu_mm_range {
 	_Atomic uint64_t fb;
 	char pad[56];
@@ -59,7 +57,7 @@ struct wk_cpu_mm {
 	struct wk_cpu_packs *packs; /* rows16 copies (wk_cpu_mm_pack), or NULL */
 	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
 	int aq_first[WK_CPU_MM_MAX_OPS + 1]; /* first activation row task of each job */
-	struct wk_cpu_mm_range range[WK_CPU_MM_BAL_THREADS]; /* a balanced run's */
+	struct wk_cpu_mm_range range[WK_POOL_MAX_THREADS]; /* the current run's */
 };
 
 
@@ -293,27 +291,6 @@ static void wk_cpu_mm_actq_task(void *ctx, int task, int thread)
 		j->g.cols);
 }
 
-/*
- * Rows per GEMM task: about 4 tasks per thread (few claims, yet a thread
- * that the OS deschedules holds back at most a quarter of its share), a
- * multiple of 64 (every tile height divides it), at most 1024.
- */
-static int wk_cpu_mm_chunk_rows(int rows, int threads)
-{
-	int c = (rows / (4 * threads) + 63) & ~63;
-	return c < 64 ? 64 : c > 1024 ? 1024 : c;
-}
-
-static void wk_cpu_mm_gemm_task(void *ctx, int task, int thread)
-{
-	struct wk_cpu_mm_job *j = ctx;
-	(void)thread;
-	int r0 = task * j->chunk_rows, r1 = r0 + j->chunk_rows;
-	if (r1 > j->rows)
-		r1 = j->rows;
-	j->fn(&j->g, r0, r1);
-}
-
 /* Checks one product; CM_OK when its kernel can run it. */
 static enum cm_status wk_cpu_mm_check(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *op)
 {
@@ -333,89 +310,9 @@ static int wk_cpu_mm_same_x(const struct wk_cpu_mm *mm, const struct wk_cpu_mm_o
 	       wk_cpu_act_of(mm->k, ops[i].wtype) == wk_cpu_act_of(mm->k, ops[i - 1].wtype);
 }
 
-/*
- * Rows per task of a decode run (every op n = 1; the same cut serves a
- * small batch's product, towards wk_cpu_mm_small_target): bandwidth-bound,
- * and on the hosts measured one thread nearly saturates the memory (a 2-vCPU Zen 4
- * VM: 32.8 GB/s with one thread, 35.1 with two), so what costs is each
- * task's start (a new stream for the prefetchers) more than the balance.
- * An op of b bytes is cut into ceil(b / target) tasks of equal rows (a
- * multiple of 16, the strip height, which every tile height divides),
- * target about the run's bytes over the threads: a matrix of a mixture of
- * experts' gate/up run is one task, a lone 0.6 MB projection two, and so
- * is a 64-expert router (64 rows: one task with a 64-row floor, 11 us a
- * layer with the other thread idle).
- */
-static int wk_cpu_mm_decode_chunk_rows(size_t op_bytes, int rows, size_t target)
-{
-	/* ceil(op_bytes / target), an op within 1/64 over a multiple of the
-	 * target (the run's bytes not divisible by the threads) not cut again */
-	size_t pieces = (op_bytes - op_bytes / 64 + target - 1) / target;
-	if (pieces == 0)
-		pieces = 1;
-	size_t want = ((size_t)rows + pieces - 1) / pieces;
-	size_t c = (want + 15) & ~(size_t)15;
-
-	return c < 16 ? 16 : c > (1u << 20) ? (1 << 20) : (int)c;
-}
-
-/*
- * The target of a decode run: its bytes over the threads, halved (up to
- * twice) while the tasks do not come to a multiple of the threads.  Three
- * equal products on two threads (phi3's fused QKV) were three tasks: one
- * thread read two while the other waited, and the run streamed 40.6 GB/s
- * against 52-54 for the step's other runs; as six tasks each thread reads
- * three.
- */
-static size_t wk_cpu_mm_decode_target(const struct wk_cpu_mm_op *ops, int n_ops, int threads,
-				      size_t run_bytes)
-{
-	size_t target = 1;
-
-	for (int k = 1; k <= 4; k *= 2) {
-		long tasks = 0;
-
-		target = run_bytes / (size_t)threads / (size_t)k;
-		if (target == 0)
-			target = 1;
-		for (int i = 0; i < n_ops; i++) {
-			size_t ob = (size_t)wk_qtype_row_bytes(ops[i].wtype, (uint64_t)ops[i].cols) *
-				    (size_t)ops[i].rows;
-			int c = wk_cpu_mm_decode_chunk_rows(ob, ops[i].rows, target);
-			tasks += (ops[i].rows + c - 1) / c;
-		}
-		if (threads == 1 || tasks % threads == 0)
-			break;
-	}
-	return target;
-}
-
-/* Tokens up to which a product counts as a small batch (the 16-row
- * kernels' largest token tile). */
-#define WK_CPU_MM_SMALL_N 8
-
-/*
- * The target for the products of a run with at most WK_CPU_MM_SMALL_N
- * tokens (a mixture's experts in a serving step: dozens of products of a
- * few tokens each; a few streams' dense products): the run's bytes over
- * 4 tasks a thread.  The compute-bound split (wk_cpu_mm_chunk_rows, per
- * product) cut each 512-row expert into eight 64-row tasks, each a new
- * stream started cold: qwen3moe-1b's experts (512 x 1024 Q4_K, 112 a run)
- * took 1756 us at 2 tokens against 755 us at one (2026-12-06); by bytes,
- * one task an expert, 904 us.
- */
-static size_t wk_cpu_mm_small_target(int threads, size_t run_bytes)
-{
-	size_t t = run_bytes / (4 * (size_t)threads);
-
-	return t ? t : 1;
-}
-
-/* Sets up job j for op (activations at scratch offset *off, advanced);
- * tasks by bytes towards split_target, or the compute split for 0. */
+/* Sets up job j for op (activations at scratch offset *off, advanced). */
 static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *op,
-			       struct wk_cpu_mm_job *j, int share_prev, size_t *off, int threads,
-			       size_t split_target)
+			       struct wk_cpu_mm_job *j, int share_prev, size_t *off)
 {
 	enum wk_cpu_act act = wk_cpu_act_of(mm->k, op->wtype);
 
@@ -436,9 +333,6 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	j->g.n = op->n;
 	j->g.y = op->y;
 	j->g.y_stride = (size_t)op->rows;
-	j->chunk_rows = split_target ? wk_cpu_mm_decode_chunk_rows(j->g.w_stride * (size_t)op->rows,
-								   op->rows, split_target)
-				      : wk_cpu_mm_chunk_rows(op->rows, threads);
 	if (act == WK_CPU_ACT_F32) {
 		j->g.x = (const uint8_t *)op->x;
 		j->g.x_stride = 4 * (size_t)op->cols;
@@ -460,7 +354,7 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 
 struct wk_cpu_mm_multi {
 	struct wk_cpu_mm_job *jobs;
-	const int *first;   /* [n_ops + 1] first task of each job (chunks or rows) */
+	const int *first;   /* [n_ops + 1] first unit (or activation row) of each job */
 	int n_ops;
 };
 
@@ -479,14 +373,6 @@ static int wk_cpu_mm_job_of(const struct wk_cpu_mm_multi *m, int task)
 			hi = mid - 1;
 	}
 	return lo;
-}
-
-static void wk_cpu_mm_multi_task(void *ctx, int task, int thread)
-{
-	const struct wk_cpu_mm_multi *m = ctx;
-	int i = wk_cpu_mm_job_of(m, task);
-
-	wk_cpu_mm_gemm_task(&m->jobs[i], task - m->first[i], thread);
 }
 
 /* One activation row of one job of the run (first: the jobs' aq_first). */
@@ -575,28 +461,28 @@ static void wk_cpu_mm_bal_task(void *ctx, int k, int thread)
 }
 
 /*
- * A decode run (every product one token), or a small batch's (every
- * product at most WK_CPU_MM_SMALL_N tokens), on several threads: units of
- * 16 rows, the threads' ranges cut at equal shares of the run's bytes.  The
- * hosts measured here give their two threads unequal speeds, for seconds
- * at a time (one thread's tasks 20-60 % slower than the other's, either
- * way round), and a fixed split waits for the slower; pieces taken from
- * the ends let the faster one finish the other's range.  Which thread
+ * A run on several threads: units of 16 rows, the threads' ranges cut at
+ * equal shares of the run's cost (a product's bytes times its tokens).
+ * The hosts measured here give their two threads unequal speeds, for
+ * seconds at a time (one thread's tasks 20-60 % slower than the other's,
+ * either way round), and fixed tasks wait for the slower; pieces taken
+ * from the ends let the faster one finish the other's range.  Which thread
  * computes a row changes none of its values.
  */
-static void wk_cpu_mm_run_balanced(struct wk_cpu_mm *mm, struct wk_cpu_mm_multi *m, int threads,
-				   size_t run_bytes)
+static void wk_cpu_mm_run_balanced(struct wk_cpu_mm *mm, struct wk_cpu_mm_multi *m, int threads)
 {
 	int n_units = m->first[m->n_ops], k = 0;
-	size_t done = 0;
+	double cost = 0, done = 0;
 	uint32_t start = 0;
 
+	for (int i = 0; i < m->n_ops; i++)
+		cost += (double)m->jobs[i].g.w_stride * m->jobs[i].rows * m->jobs[i].g.n;
 	for (int i = 0; i < m->n_ops && k < threads - 1; i++) {
-		size_t ub = 16 * m->jobs[i].g.w_stride;
+		double uc = 16.0 * (double)m->jobs[i].g.w_stride * m->jobs[i].g.n;
 
 		for (int u = m->first[i]; u < m->first[i + 1] && k < threads - 1; u++) {
-			done += ub;
-			while (k < threads - 1 && done * (size_t)threads >= run_bytes * (size_t)(k + 1)) {
+			done += uc;
+			while (k < threads - 1 && done * threads >= cost * (k + 1)) {
 				atomic_store_explicit(&mm->range[k].fb,
 						      (uint64_t)start << 32 | (uint32_t)(u + 1),
 						      memory_order_relaxed);
@@ -618,8 +504,8 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 				   int n_ops)
 {
 	int threads = mm->pool ? wk_pool_threads(mm->pool) : 1, *first;
-	size_t bytes = 0, off = 0, decode_bytes = 0;
-	int decode = 1, small = 1;
+	size_t bytes = 0, off = 0;
+	int decode = 1;
 	enum cm_status st;
 
 	if (n_ops <= 0 || n_ops > WK_CPU_MM_MAX_OPS)
@@ -630,10 +516,7 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 
 		if ((st = wk_cpu_mm_check(mm, &ops[i])) != CM_OK)
 			return st;
-		decode_bytes += (size_t)wk_qtype_row_bytes(ops[i].wtype, (uint64_t)ops[i].cols) *
-				(size_t)ops[i].rows;
 		decode &= ops[i].n == 1;
-		small &= ops[i].n <= WK_CPU_MM_SMALL_N;
 		act = wk_cpu_act_of(mm->k, ops[i].wtype);
 		if (act == WK_CPU_ACT_F32 || wk_cpu_mm_same_x(mm, ops, i))
 			continue;
@@ -645,24 +528,15 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 	}
 	if ((st = wk_cpu_mm_reserve(mm, bytes)) != CM_OK)
 		return st;
-	/* a decode run: the bandwidth split; else small batches by bytes,
-	 * about 4 tasks a thread over the run, the others compute-bound */
-	/* decode and small batches: units from the ends of per-thread ranges */
-	const int balanced = small && threads > 1 && threads <= WK_CPU_MM_BAL_THREADS;
-	size_t decode_target = decode ? wk_cpu_mm_decode_target(ops, n_ops, threads, decode_bytes) : 0;
-	size_t small_target = wk_cpu_mm_small_target(threads, decode_bytes);
 	first = mm->first;
 	first[0] = 0;
 	mm->aq_first[0] = 0;
 	for (int i = 0; i < n_ops; i++) {
 		struct wk_cpu_mm_job *j = &mm->jobs[i];
-		size_t split = decode ? decode_target : ops[i].n <= WK_CPU_MM_SMALL_N ? small_target : 0;
 
-		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off, threads, split);
-		if (balanced)
-			j->chunk_rows = 16; /* units of wk_cpu_mm_run_balanced */
+		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off);
 		mm->aq_first[i + 1] = mm->aq_first[i] + (j->actq ? j->g.n : 0);
-		first[i + 1] = first[i] + (j->rows + j->chunk_rows - 1) / j->chunk_rows;
+		first[i + 1] = first[i] + (j->rows + 15) / 16; /* units of 16 rows */
 	}
 	/* Every job's activation rows quantised in one run (a mixture's
 	 * experts are dozens of products of a few rows each: a run per
@@ -674,16 +548,14 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 	else
 		for (int t = 0; t < mm->aq_first[n_ops]; t++)
 			wk_cpu_mm_multi_actq_task(&aq, t, 0);
-	/* Each task owns a fixed range of one job's output rows: which thread
-	 * runs it, and which other products share the run, change no value. */
+	/* Each kernel call computes whole output rows: which thread runs them,
+	 * and which other products share the run, change no value. */
 	struct wk_cpu_mm_multi m = { mm->jobs, first, n_ops };
-	if (balanced)
-		wk_cpu_mm_run_balanced(mm, &m, threads, decode_bytes);
-	else if (threads > 1 && first[n_ops] > 1)
-		wk_pool_run(mm->pool, wk_cpu_mm_multi_task, &m, first[n_ops]);
+	if (threads > 1 && first[n_ops] > 1)
+		wk_cpu_mm_run_balanced(mm, &m, threads);
 	else
-		for (int c = 0; c < first[n_ops]; c++)
-			wk_cpu_mm_multi_task(&m, c, 0);
+		for (int i = 0; i < n_ops; i++)
+			mm->jobs[i].fn(&mm->jobs[i].g, 0, mm->jobs[i].rows);
 	return CM_OK;
 }
 

@@ -112,9 +112,9 @@ struct wk_cpu_mm_op {
 #define WK_CPU_MM_MAX_OPS 1024
 
 /*
- * Several independent products in one parallel run: the row ranges of all
- * of them are claimed from one task list, so the threads meet once instead
- * of once per product (a mixture of experts' chosen experts; Q, K and V).
+ * Several independent products in one parallel run: the rows of all of
+ * them are shared out in one run (matmul.c), so the threads meet once
+ * instead of once per product (a mixture of experts' chosen experts; Q, K and V).
  * Consecutive ops on the same x (same pointer, n, cols and activation
  * format) quantise it once.  Every y is bit for bit what wk_cpu_matmul
  * gives.  No y may overlap any x or another y.  Errors as wk_cpu_matmul,

@@ -125,7 +125,7 @@ enum cm_status wk_pool_new(int n_threads, struct wk_pool **out)
 	int started = 0;
 
 	*out = NULL;
-	if (n_threads < 1 || n_threads > 256)
+	if (n_threads < 1 || n_threads > WK_POOL_MAX_THREADS)
 		return CM_EINVAL;
 	p = cm_calloc(1, sizeof *p);
 	if (p == NULL)

@@ -29,7 +29,9 @@ struct wk_pool;
 /* fn(ctx, task, thread): thread in [0, N) identifies per-thread scratch. */
 typedef void (*wk_pool_fn)(void *ctx, int task, int thread);
 
-/* Starts n_threads - 1 workers (n_threads in 1..256). */
+#define WK_POOL_MAX_THREADS 256
+
+/* Starts n_threads - 1 workers (n_threads in 1..WK_POOL_MAX_THREADS). */
 enum cm_status wk_pool_new(int n_threads, struct wk_pool **out) CM_WUR;
 /* Stops and joins the workers; NULL is a no-op. */
 void wk_pool_free(struct wk_pool *pool);

@@ -616,38 +616,38 @@ static void test_matmul_multi(void **state)
 }
 
 /*
- * Decode runs (every product one token) and small batches' (up to 8) are
- * cut into 16-row units taken from the ends of per-thread ranges
- * (matmul.c): on 1, 2, 3 and 5 threads (more threads than this machine's
- * cores: ranges are finished by other threads than their owners, some are
- * empty) every output row is written, with the one-thread values bit for
- * bit, packed and mapped rows, ragged last strips, products of unequal
- * bytes in one run, one and three tokens.
+ * A run's rows are cut into 16-row units taken from the ends of per-thread
+ * ranges (matmul.c): on 1, 2, 3 and 5 threads (more threads than this
+ * machine's cores: ranges are finished by other threads than their
+ * owners, some are empty) every output row is written, with the
+ * one-thread values bit for bit, packed and mapped rows, ragged last
+ * strips, products of unequal bytes in one run, 1, 3 and 12 tokens.
  */
 static void test_decode_balanced(void **state)
 {
 	(void)state;
-	enum { NOPS = 5, ROUNDS = 300 };
+	enum { NOPS = 5, ROUNDS = 100 };
 	static const uint32_t mtypes[NOPS] = { WK_Q_Q4_K, WK_Q_Q8_0, WK_Q_F16, WK_Q_Q6_K, WK_Q_Q4_K };
 	static const int rows[NOPS] = { 200, 16, 328, 1000, 8 };
 	static const int cols[NOPS] = { 512, 256, 256, 768, 256 };
 	static const int nthreads[4] = { 1, 2, 3, 5 };
 	struct wk_cpu_mm_op ops[NOPS];
 	uint8_t *w[NOPS];
-	float *x = malloc(sizeof(float) * 3 * 768), *ref[NOPS], *y[NOPS];
+	float *x = malloc(sizeof(float) * 12 * 768), *ref[NOPS], *y[NOPS];
 
 	assert_non_null(x);
-	for (int i = 0; i < 3 * 768; i++)
+	for (int i = 0; i < 12 * 768; i++)
 		x[i] = rnd();
 	for (int i = 0; i < NOPS; i++) {
 		w[i] = make_weights(mtypes[i], rows[i], cols[i]);
-		ref[i] = malloc(sizeof(float) * 3 * (size_t)rows[i]);
-		y[i] = malloc(sizeof(float) * 3 * (size_t)rows[i]);
+		ref[i] = malloc(sizeof(float) * 12 * (size_t)rows[i]);
+		y[i] = malloc(sizeof(float) * 12 * (size_t)rows[i]);
 		assert_non_null(ref[i]);
 		assert_non_null(y[i]);
 	}
-	for (int c = 0; c < 2 * WK_CPU_ISA_COUNT_; c++) { /* one token, then three */
-		const int n = c < WK_CPU_ISA_COUNT_ ? 1 : 3, isa = c % WK_CPU_ISA_COUNT_;
+	for (int c = 0; c < 3 * WK_CPU_ISA_COUNT_; c++) { /* 1, 3, then 12 tokens */
+		const int n = c < WK_CPU_ISA_COUNT_ ? 1 : c < 2 * WK_CPU_ISA_COUNT_ ? 3 : 12,
+			  isa = c % WK_CPU_ISA_COUNT_;
 
 		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
 			continue;
