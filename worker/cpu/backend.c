@@ -644,7 +644,9 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 	be->kv_type = kv_type;
 	be->kv_elem = kv_type == WK_Q_F16 ? 2 : 4;
 	be->kv_dim = hp->n_head_kv * hp->head_dim;
-	be->n_threads = n_threads < 1 ? 1 : n_threads > 256 ? 256 : n_threads;
+	be->n_threads = n_threads < 1 ? 1 : n_threads;
+	if (be->n_threads > WK_POOL_MAX_THREADS)
+		be->n_threads = WK_POOL_MAX_THREADS;
 	be->rope.n_rot = (int)hp->rope_dim;
 	be->rope.neox = hp->rope_style == WK_ROPE_NEOX;
 	be->rope.base = hp->rope_base;
