@@ -27,7 +27,6 @@ struct wk_cpu_mm_job {
 	const struct wk_cpu_kernels *k;
 	struct wk_cpu_gemm g;
 	wk_cpu_gemm_fn fn;
-	int rows;
 	/* activation quantisation */
 	wk_cpu_actq_fn actq;
 	const float *xf;
@@ -55,7 +54,7 @@ struct wk_cpu_mm {
 	size_t scratch_bytes;     /* usable bytes at scratch */
 	struct wk_cpu_mm_job *jobs; /* [WK_CPU_MM_MAX_OPS]: the current call's */
 	struct wk_cpu_packs *packs; /* rows16 copies (wk_cpu_mm_pack), or NULL */
-	int first[WK_CPU_MM_MAX_OPS + 1]; /* first chunk task of each job */
+	int first[WK_CPU_MM_MAX_OPS + 1]; /* first 16-row unit of each job */
 	int aq_first[WK_CPU_MM_MAX_OPS + 1]; /* first activation row task of each job */
 	struct wk_cpu_mm_range range[WK_POOL_MAX_THREADS]; /* the current run's */
 };
@@ -324,7 +323,6 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	memset(j, 0, sizeof(*j));
 	j->k = mm->k;
 	j->fn = packed ? mm->k->gemm_r16[op->wtype] : mm->k->gemm[op->wtype];
-	j->rows = op->rows;
 	j->g.rows = op->rows;
 	j->g.cols = op->cols;
 	j->g.w = packed ? packed : copy && plain ? copy : op->w;
@@ -427,7 +425,7 @@ static void wk_cpu_mm_units(const struct wk_cpu_mm_multi *m, int u0, int n)
 		int last = m->first[i + 1] < end ? m->first[i + 1] : end;
 		int r0 = (u - m->first[i]) * 16, r1 = (last - m->first[i]) * 16;
 
-		j->fn(&j->g, r0, r1 < j->rows ? r1 : j->rows);
+		j->fn(&j->g, r0, r1 < j->g.rows ? r1 : j->g.rows);
 		u = last;
 	}
 }
@@ -476,7 +474,7 @@ static void wk_cpu_mm_run_balanced(struct wk_cpu_mm *mm, struct wk_cpu_mm_multi 
 	uint32_t start = 0;
 
 	for (int i = 0; i < m->n_ops; i++)
-		cost += (double)m->jobs[i].g.w_stride * m->jobs[i].rows * m->jobs[i].g.n;
+		cost += (double)m->jobs[i].g.w_stride * m->jobs[i].g.rows * m->jobs[i].g.n;
 	for (int i = 0; i < m->n_ops && k < threads - 1; i++) {
 		double uc = 16.0 * (double)m->jobs[i].g.w_stride * m->jobs[i].g.n;
 
@@ -536,7 +534,7 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 
 		wk_cpu_mm_job_init(mm, &ops[i], j, wk_cpu_mm_same_x(mm, ops, i), &off);
 		mm->aq_first[i + 1] = mm->aq_first[i] + (j->actq ? j->g.n : 0);
-		first[i + 1] = first[i] + (j->rows + 15) / 16; /* units of 16 rows */
+		first[i + 1] = first[i] + (j->g.rows + 15) / 16; /* units of 16 rows */
 	}
 	/* Every job's activation rows quantised in one run (a mixture's
 	 * experts are dozens of products of a few rows each: a run per
@@ -555,7 +553,7 @@ enum cm_status wk_cpu_matmul_multi(struct wk_cpu_mm *mm, const struct wk_cpu_mm_
 		wk_cpu_mm_run_balanced(mm, &m, threads);
 	else
 		for (int i = 0; i < n_ops; i++)
-			mm->jobs[i].fn(&mm->jobs[i].g, 0, mm->jobs[i].rows);
+			mm->jobs[i].fn(&mm->jobs[i].g, 0, mm->jobs[i].g.rows);
 	return CM_OK;
 }
 

@@ -623,7 +623,7 @@ static void test_matmul_multi(void **state)
  * one-thread values bit for bit, packed and mapped rows, ragged last
  * strips, products of unequal bytes in one run, 1, 3 and 12 tokens.
  */
-static void test_decode_balanced(void **state)
+static void test_balanced_runs(void **state)
 {
 	(void)state;
 	enum { NOPS = 5, ROUNDS = 100 };
@@ -748,7 +748,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_packed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_matmul_multi, setup, teardown),
-		cmocka_unit_test(test_decode_balanced),
+		cmocka_unit_test(test_balanced_runs),
 		cmocka_unit_test_setup_teardown(test_nonfinite_activations, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_q32_isas_agree, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_token_groups, setup, teardown),
