@@ -37,7 +37,8 @@ static const struct cm_cfg_key wk_server_keys[] = {
 		    "Compute backend; `auto` picks CUDA when built and a device is present."),
 	CM_CFG_INT(struct wk_server_cfg, device, 0, 0, 64, "GPU index for the CUDA backend."),
 	CM_CFG_INT(struct wk_server_cfg, threads, 0, 0, 1024,
-		   "Compute threads of the CPU backend; 0 = every online CPU."),
+		   "Compute threads of the CPU backend; 0 = every online CPU; "
+		   "more than 256 (`WK_POOL_MAX_THREADS`) run as 256."),
 	CM_CFG_BOOL(struct wk_server_cfg, cpu_repack, true,
 		    "CPU backend: keep a copy of every dense matrix in huge-page memory, in the layout its strip kernels read where it has them for the type (AVX-512: every integer type, AVX2: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; the same values read up to 1.6x faster), else as the file has it (F32/F16/BF16, the other types on AVX2; streamed 5-25 % faster than the mapped file's 4 KiB pages), at the cost of that much memory besides the mapped file (`repacked_bytes` in worker_ready); false reads the mapped file only."),
 	CM_CFG_SIZE(struct wk_server_cfg, kv_cache_bytes, 0, 0, (int64_t)1 << 50,
