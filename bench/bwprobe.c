@@ -17,6 +17,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "worker/cpu/pool.h"
 
 typedef uint64_t v8u64 __attribute__((vector_size(64), aligned(64)));
 
@@ -95,6 +96,13 @@ static uint64_t loop_nontemporal(const v8u64 *p, size_t n)
 }
 #endif
 
+static uint64_t run_loop(int loop, const v8u64 *p, size_t n)
+{
+	return loop == BW_PLAIN ? loop_plain(p, n)
+	       : loop == BW_PREFETCH ? loop_prefetch(p, n)
+				     : loop_nontemporal(p, n);
+}
+
 static void *bw_worker(void *arg)
 {
 	struct bw_thread *t = arg;
@@ -110,9 +118,7 @@ static void *bw_worker(void *arg)
 		pthread_barrier_wait(&sh->start);
 		if (sh->loop < 0)
 			return NULL;
-		t->sink += sh->loop == BW_PLAIN	     ? loop_plain(p, per)
-			   : sh->loop == BW_PREFETCH ? loop_prefetch(p, per)
-						     : loop_nontemporal(p, per);
+		t->sink += run_loop(sh->loop, p, per);
 		pthread_barrier_wait(&sh->end);
 	}
 }
@@ -199,4 +205,95 @@ out:
 	cm_huge_free(buf, bytes);
 	free(t);
 	return rc;
+}
+
+struct bw_pacer {
+	v8u64 *buf;
+	size_t bytes;          /* of buf */
+	size_t slice_vec;      /* vectors a pass reads: threads x per_task */
+	size_t n_slices;       /* buf holds n_slices slices */
+	size_t next;           /* the slice the next pass reads */
+	int threads;
+	int loop;              /* of the pass in progress */
+	const v8u64 *base;     /* its slice */
+	uint64_t *sink;        /* one a task, so no loop is optimised away */
+};
+
+int bw_pacer_new(size_t pass_bytes, int threads, struct bw_pacer **out)
+{
+	struct bw_pacer *p = calloc(1, sizeof(*p));
+	size_t want = (size_t)1 << 30, unit;
+
+	*out = NULL;
+	if (!p)
+		return -1;
+	if (threads < 1)
+		threads = 1;
+	/* each task reads whole groups of eight vectors (the loops' step) */
+	unit = (size_t)threads * 8;
+	p->threads = threads;
+	p->slice_vec = (pass_bytes / sizeof(v8u64) + unit - 1) / unit * unit;
+	if (p->slice_vec == 0)
+		p->slice_vec = unit;
+	if (want < 8 * llc_bytes())
+		want = 8 * llc_bytes();
+	p->n_slices = (want + p->slice_vec * sizeof(v8u64) - 1) / (p->slice_vec * sizeof(v8u64));
+	if (p->n_slices < 1)
+		p->n_slices = 1;
+	p->bytes = p->n_slices * p->slice_vec * sizeof(v8u64);
+	p->buf = cm_huge_alloc(p->bytes);
+	p->sink = calloc((size_t)threads, sizeof(uint64_t));
+	if (!p->buf || !p->sink) {
+		bw_pacer_free(p);
+		return -1;
+	}
+	memset(p->buf, 1, p->bytes); /* faulted in, not zero pages */
+	*out = p;
+	return 0;
+}
+
+static void bw_pacer_task(void *ctx, int task, int thread)
+{
+	struct bw_pacer *p = ctx;
+	size_t per = p->slice_vec / (size_t)p->threads;
+
+	(void)thread;
+	p->sink[task] += run_loop(p->loop, p->base + per * (size_t)task, per);
+}
+
+double bw_pacer_pass(struct bw_pacer *p, struct wk_pool *pool, int *loop)
+{
+	double best = 0;
+
+	for (int l = 0; l < BW_N_LOOPS; l++) {
+		int64_t t0;
+		double bw;
+
+		p->loop = l;
+		p->base = p->buf + p->next * p->slice_vec;
+		p->next = (p->next + 1) % p->n_slices;
+		t0 = cm_mono_ns();
+		wk_pool_run(pool, bw_pacer_task, p, p->threads);
+		bw = (double)(p->slice_vec * sizeof(v8u64)) / ((double)(cm_mono_ns() - t0) / 1e9);
+		if (bw > best) {
+			best = bw;
+			if (loop)
+				*loop = l;
+		}
+	}
+	return best;
+}
+
+size_t bw_pacer_pass_bytes(const struct bw_pacer *p)
+{
+	return p->slice_vec * sizeof(v8u64);
+}
+
+void bw_pacer_free(struct bw_pacer *p)
+{
+	if (!p)
+		return;
+	cm_huge_free(p->buf, p->bytes);
+	free(p->sink);
+	free(p);
 }

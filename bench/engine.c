@@ -12,7 +12,12 @@
  * KV cache of the positions attended to, and the fraction reached.  Medians of
  * --reps runs; the bandwidth probe runs after each repetition's decode and
  * each decode's share is taken against the probe beside it (the bound
- * printed is the best probe).  "cpu share" is the process's CPU time over wall time x
+ * printed is the best probe).  Then each repetition decodes its --gen
+ * steps again, each step followed by one pass of every probe loop over as
+ * many bytes as it read, on the backend's own pool (bw_pacer): decode's
+ * share of the passes beside each step, median and spread over all steps,
+ * is the share that holds the machine's minute-to-minute swings constant.
+ * "cpu share" is the process's CPU time over wall time x
  * threads during the phase: the machine is shared, and a share well under
  * 100% means the figure is the neighbours' as much as ours.  The batch is driven straight through the backend (no
  * sampling, no text), so this measures the forward pass alone.
@@ -85,13 +90,29 @@ static void type_mix(const struct wk_model *m, char *out, size_t len)
 					      100.0 * bytes[t] / (double)m->weight_bytes);
 }
 
+static double kv_step_bytes(const struct wk_hparams *hp, uint32_t p);
+
+/*
+ * The paired phase of a repetition: the decode steps again (the same
+ * tokens at the same positions), each followed by one pass of every probe
+ * loop over as many bytes as the step read, on the backend's own pool;
+ * per step its bytes/s over the best pass's.
+ */
+struct pair_run {
+	struct bw_pacer *pacer;
+	double weights;          /* bytes a step reads besides the KV cache */
+	const struct wk_hparams *hp;
+	double *share, *step_s, *bw; /* appended, n of them */
+	int n;
+};
+
 /*
  * One repetition on a fresh backend: a prefill of n_prompt tokens, then
- * n_gen decode steps; tokens/s and cpu shares into the four outputs.
- * 0, or -1 with a message on stderr.
+ * n_gen decode steps; tokens/s and cpu shares into the four outputs; then
+ * the paired phase into *pr.  0, or -1 with a message on stderr.
  */
 static int run_rep(const struct wk_model *m, int threads, int n_prompt, int n_gen, double *pf,
-		   double *pf_share, double *dc, double *dc_share)
+		   double *pf_share, double *dc, double *dc_share, struct pair_run *pr)
 {
 	const uint32_t bt = 16;
 	const uint32_t n_blocks = (uint32_t)(n_prompt + n_gen + (int)bt) / bt + 1;
@@ -154,6 +175,24 @@ static int run_rep(const struct wk_model *m, int threads, int n_prompt, int n_ge
 	}
 	*dc = n_gen / ((cm_mono_ns() - t0) / 1e9);
 	*dc_share = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
+	for (int g = 0; g < n_gen; g++) {
+		uint32_t p = (uint32_t)(n_prompt + g);
+		double step, pass;
+
+		b.tokens = toks + n_prompt + g;
+		b.pos = &p;
+		b.n_tokens = 1;
+		out_row = 0;
+		t0 = cm_mono_ns();
+		if (be->ops->forward(be, &b, logits) != CM_OK)
+			goto out;
+		step = (cm_mono_ns() - t0) / 1e9;
+		pass = bw_pacer_pass(pr->pacer, wk_cpu_backend_pool(be), NULL);
+		pr->step_s[pr->n] = step;
+		pr->bw[pr->n] = pass;
+		pr->share[pr->n] = (pr->weights + kv_step_bytes(pr->hp, p)) / step / pass;
+		pr->n++;
+	}
 	rc = 0;
 out:
 	if (be)
@@ -167,28 +206,34 @@ out:
 }
 
 /*
- * Bytes of K and V one decode step reads, on average over the --gen steps
- * (positions n_prompt .. n_prompt + n_gen - 1): per layer the positions
+ * Bytes of K and V the decode step at position p reads (kv_step_bytes),
+ * and their average over the --gen steps (kv_read_bytes: positions
+ * n_prompt .. n_prompt + n_gen - 1): per layer the positions
  * its attention sees (a windowed layer's window, else all up to the
  * step's own), each n_head_kv x head_dim halves of K and as many of V
  * (the F16 cache run_rep creates).  Part of what a step must stream: for
  * phi3-1b (32 KV heads of 64, 24 layers) 192 KiB a position, 4 % of the
  * weights at 160 positions.
  */
+static double kv_step_bytes(const struct wk_hparams *hp, uint32_t p)
+{
+	double sum = 0;
+
+	for (uint32_t l = 0; l < hp->n_layer; l++) {
+		uint32_t swa = wk_layer_swa(hp, l);
+		uint32_t n = swa && p >= swa ? swa : p + 1;
+
+		sum += (double)n * 2.0 * hp->n_head_kv * hp->head_dim * 2.0;
+	}
+	return sum;
+}
+
 static double kv_read_bytes(const struct wk_hparams *hp, int n_prompt, int n_gen)
 {
 	double sum = 0;
 
-	for (int g = 0; g < n_gen; g++) {
-		uint32_t p = (uint32_t)(n_prompt + g);
-
-		for (uint32_t l = 0; l < hp->n_layer; l++) {
-			uint32_t swa = wk_layer_swa(hp, l);
-			uint32_t n = swa && p >= swa ? swa : p + 1;
-
-			sum += (double)n * 2.0 * hp->n_head_kv * hp->head_dim * 2.0;
-		}
-	}
+	for (int g = 0; g < n_gen; g++)
+		sum += kv_step_bytes(hp, (uint32_t)(n_prompt + g));
 	return sum / n_gen;
 }
 
@@ -203,6 +248,7 @@ int main(int argc, char **argv)
 	double load[3] = { -1, -1, -1 };
 	struct bw_result bwr = { 0 }, bwr_r;
 	struct utsname un;
+	int rc = 1;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--model") && i + 1 < argc)
@@ -238,20 +284,29 @@ int main(int argc, char **argv)
 					: (double)m->tok_embd.rows * m->tok_embd.row_bytes);
 	const double kv = kv_read_bytes(&m->hp, n_prompt, n_gen);
 	const double streamed = weights + kv;
+	struct pair_run pr = { .weights = weights, .hp = &m->hp };
+	const size_t n_pairs = (size_t)reps * (size_t)n_gen;
+
+	pr.share = calloc(n_pairs, sizeof(double));
+	pr.step_s = calloc(n_pairs, sizeof(double));
+	pr.bw = calloc(n_pairs, sizeof(double));
+	if (!pr.share || !pr.step_s || !pr.bw ||
+	    bw_pacer_new((size_t)streamed, threads, &pr.pacer) != 0) {
+		fprintf(stderr, "bench-engine: the paired probe's buffer could not be had\n");
+		goto fail;
+	}
 	if (getloadavg(load, 3) < 0)
 		load[0] = -1;
 	for (int r = 0; r < reps; r++) {
-		if (run_rep(m, threads, n_prompt, n_gen, &pf[r], &pf_share[r], &dc[r], &dc_share[r]) != 0) {
-			wk_model_free(m);
-			return 1;
-		}
+		if (run_rep(m, threads, n_prompt, n_gen, &pf[r], &pf_share[r], &dc[r], &dc_share[r],
+			    &pr) != 0)
+			goto fail;
 		/* the probe right after this repetition's decode: the machine's
 		 * bandwidth moves by 2x within minutes here, so each decode is
 		 * held to the bandwidth measured beside it */
 		if (bw_probe(threads, 5, &bwr_r) != 0) {
 			fprintf(stderr, "bench-engine: the bandwidth probe could not run\n");
-			wk_model_free(m);
-			return 1;
+			goto fail;
 		}
 		bwp[r] = bwr_r.bound;
 		share[r] = dc[r] * streamed / bwr_r.bound;
@@ -301,7 +356,24 @@ int main(int argc, char **argv)
 		       n_prompt + (n_gen + 1) / 2.0, bound, 100.0 * d / bound,
 		       100.0 * median(share, reps),
 		       over > 1.0 ? " (a repetition over 100 %: the probe is wrong)" : "");
+		/* the paired probe: each step against the passes right after it */
+		double bwm = median(pr.bw, pr.n), stepm = median(pr.step_s, pr.n);
+		double sm;
+
+		qsort(pr.share, (size_t)pr.n, sizeof(double), cmp_d);
+		sm = median(pr.share, pr.n);
+		printf("paired probe (%d decode steps again, each followed by one pass of every loop over %.3f GB on the decode's own threads): decode %.2f tokens/s, bound %.2f tokens/s at %.1f GB/s (medians); decode's share of the passes beside each step: median %.0f%% (p10 %.0f%%, p90 %.0f%%, max %.0f%%)%s\n",
+		       pr.n, bw_pacer_pass_bytes(pr.pacer) / 1e9, 1.0 / stepm, bwm / streamed,
+		       bwm / 1e9, 100.0 * sm, 100.0 * pr.share[pr.n / 10],
+		       100.0 * pr.share[pr.n - 1 - pr.n / 10], 100.0 * pr.share[pr.n - 1],
+		       sm > 1.0 ? " (the median over 100 %: the probe is wrong)" : "");
 	}
+	rc = 0;
+fail:
+	bw_pacer_free(pr.pacer);
+	free(pr.share);
+	free(pr.step_s);
+	free(pr.bw);
 	wk_model_free(m);
-	return 0;
+	return rc;
 }

@@ -825,6 +825,11 @@ const struct wk_backend_ops wk_cpu_backend_ops = {
 	.embed = cpu_embed,
 };
 
+struct wk_pool *wk_cpu_backend_pool(const struct wk_backend *base)
+{
+	return ((const struct cpu_backend *)base)->pool;
+}
+
 enum cm_status wk_cpu_backend_routing(const struct wk_backend *base, uint32_t layer,
 				      uint32_t token, uint32_t *ids)
 {

@@ -12,6 +12,7 @@
 
 struct wk_model;
 struct wk_backend;
+struct wk_pool;
 
 /*
  * Like wk_cpu_backend_ops.create with an explicit KV element type
@@ -37,5 +38,13 @@ uint64_t wk_cpu_backend_repack_bytes(const struct wk_model *m);
  */
 enum cm_status wk_cpu_backend_routing(const struct wk_backend *be, uint32_t layer,
 				      uint32_t token, uint32_t *ids) CM_WUR;
+
+/*
+ * The compute pool a CPU backend runs its forward passes on, for
+ * bench-engine's bandwidth probe (bench/bwprobe.h), which reads memory on
+ * the decode's own threads between its steps.  Borrowed: valid until the
+ * backend is destroyed; never run on it during a forward().
+ */
+struct wk_pool *wk_cpu_backend_pool(const struct wk_backend *be);
 
 #endif
