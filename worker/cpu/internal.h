@@ -57,9 +57,18 @@ struct wk_cpu_gemm {
  * columns for weight type t: a one-token product walks panel by panel
  * over a run of strips, so that the activation row's panel stays in L1
  * while the weights stream.  2048 columns, 1024 for Q8_0 (a strip of
- * 16 x 2048 Q8_0 values is 34 KB, near L1's 48).
+ * 16 x 2048 Q8_0 values is 34 KB, near L1's 48).  The types of 256-value
+ * blocks (K-quants, IQ4_XS), whose kernels prefetch their own strip, are
+ * never in panels (2^31 columns: more than a row has): in panels a Q6_K
+ * 2048 x 5632 product of one token read 21-22 GB/s from memory on two
+ * threads, strip by strip 32-33 (docs/engine-cpu.md).
  */
-#define WK_CPU_PANEL_LOG2(t) ((t) == WK_Q_Q8_0 ? 10 : 11)
+#define WK_CPU_PANEL_LOG2(t)                                                                  \
+	((t) == WK_Q_Q2_K || (t) == WK_Q_Q3_K || (t) == WK_Q_Q4_K || (t) == WK_Q_Q5_K ||       \
+			 (t) == WK_Q_Q6_K || (t) == WK_Q_IQ4_XS                                \
+		 ? 31                                                                          \
+	 : (t) == WK_Q_Q8_0 ? 10                                                               \
+			    : 11)
 
 /*
  * Where block b of the strip at row r (a multiple of 16) lies in a rows16

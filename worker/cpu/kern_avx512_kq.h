@@ -151,16 +151,11 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
-	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
-	if (PACKED == 2 && T == 1)
-		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i m4 = _mm512_set1_epi8(0x0f), m3f = _mm512_set1_epi8(0x3f),
 		      m30 = _mm512_set1_epi8(0x30), mff = _mm512_set1_epi32(0xff);
-	for (int b = b_lo; b < b_hi; b++) {
+	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = kx_strip_block(g, strip, &pk_next, r, b, off, bb,
-								   KX_LPB256, nb, PACKED);
+		const uint8_t *pk = PACKED ? strip + 16 * off : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		__m512i dd, s0, s1, s2;
 		if (PACKED) {
@@ -263,8 +258,6 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 			acc[j] = _mm512_fnmadd_ps(mf[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
-	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
-		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
@@ -343,14 +336,9 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
-	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
-	if (PACKED == 2 && T == 1)
-		kx_carry_in(g, b_lo, acc, NULL);
-	for (int b = b_lo; b < b_hi; b++) {
+	for (int b = 0; b < nb; b++) {
 		const size_t off = 210 * (size_t)b;
-		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
-								   r, b, off, 210, KX_LPB256, nb, PACKED);
+		const uint8_t *pk = PACKED ? g->w + (size_t)r * g->w_stride + 16 * off : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		__m512 dw;
@@ -475,8 +463,6 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
-	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
-		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }
 
@@ -519,16 +505,11 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
-	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
-	if (PACKED == 2 && T == 1)
-		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i m3 = _mm512_set1_epi8(3), m4 = _mm512_set1_epi8(4), mf = _mm512_set1_epi32(15),
 		      mlo = _mm512_set1_epi32(0xffff);
-	for (int b = b_lo; b < b_hi; b++) {
+	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
-		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
-								   r, b, off, bb, KX_LPB256, nb, PACKED);
+		const uint8_t *pk = PACKED ? g->w + (size_t)r * g->w_stride + 16 * off : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at
@@ -646,7 +627,5 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 				acc[j] = _mm512_fnmadd_ps(msum[j], _mm512_mul_ps(dmw, dx), acc[j]);
 		}
 	}
-	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
-		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }

@@ -194,19 +194,14 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	const int16_t *xs[KX_MT2];
 	__m512 acc[KX_MT2];
 	kx_tile_begin256(g, t, T, xq, xd, xs, acc);
-	const int b_lo = kx_b_lo(g, PACKED), b_hi = kx_b_hi(g, nb, PACKED);
-	const uint8_t *pk_next = NULL; /* PACKED 2: kx_r16_next */
-	if (PACKED == 2 && T == 1)
-		kx_carry_in(g, b_lo, acc, NULL);
 	const __m512i lv = _mm512_xor_si512(
 		_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)wk_iq4nl_levels)),
 		_mm512_set1_epi8((char)0x80));
 	const __m512i m4 = _mm512_set1_epi32(0xf), m3 = _mm512_set1_epi32(3), c32 = _mm512_set1_epi32(32),
 		      mlo = _mm512_set1_epi32(0xffff), n4 = _mm512_set1_epi8(0x0f);
-	for (int b = b_lo; b < b_hi; b++) {
+	for (int b = 0; b < nb; b++) {
 		const size_t off = 136 * (size_t)b;
-		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
-								   r, b, off, 136, KX_LPB256, nb, PACKED);
+		const uint8_t *pk = PACKED ? g->w + (size_t)r * g->w_stride + 16 * off : NULL;
 		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED, 1);
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		const __m512i dh = PACKED ? _mm512_loadu_si512(pk)
@@ -272,7 +267,5 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 			acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]),
 						 _mm512_mul_ps(dw, _mm512_set1_ps(xd[j][b])), acc[j]);
 	}
-	if (PACKED == 2 && T == 1 && kx_carry_out(g, b_hi, nb, acc, NULL))
-		return;
 	kx_rows16_store(g, r, nr, t, T, perm, acc);
 }

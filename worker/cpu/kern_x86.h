@@ -70,10 +70,9 @@ KX_INLINE const uint8_t *kx_r16_block(const struct wk_cpu_gemm *g, int r, int b,
 {
 	return g->w + wk_cpu_r16_offset(g->panel_bytes, r, b, bb, LPB, nb);
 }
-/* log2 of a full panel's blocks: the 32-value types (KIND 5: Q8_0), the
- * 256-value ones */
+/* log2 of a full panel's blocks of the 32-value types (KIND 5: Q8_0; the
+ * 256-value types are never in panels) */
 #define KX_LPB32(KIND) (WK_CPU_PANEL_LOG2((KIND) == 5 ? WK_Q_Q8_0 : WK_Q_Q4_0) - 5)
-#define KX_LPB256 (WK_CPU_PANEL_LOG2(WK_Q_Q4_K) - 8)
 /*
  * The same for a kernel's loop over blocks from a panel's start: block b's
  * address, from kx_r16_block at each panel's first block and else one
@@ -712,19 +711,24 @@ KX_DRIVER(kx_gemm_q4_0_pairs, kx_q4_0_tile, 4, 4)
 KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 
 /* packed (rows16) matrices: strips of 16 from r0, which the matmul driver
- * keeps a multiple of 16 */
+ * keeps a multiple of 16; a copy in panels (the 32-value types, pack.h)
+ * panel by panel for one token */
 #define KX_R16_DRIVER(name, KERNEL, ARG, BE)                                   \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
 		if (!g->panel_bytes) {                                         \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 		} else if (g->n == 1) {                                        \
-			KX_PANEL_WALK(g, r0, r1, BE,                           \
-				      (BE) == 32 ? KX_LPB32(ARG) : KX_LPB256,  \
-				      KERNEL, ARG, 2);                         \
+			KX_PANEL_WALK(g, r0, r1, BE, KX_LPB32(ARG), KERNEL, ARG, 2); \
 		} else {                                                       \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
 		}                                                              \
+	}
+/* the 256-value types: always one panel (internal.h), strip by strip */
+#define KX_R16_DRIVER256(name, KERNEL, ARG)                                    \
+	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
+	{                                                                      \
+		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)                      \
 	}
 #endif
 
@@ -1138,9 +1142,9 @@ KX_DRIVER(kx_gemm_q6_k_pairs, kx_q6_k_tile, 4, 4)
 KX_ROWS16_DRIVER(kx_gemm_q4_k, kx_q45_k_impl, 0, kx_gemm_q4_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_k, kx_q45_k_impl, 1, kx_gemm_q5_k_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q6_k, kx_q6_k_impl, 0, kx_gemm_q6_k_pairs)
-KX_R16_DRIVER(kx_gemm_q4_k_r16, kx_q45_k_impl, 0, 256)
-KX_R16_DRIVER(kx_gemm_q5_k_r16, kx_q45_k_impl, 1, 256)
-KX_R16_DRIVER(kx_gemm_q6_k_r16, kx_q6_k_impl, 0, 256)
+KX_R16_DRIVER256(kx_gemm_q4_k_r16, kx_q45_k_impl, 0)
+KX_R16_DRIVER256(kx_gemm_q5_k_r16, kx_q45_k_impl, 1)
+KX_R16_DRIVER256(kx_gemm_q6_k_r16, kx_q6_k_impl, 0)
 #else
 KX_DRIVER(kx_gemm_q4_k, kx_q4_k_tile, 2, 4)
 KX_DRIVER(kx_gemm_q5_k, kx_q5_k_tile, 2, 4)

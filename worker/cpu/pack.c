@@ -108,7 +108,7 @@ size_t wk_cpu_pack_bytes(uint32_t wtype, int rows, int cols)
 
 size_t wk_cpu_pack_panel_bytes(uint32_t wtype, int rows, int cols)
 {
-	const int panel_cols = 1 << WK_CPU_PANEL_LOG2(wtype);
+	const int64_t panel_cols = (int64_t)1 << WK_CPU_PANEL_LOG2(wtype);
 
 	/* a full panel is a copy of the matrix's first panel_cols columns */
 	return cols <= panel_cols ? 0 : wk_cpu_pack_bytes(wtype, rows, panel_cols);

@@ -28,6 +28,7 @@
 
 #include "common/alloc.h"
 #include "worker/cpu/matmul.h"
+#include "worker/cpu/pack.h"
 #include "worker/cpu/pool.h"
 #include "worker/model/quant.h"
 
@@ -318,9 +319,11 @@ static void test_packed(void **state)
 	struct fixture *f = *state;
 	const int n = 64, cols = 4352;
 	/* 2053 rows: 129 strips, packed by several pool tasks; 4352 and 2112
-	 * columns: copies in panels (pack.h), 3 (8 + 8 + 1 blocks of 256, 64 +
-	 * 64 + 8 of 32) and 2 (64 + 2 of 32); 1040 rows: 65 strips, a panel
-	 * walk of one token over two runs of strips on one thread */
+	 * columns: the 32-value types' copies in panels (pack.h), 3 (64 + 64
+	 * + 8 blocks of 32) and 2 (64 + 2); the 256-value types' are one
+	 * panel at any width (17 blocks of 256: a strip of 16 x 4352 Q6_K is
+	 * 57 KB); 1040 rows: 65 strips, a panel walk of one token over two
+	 * runs of strips on one thread */
 	static const int shapes[][2] = { { 203, 768 }, { 16, 768 }, { 5, 352 }, { 131, 352 },
 					 { 2053, 256 }, { 37, 4352 }, { 1040, 2112 } };
 	float *x = malloc(sizeof(float) * n * cols);
@@ -331,6 +334,14 @@ static void test_packed(void **state)
 	for (int i = 0; i < n * cols; i++)
 		x[i] = rnd();
 	int packed_any = 0;
+	/* which copies are in panels: the 32-value types past 2048 columns
+	 * (Q8_0 1024), never the 256-value ones */
+	assert_int_not_equal(wk_cpu_pack_panel_bytes(WK_Q_Q4_0, 2048, 5632), 0);
+	assert_int_not_equal(wk_cpu_pack_panel_bytes(WK_Q_Q8_0, 2048, 2048), 0);
+	assert_int_equal(wk_cpu_pack_panel_bytes(WK_Q_Q4_0, 2048, 2048), 0);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+		if (wk_qtype_block_elems(types[ti]) == 256)
+			assert_int_equal(wk_cpu_pack_panel_bytes(types[ti], 2048, 65536), 0);
 	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
 		if (!wk_cpu_isa_available((enum wk_cpu_isa)isa))
 			continue;
