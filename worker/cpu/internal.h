@@ -44,6 +44,9 @@ struct wk_cpu_gemm {
 	/* rows16 copies (gemm_r16) wider than one panel (pack.h): the bytes
 	 * of one full panel of every strip; 0 for one panel */
 	size_t panel_bytes;
+	/* the 256-value types' rows16 kernels prefetch their strip in
+	 * software (wk_cpu_mm_set_strip_prefetch) */
+	int strip_pf;
 	/* set only by the r16 drivers' one-token panel walk on their copy of
 	 * the block: blocks [b0, b1) of the strip (b1 0: to the end), and
 	 * where the strip's accumulators wait between panels (acc in 0-15,

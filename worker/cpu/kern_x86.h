@@ -55,6 +55,10 @@
  * alternating builds in one sitting (2026-12-05): Q4_0 +4 to +9 % and
  * Q8_0 +2 to +17 % without it, Q4_K_M -14 %.  8 KiB ahead, or into L2
  * 16-32 KiB ahead beside or instead of it, streamed the same or slower.
+ * On Zen 4 (AMD family 19h) the K-quant strips too streamed faster
+ * without it (2026-12-06: Q4_K 5632 x 2048 one token, two threads, 45 ->
+ * 53 GB/s beside a 60-62 GB/s probe), so whether the 256-value kernels
+ * prefetch is chosen at run time (g->strip_pf, wk_cpu_strip_prefetch_default).
  */
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
@@ -660,11 +664,14 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
  * PACKED, 0 for the mapped rows (KX_ROWS16_DRIVER), 1 for pack.h's rows16
  * copies (KX_R16_DRIVER).
  */
-#define KX_ROWS16_WALK(g, r0, r1, KERNEL, ...)                                               \
+#define KX_ROWS16_WALK(g, r0, r1, KERNEL, ...) KX_ROWS16_WALK_PF(g, r0, r1, 1, KERNEL, __VA_ARGS__)
+/* the same; PF 0: pf NULL (the packed kernels' strip prefetch off) */
+#define KX_ROWS16_WALK_PF(g, r0, r1, PF, KERNEL, ...)                                        \
 	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                           \
 		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                             \
-		const uint8_t *pf_ = r_ + 16 < (g)->rows ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride \
-							  : NULL;                                  \
+		const uint8_t *pf_ = (PF) && r_ + 16 < (g)->rows                             \
+					     ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride    \
+					     : NULL;                                         \
 		int t_ = 0;                                                                  \
 		for (; t_ + 8 <= (g)->n; t_ += 8, pf_ = NULL)                                \
 			KERNEL(g, r_, nr_, t_, 8, pf_, __VA_ARGS__);                         \
@@ -724,11 +731,12 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
 		}                                                              \
 	}
-/* the 256-value types: always one panel (internal.h), strip by strip */
+/* the 256-value types: always one panel (internal.h), strip by strip,
+ * prefetching the strip in software where g->strip_pf says */
 #define KX_R16_DRIVER256(name, KERNEL, ARG)                                    \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
-		KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)                      \
+		KX_ROWS16_WALK_PF(g, r0, r1, (g)->strip_pf, KERNEL, ARG, 1)    \
 	}
 #endif
 

@@ -49,6 +49,7 @@ struct wk_cpu_mm {
 	struct wk_pool *pool;     /* borrowed */
 	enum wk_cpu_isa isa;
 	const struct wk_cpu_kernels *k;
+	int strip_pf;             /* wk_cpu_mm_set_strip_prefetch */
 	void *scratch_raw;        /* cm_malloc'd */
 	uint8_t *scratch;         /* activation rows, 64-byte aligned in scratch_raw */
 	size_t scratch_bytes;     /* usable bytes at scratch */
@@ -124,6 +125,35 @@ enum wk_cpu_isa wk_cpu_isa_default(void)
 	return WK_CPU_ISA_SCALAR;
 }
 
+int wk_cpu_strip_prefetch_default(void)
+{
+	const char *env = getenv("SLUICE_CPU_PREFETCH");
+
+	if (env != NULL && strcasecmp(env, "on") == 0)
+		return 1;
+	if (env != NULL && strcasecmp(env, "off") == 0)
+		return 0;
+#if defined(__x86_64__)
+	{
+		unsigned a, b, c, d, family;
+
+		if (!__get_cpuid(0, &a, &b, &c, &d))
+			return 1;
+		/* "AuthenticAMD" in ebx, edx, ecx */
+		if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
+			return 1;
+		if (!__get_cpuid(1, &a, &b, &c, &d))
+			return 1;
+		family = (a >> 8) & 0xf;
+		if (family == 0xf)
+			family += (a >> 20) & 0xff;
+		return family != 0x19;
+	}
+#else
+	return 1;
+#endif
+}
+
 static const struct wk_cpu_kernels *wk_cpu_kernels_of(enum wk_cpu_isa isa)
 {
 	switch (isa) {
@@ -190,6 +220,7 @@ enum cm_status wk_cpu_mm_new(struct wk_pool *pool, struct wk_cpu_mm **out)
 	mm->pool = pool;
 	mm->isa = wk_cpu_isa_default();
 	mm->k = wk_cpu_kernels_of(mm->isa);
+	mm->strip_pf = wk_cpu_strip_prefetch_default();
 	*out = mm;
 	return CM_OK;
 }
@@ -211,6 +242,16 @@ enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa)
 	mm->isa = isa;
 	mm->k = wk_cpu_kernels_of(isa);
 	return CM_OK;
+}
+
+void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int on)
+{
+	mm->strip_pf = on != 0;
+}
+
+int wk_cpu_mm_strip_prefetch(const struct wk_cpu_mm *mm)
+{
+	return mm->strip_pf;
 }
 
 enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm)
@@ -328,6 +369,7 @@ static void wk_cpu_mm_job_init(struct wk_cpu_mm *mm, const struct wk_cpu_mm_op *
 	j->g.w = packed ? packed : copy && plain ? copy : op->w;
 	j->g.w_stride = (size_t)wk_qtype_row_bytes(op->wtype, (uint64_t)op->cols);
 	j->g.panel_bytes = packed ? wk_cpu_pack_panel_bytes(op->wtype, op->rows, op->cols) : 0;
+	j->g.strip_pf = mm->strip_pf;
 	j->g.n = op->n;
 	j->g.y = op->y;
 	j->g.y_stride = (size_t)op->rows;

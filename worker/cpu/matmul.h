@@ -55,6 +55,15 @@ const char *wk_cpu_isa_name(enum wk_cpu_isa isa);
 int wk_cpu_isa_available(enum wk_cpu_isa isa);
 /* The best available ISA, or the one SLUICE_CPU_ISA names if available. */
 enum wk_cpu_isa wk_cpu_isa_default(void);
+/*
+ * Whether the AVX-512 16-row kernels of the 256-value types (K-quants,
+ * IQ4_XS) prefetch their packed strips in software (KX_PF_R16 ahead into
+ * L1) or leave the stream to the hardware prefetchers: 1, except on AMD
+ * family 19h (Zen 3, Zen 4), where the hardware alone streamed them faster
+ * (docs/engine-cpu.md).  SLUICE_CPU_PREFETCH=on|off overrides.  The values
+ * are the same either way; only the speed differs.
+ */
+int wk_cpu_strip_prefetch_default(void);
 
 struct wk_cpu_mm;
 
@@ -64,6 +73,10 @@ void wk_cpu_mm_free(struct wk_cpu_mm *mm);
 /* CM_EUNSUPPORTED when the CPU lacks isa. */
 enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa) CM_WUR;
 enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm);
+/* The strip prefetch of mm's products (wk_cpu_strip_prefetch_default at
+ * wk_cpu_mm_new): 0 off, else on. */
+void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int on);
+int wk_cpu_mm_strip_prefetch(const struct wk_cpu_mm *mm);
 struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 
 /*
