@@ -39,9 +39,10 @@
  * sequential stream.  The copy holds the same bytes as the matrix (plus
  * the padding of the last strip).
  *
- * Panels: a matrix of more than 1 << WK_CPU_PANEL_LOG2(type) (internal.h:
- * 2048, Q8_0 1024) columns is stored as panels of that many columns (the
- * last one narrower), panel
+ * Panels: a matrix of a 32-value type with more than
+ * 1 << WK_CPU_PANEL_LOG2(type) (internal.h: 2048, Q8_0 1024) columns is
+ * stored as panels of that many columns (the last one narrower; the
+ * 256-value types are never in panels), panel
  * after panel, each holding every strip's blocks of its columns in strip
  * order: block b of the strip at row r (a multiple of 16) is at
  *   p * panel_bytes + (r * nbp + 16 * (b - p * pb)) * block bytes,
