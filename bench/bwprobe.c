@@ -238,8 +238,6 @@ int bw_pacer_new(size_t pass_bytes, int threads, struct bw_pacer **out)
 	if (want < 8 * llc_bytes())
 		want = 8 * llc_bytes();
 	p->n_slices = (want + p->slice_vec * sizeof(v8u64) - 1) / (p->slice_vec * sizeof(v8u64));
-	if (p->n_slices < 1)
-		p->n_slices = 1;
 	p->bytes = p->n_slices * p->slice_vec * sizeof(v8u64);
 	p->buf = cm_huge_alloc(p->bytes);
 	p->sink = calloc((size_t)threads, sizeof(uint64_t));
@@ -261,7 +259,7 @@ static void bw_pacer_task(void *ctx, int task, int thread)
 	p->sink[task] += run_loop(p->loop, p->base + per * (size_t)task, per);
 }
 
-double bw_pacer_pass(struct bw_pacer *p, struct wk_pool *pool, int *loop)
+double bw_pacer_pass(struct bw_pacer *p, struct wk_pool *pool)
 {
 	double best = 0;
 
@@ -275,11 +273,8 @@ double bw_pacer_pass(struct bw_pacer *p, struct wk_pool *pool, int *loop)
 		t0 = cm_mono_ns();
 		wk_pool_run(pool, bw_pacer_task, p, p->threads);
 		bw = (double)(p->slice_vec * sizeof(v8u64)) / ((double)(cm_mono_ns() - t0) / 1e9);
-		if (bw > best) {
+		if (bw > best)
 			best = bw;
-			if (loop)
-				*loop = l;
-		}
 	}
 	return best;
 }

@@ -47,8 +47,8 @@ struct bw_pacer;
 int bw_pacer_new(size_t pass_bytes, int threads, struct bw_pacer **out);
 /* One pass of every loop on `pool` (each over the next slice of the
  * buffer, so no pass reads what the one before left in the cache); the
- * best bytes/s, and its loop into *loop when loop is not NULL. */
-double bw_pacer_pass(struct bw_pacer *p, struct wk_pool *pool, int *loop);
+ * best bytes/s. */
+double bw_pacer_pass(struct bw_pacer *p, struct wk_pool *pool);
 /* The bytes one pass of one loop reads. */
 size_t bw_pacer_pass_bytes(const struct bw_pacer *p);
 void bw_pacer_free(struct bw_pacer *p);

@@ -106,6 +106,19 @@ struct pair_run {
 	int n;
 };
 
+/* The decode step of token toks[p] at position p (batch b's one sequence). */
+static enum cm_status decode_step(struct wk_backend *be, struct wk_batch *b, const int32_t *toks,
+				  uint32_t p, float *logits)
+{
+	const uint32_t out_row = 0;
+
+	b->tokens = toks + p;
+	b->pos = &p;
+	b->n_tokens = 1;
+	b->out = &out_row;
+	return be->ops->forward(be, b, logits);
+}
+
 /*
  * One repetition on a fresh backend: a prefill of n_prompt tokens, then
  * n_gen decode steps; tokens/s and cpu shares into the four outputs; then
@@ -163,31 +176,20 @@ static int run_rep(const struct wk_model *m, int threads, int n_prompt, int n_ge
 	*pf_share = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
 	t0 = cm_mono_ns();
 	c0 = cpu_seconds();
-	for (int g = 0; g < n_gen; g++) {
-		uint32_t p = (uint32_t)(n_prompt + g);
-
-		b.tokens = toks + n_prompt + g;
-		b.pos = &p;
-		b.n_tokens = 1;
-		out_row = 0;
-		if (be->ops->forward(be, &b, logits) != CM_OK)
+	for (int g = 0; g < n_gen; g++)
+		if (decode_step(be, &b, toks, (uint32_t)(n_prompt + g), logits) != CM_OK)
 			goto out;
-	}
 	*dc = n_gen / ((cm_mono_ns() - t0) / 1e9);
 	*dc_share = (cpu_seconds() - c0) / ((cm_mono_ns() - t0) / 1e9) / threads;
 	for (int g = 0; g < n_gen; g++) {
 		uint32_t p = (uint32_t)(n_prompt + g);
 		double step, pass;
 
-		b.tokens = toks + n_prompt + g;
-		b.pos = &p;
-		b.n_tokens = 1;
-		out_row = 0;
 		t0 = cm_mono_ns();
-		if (be->ops->forward(be, &b, logits) != CM_OK)
+		if (decode_step(be, &b, toks, p, logits) != CM_OK)
 			goto out;
 		step = (cm_mono_ns() - t0) / 1e9;
-		pass = bw_pacer_pass(pr->pacer, wk_cpu_backend_pool(be), NULL);
+		pass = bw_pacer_pass(pr->pacer, wk_cpu_backend_pool(be));
 		pr->step_s[pr->n] = step;
 		pr->bw[pr->n] = pass;
 		pr->share[pr->n] = (pr->weights + kv_step_bytes(pr->hp, p)) / step / pass;
@@ -358,10 +360,8 @@ int main(int argc, char **argv)
 		       over > 1.0 ? " (a repetition over 100 %: the probe is wrong)" : "");
 		/* the paired probe: each step against the passes right after it */
 		double bwm = median(pr.bw, pr.n), stepm = median(pr.step_s, pr.n);
-		double sm;
+		double sm = median(pr.share, pr.n); /* sorts pr.share for the percentiles */
 
-		qsort(pr.share, (size_t)pr.n, sizeof(double), cmp_d);
-		sm = median(pr.share, pr.n);
 		printf("paired probe (%d decode steps again, each followed by one pass of every loop over %.3f GB on the decode's own threads): decode %.2f tokens/s, bound %.2f tokens/s at %.1f GB/s (medians); decode's share of the passes beside each step: median %.0f%% (p10 %.0f%%, p90 %.0f%%, max %.0f%%)%s\n",
 		       pr.n, bw_pacer_pass_bytes(pr.pacer) / 1e9, 1.0 / stepm, bwm / streamed,
 		       bwm / 1e9, 100.0 * sm, 100.0 * pr.share[pr.n / 10],
