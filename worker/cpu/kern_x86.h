@@ -720,13 +720,13 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 /* packed (rows16) matrices: strips of 16 from r0, which the matmul driver
  * keeps a multiple of 16; a copy in panels (the 32-value types, pack.h)
  * panel by panel for one token */
-#define KX_R16_DRIVER(name, KERNEL, ARG, BE)                                   \
+#define KX_R16_DRIVER(name, KERNEL, ARG)                                       \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
 		if (!g->panel_bytes) {                                         \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
 		} else if (g->n == 1) {                                        \
-			KX_PANEL_WALK(g, r0, r1, BE, KX_LPB32(ARG), KERNEL, ARG, 2); \
+			KX_PANEL_WALK(g, r0, r1, 32, KX_LPB32(ARG), KERNEL, ARG, 2); \
 		} else {                                                       \
 			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
 		}                                                              \
@@ -905,8 +905,8 @@ KX_INLINE void kx_iq4nl_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 #include "worker/cpu/kern_avx512_q5.h"
 KX_ROWS16_DRIVER(kx_gemm_q4_0, kx_q32_impl, 0, kx_gemm_q4_0_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q8_0, kx_q32_impl, 5, kx_gemm_q8_0_pairs)
-KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_impl, 0, 32)
-KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_impl, 5, 32)
+KX_R16_DRIVER(kx_gemm_q4_0_r16, kx_q32_impl, 0)
+KX_R16_DRIVER(kx_gemm_q8_0_r16, kx_q32_impl, 5)
 KX_DRIVER(kx_gemm_iq4_nl_pairs, kx_iq4nl_tile, 4, 4)
 KX_DRIVER(kx_gemm_q4_1_pairs, kx_q4_1_tile, 4, 4)
 KX_DRIVER(kx_gemm_q5_0_pairs, kx_q5_0_tile, 4, 4)
@@ -915,10 +915,10 @@ KX_ROWS16_DRIVER(kx_gemm_q4_1, kx_q32_impl, 1, kx_gemm_q4_1_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_0, kx_q32_impl, 2, kx_gemm_q5_0_pairs)
 KX_ROWS16_DRIVER(kx_gemm_q5_1, kx_q32_impl, 3, kx_gemm_q5_1_pairs)
 KX_ROWS16_DRIVER(kx_gemm_iq4_nl, kx_q32_impl, 4, kx_gemm_iq4_nl_pairs)
-KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_impl, 1, 32)
-KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_impl, 2, 32)
-KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_impl, 3, 32)
-KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_impl, 4, 32)
+KX_R16_DRIVER(kx_gemm_q4_1_r16, kx_q32_impl, 1)
+KX_R16_DRIVER(kx_gemm_q5_0_r16, kx_q32_impl, 2)
+KX_R16_DRIVER(kx_gemm_q5_1_r16, kx_q32_impl, 3)
+KX_R16_DRIVER(kx_gemm_iq4_nl_r16, kx_q32_impl, 4)
 #else
 #include "worker/cpu/kern_avx2_s16.h"
 KX_DRIVER(kx_gemm_iq4_nl, kx_iq4nl_tile, 2, 4)

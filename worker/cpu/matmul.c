@@ -134,21 +134,8 @@ int wk_cpu_strip_prefetch_default(void)
 	if (env != NULL && strcasecmp(env, "off") == 0)
 		return 0;
 #if defined(__x86_64__)
-	{
-		unsigned a, b, c, d, family;
-
-		if (!__get_cpuid(0, &a, &b, &c, &d))
-			return 1;
-		/* "AuthenticAMD" in ebx, edx, ecx */
-		if (b != 0x68747541u || d != 0x69746e65u || c != 0x444d4163u)
-			return 1;
-		if (!__get_cpuid(1, &a, &b, &c, &d))
-			return 1;
-		family = (a >> 8) & 0xf;
-		if (family == 0xf)
-			family += (a >> 20) & 0xff;
-		return family != 0x19;
-	}
+	__builtin_cpu_init();
+	return !__builtin_cpu_is("amdfam19h");
 #else
 	return 1;
 #endif
