@@ -1,7 +1,7 @@
 /*
  * test_matmul.c - worker/cpu/matmul.c and pool.c: every weight type on
  * every ISA this CPU has, against a double-precision reference built from
- * wk_dequantize_row; batch invariance bit for bit (n = 1 vs 7 vs 64, one
+ * wk_dequantize_row; batch invariance bit for bit (n = 1, 3, 5, 6, 7, 11 vs 64, one
  * vs two threads, other rows of X changed); argument refusals; the pool's
  * task claiming (each task exactly once, on a valid thread, over thousands
  * of back-to-back runs).
@@ -220,12 +220,18 @@ static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 					fail_msg("%s on %s: token %d differs between n=64 and n=1",
 						 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa), t);
 			}
-			/* windows of 7 at odd offsets */
-			for (int t = 0; t + 7 <= n; t += 9) {
-				run(f->mm2, type, w, rows, cols, x, t, 7, yb);
-				if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * 7 * rows) != 0)
-					fail_msg("%s on %s: tokens %d..%d differ between n=64 and n=7",
-						 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa), t, t + 6);
+			/* windows of 3, 5, 6, 7 and 11 at odd offsets: every tile
+			 * size of the 16-row walks (8s, then the rest in one) */
+			static const int win[] = { 3, 5, 6, 7, 11 };
+			for (size_t wi = 0; wi < sizeof win / sizeof win[0]; wi++) {
+				const int m = win[wi];
+				for (int t = (int)wi; t + m <= n; t += 9 + m) {
+					run(wi % 2 ? f->mm1 : f->mm2, type, w, rows, cols, x, t, m, yb);
+					if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * m * rows) != 0)
+						fail_msg("%s on %s: tokens %d..%d differ between n=64 and n=%d",
+							 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa),
+							 t, t + m - 1, m);
+				}
 			}
 			/* other rows of X changed: token 10 must not move */
 			memcpy(x2, x, sizeof(float) * n * cols);
