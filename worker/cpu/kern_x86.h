@@ -657,86 +657,66 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
 }
 
 /*
- * The strip walk of the AVX-512 16-row kernels on pack.h's rows16 copies:
- * rows [r0, r1) in strips of 16, token tiles of 8, 4, 2, 1; the first
- * tile of a strip prefetches the next strip.  KERNEL(g, r, nr, t, T, pf,
- * ...) with T constant.  The drivers pass two arguments: the kernel's
- * type variant (ARG) and PACKED, 1 or 2 (KX_R16_DRIVER, KX_R16_DRIVER256).
- * The mapped rows (PACKED 0) take KX_ROWS16_WALK_MAPPED, below.
+ * The strip walk of the AVX-512 16-row kernels: rows [r0, r1) in strips
+ * of 16; per strip, token tiles of 8, then one tile of all the tokens left
+ * (1 to 7); the first tile of a strip prefetches the next strip where PF
+ * says (pf NULL otherwise).  A kernel reads, unpacks and (mapped rows)
+ * transposes its 16 rows once a tile, and that is most of its work for a
+ * few tokens, so tiles of 8, 4, 2, 1 made 3 tokens as 2 + 1 cost more than
+ * 4 (mapped Q4_K 1536 x 1024, one thread, in L2: 64 us against 56; a rows16
+ * copy of Q6_K 2048 x 2048: 138 against 129) and 7 as 4 + 2 + 1 more than 8
+ * (118 against 94).  The experts of a mixture see such counts at every
+ * step (16 streams of a top-2 of 16: 2 tokens an expert on average), and
+ * so do a few streams of a dense model.  Every token's values are the same
+ * in any tile (the invariance above).
+ *
+ * KERNEL(g, r, nr, t, T, pf, ARG, PACKED) with T constant, ARG the
+ * kernel's type variant, PACKED 0 for the mapped rows (KX_ROWS16_DRIVER),
+ * 1 for pack.h's rows16 copies of one panel, 2 for copies in panels
+ * (KX_R16_DRIVER, KX_R16_DRIVER256).  One function a tile size: each gets
+ * its own register allocation (the eight tiles inlined into one driver
+ * made Q4_K's 4-token tile 1.2x slower), and GCC aligns its loops to 64
+ * bytes (without, mapped Q6_K's one-token tile ran 1.15x slower;
+ * -falign-loops=64 for the whole file cost the float kernels 5 %).
  */
-#define KX_ROWS16_WALK(g, r0, r1, KERNEL, ...) KX_ROWS16_WALK_PF(g, r0, r1, 1, KERNEL, __VA_ARGS__)
-/* the same; PF 0: pf NULL (the packed kernels' strip prefetch off) */
-#define KX_ROWS16_WALK_PF(g, r0, r1, PF, KERNEL, ...)                                        \
-	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                           \
-		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                             \
-		const uint8_t *pf_ = (PF) && r_ + 16 < (g)->rows                             \
-					     ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride    \
-					     : NULL;                                         \
-		int t_ = 0;                                                                  \
-		for (; t_ + 8 <= (g)->n; t_ += 8, pf_ = NULL)                                \
-			KERNEL(g, r_, nr_, t_, 8, pf_, __VA_ARGS__);                         \
-		for (; t_ + 4 <= (g)->n; t_ += 4, pf_ = NULL)                                \
-			KERNEL(g, r_, nr_, t_, 4, pf_, __VA_ARGS__);                         \
-		if (t_ + 2 <= (g)->n) {                                                      \
-			KERNEL(g, r_, nr_, t_, 2, pf_, __VA_ARGS__);                         \
-			t_ += 2;                                                             \
-			pf_ = NULL;                                                          \
-		}                                                                            \
-		if (t_ < (g)->n)                                                             \
-			KERNEL(g, r_, nr_, t_, 1, pf_, __VA_ARGS__);                         \
-	}
-
-/*
- * The walk of the mapped rows (PACKED 0): tiles of 8, then one tile of
- * all the tokens left (1 to 7).  A mapped kernel transposes its 16 rows
- * once a tile, and that is most of its work for a few tokens, so 3 tokens
- * as 2 + 1 cost more than 4 (Q4_K 1536 x 1024, one thread, in L2: 64 us
- * against 56) and 7 as 4 + 2 + 1 more than 8 (118 against 94).  The
- * experts of a mixture see such counts at every step (16 streams of a
- * top-2 of 16: 2 tokens an expert on average).  Every token's values are
- * the same in any tile (kern_x86.h's invariance).
- */
-/*
- * One function a tile size: each gets its own register allocation (the
- * eight tiles inlined into one driver made Q4_K's 4-token tile 1.2x
- * slower), and GCC aligns its loops to 64 bytes (without, Q6_K's one-token
- * tile ran 1.15x slower; -falign-loops=64 for the whole file cost the
- * float kernels 5 %).
- */
+#ifndef KX_TILE_ATTR
 #if defined(__GNUC__) && !defined(__clang__)
 #define KX_TILE_ATTR __attribute__((noinline, optimize("align-loops=64")))
 #else
 #define KX_TILE_ATTR __attribute__((noinline))
 #endif
-#define KX_ROWS16_TILE_FN(name, T, KERNEL, ARG)                                                  \
-	static KX_TILE_ATTR void name##_t##T(const struct wk_cpu_gemm *g, int r,  \
-							   int nr, int t, const uint8_t *pf)   \
-	{                                                                                        \
-		KERNEL(g, r, nr, t, T, pf, ARG, 0);                                              \
+#endif
+#define KX_ROWS16_TILE_FN(name, T, KERNEL, ARG, PACKED)                                      \
+	static KX_TILE_ATTR void name##_t##T(const struct wk_cpu_gemm *g, int r, int nr, int t, \
+					     const uint8_t *pf)                                   \
+	{                                                                                    \
+		KERNEL(g, r, nr, t, T, pf, ARG, PACKED);                                     \
 	}
-#define KX_ROWS16_TILE_FNS(name, KERNEL, ARG)     \
-	KX_ROWS16_TILE_FN(name, 1, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 2, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 3, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 4, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 5, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 6, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 7, KERNEL, ARG)   \
-	KX_ROWS16_TILE_FN(name, 8, KERNEL, ARG)
-#define KX_ROWS16_WALK_MAPPED(name, g, r0, r1)                                                    \
-	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                                \
+#define KX_ROWS16_TILE_FNS(name, KERNEL, ARG, PACKED)     \
+	KX_ROWS16_TILE_FN(name, 1, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 2, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 3, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 4, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 5, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 6, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 7, KERNEL, ARG, PACKED)   \
+	KX_ROWS16_TILE_FN(name, 8, KERNEL, ARG, PACKED)
+/* the walk over the tile functions of `name` (KX_ROWS16_TILE_FNS) */
+#define KX_ROWS16_WALK(name, g, r0, r1, PF)                                                        \
+	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                                 \
 		void (*const tile_[8])(const struct wk_cpu_gemm *, int, int, int, const uint8_t *) = { \
-			name##_t1, name##_t2, name##_t3, name##_t4,                               \
-			name##_t5, name##_t6, name##_t7, name##_t8,                               \
-		};                                                                                \
-		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                                  \
-		const uint8_t *pf_ =                                                              \
-			r_ + 16 < (g)->rows ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride : NULL;  \
-		int t_ = 0;                                                                       \
-		for (; t_ + 8 <= (g)->n; t_ += 8, pf_ = NULL)                                     \
-			name##_t8(g, r_, nr_, t_, pf_);                                           \
-		if (t_ < (g)->n)                                                                  \
-			tile_[(g)->n - t_ - 1](g, r_, nr_, t_, pf_);                              \
+			name##_t1, name##_t2, name##_t3, name##_t4,                                \
+			name##_t5, name##_t6, name##_t7, name##_t8,                                \
+		};                                                                                 \
+		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                                   \
+		const uint8_t *pf_ = (PF) && r_ + 16 < (g)->rows                                   \
+					     ? (g)->w + (size_t)(r_ + 16) * (g)->w_stride          \
+					     : NULL;                                               \
+		int t_ = 0;                                                                        \
+		for (; t_ + 8 <= (g)->n; t_ += 8, pf_ = NULL)                                      \
+			name##_t8(g, r_, nr_, t_, pf_);                                            \
+		if (t_ < (g)->n)                                                                   \
+			tile_[(g)->n - t_ - 1](g, r_, nr_, t_, pf_);                               \
 	}
 
 /*
@@ -746,14 +726,14 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
  * shape only, so invariance across batches holds.
  */
 #define KX_ROWS16_DRIVER(name, KERNEL, ARG, PAIRS)                          \
-	KX_ROWS16_TILE_FNS(name, KERNEL, ARG)                              \
+	KX_ROWS16_TILE_FNS(name, KERNEL, ARG, 0)                           \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)      \
 	{                                                                  \
 		if (g->w_stride > (size_t)INT32_MAX / 16) {                \
 			PAIRS(g, r0, r1);                                  \
 			return;                                            \
 		}                                                          \
-		KX_ROWS16_WALK_MAPPED(name, g, r0, r1)                     \
+		KX_ROWS16_WALK(name, g, r0, r1, 1)                         \
 	}
 
 #if KX_512
@@ -775,22 +755,25 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
  * keeps a multiple of 16; a copy in panels (the 32-value types, pack.h)
  * panel by panel for one token */
 #define KX_R16_DRIVER(name, KERNEL, ARG)                                       \
+	KX_ROWS16_TILE_FNS(name##_p1, KERNEL, ARG, 1)                          \
+	KX_ROWS16_TILE_FNS(name##_p2, KERNEL, ARG, 2)                          \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
 		if (!g->panel_bytes) {                                         \
-			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 1)              \
+			KX_ROWS16_WALK(name##_p1, g, r0, r1, 1)                \
 		} else if (g->n == 1) {                                        \
 			KX_PANEL_WALK(g, r0, r1, 32, KX_LPB32(ARG), KERNEL, ARG, 2); \
 		} else {                                                       \
-			KX_ROWS16_WALK(g, r0, r1, KERNEL, ARG, 2)              \
+			KX_ROWS16_WALK(name##_p2, g, r0, r1, 1)                \
 		}                                                              \
 	}
 /* the 256-value types: always one panel (internal.h), strip by strip,
  * prefetching the strip in software where g->strip_pf says */
 #define KX_R16_DRIVER256(name, KERNEL, ARG)                                    \
+	KX_ROWS16_TILE_FNS(name, KERNEL, ARG, 1)                               \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
-		KX_ROWS16_WALK_PF(g, r0, r1, (g)->strip_pf, KERNEL, ARG, 1)    \
+		KX_ROWS16_WALK(name, g, r0, r1, (g)->strip_pf)                 \
 	}
 #endif
 

@@ -297,9 +297,16 @@ static int packed_case(struct fixture *f, enum wk_cpu_isa isa, uint32_t type, in
 		if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * rows) != 0)
 			fail_msg("%s %dx%d: packed token %d alone differs", wk_qtype_name(type), rows, cols, t);
 	}
-	for (int t = 0; t + 7 <= n; t += 9) {
-		run(p2, type, w, rows, cols, x, t, 7, yb);
-		assert_memory_equal(ya + (size_t)t * rows, yb, sizeof(float) * 7 * rows);
+	/* every tile size of the strip walk (8s, then the rest in one) */
+	static const int win[] = { 2, 3, 5, 6, 7, 11 };
+	for (size_t wi = 0; wi < sizeof win / sizeof win[0]; wi++) {
+		const int m = win[wi];
+		for (int t = (int)wi; t + m <= n; t += 9 + m) {
+			run(wi % 2 ? p1 : p2, type, w, rows, cols, x, t, m, yb);
+			if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * m * rows) != 0)
+				fail_msg("%s %dx%d: packed tokens %d..%d (n=%d) differ", wk_qtype_name(type),
+					 rows, cols, t, t + m - 1, m);
+		}
 	}
 	/* a rows16 copy, switched to another ISA: read by that ISA's 16-row
 	 * kernels where it has them (the layout is the same), else w (scalar
