@@ -272,10 +272,15 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 }
 
 /*
- * Rows [r0, r1) in strips of 16, token tiles of 4, 2, 1; the first tile of
- * a strip prefetches (mapped: the next strip into L2; packed: its own
- * stream).  PACKED 0: the mapped rows; 1: rows16 copies, r0 a multiple of
- * 16 (the matmul driver's chunks are).
+ * Rows [r0, r1) in strips of 16, token tiles of 4, 2, 1, and for the
+ * mapped rows 3 tokens in one tile: a mapped kernel transposes its rows
+ * once a tile, so 3 tokens as 2 + 1 cost more (Q8_0 1536 x 1024, one
+ * thread: 128 us against 110, as in kern_x86.h's KX_ROWS16_WALK); a
+ * copy's 3 tokens cost less as 2 + 1 (Q4_0 2048 x 2048, in L2: 199-200
+ * us against 210-214 for a 3-token tile).  The first tile of a strip
+ * prefetches (mapped: the next strip into L2; packed: its own stream).
+ * PACKED 0: the mapped rows; 1: rows16 copies, r0 a multiple of 16 (the
+ * matmul driver's chunks are).
  */
 #define KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, PACKED)                                   \
 	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                       \
@@ -288,6 +293,10 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		int t_ = 0;                                                              \
 		for (; t_ + 4 <= (g)->n; t_ += 4, pf_ = NULL)                            \
 			KERNEL(g, r_, nr_, t_, 4, pf_, KIND, PACKED);                    \
+		if (!(PACKED) && (g)->n - t_ == 3) {                                     \
+			KERNEL(g, r_, nr_, t_, 3, pf_, KIND, PACKED);                    \
+			t_ += 3;                                                         \
+		}                                                                        \
 		if (t_ + 2 <= (g)->n) {                                                  \
 			KERNEL(g, r_, nr_, t_, 2, pf_, KIND, PACKED);                    \
 			t_ += 2;                                                         \
