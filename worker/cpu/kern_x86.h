@@ -679,12 +679,10 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
  * bytes (without, mapped Q6_K's one-token tile ran 1.15x slower;
  * -falign-loops=64 for the whole file cost the float kernels 5 %).
  */
-#ifndef KX_TILE_ATTR
 #if defined(__GNUC__) && !defined(__clang__)
 #define KX_TILE_ATTR __attribute__((noinline, optimize("align-loops=64")))
 #else
 #define KX_TILE_ATTR __attribute__((noinline))
-#endif
 #endif
 #define KX_ROWS16_TILE_FN(name, T, KERNEL, ARG, PACKED)                                      \
 	static KX_TILE_ATTR void name##_t##T(const struct wk_cpu_gemm *g, int r, int nr, int t, \
