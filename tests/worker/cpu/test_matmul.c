@@ -1,7 +1,7 @@
 /*
  * test_matmul.c - worker/cpu/matmul.c and pool.c: every weight type on
  * every ISA this CPU has, against a double-precision reference built from
- * wk_dequantize_row; batch invariance bit for bit (n = 1, 3, 5, 6, 7, 11 vs 64, one
+ * wk_dequantize_row; batch invariance bit for bit (n = 1, 2, 3, 5, 6, 7, 11 vs 64, one
  * vs two threads, other rows of X changed); argument refusals; the pool's
  * task claiming (each task exactly once, on a valid thread, over thousands
  * of back-to-back runs).
@@ -157,7 +157,6 @@ static void test_accuracy(void **state)
 	}
 }
 
-/* Y for tokens [t0, t0+n) of x computed with mm; copies into out. */
 /* n random floats (rnd), never NULL. */
 static float *rnd_floats(size_t n)
 {
@@ -168,10 +167,33 @@ static float *rnd_floats(size_t n)
 	return x;
 }
 
+/* Y for tokens [t0, t0+n) of x computed with mm; copies into out. */
 static void run(struct wk_cpu_mm *mm, uint32_t type, const uint8_t *w, int rows, int cols,
 		const float *x, int t0, int n, float *out)
 {
 	assert_int_equal(wk_cpu_matmul(mm, type, w, rows, cols, x + (size_t)t0 * cols, n, out), CM_OK);
+}
+
+/*
+ * Windows of 2, 3, 5, 6, 7 and 11 tokens at odd offsets of x's n, on mm_a
+ * and mm_b in turn, against ya (all n tokens): every tile size of the
+ * 16-row walks (8s, then the rest in one).  `what` names the case.
+ */
+static void check_windows(struct wk_cpu_mm *mm_a, struct wk_cpu_mm *mm_b, uint32_t type,
+			  const uint8_t *w, int rows, int cols, const float *x, int n, const float *ya,
+			  float *yb, const char *what)
+{
+	static const int win[] = { 2, 3, 5, 6, 7, 11 };
+
+	for (size_t wi = 0; wi < sizeof win / sizeof win[0]; wi++) {
+		const int m = win[wi];
+		for (int t = (int)wi; t + m <= n; t += 9 + m) {
+			run(wi % 2 ? mm_a : mm_b, type, w, rows, cols, x, t, m, yb);
+			if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * m * rows) != 0)
+				fail_msg("%s: tokens %d..%d differ between n=%d and n=%d", what, t,
+					 t + m - 1, n, m);
+		}
+	}
 }
 
 static void batch_invariance(struct fixture *f, int cols, int only_small_blocks);
@@ -220,19 +242,10 @@ static void batch_invariance(struct fixture *f, int cols, int only_small_blocks)
 					fail_msg("%s on %s: token %d differs between n=64 and n=1",
 						 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa), t);
 			}
-			/* windows of 3, 5, 6, 7 and 11 at odd offsets: every tile
-			 * size of the 16-row walks (8s, then the rest in one) */
-			static const int win[] = { 3, 5, 6, 7, 11 };
-			for (size_t wi = 0; wi < sizeof win / sizeof win[0]; wi++) {
-				const int m = win[wi];
-				for (int t = (int)wi; t + m <= n; t += 9 + m) {
-					run(wi % 2 ? f->mm1 : f->mm2, type, w, rows, cols, x, t, m, yb);
-					if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * m * rows) != 0)
-						fail_msg("%s on %s: tokens %d..%d differ between n=64 and n=%d",
-							 wk_qtype_name(type), wk_cpu_isa_name((enum wk_cpu_isa)isa),
-							 t, t + m - 1, m);
-				}
-			}
+			char what[64];
+			snprintf(what, sizeof what, "%s on %s", wk_qtype_name(type),
+				 wk_cpu_isa_name((enum wk_cpu_isa)isa));
+			check_windows(f->mm1, f->mm2, type, w, rows, cols, x, n, ya, yb, what);
 			/* other rows of X changed: token 10 must not move */
 			memcpy(x2, x, sizeof(float) * n * cols);
 			for (int i = 0; i < n * cols; i++)
@@ -297,17 +310,9 @@ static int packed_case(struct fixture *f, enum wk_cpu_isa isa, uint32_t type, in
 		if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * rows) != 0)
 			fail_msg("%s %dx%d: packed token %d alone differs", wk_qtype_name(type), rows, cols, t);
 	}
-	/* every tile size of the strip walk (8s, then the rest in one) */
-	static const int win[] = { 2, 3, 5, 6, 7, 11 };
-	for (size_t wi = 0; wi < sizeof win / sizeof win[0]; wi++) {
-		const int m = win[wi];
-		for (int t = (int)wi; t + m <= n; t += 9 + m) {
-			run(wi % 2 ? p1 : p2, type, w, rows, cols, x, t, m, yb);
-			if (memcmp(ya + (size_t)t * rows, yb, sizeof(float) * m * rows) != 0)
-				fail_msg("%s %dx%d: packed tokens %d..%d (n=%d) differ", wk_qtype_name(type),
-					 rows, cols, t, t + m - 1, m);
-		}
-	}
+	char what[64];
+	snprintf(what, sizeof what, "%s %dx%d packed", wk_qtype_name(type), rows, cols);
+	check_windows(p1, p2, type, w, rows, cols, x, n, ya, yb, what);
 	/* a rows16 copy, switched to another ISA: read by that ISA's 16-row
 	 * kernels where it has them (the layout is the same), else w (scalar
 	 * has none): what that ISA computes from w, bit for bit */
