@@ -3,6 +3,12 @@
  * a GGUF model, beside the memory-bandwidth bound.
  *
  *   bench-engine --model PATH [--threads N] [--prompt 128] [--gen 64] [--reps 3]
+ *                [--expert-cache DIR|off]
+ *
+ * A mixture's experts are read from the cache file a worker keeps
+ * (worker.expert_cache_dir, worker/cpu/expert_cache.h; by default the
+ * worker's default directory, built there when missing), or with `off` from the model's
+ * mapping as the file has them.
  *
  * Prints one line per model: parameters, weight type mix, threads, ISA,
  * prefill tokens/s (one batch of --prompt tokens), decode tokens/s (batch
@@ -35,6 +41,7 @@
 #include "common/clock.h"
 #include "worker/engine/backend.h"
 #include "worker/cpu/backend.h"
+#include "worker/cpu/expert_cache.h"
 #include "worker/cpu/matmul.h"
 #include "worker/engine/kv.h"
 #include "worker/model/model.h"
@@ -124,6 +131,8 @@ static enum cm_status decode_step(struct wk_backend *be, struct wk_batch *b, con
  * n_gen decode steps; tokens/s and cpu shares into the four outputs; then
  * the paired phase into *pr.  0, or -1 with a message on stderr.
  */
+static const char *xcache_dir; /* --expert-cache; NULL: off */
+
 static int run_rep(const struct wk_model *m, int threads, int n_prompt, int n_gen, double *pf,
 		   double *pf_share, double *dc, double *dc_share, struct pair_run *pr)
 {
@@ -147,9 +156,25 @@ static int run_rep(const struct wk_model *m, int threads, int n_prompt, int n_ge
 		fprintf(stderr, "bench-engine: out of memory\n");
 		goto out;
 	}
-	if (wk_cpu_backend_create(m, n_blocks, bt, threads, WK_Q_F16, &be, err, sizeof(err)) != CM_OK) {
-		fprintf(stderr, "bench-engine: %s\n", err);
-		goto out;
+	{
+		struct wk_backend_params p = {
+			.n_blocks = n_blocks, .block_tokens = bt, .n_threads = threads,
+			.kv_type = WK_Q_F16, .cpu_expert_cache = xcache_dir,
+		};
+		struct wk_backend_info bi;
+
+		if (wk_cpu_backend_ops.create(m, &p, &be, err, sizeof(err)) != CM_OK) {
+			fprintf(stderr, "bench-engine: %s\n", err);
+			goto out;
+		}
+		be->ops->info(be, &bi);
+		if (bi.expert_cache_error[0])
+			fprintf(stderr, "bench-engine: %s (the experts are read as the file has them)\n",
+				bi.expert_cache_error);
+		else if (bi.expert_cache_bytes && bi.expert_cache_built)
+			fprintf(stderr, "bench-engine: wrote the expert cache %s (%.2f GiB in %.2f s)\n",
+				bi.expert_cache_path, bi.expert_cache_bytes / 1073741824.0,
+				bi.expert_cache_build_ns / 1e9);
 	}
 	for (uint32_t i = 0; i < n_blocks; i++)
 		blocks[i] = i;
@@ -241,7 +266,8 @@ static double kv_read_bytes(const struct wk_hparams *hp, int n_prompt, int n_gen
 
 int main(int argc, char **argv)
 {
-	const char *path = NULL;
+	const char *path = NULL, *xdir_arg = NULL;
+	char xdir_buf[4096];
 	int threads = 2, n_prompt = 128, n_gen = 64, reps = 3;
 	struct wk_model *m = NULL;
 	struct wk_model_opts mo = { 0 };
@@ -263,15 +289,21 @@ int main(int argc, char **argv)
 			n_gen = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
 			reps = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--expert-cache") && i + 1 < argc)
+			xdir_arg = argv[++i];
 		else {
-			fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N]\n");
+			fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N] [--expert-cache DIR|off]\n");
 			return 2;
 		}
 	}
 	if (!path || reps < 1 || reps > 16 || n_prompt < 1 || n_gen < 1) {
-		fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N]\n");
+		fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N] [--expert-cache DIR|off]\n");
 		return 2;
 	}
+	if (xdir_arg && strcmp(xdir_arg, "off") != 0)
+		xcache_dir = xdir_arg;
+	else if (!xdir_arg && wk_cpu_xcache_default_dir(xdir_buf, sizeof(xdir_buf)) == 0)
+		xcache_dir = xdir_buf;
 	if (wk_model_load(path, &mo, &m, err, sizeof(err)) != CM_OK) {
 		fprintf(stderr, "bench-engine: %s\n", err);
 		return 1;
@@ -332,9 +364,10 @@ int main(int argc, char **argv)
 		       sysconf(_SC_NPROCESSORS_ONLN));
 		if (m->hp.n_expert)
 			printf("experts: %u of %u active per token: %.3fB active parameters, "
-			       "%.2f GB of active weights (the bound below is on these)\n",
+			       "%.2f GB of active weights (the bound below is on these); "
+			       "expert cache %s\n",
 			       m->hp.n_expert_used, m->hp.n_expert, m->cfg->n_params_active / 1e9,
-			       m->cfg->active_weight_bytes / 1e9);
+			       m->cfg->active_weight_bytes / 1e9, xcache_dir ? xcache_dir : "off");
 		printf("load average %.2f (1 min) before the first repetition\n", load[0]);
 		printf("prefill(%d tokens): %.1f tokens/s (cpu share %.0f%%)\n", n_prompt, p,
 		       100.0 * median(pf_share, reps));

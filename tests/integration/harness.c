@@ -135,6 +135,14 @@ int h_spawn(struct h_proc *p, const char *name, char *const argv[])
 			dup2(fd, 1);
 			close(fd);
 		}
+		{
+			/* a worker's expert cache (worker.expert_cache_dir's
+			 * default) under the test's directory, not $HOME */
+			char xdg[300];
+
+			snprintf(xdg, sizeof(xdg), "%s/xdg-cache", h_tmpdir());
+			setenv("XDG_CACHE_HOME", xdg, 1);
+		}
 		execv(argv[0], argv);
 		_exit(127);
 	}

@@ -45,6 +45,7 @@
 #include "worker/engine/backend.h"
 #include "worker/cpu/backend.h"
 #include "worker/cpu/encoder.h"
+#include "worker/cpu/expert_cache.h"
 #include "worker/cpu/matmul.h"
 #include "worker/cpu/moe.h"
 #include "worker/cpu/ops.h"
@@ -77,6 +78,9 @@ struct cpu_backend {
 	struct wk_cpu_rope rope, rope_swa;
 	int two_ropes;           /* hp.rope_base_swa set: windowed layers use rope_swa */
 	struct wk_cpu_moe *moe;  /* the experts' FFN (hp.n_expert > 0), else NULL */
+	struct wk_cpu_xcache *xcache; /* the experts' rows16 copies, mapped, or NULL */
+	struct wk_cpu_xcache_info xinfo;
+	char xerr[512];          /* why the experts have no cache ("": none asked or fine) */
 	uint32_t *routing;       /* MoE: [n_layer][cap_tokens][n_expert_used] of the last step */
 	uint32_t routing_tokens; /* tokens of the last step */
 };
@@ -533,6 +537,7 @@ static void cpu_destroy(struct wk_backend *base)
 	cm_free(be->att_scratch);
 	wk_cpu_moe_free(be->moe);
 	wk_cpu_mm_free(be->mm);
+	wk_cpu_xcache_close(be->xcache); /* after the mm that reads it */
 	wk_pool_free(be->pool);
 	cm_free(be);
 }
@@ -559,7 +564,8 @@ static enum cm_status pack_weights(struct cpu_backend *be)
 
 static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_blocks,
 				      uint32_t block_tokens, int n_threads, uint32_t kv_type,
-				      int repack, struct wk_backend **out, char *err, size_t err_len);
+				      int repack, const char *xdir, struct wk_backend **out,
+				      char *err, size_t err_len);
 
 /* The KV cache is written in chunks of this many bytes at creation. */
 #define KV_FAULT_CHUNK ((uint64_t)32 << 20)
@@ -614,12 +620,14 @@ enum cm_status wk_cpu_backend_create(const struct wk_model *m, uint32_t n_blocks
 				     uint32_t kv_type, struct wk_backend **out,
 				     char *err, size_t err_len)
 {
-	return cpu_backend_new(m, n_blocks, block_tokens, n_threads, kv_type, 1, out, err, err_len);
+	return cpu_backend_new(m, n_blocks, block_tokens, n_threads, kv_type, 1, NULL, out, err,
+			       err_len);
 }
 
 static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_blocks,
 				      uint32_t block_tokens, int n_threads, uint32_t kv_type,
-				      int repack, struct wk_backend **out, char *err, size_t err_len)
+				      int repack, const char *xdir, struct wk_backend **out,
+				      char *err, size_t err_len)
 {
 	struct cpu_backend *be = NULL;
 	const struct wk_hparams *hp = &m->hp;
@@ -673,6 +681,12 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 			snprintf(err, err_len, "cpu backend: repacking the weights failed (%s)",
 				 cm_status_str(st));
 	}
+	/* the experts' cache: on failure the experts are read from the
+	 * model's mapping, and info() says why */
+	if (st == CM_OK && repack && xdir && hp->n_expert &&
+	    wk_cpu_xcache_open(m, be->mm, xdir, &be->xcache, &be->xinfo, be->xerr,
+			       sizeof(be->xerr)) != CM_OK && be->xerr[0] == '\0')
+		snprintf(be->xerr, sizeof(be->xerr), "expert cache: failed");
 	if (st == CM_OK && hp->n_expert)
 		st = wk_cpu_moe_new(hp, &be->moe);
 	if (st != CM_OK)
@@ -703,7 +717,7 @@ static enum cm_status cpu_create(const struct wk_model *m, const struct wk_backe
 				 struct wk_backend **out, char *err, size_t err_len)
 {
 	return cpu_backend_new(m, p->n_blocks, p->block_tokens, p->n_threads, p->kv_type,
-			       !p->cpu_plain_weights, out, err, err_len);
+			       !p->cpu_plain_weights, p->cpu_expert_cache, out, err, err_len);
 }
 
 static enum cm_status cpu_copy_block(struct wk_backend *base, uint32_t dst, uint32_t src)
@@ -733,6 +747,11 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	out->weight_bytes = be->m->weight_bytes;
 	out->repacked_bytes = wk_cpu_mm_packed_bytes(be->mm);
 	out->kv_bytes = be->kv_bytes;
+	out->expert_cache_bytes = be->xinfo.bytes;
+	out->expert_cache_built = be->xinfo.built;
+	out->expert_cache_build_ns = be->xinfo.build_ns;
+	snprintf(out->expert_cache_path, sizeof(out->expert_cache_path), "%s", be->xinfo.path);
+	snprintf(out->expert_cache_error, sizeof(out->expert_cache_error), "%s", be->xerr);
 }
 
 /* out = the pooled final-norm states of rows x[0..n): the rows the

@@ -285,6 +285,19 @@ enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *
 	return wk_cpu_packs_add(mm->packs, mm->pool, wtype, w, rows, cols, how == 1);
 }
 
+enum cm_status wk_cpu_mm_pack_view(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
+				   int cols, const uint8_t *data)
+{
+	enum cm_status st;
+
+	if (wk_cpu_mm_can_pack(mm, wtype) != 2 || w == NULL || data == NULL || rows <= 0 ||
+	    cols <= 0 || cols % (int)wk_qtype_block_elems(wtype) != 0)
+		return CM_EINVAL;
+	if (mm->packs == NULL && (st = wk_cpu_packs_new(&mm->packs)) != CM_OK)
+		return st;
+	return wk_cpu_packs_add_view(mm->packs, wtype, w, rows, cols, data);
+}
+
 size_t wk_cpu_mm_packed_bytes(const struct wk_cpu_mm *mm)
 {
 	return wk_cpu_packs_bytes(mm->packs);

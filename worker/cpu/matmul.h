@@ -94,6 +94,14 @@ struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
  */
 enum cm_status wk_cpu_mm_pack(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
 			      int cols) CM_WUR;
+/*
+ * Reads a rows16 copy of w that the caller holds (wk_cpu_pack_rows16's
+ * bytes at data, valid and unchanged while mm lives) instead of w, as
+ * wk_cpu_mm_pack's copies are read.  CM_EINVAL when the ISA has no strip
+ * kernel for wtype (wk_cpu_mm_can_pack not 2) or the shape is bad.
+ */
+enum cm_status wk_cpu_mm_pack_view(struct wk_cpu_mm *mm, uint32_t wtype, const void *w, int rows,
+				   int cols, const uint8_t *data) CM_WUR;
 /* What wk_cpu_mm_pack would keep of a matrix of wtype on the current ISA:
  * 2 a rows16 copy, 1 a plain copy, 0 nothing. */
 int wk_cpu_mm_can_pack(const struct wk_cpu_mm *mm, uint32_t wtype);

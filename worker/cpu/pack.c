@@ -245,7 +245,8 @@ struct wk_cpu_pack_entry {
 	int rows, cols;
 	int plain; /* 1: the rows as they are; 0: rows16 */
 	size_t bytes;
-	uint8_t *data; /* cm_huge_alloc'd */
+	uint8_t *data; /* cm_huge_alloc'd, or (view) held by the caller */
+	int view;      /* 1: wk_cpu_packs_add_view's, not freed here */
 };
 
 struct wk_cpu_packs {
@@ -276,7 +277,8 @@ void wk_cpu_packs_free(struct wk_cpu_packs *p)
 	if (p == NULL)
 		return;
 	for (size_t i = 0; i < p->cap; i++)
-		cm_huge_free(p->slots[i].data, p->slots[i].bytes);
+		if (!p->slots[i].view)
+			cm_huge_free(p->slots[i].data, p->slots[i].bytes);
 	cm_free(p->slots);
 	cm_free(p);
 }
@@ -348,9 +350,33 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, ui
 		memcpy(data, w, bytes);
 	else
 		wk_cpu_pack_rows16(wtype, w, rows, cols, data);
-	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, plain, bytes, data };
+	*e = (struct wk_cpu_pack_entry){ w, wtype, rows, cols, plain, bytes, data, 0 };
 	p->used++;
 	p->bytes += bytes;
+	return CM_OK;
+}
+
+enum cm_status wk_cpu_packs_add_view(struct wk_cpu_packs *p, uint32_t wtype, const void *w,
+				     int rows, int cols, const uint8_t *data)
+{
+	struct wk_cpu_pack_entry *e;
+	enum cm_status st;
+
+	if (w == NULL || data == NULL || wk_cpu_pack_bytes(wtype, rows, cols) == 0)
+		return CM_EINVAL;
+	e = probe(p->slots, p->cap, w);
+	if (e->w != NULL)
+		return CM_OK;
+	if (2 * (p->used + 1) > p->cap) {
+		if ((st = grow(p)) != CM_OK)
+			return st;
+		e = probe(p->slots, p->cap, w);
+	}
+	*e = (struct wk_cpu_pack_entry){
+		.w = w, .wtype = wtype, .rows = rows, .cols = cols, .plain = 0,
+		.bytes = wk_cpu_pack_bytes(wtype, rows, cols), .data = (uint8_t *)data, .view = 1,
+	};
+	p->used++;
 	return CM_OK;
 }
 

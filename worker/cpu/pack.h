@@ -106,6 +106,14 @@ void wk_cpu_packs_free(struct wk_cpu_packs *p);
 struct wk_pool;
 enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, uint32_t wtype,
 				const void *w, int rows, int cols, int plain) CM_WUR;
+/*
+ * Registers a rows16 copy of w held elsewhere (data: wk_cpu_pack_bytes
+ * bytes, e.g. a mapped expert cache file, expert_cache.h), which must stay
+ * valid while p lives; p does not free it nor count it in
+ * wk_cpu_packs_bytes.  A copy already held for w is kept.  CM_ENOMEM.
+ */
+enum cm_status wk_cpu_packs_add_view(struct wk_cpu_packs *p, uint32_t wtype, const void *w,
+				     int rows, int cols, const uint8_t *data) CM_WUR;
 /* The copy of w with this type and shape, or NULL; *plain its layout. */
 const uint8_t *wk_cpu_packs_find(const struct wk_cpu_packs *p, uint32_t wtype, const void *w,
 				 int rows, int cols, int *plain);

@@ -55,6 +55,14 @@ struct wk_backend_info {
 	char device[128];        /* human-readable device description */
 	uint64_t weight_bytes;   /* bytes of weights resident in backend memory */
 	uint64_t repacked_bytes; /* CPU: bytes of weight copies repacked for its kernels */
+	/* CPU, a mixture of experts: the experts' cache file mapped (bytes 0:
+	 * none), whether this start wrote it, and why there is none when one
+	 * was asked for ("" otherwise) */
+	uint64_t expert_cache_bytes;
+	int expert_cache_built;
+	int64_t expert_cache_build_ns; /* the writing's time when built */
+	char expert_cache_path[4200];
+	char expert_cache_error[512];
 	uint64_t kv_bytes;       /* bytes of KV storage */
 	uint64_t mem_used;       /* device memory in use (0 when not meaningful) */
 	uint64_t mem_total;      /* device memory total (0 when not meaningful) */
@@ -74,6 +82,9 @@ struct wk_backend_params {
 	uint32_t kv_type;        /* WK_Q_F16 (every backend) or WK_Q_F32 (CPU only) */
 	int cpu_plain_weights;   /* CPU: 1 = read the mapped weights only, no repacked
 				  * copies (worker.cpu_repack false); others ignore it */
+	const char *cpu_expert_cache; /* CPU: directory of the experts' cache file
+				       * (worker/cpu/expert_cache.h); NULL = experts read
+				       * as the model file has them; others ignore it */
 };
 
 struct wk_backend_ops {

@@ -6,7 +6,9 @@
  */
 #include "worker/model/model.h"
 
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -151,8 +153,14 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 		m->chat = wk_chat_template_by_name("plain", NULL, 0);
 	}
 	m->file_bytes = wk_gguf_file_size(m->gguf);
-	if (stat(path, &sb) == 0)
+	if (stat(path, &sb) == 0) {
 		m->mtime_s = (int64_t)sb.st_mtim.tv_sec;
+		m->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+		m->file_dev = (uint64_t)sb.st_dev;
+		m->file_ino = (uint64_t)sb.st_ino;
+	}
+	if (realpath(path, m->real_path) == NULL)
+		snprintf(m->real_path, sizeof(m->real_path), "%s", path);
 	file_type_name(m, m->file_type, sizeof(m->file_type));
 	if (wk_gguf_get_str(m->gguf, "general.name", &name) == CM_OK && name.len > 0)
 		snprintf(m->name, sizeof(m->name), "%.*s", (int)(name.len < 127 ? name.len : 127),

@@ -52,6 +52,12 @@ struct wk_model {
 	uint64_t n_params;
 	uint64_t file_bytes;         /* size of the GGUF file */
 	int64_t mtime_s;             /* its modification time (Unix seconds) */
+	/* the file's identity when loaded (the CPU backend's expert cache
+	 * keys on it): device, inode, modification time in nanoseconds, and
+	 * its absolute path (realpath; the path as given if that fails) */
+	uint64_t file_dev, file_ino;
+	int64_t mtime_ns;
+	char real_path[4096];
 	char file_type[16];          /* "Q4_K_M", "F16": general.file_type, else the
 				      * type of the first layer's attention weights */
 };

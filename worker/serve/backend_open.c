@@ -97,6 +97,7 @@ enum cm_status wk_backend_open(const struct wk_backend_want *w, const struct wk_
 		.device = w->device,
 		.kv_type = w->kv_type == WK_CFG_KV_F32 ? WK_Q_F32 : WK_Q_F16,
 		.cpu_plain_weights = !w->cpu_repack,
+		.cpu_expert_cache = w->cpu_expert_cache,
 	};
 	uint32_t elem = w->kv_type == WK_CFG_KV_F32 ? 4 : 2;
 	uint64_t kv_bytes;

@@ -28,6 +28,7 @@ struct wk_backend_want {
 	uint64_t kv_bytes;        /* 0: kv_fraction of the free memory */
 	double kv_fraction;       /* of device memory after the weights, or MemAvailable */
 	bool cpu_repack;          /* CPU: copy the dense matrices into huge pages (rows16 or plain) */
+	const char *cpu_expert_cache; /* CPU: directory of the experts' cache file; NULL: none */
 };
 
 /* The KV budget the backend was created with (logged at start). */

@@ -42,6 +42,8 @@ struct wk_server_cfg {
 	int64_t embed_step_tokens;     /* token budget of one embedding step */
 	bool embed_truncatable;        /* the model's vectors may be shortened (dimensions) */
 	bool cpu_repack;               /* CPU: copies of the matrices (pack.h) */
+	bool expert_cache;             /* CPU: the experts from their cache file (expert_cache.h) */
+	char *expert_cache_dir;        /* its directory; NULL = wk_cpu_xcache_default_dir */
 	int64_t max_waiting;
 	int64_t context;               /* 0 = the model's training context */
 	char *chat_template;

@@ -27,6 +27,7 @@
 #include "common/crypto.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "worker/cpu/expert_cache.h"
 #include "worker/serve/backend_open.h"
 #include "worker/text/tokenizer.h"
 
@@ -221,6 +222,9 @@ static void log_ready(const struct wk_server *s, const struct wk_kv_plan *kp, in
 	cm_log_u64(&lr, "active_weight_bytes", s->model->cfg->active_weight_bytes);
 	/* CPU: the matrices also held repacked for the strip kernels */
 	cm_log_u64(&lr, "repacked_bytes", s->repacked_bytes);
+	/* CPU, a mixture: the experts' cache file (expert_cache.h) */
+	cm_log_u64(&lr, "expert_cache_bytes", s->expert_cache_bytes);
+	cm_log_bool(&lr, "expert_cache_built", s->expert_cache_built);
 	cm_log_u64(&lr, "kv_bytes_per_token", kp->bytes_per_token);
 	cm_log_u64(&lr, "kv_blocks", kp->n_blocks);
 	cm_log_u64(&lr, "kv_block_tokens", bt);
@@ -248,7 +252,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 {
 	struct wk_model_opts mo = { 0 };
 	uint32_t bt = (uint32_t)s->cfg->block_tokens;
-	const struct wk_backend_want bw = {
+	struct wk_backend_want bw = {
 		.kind = (enum wk_cfg_backend)s->cfg->backend,
 		.device = (int)s->cfg->device,
 		.threads = (int)s->cfg->threads,
@@ -263,6 +267,17 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	int64_t t0 = cm_mono_ns();
 	struct wk_backend_info bi;
 
+	if (s->cfg->expert_cache && s->cfg->cpu_repack) {
+		if (s->cfg->expert_cache_dir)
+			snprintf(s->expert_cache_dir, sizeof(s->expert_cache_dir), "%s",
+				 s->cfg->expert_cache_dir);
+		else if (wk_cpu_xcache_default_dir(s->expert_cache_dir,
+						   sizeof(s->expert_cache_dir)) != 0)
+			cm_logf(CM_LOG_WARN, "expert_cache_unavailable",
+				"neither XDG_CACHE_HOME nor HOME is set: set worker.expert_cache_dir");
+		if (s->expert_cache_dir[0])
+			bw.cpu_expert_cache = s->expert_cache_dir;
+	}
 	mo.sha256_hex = s->cfg->model_sha256;
 	mo.compute_sha256 = 1;
 	mo.chat_template = s->cfg->chat_template;
@@ -292,6 +307,15 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	s->be->ops->info(s->be, &bi);
 	snprintf(s->backend_name, sizeof(s->backend_name), "%s", bi.name);
 	s->repacked_bytes = bi.repacked_bytes;
+	s->expert_cache_bytes = bi.expert_cache_bytes;
+	s->expert_cache_built = bi.expert_cache_built;
+	if (bi.expert_cache_error[0])
+		cm_logf(CM_LOG_WARN, "expert_cache_unavailable",
+			"%s; the experts are read from the model file", bi.expert_cache_error);
+	else if (bi.expert_cache_built)
+		cm_logf(CM_LOG_INFO, "expert_cache_written", "%s: %.2f GiB in %.2f s",
+			bi.expert_cache_path, bi.expert_cache_bytes / 1073741824.0,
+			bi.expert_cache_build_ns / 1e9);
 	runtime_describe(s, &bi);
 	if (runtime_check(s->cfg, s->engine, &bi, err, err_len) != 0)
 		return -1;
