@@ -6,11 +6,14 @@
  *               [--prompt-words 24] [--rounds 1] [--worker BIN]
  *               [--kv-bytes 512MiB] [--step-tokens 512] [--temperature 0]
  *               [--constraint json_object | json_schema:FILE | grammar:FILE]
+ *               [--expert-cache DIR|off]
  *   bench-serve --socket PATH [...]          (a worker already running)
  *
  * Without --socket it writes a config into a temp directory, starts the
  * worker binary on it (stderr to <tmp>/worker.log) and stops it at the
- * end.  For each stream count N it opens one connection, keeps N requests
+ * end (--expert-cache: the worker's expert_cache_dir, or `off` for
+ * expert_cache false; default the worker's own default).  For each
+ * stream count N it opens one connection, keeps N requests
  * in flight (each stream submits --rounds requests one after the other,
  * greedy, --gen tokens with IGNORE_EOS, prompts of slightly different
  * lengths so no prefix is shared across streams), and prints: generated
@@ -55,6 +58,7 @@ struct opts {
 	int threads, gen, prompt_words, rounds;
 	int streams[MAX_LEVELS], n_levels;
 	const char *kv_bytes;
+	const char *xcache; /* --expert-cache: a directory, "off", or NULL (the worker's default) */
 	int step_tokens;
 	float temperature;
 	const char *constraint_arg;
@@ -113,7 +117,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: bench-serve (--model PATH | --socket PATH) [--threads N] "
 		"[--streams 1,4,16,64] [--gen N] [--prompt-words N] [--rounds N] "
-		"[--worker BIN] [--kv-bytes SIZE] [--step-tokens N]\n");
+		"[--worker BIN] [--kv-bytes SIZE] [--step-tokens N] [--expert-cache DIR|off]\n");
 }
 
 static int parse_streams(const char *s, struct opts *o)
@@ -199,6 +203,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->rounds = atoi(v);
 		else if (!strcmp(a, "--kv-bytes"))
 			o->kv_bytes = v;
+		else if (!strcmp(a, "--expert-cache"))
+			o->xcache = v;
 		else if (!strcmp(a, "--step-tokens"))
 			o->step_tokens = atoi(v);
 		else if (!strcmp(a, "--temperature"))
@@ -254,8 +260,12 @@ static int start_worker(const struct opts *o, const char *argv0, char *sock, siz
 	snprintf(json, sizeof(json),
 		 "{\"worker\": {\"model\": \"%s\", \"socket\": \"%s\", \"threads\": %d,"
 		 " \"kv_cache_bytes\": \"%s\", \"max_running\": %d, \"step_tokens\": %d,"
-		 " \"log_level\": \"warn\"}}\n",
-		 o->model, sock, o->threads, o->kv_bytes, MAX_STREAMS, o->step_tokens);
+		 " \"log_level\": \"warn\"%s%s%s}}\n",
+		 o->model, sock, o->threads, o->kv_bytes, MAX_STREAMS, o->step_tokens,
+		 !o->xcache ? "" : !strcmp(o->xcache, "off") ? ", \"expert_cache\": false"
+							    : ", \"expert_cache_dir\": \"",
+		 o->xcache && strcmp(o->xcache, "off") ? o->xcache : "",
+		 o->xcache && strcmp(o->xcache, "off") ? "\"" : "");
 	f = fopen(cfg, "w");
 	if (!f || fputs(json, f) < 0 || fclose(f) != 0) {
 		fprintf(stderr, "bench-serve: cannot write %s\n", cfg);
