@@ -36,6 +36,7 @@
 #include "common/alloc.h"
 #include "common/crypto.h"
 #include "common/limits.h"
+#include "worker/cpu/expert_cache.h"
 #include "worker/cpu/pack.h"
 #include "worker/engine/sched.h"
 #include "worker/model/gguf.h"
@@ -441,6 +442,13 @@ static int cmd_plan(int argc, char **argv)
 	printf("cpu repack: %" PRIu64 " bytes (%s) of copies on an AVX-512 CPU worker "
 	       "(worker.cpu_repack)%s\n", repacked, human(repacked, h, sizeof(h)),
 	       repack ? ", counted in the reserve" : ", not counted: --cpu-repack counts them");
+	if (c->hp.n_expert) {
+		uint64_t xc = wk_cpu_xcache_file_bytes(&c->hp, c->layers);
+
+		printf("expert cache: %" PRIu64 " bytes (%s) on disk for an AVX-512 CPU worker "
+		       "(worker.expert_cache_dir; page cache, not counted in the reserve)\n",
+		       xc, human(xc, h, sizeof(h)));
+	}
 	printf("reserve: %" PRIu64 " bytes (%s)%s%s\n", reserve, human(reserve, h, sizeof(h)),
 	       have_res ? " (--reserve)" : " (runtime 64 MiB + activations + logits)",
 	       repack ? " + cpu repack" : "");

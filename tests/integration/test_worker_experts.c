@@ -3,8 +3,9 @@
  * mixture of experts (moe-tiny, Q8_0: strip kernels on AVX2 and AVX-512)
  * and the experts' cache file (worker.expert_cache, expert_cache_dir):
  *  - the first worker writes the file (worker_ready: expert_cache_bytes,
- *    expert_cache_built true, an expert_cache_written line), a second one
- *    on the same model reuses it (built false);
+ *    on AVX-512 the size `sluice-model plan` prints, expert_cache_built
+ *    true, an expert_cache_written line), a second one on the same model
+ *    reuses it (built false);
  *  - a worker with expert_cache false, and one whose expert_cache_dir
  *    cannot be created (it logs expert_cache_unavailable, naming it, and
  *    serves), read the experts from the model file;
@@ -110,6 +111,19 @@ static void test_cache_written_reused_and_optional(void **state)
 			assert_non_null(strstr(l0, "expert_cache_written"));
 			assert_int_equal(cache_bytes(l1), cache_bytes(l0));
 			assert_non_null(strstr(l1, "\"expert_cache_built\":false"));
+			if (strstr(l0, "(avx512")) { /* what sluice-model plan says */
+				char cmd[1200], *txt, *at;
+				int st;
+
+				snprintf(cmd, sizeof(cmd), "'%s' plan '%s' --memory 1GiB --context 512",
+					 h_bin("tools/sluice-model"), model);
+				txt = h_run_capture(cmd, &st);
+				at = txt ? strstr(txt, "expert cache: ") : NULL;
+				assert_non_null(at);
+				assert_int_equal(strtoll(at + strlen("expert cache: "), NULL, 10),
+						 cache_bytes(l0));
+				free(txt);
+			}
 			if (!strstr(l3, "expert_cache_unavailable") ||
 			    !strstr(l3, "cannot create the directory") || !strstr(l3, plain))
 				fail_msg("expected the directory named:\n%s", l3);

@@ -71,23 +71,53 @@ int wk_cpu_xcache_default_dir(char *buf, size_t len)
 	return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
-/* The expert tensor of layer L for matrix k (0 gate, 1 up, 2 down). */
-static const struct wk_tensor *xc_tensor(const struct wk_model *m, uint32_t l, int k)
+/* The expert tensor of layer l for matrix k (0 gate, 1 up, 2 down). */
+static const struct wk_tensor *xc_tensor(const struct wk_layer *layers, uint32_t l, int k)
 {
-	const struct wk_layer *L = &m->layers[l];
+	const struct wk_layer *L = &layers[l];
 
 	return k == 0 ? &L->exp_gate : k == 1 ? &L->exp_up : &L->exp_down;
 }
 
-/* Whether the experts of t get copies on mm's ISA. */
-static int xc_eligible(const struct wk_model *m, const struct wk_cpu_mm *mm,
+/* Whether the experts of t get copies on mm's ISA (NULL: AVX-512's, a
+ * strip kernel for every type with a rows16 layout). */
+static int xc_eligible(const struct wk_hparams *hp, const struct wk_cpu_mm *mm,
 		       const struct wk_tensor *t)
 {
-	return t->data != NULL && t->expert_stride != 0 && m->hp.n_expert > 0 && t->rows > 0 &&
+	return t->data != NULL && t->expert_stride != 0 && hp->n_expert > 0 && t->rows > 0 &&
 	       t->rows <= INT32_MAX && t->cols <= INT32_MAX && wk_qtype_supported(t->type) &&
 	       t->cols % wk_qtype_block_elems(t->type) == 0 &&
-	       wk_cpu_mm_can_pack(mm, t->type) == 2 &&
+	       (mm ? wk_cpu_mm_can_pack(mm, t->type) == 2 : wk_cpu_pack_supported(t->type)) &&
 	       wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols) > 0;
+}
+
+/* Header bytes for n entries. */
+static uint64_t xc_header_bytes(uint32_t n)
+{
+	return round_up(sizeof(struct xc_head) + (uint64_t)n * sizeof(struct xc_entry), XC_ALIGN);
+}
+
+/* Bytes of entry t's copies. */
+static uint64_t xc_stride(const struct wk_tensor *t)
+{
+	return round_up(wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols), XC_ALIGN);
+}
+
+uint64_t wk_cpu_xcache_file_bytes(const struct wk_hparams *hp, const struct wk_layer *layers)
+{
+	uint64_t bytes = 0;
+	uint32_t n = 0;
+
+	for (uint32_t l = 0; l < hp->n_layer; l++)
+		for (int k = 0; k < 3; k++) {
+			const struct wk_tensor *t = xc_tensor(layers, l, k);
+
+			if (xc_eligible(hp, NULL, t)) {
+				n++;
+				bytes += xc_stride(t) * hp->n_expert;
+			}
+		}
+	return n ? xc_header_bytes(n) + bytes : 0;
 }
 
 /*
@@ -104,7 +134,7 @@ static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, 
 	*hbytes = 0;
 	for (uint32_t l = 0; l < m->hp.n_layer; l++)
 		for (int k = 0; k < 3; k++)
-			n += (uint32_t)xc_eligible(m, mm, xc_tensor(m, l, k));
+			n += (uint32_t)xc_eligible(&m->hp, mm, xc_tensor(m->layers, l, k));
 	if (n == 0)
 		return NULL;
 	memset(&h, 0, sizeof(h));
@@ -115,7 +145,7 @@ static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, 
 	h.src_mtime_ns = m->mtime_ns;
 	h.src_dev = m->file_dev;
 	h.src_ino = m->file_ino;
-	h.header_bytes = round_up(sizeof(h) + (uint64_t)n * sizeof(struct xc_entry), XC_ALIGN);
+	h.header_bytes = xc_header_bytes(n);
 	buf = cm_calloc(1, (size_t)h.header_bytes);
 	if (buf == NULL) {
 		*hbytes = 1;
@@ -125,10 +155,10 @@ static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, 
 	n = 0;
 	for (uint32_t l = 0; l < m->hp.n_layer; l++)
 		for (int k = 0; k < 3; k++) {
-			const struct wk_tensor *t = xc_tensor(m, l, k);
+			const struct wk_tensor *t = xc_tensor(m->layers, l, k);
 			struct xc_entry e;
 
-			if (!xc_eligible(m, mm, t))
+			if (!xc_eligible(&m->hp, mm, t))
 				continue;
 			memset(&e, 0, sizeof(e));
 			e.layer = l;
@@ -138,8 +168,7 @@ static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, 
 			e.rows = (uint32_t)t->rows;
 			e.cols = (uint32_t)t->cols;
 			e.offset = off;
-			e.stride = round_up(wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols),
-					    XC_ALIGN);
+			e.stride = xc_stride(t);
 			off += e.stride * e.n_expert;
 			memcpy(buf + sizeof(h) + (size_t)n * sizeof(e), &e, sizeof(e));
 			n++;
@@ -255,7 +284,7 @@ static void xc_task(void *ctx, int task, int thread)
 	uint64_t t = j->task0 + (uint64_t)task;
 	struct xc_entry e = xc_entry_of(j->hdr, (uint32_t)(t / j->n_expert));
 	uint32_t x = (uint32_t)(t % j->n_expert);
-	struct wk_tensor w = wk_tensor_expert(xc_tensor(j->m, e.layer, (int)e.matrix), x);
+	struct wk_tensor w = wk_tensor_expert(xc_tensor(j->m->layers, e.layer, (int)e.matrix), x);
 
 	(void)thread;
 	wk_cpu_pack_rows16(e.type, w.data, (int)e.rows, (int)e.cols,
@@ -388,7 +417,7 @@ enum cm_status wk_cpu_xcache_open(const struct wk_model *m, struct wk_cpu_mm *mm
 	/* every copy registered (the table cannot fail past its growth) */
 	for (uint32_t i = 0; st == CM_OK && i < xc_head_of(hdr)->n_entries; i++) {
 		struct xc_entry e = xc_entry_of(hdr, i);
-		const struct wk_tensor *t = xc_tensor(m, e.layer, (int)e.matrix);
+		const struct wk_tensor *t = xc_tensor(m->layers, e.layer, (int)e.matrix);
 
 		for (uint32_t x = 0; st == CM_OK && x < e.n_expert; x++) {
 			struct wk_tensor w = wk_tensor_expert(t, x);

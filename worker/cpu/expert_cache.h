@@ -28,8 +28,7 @@
  * their own temporary file; the last rename wins, and each maps what it
  * wrote.
  *
- * Owns: the mapping.  Limits: the header's table holds up to
- * WK_CPU_XCACHE_MAX_ENTRIES (layer, matrix) pairs.
+ * Owns: the mapping.
  */
 #ifndef SLUICE_WORKER_CPU_EXPERT_CACHE_H
 #define SLUICE_WORKER_CPU_EXPERT_CACHE_H
@@ -38,8 +37,6 @@
 #include <stdint.h>
 
 #include "common/status.h"
-
-#define WK_CPU_XCACHE_MAX_ENTRIES 127
 
 struct wk_model;
 struct wk_cpu_mm;
@@ -60,6 +57,15 @@ struct wk_cpu_xcache_info {
  * (or the path does not fit).
  */
 int wk_cpu_xcache_default_dir(char *buf, size_t len);
+
+/*
+ * Bytes of the cache file of a model with these layers on an AVX-512
+ * host (a strip kernel for every type with a rows16 layout): what
+ * `sluice-model plan` prints; 0 when nothing would be cached.
+ */
+struct wk_hparams;
+struct wk_layer;
+uint64_t wk_cpu_xcache_file_bytes(const struct wk_hparams *hp, const struct wk_layer *layers);
 
 /*
  * Maps the rows16 copies of every expert matrix of m whose type has strip
