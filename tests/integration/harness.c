@@ -142,6 +142,7 @@ int h_spawn(struct h_proc *p, const char *name, char *const argv[])
 
 			snprintf(xdg, sizeof(xdg), "%s/xdg-cache", h_tmpdir());
 			setenv("XDG_CACHE_HOME", xdg, 1);
+			unsetenv("CACHE_DIRECTORY");
 		}
 		execv(argv[0], argv);
 		_exit(127);

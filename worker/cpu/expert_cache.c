@@ -59,10 +59,13 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 
 int wk_cpu_xcache_default_dir(char *buf, size_t len)
 {
-	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+	const char *c = getenv("CACHE_DIRECTORY"), *x = getenv("XDG_CACHE_HOME"),
+		   *h = getenv("HOME");
 	int n;
 
-	if (x && x[0] == '/')
+	if (c && c[0] == '/') /* systemd's CacheDirectory= (the first of a list) */
+		n = snprintf(buf, len, "%.*s/experts", (int)strcspn(c, ":"), c);
+	else if (x && x[0] == '/')
 		n = snprintf(buf, len, "%s/sluice/experts", x);
 	else if (h && h[0] == '/')
 		n = snprintf(buf, len, "%s/.cache/sluice/experts", h);

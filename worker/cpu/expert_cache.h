@@ -52,9 +52,10 @@ struct wk_cpu_xcache_info {
 };
 
 /*
- * The default directory: $XDG_CACHE_HOME/sluice/experts, else
- * $HOME/.cache/sluice/experts.  0, or -1 when neither variable is set
- * (or the path does not fit).
+ * The default directory: $CACHE_DIRECTORY/experts (systemd's
+ * CacheDirectory=, the first of its list), else
+ * $XDG_CACHE_HOME/sluice/experts, else $HOME/.cache/sluice/experts.  0, or
+ * -1 when none is set to an absolute path (or the path does not fit).
  */
 int wk_cpu_xcache_default_dir(char *buf, size_t len);
 

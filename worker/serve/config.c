@@ -44,7 +44,7 @@ static const struct cm_cfg_key wk_server_keys[] = {
 	CM_CFG_BOOL(struct wk_server_cfg, expert_cache, true,
 		    "CPU backend, a mixture of experts (with `cpu_repack`): read the experts from a cache file that holds them in the strip kernels' layout (the same values; moe-1b decode 1.3x faster on AVX-512), mapped like the model file so that they stay page cache, read on demand and shared by the workers of the model. Written at the first start (a pass over the experts and a file of their size in `expert_cache_dir`) and reused while the model file's size, mtime and inode are the same; a start that cannot write it logs `expert_cache_unavailable` and reads the experts from the model file. false: always from the model file."),
 	CM_CFG_STRING(struct wk_server_cfg, expert_cache_dir, NULL, 4000,
-		      "Directory of the experts' cache files (`expert_cache`), created when absent; default `$XDG_CACHE_HOME/sluice/experts`, else `$HOME/.cache/sluice/experts`."),
+		      "Directory of the experts' cache files (`expert_cache`), created when absent; default `$CACHE_DIRECTORY/experts` (systemd's `CacheDirectory=`, as in deploy/systemd), else `$XDG_CACHE_HOME/sluice/experts`, else `$HOME/.cache/sluice/experts`."),
 	CM_CFG_SIZE(struct wk_server_cfg, kv_cache_bytes, 0, 0, (int64_t)1 << 50,
 		    "Bytes of KV cache; 0 = `kv_cache_fraction` of the free memory. The CPU backend allocates it in huge pages and writes every page when the worker starts (about 0.5 s a GiB on fresh memory of this project's VMs), so it is resident and committed from the start and no request pays its page faults."),
 	CM_CFG_DOUBLE(struct wk_server_cfg, kv_cache_fraction, 0.25, 0.01, 0.95,

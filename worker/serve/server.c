@@ -274,7 +274,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		else if (wk_cpu_xcache_default_dir(s->expert_cache_dir,
 						   sizeof(s->expert_cache_dir)) != 0)
 			cm_logf(CM_LOG_WARN, "expert_cache_unavailable",
-				"neither XDG_CACHE_HOME nor HOME is set: set worker.expert_cache_dir");
+				"none of CACHE_DIRECTORY, XDG_CACHE_HOME, HOME is set: set worker.expert_cache_dir");
 		if (s->expert_cache_dir[0])
 			bw.cpu_expert_cache = s->expert_cache_dir;
 	}
