@@ -35,6 +35,7 @@ struct xc_head {
 	uint64_t src_size;
 	int64_t src_mtime_ns;
 	uint64_t src_dev, src_ino;
+	uint32_t src_mode, pad; /* the model's permission bits (the file's follow them) */
 	uint64_t total_bytes;  /* of the whole file */
 	uint64_t header_bytes; /* a multiple of XC_ALIGN */
 };
@@ -148,6 +149,7 @@ static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, 
 	h.src_mtime_ns = m->mtime_ns;
 	h.src_dev = m->file_dev;
 	h.src_ino = m->file_ino;
+	h.src_mode = m->file_mode;
 	h.header_bytes = xc_header_bytes(n);
 	buf = cm_calloc(1, (size_t)h.header_bytes);
 	if (buf == NULL) {
@@ -195,7 +197,7 @@ static struct xc_entry xc_entry_of(const uint8_t *hdr, uint32_t i)
 	return e;
 }
 
-/* mkdir -p, mode 0755 for what it creates. */
+/* mkdir -p, mode 0700 for what it creates. */
 static int mkdirs(const char *dir)
 {
 	char p[4096];
@@ -209,7 +211,7 @@ static int mkdirs(const char *dir)
 			char c = p[i];
 
 			p[i] = '\0';
-			if (mkdir(p, 0755) != 0 && errno != EEXIST)
+			if (mkdir(p, 0700) != 0 && errno != EEXIST)
 				return -1;
 			p[i] = c;
 		}
@@ -310,8 +312,13 @@ static enum cm_status xc_build(const struct wk_model *m, struct wk_pool *pool, c
 		snprintf(err, err_len, "expert cache %s: path too long", path);
 		return CM_EINVAL;
 	}
-	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* readable by whom the model is (the weights are the model's), never
+	 * writable by others */
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
+		goto fail;
+	what = "chmod";
+	if (fchmod(fd, (mode_t)(((m->file_mode ? m->file_mode : 0600) & 0644) | 0600)) != 0)
 		goto fail;
 	what = "reserving space";
 	if (total > SIZE_MAX || total > (uint64_t)INT64_MAX) {

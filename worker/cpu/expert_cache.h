@@ -15,8 +15,8 @@
  *
  * The file, <dir>/<model file name>-<16 hex digits of its absolute path>-<isa>.experts:
  *   a header (4096 bytes): magic "SLXPRT01", the layout version, the model
- *   file's identity (size, mtime in ns, device, inode, SHA-256 when the
- *   loader computed it), the file's total size, and a table: per layer
+ *   file's identity (size, mtime in ns, device, inode) and permission
+ *   bits, the file's total size, and a table: per layer
  *   and matrix (gate, up, down) its type, rows, columns, experts, offset
  *   and stride;
  *   then each table entry's experts, every copy at a multiple of 4096.
@@ -26,7 +26,8 @@
  * with posix_fallocate first, so a full disk is an error, not a SIGBUS),
  * synced, renamed over the old one.  Workers racing on one name each write
  * their own temporary file; the last rename wins, and each maps what it
- * wrote.
+ * wrote.  The file has the model file's read permissions (and the owner's
+ * read and write), no one else's write; directories it creates are 0700.
  *
  * Owns: the mapping.
  */

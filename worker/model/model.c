@@ -158,6 +158,7 @@ enum cm_status wk_model_load(const char *path, const struct wk_model_opts *opts,
 		m->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
 		m->file_dev = (uint64_t)sb.st_dev;
 		m->file_ino = (uint64_t)sb.st_ino;
+		m->file_mode = (uint32_t)(sb.st_mode & 07777);
 	}
 	if (realpath(path, m->real_path) == NULL)
 		snprintf(m->real_path, sizeof(m->real_path), "%s", path);

@@ -56,6 +56,7 @@ struct wk_model {
 	 * keys on it): device, inode, modification time in nanoseconds, and
 	 * its absolute path (realpath; the path as given if that fails) */
 	uint64_t file_dev, file_ino;
+	uint32_t file_mode;          /* its permission bits */
 	int64_t mtime_ns;
 	char real_path[4096];
 	char file_type[16];          /* "Q4_K_M", "F16": general.file_type, else the

@@ -4,7 +4,8 @@
  * synth`: logits bit for bit those of the experts read from the model
  * file, on every ISA this CPU has (forced through SLUICE_CPU_ISA); the
  * file reused while the model is unchanged and rebuilt when the model's
- * mtime, the file's header or its size differ; and, where it cannot be
+ * mtime or permissions, the file's header or its size differ (the file
+ * readable as the model is, its new directory 0700); and, where it cannot be
  * written (a directory under a regular file, a file-size limit standing in
  * for a full disk), the backend reads the experts from the model, says
  * why, and leaves no temporary file.
@@ -238,6 +239,24 @@ static void test_stale_rebuilt(void **state)
 	assert_int_equal(bi.expert_cache_built, 1);
 	assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
 	free(l);
+	/* the model's permissions tightened: rebuilt with them (the weights
+	 * are readable by whom the model is readable) */
+	{
+		struct stat sb;
+
+		assert_int_equal(chmod(path, 0640), 0);
+		wk_model_free(m);
+		m = load(path);
+		l = run(m, dir, &bi);
+		assert_int_equal(bi.expert_cache_built, 1);
+		assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
+		free(l);
+		assert_int_equal(stat(bi.expert_cache_path, &sb), 0);
+		assert_int_equal(sb.st_mode & 0777, 0640);
+		assert_int_equal(stat(dir, &sb), 0);
+		assert_int_equal(sb.st_mode & 0777, 0700);
+		assert_int_equal(chmod(path, 0644), 0);
+	}
 	free(ref);
 	assert_int_equal(tmp_files(dir), 0);
 	wk_model_free(m);
