@@ -26,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "common/alloc.h"
 #include "worker/engine/backend.h"
 #include "worker/cpu/backend.h"
 #include "worker/cpu/expert_cache.h"
@@ -317,6 +318,45 @@ static void test_unwritable(void **state)
 	wk_model_free(m);
 }
 
+/*
+ * Every allocation failing in turn while a backend with the cache is
+ * created (26 of them here, the cache's header and handle among them):
+ * CM_ENOMEM with a message and no backend until every allocation
+ * succeeds; nothing leaked (ASan).
+ */
+static void test_out_of_memory(void **state)
+{
+	char path[512], dir[700], err[512];
+	struct wk_backend_params p = {
+		.n_blocks = 8, .block_tokens = 16, .n_threads = 2, .kv_type = WK_Q_F16,
+	};
+	struct wk_model *m;
+	enum cm_status st = CM_ENOMEM;
+	(void)state;
+
+	assert_int_equal(synth("Q8_0", "llama", "", "", path, sizeof(path)), 0);
+	snprintf(dir, sizeof(dir), "%s/cache-oom", tmpdir);
+	p.cpu_expert_cache = dir;
+	m = load(path);
+	for (long k = 0; st != CM_OK && k < 100000; k++) {
+		struct wk_backend *be = NULL;
+
+		err[0] = '\0';
+		cm_alloc_fail_after(k);
+		st = wk_cpu_backend_ops.create(m, &p, &be, err, sizeof(err));
+		cm_alloc_fail_reset();
+		if (st != CM_OK) {
+			assert_int_equal(st, CM_ENOMEM);
+			assert_null(be);
+			assert_true(err[0] != '\0');
+			continue;
+		}
+		be->ops->destroy(be);
+	}
+	assert_int_equal(st, CM_OK);
+	wk_model_free(m);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -342,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_f32_nothing),
 		cmocka_unit_test(test_stale_rebuilt),
 		cmocka_unit_test(test_unwritable),
+		cmocka_unit_test(test_out_of_memory),
 	};
 
 	return cmocka_run_group_tests_name("worker/expert_cache", tests, setup, teardown);
