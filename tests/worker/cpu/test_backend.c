@@ -44,7 +44,8 @@
 #include "worker/model/model.h"
 #include "worker/model/quant.h"
 
-static char tmpdir[256];
+#define TMPDIR_PREFIX "sluice-fwd"
+#include "tests/worker/tmpdir.h"
 
 /* `sluice-model synth` with more arguments (NULL: none); `tag` names them in the file. */
 static int synth_x(const char *preset, const char *type, const char *arch, const char *extra,
@@ -894,22 +895,6 @@ static void test_kv_blocks_scattered_and_copied(void **state)
 	wk_model_free(m);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-fwd-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	char cmd[300];
-
-	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
 /*
  * Creating the backend with every allocation failing in turn (the repacked
  * copies among them): CM_ENOMEM with a message, nothing leaked (ASan), and
@@ -996,5 +981,5 @@ int main(void)
 		cmocka_unit_test(test_batch_and_thread_invariance),
 	};
 
-	return cmocka_run_group_tests_name("worker/forward", tests, setup, teardown);
+	return cmocka_run_group_tests_name("worker/forward", tests, tmpdir_setup, tmpdir_teardown);
 }

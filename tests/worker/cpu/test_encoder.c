@@ -30,7 +30,8 @@
 #include "worker/model/quant.h"
 #include "worker/text/tokenizer.h"
 
-static char tmpdir[256];
+#define TMPDIR_PREFIX "sluice-enc"
+#include "tests/worker/tmpdir.h"
 
 static struct wk_model *load_arch(const char *arch, const char *type)
 {
@@ -471,22 +472,6 @@ static void test_decoder_pooling(void **state)
 	fclose(f);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-enc-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	char cmd[300];
-
-	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -498,5 +483,5 @@ int main(void)
 		cmocka_unit_test(test_vs_llamacpp),
 	};
 
-	return cmocka_run_group_tests_name("worker/encoder", tests, setup, teardown);
+	return cmocka_run_group_tests_name("worker/encoder", tests, tmpdir_setup, tmpdir_teardown);
 }

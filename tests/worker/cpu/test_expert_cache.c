@@ -33,7 +33,8 @@
 #include "worker/cpu/matmul.h"
 #include "worker/model/model.h"
 
-static char tmpdir[256];
+#define TMPDIR_PREFIX "sluice-xcache"
+#include "tests/worker/tmpdir.h"
 
 static int synth(const char *type, const char *arch, const char *extra, const char *tag, char *path,
 		 size_t len)
@@ -166,30 +167,27 @@ static void check_equal(const char *type, const char *arch, const char *extra, c
 	wk_model_free(m);
 }
 
-static void test_mixtral_q4_k_m(void **s)
-{
-	(void)s;
-	check_equal("Q4_K_M", "llama", "", "");
-}
-
-static void test_mixtral_q8_0(void **s)
-{
-	(void)s;
-	check_equal("Q8_0", "llama", "", "");
-}
-
+static void test_mixtral_q4_k_m(void **s) { (void)s; check_equal("Q4_K_M", "llama", "", ""); }
+static void test_mixtral_q8_0(void **s) { (void)s; check_equal("Q8_0", "llama", "", ""); }
 /* gate and up fused in one tensor: two views an expert */
 static void test_qwen3moe_fused_q4_0(void **s)
 {
 	(void)s;
 	check_equal("Q4_0", "qwen3moe", "--fuse-experts", "-fused");
 }
-
 /* F32 experts have no strip layout: nothing cached, nothing to say */
-static void test_f32_nothing(void **s)
+static void test_f32_nothing(void **s) { (void)s; check_equal("F32", "llama", "", ""); }
+
+/* run()'s logits are ref's, the file written by it (built 1) or reused (0). */
+static void expect(const struct wk_model *m, const char *dir, const float *ref, int built,
+		   struct wk_backend_info *bi)
 {
-	(void)s;
-	check_equal("F32", "llama", "", "");
+	float *l = run(m, dir, bi);
+
+	assert_int_equal(bi->expert_cache_built, built);
+	assert_string_equal(bi->expert_cache_error, "");
+	assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
+	free(l);
 }
 
 /* Rebuilt when the model's mtime changes, when the header is not the one
@@ -199,7 +197,7 @@ static void test_stale_rebuilt(void **state)
 	char path[512], dir[600];
 	struct wk_backend_info bi;
 	struct wk_model *m;
-	float *ref, *l;
+	float *ref;
 	int fd;
 	(void)state;
 
@@ -209,25 +207,17 @@ static void test_stale_rebuilt(void **state)
 	snprintf(dir, sizeof(dir), "%s/cache-stale", tmpdir);
 	m = load(path);
 	ref = run(m, NULL, &bi);
-	free(run(m, dir, &bi));
-	assert_int_equal(bi.expert_cache_built, 1);
+	expect(m, dir, ref, 1, &bi);
 	/* a byte of the header's table */
 	fd = open(bi.expert_cache_path, O_WRONLY);
 	assert_true(fd >= 0);
 	assert_int_equal(pwrite(fd, "\x7f", 1, 100), 1);
 	close(fd);
-	l = run(m, dir, &bi);
-	assert_int_equal(bi.expert_cache_built, 1);
-	assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
-	free(l);
+	expect(m, dir, ref, 1, &bi);
 	/* cut short */
 	assert_int_equal(truncate(bi.expert_cache_path, (off_t)bi.expert_cache_bytes - 4096), 0);
-	l = run(m, dir, &bi);
-	assert_int_equal(bi.expert_cache_built, 1);
-	assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
-	free(l);
-	free(run(m, dir, &bi));
-	assert_int_equal(bi.expert_cache_built, 0);
+	expect(m, dir, ref, 1, &bi);
+	expect(m, dir, ref, 0, &bi);
 	/* the model touched: another mtime */
 	{
 		struct timespec ts[2] = { { 1700000000, 5 }, { 1700000000, 5 } };
@@ -236,10 +226,7 @@ static void test_stale_rebuilt(void **state)
 	}
 	wk_model_free(m);
 	m = load(path);
-	l = run(m, dir, &bi);
-	assert_int_equal(bi.expert_cache_built, 1);
-	assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
-	free(l);
+	expect(m, dir, ref, 1, &bi);
 	/* the model's permissions tightened: rebuilt with them (the weights
 	 * are readable by whom the model is readable) */
 	{
@@ -248,10 +235,7 @@ static void test_stale_rebuilt(void **state)
 		assert_int_equal(chmod(path, 0640), 0);
 		wk_model_free(m);
 		m = load(path);
-		l = run(m, dir, &bi);
-		assert_int_equal(bi.expert_cache_built, 1);
-		assert_memory_equal(l, ref, NT * (size_t)m->hp.n_vocab * sizeof(float));
-		free(l);
+		expect(m, dir, ref, 1, &bi);
 		assert_int_equal(stat(bi.expert_cache_path, &sb), 0);
 		assert_int_equal(sb.st_mode & 0777, 0640);
 		assert_int_equal(stat(dir, &sb), 0);
@@ -357,22 +341,6 @@ static void test_out_of_memory(void **state)
 	wk_model_free(m);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-xcache-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	char cmd[300];
-
-	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,5 +353,5 @@ int main(void)
 		cmocka_unit_test(test_out_of_memory),
 	};
 
-	return cmocka_run_group_tests_name("worker/expert_cache", tests, setup, teardown);
+	return cmocka_run_group_tests_name("worker/expert_cache", tests, tmpdir_setup, tmpdir_teardown);
 }

@@ -49,7 +49,8 @@
 #include "worker/model/quant.h"
 #include "worker/engine/sched.h"
 
-static char tmpdir[256];
+#define TMPDIR_PREFIX "sluice-cuda-test"
+#include "tests/worker/tmpdir.h"
 
 /* type "T" or "T:ARCH" (llama when no architecture is named) */
 static int synth(const char *preset, const char *type, char *path, size_t len)
@@ -523,22 +524,6 @@ static void test_gemv_bf16(void **state)
 	gemv_shape(64, 14336);
 }
 
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sluice-cuda-test-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-	char cmd[300];
-
-	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -562,5 +547,5 @@ int main(void)
 		printf("skipped: no CUDA device\n");
 		return 77;
 	}
-	return cmocka_run_group_tests_name("worker/cuda/backend", tests, setup, teardown);
+	return cmocka_run_group_tests_name("worker/cuda/backend", tests, tmpdir_setup, tmpdir_teardown);
 }
