@@ -6,8 +6,10 @@
  */
 #include "worker/cpu/expert_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +298,42 @@ static void xc_task(void *ctx, int task, int thread)
 			   j->dst + e.offset + (uint64_t)x * e.stride);
 }
 
+/*
+ * Removes the temporary files <path>.tmp.<pid> of builds whose process is
+ * gone (a worker killed while writing): each is as large as the cache.
+ */
+static void xc_sweep(const char *dir, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t bl;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (d == NULL || base == NULL) {
+		if (d)
+			closedir(d);
+		return;
+	}
+	base++;
+	bl = strlen(base);
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long pid;
+		char full[4400];
+
+		if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0)
+			continue;
+		errno = 0;
+		pid = strtol(e->d_name + bl + 5, &end, 10);
+		if (errno || *end != '\0' || pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (snprintf(full, sizeof(full), "%s/%s", dir, e->d_name) < (int)sizeof(full))
+			unlink(full);
+	}
+	closedir(d);
+}
+
 /* Writes the file hdr describes at path (through a temporary file). */
 static enum cm_status xc_build(const struct wk_model *m, struct wk_pool *pool, const char *path,
 			       const uint8_t *hdr, size_t hbytes, char *err, size_t err_len)
@@ -412,6 +450,7 @@ enum cm_status wk_cpu_xcache_open(const struct wk_model *m, struct wk_cpu_mm *mm
 			goto out;
 		}
 		info->build_ns = cm_mono_ns();
+		xc_sweep(dir, info->path);
 		st = xc_build(m, wk_cpu_mm_pool(mm), info->path, hdr, hbytes, err, err_len);
 		info->build_ns = cm_mono_ns() - info->build_ns;
 		if (st != CM_OK)

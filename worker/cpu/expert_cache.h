@@ -26,7 +26,8 @@
  * with posix_fallocate first, so a full disk is an error, not a SIGBUS),
  * synced, renamed over the old one.  Workers racing on one name each write
  * their own temporary file; the last rename wins, and each maps what it
- * wrote.  The file has the model file's read permissions (and the owner's
+ * wrote.  A build first removes the temporary files of this name whose
+ * writer is gone (a worker killed while writing).  The file has the model file's read permissions (and the owner's
  * read and write), no one else's write; directories it creates are 0700.
  *
  * Owns: the mapping.

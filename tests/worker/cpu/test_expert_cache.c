@@ -5,7 +5,8 @@
  * file, on every ISA this CPU has (forced through SLUICE_CPU_ISA); the
  * file reused while the model is unchanged and rebuilt when the model's
  * mtime or permissions, the file's header or its size differ (the file
- * readable as the model is, its new directory 0700); and, where it cannot be
+ * readable as the model is, its new directory 0700; a dead build's
+ * temporary file removed); and, where it cannot be
  * written (a directory under a regular file, a file-size limit standing in
  * for a full disk), the backend reads the experts from the model, says
  * why, and leaves no temporary file.
@@ -214,6 +215,25 @@ static void test_stale_rebuilt(void **state)
 	assert_int_equal(pwrite(fd, "\x7f", 1, 100), 1);
 	close(fd);
 	expect(m, dir, ref, 1, &bi);
+	/* a killed build's temporary file (no such process) is removed by
+	 * the next build; a live process's is left */
+	{
+		char t1[4300], t2[4300];
+
+		snprintf(t1, sizeof(t1), "%s.tmp.999999999", bi.expert_cache_path);
+		snprintf(t2, sizeof(t2), "%s.tmp.1", bi.expert_cache_path);
+		assert_int_equal(truncate(bi.expert_cache_path, 0), 0); /* stale: rebuilt */
+		for (int i = 0; i < 2; i++) {
+			FILE *f = fopen(i ? t2 : t1, "w");
+
+			assert_non_null(f);
+			fclose(f);
+		}
+		expect(m, dir, ref, 1, &bi);
+		assert_int_equal(access(t1, F_OK), -1);
+		assert_int_equal(access(t2, F_OK), 0);
+		assert_int_equal(unlink(t2), 0);
+	}
 	/* cut short */
 	assert_int_equal(truncate(bi.expert_cache_path, (off_t)bi.expert_cache_bytes - 4096), 0);
 	expect(m, dir, ref, 1, &bi);
