@@ -267,7 +267,16 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	int64_t t0 = cm_mono_ns();
 	struct wk_backend_info bi;
 
-	if (s->cfg->expert_cache && s->cfg->cpu_repack) {
+	mo.sha256_hex = s->cfg->model_sha256;
+	mo.compute_sha256 = 1;
+	mo.chat_template = s->cfg->chat_template;
+	mo.n_ctx = (uint32_t)s->cfg->context;
+	if (wk_model_load(s->cfg->model, &mo, &s->model, err, err_len) != CM_OK)
+		return -1;
+	if (!s->cfg->model_sha256)
+		cm_logf(CM_LOG_WARN, "model_unpinned",
+			"worker.model_sha256 is not set: pin the digest to refuse a swapped file");
+	if (s->model->hp.n_expert && s->cfg->expert_cache && s->cfg->cpu_repack) {
 		if (s->cfg->expert_cache_dir)
 			snprintf(s->expert_cache_dir, sizeof(s->expert_cache_dir), "%s",
 				 s->cfg->expert_cache_dir);
@@ -278,15 +287,6 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		if (s->expert_cache_dir[0])
 			bw.cpu_expert_cache = s->expert_cache_dir;
 	}
-	mo.sha256_hex = s->cfg->model_sha256;
-	mo.compute_sha256 = 1;
-	mo.chat_template = s->cfg->chat_template;
-	mo.n_ctx = (uint32_t)s->cfg->context;
-	if (wk_model_load(s->cfg->model, &mo, &s->model, err, err_len) != CM_OK)
-		return -1;
-	if (!s->cfg->model_sha256)
-		cm_logf(CM_LOG_WARN, "model_unpinned",
-			"worker.model_sha256 is not set: pin the digest to refuse a swapped file");
 	if (wk_backend_open(&bw, s->model, &kp, &s->be, err, err_len) != CM_OK)
 		return -1;
 	s->n_ctx = s->cfg->context ? (uint32_t)s->cfg->context : s->model->hp.n_ctx_train;
