@@ -397,8 +397,9 @@ static enum cm_status xc_build(const struct wk_model *m, struct wk_pool *pool, c
 		goto fail;
 	return CM_OK;
 fail:
-	snprintf(err, err_len, "expert cache %s: %s failed: %s", tmp, what, strerror(errno));
-	if (errno == ENOSPC || errno == EDQUOT)
+	rc = errno;
+	snprintf(err, err_len, "expert cache %s: %s failed: %s", tmp, what, strerror(rc));
+	if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
 		st = CM_ELIMIT;
 	if (map != MAP_FAILED)
 		munmap(map, (size_t)total);
