@@ -1,10 +1,11 @@
 /*
  * sluice-model.c - inspect, plan capacity for, hash and synthesise GGUF
- * models.
+ * models, and write a mixture's expert cache file ahead of a worker.
  *
  *   sluice-model inspect PATH [--sha]
  *   sluice-model plan PATH --memory BYTES --context N [--reserve BYTES] [--cpu-repack]
  *   sluice-model sha256 PATH
+ *   sluice-model expert-cache PATH [--dir DIR] [--threads N]
  *   sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm
  *                      [--type T] [--arch llama|qwen2|qwen2moe|qwen3|qwen3moe|granite|phi3|gemma2|gemma3|bert|nomic-bert] [--swa N]
  *                      [--seed N] [--vocab N] [--ctx N] [--embd N] [--ffn N] [--layers N] [--head-dim N] [--pooling none|mean|cls|last]
@@ -37,10 +38,13 @@
 #include "common/crypto.h"
 #include "common/limits.h"
 #include "worker/cpu/expert_cache.h"
+#include "worker/cpu/matmul.h"
+#include "worker/cpu/pool.h"
 #include "worker/cpu/pack.h"
 #include "worker/engine/sched.h"
 #include "worker/model/gguf.h"
 #include "tools/gguf_write.h"
+#include "worker/model/model.h"
 #include "worker/model/model_config.h"
 #include "worker/model/quant.h"
 #include "worker/text/chat.h"
@@ -53,6 +57,7 @@ void model_usage(FILE *f)
 	      "  sluice-model inspect PATH [--sha]\n"
 	      "  sluice-model plan PATH --memory BYTES --context N [--reserve BYTES] [--cpu-repack]\n"
 	      "  sluice-model sha256 PATH\n"
+	      "  sluice-model expert-cache PATH [--dir DIR] [--threads N]\n"
 	      "  sluice-model synth --preset tiny|1b|qwen3-1b|gemma3-1b|phi3-1b|8b|moe-tiny|qwen3moe-tiny|moe-1b|qwen3moe-1b|bert-tiny|minilm\n"
 	      "                     [--type F32|F16|BF16|Q8_0|Q4_0|"
 	      "Q4_1|Q5_0|Q5_1|IQ4_NL|IQ4_XS|Q2_K|Q3_K|Q3_K_M|Q4_K|Q4_K_M|Q5_K|Q5_K_M|Q6_K]\n"
@@ -492,6 +497,94 @@ out:
 	return rc;
 }
 
+/* ==== expert-cache ================================================== */
+
+/*
+ * Writes (or checks) the experts' cache file a CPU worker on this host
+ * would read (worker/cpu/expert_cache.h), so that its first start does not
+ * pay for it: the same directory (--dir, else the worker's default), the
+ * same ISA (SLUICE_CPU_ISA as the worker sees it), the model by the path
+ * the worker opens.
+ */
+static int cmd_expert_cache(int argc, char **argv)
+{
+	const char *path = NULL, *dir = NULL;
+	char dbuf[4096], err[1024] = "";
+	int threads = 0, rc = 1;
+	struct wk_model *m = NULL;
+	struct wk_model_opts mo = { 0 };
+	struct wk_pool *pool = NULL;
+	struct wk_cpu_mm *mm = NULL;
+	struct wk_cpu_xcache *xc = NULL;
+	struct wk_cpu_xcache_info info;
+
+	for (int a = 0; a < argc; a++) {
+		if (strcmp(argv[a], "--dir") == 0 && a + 1 < argc) {
+			dir = argv[++a];
+		} else if (strcmp(argv[a], "--threads") == 0 && a + 1 < argc) {
+			threads = atoi(argv[++a]);
+			if (threads < 1 || threads > WK_POOL_MAX_THREADS) {
+				fprintf(stderr, "sluice-model: --threads: expected 1..%d, found '%s'\n",
+					WK_POOL_MAX_THREADS, argv[a]);
+				return 2;
+			}
+		} else if (!path && argv[a][0] != '-') {
+			path = argv[a];
+		} else {
+			model_usage(stderr);
+			return 2;
+		}
+	}
+	if (!path) {
+		model_usage(stderr);
+		return 2;
+	}
+	if (!dir) {
+		if (wk_cpu_xcache_default_dir(dbuf, sizeof(dbuf)) != 0) {
+			fprintf(stderr, "sluice-model: none of CACHE_DIRECTORY, XDG_CACHE_HOME, HOME "
+					"is set: give --dir\n");
+			return 2;
+		}
+		dir = dbuf;
+	}
+	if (threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n < 1 ? 1 : n > WK_POOL_MAX_THREADS ? WK_POOL_MAX_THREADS : (int)n;
+	}
+	if (wk_model_load(path, &mo, &m, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "sluice-model: %s\n", err);
+		goto out;
+	}
+	if (!m->hp.n_expert) {
+		printf("expert cache: nothing to write: %s has no experts\n", path);
+		rc = 0;
+		goto out;
+	}
+	if (wk_pool_new(threads, &pool) != CM_OK || wk_cpu_mm_new(pool, &mm) != CM_OK) {
+		fprintf(stderr, "sluice-model: out of memory\n");
+		goto out;
+	}
+	if (wk_cpu_xcache_open(m, mm, dir, &xc, &info, err, sizeof(err)) != CM_OK) {
+		fprintf(stderr, "sluice-model: %s\n", err);
+		goto out;
+	}
+	if (!xc)
+		printf("expert cache: nothing to write: no expert type of %s has strip kernels on %s\n",
+		       path, wk_cpu_isa_name(wk_cpu_mm_isa(mm)));
+	else
+		printf("expert cache: %s %" PRIu64 " bytes (%d expert matrices, %s)%s\n", info.path,
+		       info.bytes, info.matrices, wk_cpu_isa_name(wk_cpu_mm_isa(mm)),
+		       info.built ? ", written" : ", up to date");
+	rc = 0;
+out:
+	wk_cpu_mm_free(mm);
+	wk_cpu_xcache_close(xc);
+	wk_pool_free(pool);
+	wk_model_free(m);
+	return rc;
+}
+
 /* ==== sha256 ======================================================== */
 
 static int cmd_sha256(int argc, char **argv)
@@ -521,6 +614,8 @@ int main(int argc, char **argv)
 		return cmd_plan(argc - 2, argv + 2);
 	if (strcmp(argv[1], "sha256") == 0)
 		return cmd_sha256(argc - 2, argv + 2);
+	if (strcmp(argv[1], "expert-cache") == 0)
+		return cmd_expert_cache(argc - 2, argv + 2);
 	if (strcmp(argv[1], "synth") == 0)
 		return model_cmd_synth(argc - 2, argv + 2);
 	if (strcmp(argv[1], "import") == 0)

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "common/alloc.h"
+#include "worker/cpu/matmul.h"
 #include "worker/model/gguf.h"
 #include "tools/gguf_write.h"
 #include "worker/model/model_config.h"
@@ -385,6 +386,29 @@ static void test_synth_moe(void **state)
 	snprintf(a, sizeof(a), "plan '%s' --memory 1GiB --context 512", path);
 	assert_int_equal(run_tool(a, out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "experts: 3 of 8 active"));
+	{
+		/* expert-cache writes the file a CPU worker would (Q8_0 has
+		 * strip kernels on AVX2 and AVX-512), then finds it up to date;
+		 * a directory it cannot create is an error */
+		long long planned = field(out, "expert cache: ");
+		int strips = strcmp(wk_cpu_isa_name(wk_cpu_isa_default()), "scalar") != 0;
+
+		snprintf(a, sizeof(a), "expert-cache '%s' --dir '%s/xc' --threads 2", path, tmpdir);
+		assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+		assert_non_null(strstr(out, strips ? ", written" : "nothing to write"));
+		if (strstr(out, "(avx512")) { /* plan counts for AVX-512 */
+			const char *b = strstr(out, ".experts ");
+
+			assert_non_null(b);
+			assert_int_equal(strtoll(b + strlen(".experts "), NULL, 10), planned);
+		}
+		assert_int_equal(run_tool(a, out, sizeof(out)), 0);
+		assert_non_null(strstr(out, strips ? ", up to date" : "nothing to write"));
+		snprintf(a, sizeof(a), "expert-cache '%s' --dir '%s/moe.gguf/xc'", path, tmpdir);
+		assert_int_equal(run_tool(a, out, sizeof(out)), 1);
+		assert_non_null(strstr(out, "cannot create the directory"));
+		assert_int_equal(run_tool("expert-cache", out, sizeof(out)), 2);
+	}
 	wk_mcfg_free(c);
 	wk_gguf_close(g);
 	/* Mixtral's fused gate|up experts load as views of one tensor */
