@@ -260,7 +260,11 @@ static int xc_map(const char *path, const uint8_t *hdr, size_t hbytes, struct wk
 		errno = EINVAL;
 		goto out;
 	}
-	map = mmap(NULL, (size_t)total, PROT_READ, MAP_SHARED, fd, 0);
+	/* populated now: the worker's start reads the model file (its hash),
+	 * which used to leave the experts in the page cache; without this a
+	 * start after a reboot served its first requests from the disk
+	 * (moe-1b: the first request's TTFT 419-459 ms against 135-269) */
+	map = mmap(NULL, (size_t)total, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (map == MAP_FAILED)
 		goto out;
 	if (memcmp(map, hdr, hbytes) != 0) {

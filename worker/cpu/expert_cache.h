@@ -21,6 +21,7 @@
  *   and stride;
  *   then each table entry's experts, every copy at a multiple of 4096.
  * Opening builds the header the model and ISA call for and maps the file
+ * (populated: read now, as the worker's hash of the model reads the model)
  * only when its header is that one byte for byte and its size the total;
  * otherwise it rebuilds it: written to <name>.tmp.<pid> (space reserved
  * with posix_fallocate first, so a full disk is an error, not a SIGBUS),
