@@ -103,27 +103,49 @@ static uint64_t xc_header_bytes(uint32_t n)
 	return round_up(sizeof(struct xc_head) + (uint64_t)n * sizeof(struct xc_entry), XC_ALIGN);
 }
 
-/* Bytes of entry t's copies. */
-static uint64_t xc_stride(const struct wk_tensor *t)
+/*
+ * The file's table for these layers on mm's ISA (NULL: AVX-512's): the
+ * eligible (layer, matrix) pairs in order, their experts' copies from
+ * offset off on.  Writes the entries to out when given (else only
+ * counts); returns their number, *end the offset past the last copy.
+ */
+static uint32_t xc_layout(const struct wk_hparams *hp, const struct wk_layer *layers,
+			  const struct wk_cpu_mm *mm, uint64_t off, uint8_t *out, uint64_t *end)
 {
-	return round_up(wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols), XC_ALIGN);
-}
-
-uint64_t wk_cpu_xcache_file_bytes(const struct wk_hparams *hp, const struct wk_layer *layers)
-{
-	uint64_t bytes = 0;
 	uint32_t n = 0;
 
 	for (uint32_t l = 0; l < hp->n_layer; l++)
 		for (int k = 0; k < 3; k++) {
 			const struct wk_tensor *t = xc_tensor(layers, l, k);
+			struct xc_entry e;
 
-			if (xc_eligible(hp, NULL, t)) {
-				n++;
-				bytes += xc_stride(t) * hp->n_expert;
-			}
+			if (!xc_eligible(hp, mm, t))
+				continue;
+			memset(&e, 0, sizeof(e));
+			e.layer = l;
+			e.matrix = (uint32_t)k;
+			e.type = t->type;
+			e.n_expert = hp->n_expert;
+			e.rows = (uint32_t)t->rows;
+			e.cols = (uint32_t)t->cols;
+			e.offset = off;
+			e.stride = round_up(wk_cpu_pack_bytes(t->type, (int)t->rows, (int)t->cols),
+					    XC_ALIGN);
+			off += e.stride * e.n_expert;
+			if (out)
+				memcpy(out + (size_t)n * sizeof(e), &e, sizeof(e));
+			n++;
 		}
-	return n ? xc_header_bytes(n) + bytes : 0;
+	*end = off;
+	return n;
+}
+
+uint64_t wk_cpu_xcache_file_bytes(const struct wk_hparams *hp, const struct wk_layer *layers)
+{
+	uint64_t data;
+	uint32_t n = xc_layout(hp, layers, NULL, 0, NULL, &data);
+
+	return n ? xc_header_bytes(n) + data : 0;
 }
 
 /*
@@ -132,15 +154,12 @@ uint64_t wk_cpu_xcache_file_bytes(const struct wk_hparams *hp, const struct wk_l
  */
 static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, size_t *hbytes)
 {
-	uint32_t n = 0;
+	uint64_t data;
+	uint32_t n = xc_layout(&m->hp, m->layers, mm, 0, NULL, &data);
 	uint8_t *buf;
 	struct xc_head h;
-	uint64_t off;
 
 	*hbytes = 0;
-	for (uint32_t l = 0; l < m->hp.n_layer; l++)
-		for (int k = 0; k < 3; k++)
-			n += (uint32_t)xc_eligible(&m->hp, mm, xc_tensor(m->layers, l, k));
 	if (n == 0)
 		return NULL;
 	memset(&h, 0, sizeof(h));
@@ -158,29 +177,7 @@ static uint8_t *xc_header(const struct wk_model *m, const struct wk_cpu_mm *mm, 
 		*hbytes = 1;
 		return NULL;
 	}
-	off = h.header_bytes;
-	n = 0;
-	for (uint32_t l = 0; l < m->hp.n_layer; l++)
-		for (int k = 0; k < 3; k++) {
-			const struct wk_tensor *t = xc_tensor(m->layers, l, k);
-			struct xc_entry e;
-
-			if (!xc_eligible(&m->hp, mm, t))
-				continue;
-			memset(&e, 0, sizeof(e));
-			e.layer = l;
-			e.matrix = (uint32_t)k;
-			e.type = t->type;
-			e.n_expert = m->hp.n_expert;
-			e.rows = (uint32_t)t->rows;
-			e.cols = (uint32_t)t->cols;
-			e.offset = off;
-			e.stride = xc_stride(t);
-			off += e.stride * e.n_expert;
-			memcpy(buf + sizeof(h) + (size_t)n * sizeof(e), &e, sizeof(e));
-			n++;
-		}
-	h.total_bytes = off;
+	xc_layout(&m->hp, m->layers, mm, h.header_bytes, buf + sizeof(h), &h.total_bytes);
 	memcpy(buf, &h, sizeof(h));
 	*hbytes = (size_t)h.header_bytes;
 	return buf;
@@ -251,12 +248,22 @@ static int xc_map(const char *path, const uint8_t *hdr, size_t hbytes, struct wk
 	uint64_t total = xc_head_of(hdr)->total_bytes;
 	struct stat sb;
 	void *map;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -1, same;
 
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != total ||
 	    total > SIZE_MAX) {
+		errno = EINVAL;
+		goto out;
+	}
+	/* the header alone first: a stale file is not read */
+	map = mmap(NULL, hbytes, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		goto out;
+	same = memcmp(map, hdr, hbytes) == 0;
+	munmap(map, hbytes);
+	if (!same) {
 		errno = EINVAL;
 		goto out;
 	}
@@ -267,11 +274,6 @@ static int xc_map(const char *path, const uint8_t *hdr, size_t hbytes, struct wk
 	map = mmap(NULL, (size_t)total, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (map == MAP_FAILED)
 		goto out;
-	if (memcmp(map, hdr, hbytes) != 0) {
-		munmap(map, (size_t)total);
-		errno = EINVAL;
-		goto out;
-	}
 	c->map = map;
 	c->bytes = (size_t)total;
 	rc = 0;
@@ -468,7 +470,8 @@ enum cm_status wk_cpu_xcache_open(const struct wk_model *m, struct wk_cpu_mm *mm
 		}
 		info->built = 1;
 	}
-	/* every copy registered (the table cannot fail past its growth) */
+	/* every copy registered (a failure, CM_ENOMEM growing the table,
+	 * leaves those before it registered) */
 	for (uint32_t i = 0; st == CM_OK && i < xc_head_of(hdr)->n_entries; i++) {
 		struct xc_entry e = xc_entry_of(hdr, i);
 		const struct wk_tensor *t = xc_tensor(m->layers, e.layer, (int)e.matrix);
