@@ -681,12 +681,12 @@ static enum cm_status cpu_backend_new(const struct wk_model *m, uint32_t n_block
 			snprintf(err, err_len, "cpu backend: repacking the weights failed (%s)",
 				 cm_status_str(st));
 	}
-	/* the experts' cache: on failure the experts are read from the
-	 * model's mapping, and info() says why */
 	if (st == CM_OK && repack && xdir && hp->n_expert &&
 	    wk_cpu_xcache_open(m, be->mm, xdir, &be->xcache, &be->xinfo, be->xerr,
-			       sizeof(be->xerr)) != CM_OK && be->xerr[0] == '\0')
-		snprintf(be->xerr, sizeof(be->xerr), "expert cache: failed");
+			       sizeof(be->xerr)) != CM_OK) {
+		/* not fatal: the experts are read from the model's mapping,
+		 * and info() reports xerr, which says why */
+	}
 	if (st == CM_OK && hp->n_expert)
 		st = wk_cpu_moe_new(hp, &be->moe);
 	if (st != CM_OK)
