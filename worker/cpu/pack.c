@@ -316,6 +316,29 @@ static enum cm_status grow(struct wk_cpu_packs *p)
 	return CM_OK;
 }
 
+/*
+ * The empty slot for w, the table grown first when it would be over half
+ * full; *e NULL when w has a slot already (a copy of it, or another view
+ * at this address: the first is kept).  CM_ENOMEM.
+ */
+static enum cm_status free_slot(struct wk_cpu_packs *p, const void *w,
+				struct wk_cpu_pack_entry **e)
+{
+	enum cm_status st;
+
+	*e = probe(p->slots, p->cap, w);
+	if ((*e)->w != NULL) {
+		*e = NULL;
+		return CM_OK;
+	}
+	if (2 * (p->used + 1) > p->cap) {
+		if ((st = grow(p)) != CM_OK)
+			return st;
+		*e = probe(p->slots, p->cap, w);
+	}
+	return CM_OK;
+}
+
 enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, uint32_t wtype,
 				const void *w, int rows, int cols, int plain)
 {
@@ -326,16 +349,8 @@ enum cm_status wk_cpu_packs_add(struct wk_cpu_packs *p, struct wk_pool *pool, ui
 
 	if (bytes == 0 || w == NULL || cols % (int)wk_qtype_block_elems(wtype) != 0)
 		return CM_EUNSUPPORTED;
-	e = probe(p->slots, p->cap, w);
-	if (e->w != NULL && e->wtype == wtype && e->rows == rows && e->cols == cols)
-		return CM_OK;
-	if (e->w != NULL) /* another view at this address: keep the first */
-		return CM_OK;
-	if (2 * (p->used + 1) > p->cap) {
-		if ((st = grow(p)) != CM_OK)
-			return st;
-		e = probe(p->slots, p->cap, w);
-	}
+	if ((st = free_slot(p, w, &e)) != CM_OK || e == NULL)
+		return st;
 	uint8_t *data = cm_huge_alloc(bytes);
 	if (data == NULL)
 		return CM_ENOMEM;
@@ -364,14 +379,8 @@ enum cm_status wk_cpu_packs_add_view(struct wk_cpu_packs *p, uint32_t wtype, con
 
 	if (w == NULL || data == NULL || wk_cpu_pack_bytes(wtype, rows, cols) == 0)
 		return CM_EINVAL;
-	e = probe(p->slots, p->cap, w);
-	if (e->w != NULL)
-		return CM_OK;
-	if (2 * (p->used + 1) > p->cap) {
-		if ((st = grow(p)) != CM_OK)
-			return st;
-		e = probe(p->slots, p->cap, w);
-	}
+	if ((st = free_slot(p, w, &e)) != CM_OK || e == NULL)
+		return st;
 	*e = (struct wk_cpu_pack_entry){
 		.w = w, .wtype = wtype, .rows = rows, .cols = cols, .plain = 0,
 		.bytes = wk_cpu_pack_bytes(wtype, rows, cols), .data = (uint8_t *)data, .view = 1,
