@@ -300,9 +300,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench-engine --model PATH [--threads N] [--prompt N] [--gen N] [--reps N] [--expert-cache DIR|off]\n");
 		return 2;
 	}
-	if (xdir_arg && strcmp(xdir_arg, "off") != 0)
-		xcache_dir = xdir_arg;
-	else if (!xdir_arg && wk_cpu_xcache_default_dir(xdir_buf, sizeof(xdir_buf)) == 0)
+	if (!(xdir_arg && strcmp(xdir_arg, "off") == 0) &&
+	    wk_cpu_xcache_dir(xdir_arg, xdir_buf, sizeof(xdir_buf)) == 0)
 		xcache_dir = xdir_buf;
 	if (wk_model_load(path, &mo, &m, err, sizeof(err)) != CM_OK) {
 		fprintf(stderr, "bench-engine: %s\n", err);

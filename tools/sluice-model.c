@@ -539,14 +539,13 @@ static int cmd_expert_cache(int argc, char **argv)
 		model_usage(stderr);
 		return 2;
 	}
-	if (!dir) {
-		if (wk_cpu_xcache_default_dir(dbuf, sizeof(dbuf)) != 0) {
-			fprintf(stderr, "sluice-model: none of CACHE_DIRECTORY, XDG_CACHE_HOME, HOME "
-					"is set: give --dir\n");
-			return 2;
-		}
-		dir = dbuf;
+	if (wk_cpu_xcache_dir(dir, dbuf, sizeof(dbuf)) != 0) {
+		fprintf(stderr, dir ? "sluice-model: --dir: too long\n"
+				    : "sluice-model: none of CACHE_DIRECTORY, XDG_CACHE_HOME, HOME "
+				      "is set: give --dir\n");
+		return 2;
 	}
+	dir = dbuf;
 	if (threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 

@@ -60,13 +60,15 @@ static uint64_t round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-int wk_cpu_xcache_default_dir(char *buf, size_t len)
+int wk_cpu_xcache_dir(const char *configured, char *buf, size_t len)
 {
 	const char *c = getenv("CACHE_DIRECTORY"), *x = getenv("XDG_CACHE_HOME"),
 		   *h = getenv("HOME");
 	int n;
 
-	if (c && c[0] == '/') /* systemd's CacheDirectory= (the first of a list) */
+	if (configured)
+		n = snprintf(buf, len, "%s", configured);
+	else if (c && c[0] == '/') /* systemd's CacheDirectory= (the first of a list) */
 		n = snprintf(buf, len, "%.*s/experts", (int)strcspn(c, ":"), c);
 	else if (x && x[0] == '/')
 		n = snprintf(buf, len, "%s/sluice/experts", x);

@@ -55,12 +55,14 @@ struct wk_cpu_xcache_info {
 };
 
 /*
- * The default directory: $CACHE_DIRECTORY/experts (systemd's
- * CacheDirectory=, the first of its list), else
- * $XDG_CACHE_HOME/sluice/experts, else $HOME/.cache/sluice/experts.  0, or
- * -1 when none is set to an absolute path (or the path does not fit).
+ * The directory of the cache files into buf: `configured` when given
+ * (worker.expert_cache_dir, a --dir), else the default
+ * $CACHE_DIRECTORY/experts (systemd's CacheDirectory=, the first of its
+ * list), else $XDG_CACHE_HOME/sluice/experts, else
+ * $HOME/.cache/sluice/experts.  0, or -1 when there is none (no variable
+ * set to an absolute path) or it does not fit.
  */
-int wk_cpu_xcache_default_dir(char *buf, size_t len);
+int wk_cpu_xcache_dir(const char *configured, char *buf, size_t len);
 
 /*
  * Bytes of the cache file of a model with these layers on an AVX-512

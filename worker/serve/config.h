@@ -43,7 +43,7 @@ struct wk_server_cfg {
 	bool embed_truncatable;        /* the model's vectors may be shortened (dimensions) */
 	bool cpu_repack;               /* CPU: copies of the matrices (pack.h) */
 	bool expert_cache;             /* CPU: the experts from their cache file (expert_cache.h) */
-	char *expert_cache_dir;        /* its directory; NULL = wk_cpu_xcache_default_dir */
+	char *expert_cache_dir;        /* its directory; NULL = the default (wk_cpu_xcache_dir) */
 	int64_t max_waiting;
 	int64_t context;               /* 0 = the model's training context */
 	char *chat_template;

@@ -92,7 +92,6 @@ struct wk_server {
 	uint64_t repacked_bytes;        /* CPU: weight copies in its kernels' layout */
 	uint64_t expert_cache_bytes;    /* CPU: the experts' cache file mapped (0: none) */
 	int expert_cache_built;         /* ... written by this start */
-	char expert_cache_dir[4096];    /* worker.expert_cache_dir or the default ("": none) */
 	char engine[80];                /* the engine build: version+commit */
 	struct wk_serve_req *orphans;     /* requests whose connection closed mid-step */
 	/* structured outputs: the vocabulary's trie, the masks shared by

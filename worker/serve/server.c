@@ -264,6 +264,7 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 	};
 	struct wk_kv_plan kp;
 	struct wk_sched_config sc;
+	char xdir[4096]; /* the experts' cache directory, while the backend is made */
 	int64_t t0 = cm_mono_ns();
 	struct wk_backend_info bi;
 
@@ -277,15 +278,11 @@ static int setup(struct wk_server *s, int do_listen, char *err, size_t err_len)
 		cm_logf(CM_LOG_WARN, "model_unpinned",
 			"worker.model_sha256 is not set: pin the digest to refuse a swapped file");
 	if (s->model->hp.n_expert && s->cfg->expert_cache && s->cfg->cpu_repack) {
-		if (s->cfg->expert_cache_dir)
-			snprintf(s->expert_cache_dir, sizeof(s->expert_cache_dir), "%s",
-				 s->cfg->expert_cache_dir);
-		else if (wk_cpu_xcache_default_dir(s->expert_cache_dir,
-						   sizeof(s->expert_cache_dir)) != 0)
+		if (wk_cpu_xcache_dir(s->cfg->expert_cache_dir, xdir, sizeof(xdir)) == 0)
+			bw.cpu_expert_cache = xdir;
+		else
 			cm_logf(CM_LOG_WARN, "expert_cache_unavailable",
 				"none of CACHE_DIRECTORY, XDG_CACHE_HOME, HOME is set: set worker.expert_cache_dir");
-		if (s->expert_cache_dir[0])
-			bw.cpu_expert_cache = s->expert_cache_dir;
 	}
 	if (wk_backend_open(&bw, s->model, &kp, &s->be, err, err_len) != CM_OK)
 		return -1;
