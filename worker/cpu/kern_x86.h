@@ -361,6 +361,10 @@ KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int
 	KX_UNROLL
 	for (int j = 0; j < T; j++) {
 		kx_fvec xv = kx_fload(x[j] + k);
+#if !KX_512
+		if (R > 1) /* x in a register, not loaded by each FMA: below */
+			__asm__("" : "+x"(xv));
+#endif
 		KX_UNROLL
 		for (int i = 0; i < R; i++)
 			acc[i][j] = kx_fmadd(wv[i], xv, acc[i][j]);
@@ -516,7 +520,17 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 #if KX_512
 #define KX_FRT 4
 #define KX_FTT 6
-#else /* 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm */
+#else
+/*
+ * 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm.  Left to
+ * itself GCC folds each x load into both rows' FMAs (vfmadd231ps mem):
+ * 16 loads for 12 FMAs a 16-column step, and the tile ran at 47-48 % of
+ * the two FMA pipes (F16 GEMM 2048 x 5632 and 5632 x 2048, n = 128, one
+ * thread, Zen 4: 54 GFLOP/s of 117).  With x held in a register (the
+ * empty asm in kx_float_step) 10 loads: F16 54 -> 84, BF16 55 -> 77, F32
+ * 51 -> 70 GFLOP/s, the same bits.  1 x 6 and 1 x 5 tiles (one weight
+ * conversion for 6 or 5 FMAs, x loads folded) ran 46-53; 3 x 2 no better.
+ */
 #define KX_FRT 2
 #define KX_FTT 3
 #endif
