@@ -311,8 +311,19 @@ typedef __m256 kx_fvec;
 #define kx_fadd(a, b) _mm256_add_ps(a, b)
 #define kx_fload(p) _mm256_loadu_ps(p)
 #define kx_fload_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define kx_fload_bf16(p) \
-	_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p))), 16))
+/*
+ * 8 BF16 as F32: the 16 bytes in both halves (a load-port broadcast), one
+ * byte shuffle puts value i in the high half of lane i, zeros below (was
+ * vpmovzxwd and vpslld: AVX2 BF16 GEMM n = 128, one thread, 77-78 ->
+ * 82-85 GFLOP/s, the same bits).
+ */
+KX_INLINE __m256 kx_fload_bf16(const uint8_t *p)
+{
+	const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+	const __m256i sh = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, -1,
+					    -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
+	return _mm256_castsi256_ps(_mm256_shuffle_epi8(v, sh));
+}
 #define kx_fhsum(v) kx_hsum8(v)
 #endif
 
