@@ -272,6 +272,17 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 }
 
 /*
+ * The widest token tile: Q4_0's copies' is 2, the others' 4 (measured on
+ * copies only; a mapped tile transposes its rows once).  GEMM n = 128 (copies,
+ * one thread, Zen 4, three alternations, best of 15): Q4_0 2048 x 5632 122-124
+ * -> 139-141 GFLOP/s and 5632 x 2048 96-118 -> 133-134 with tiles of 2 (a
+ * tile of 4's accumulators, sums, nibbles and constants spill 16 ymm);
+ * Q4_1 about the same (114-120 / 108-114); Q5_0 (103-106 -> 90-94) and Q8_0
+ * (113-116 -> 107-114) slower.
+ */
+#define KX_S16T(KIND, PACKED) ((KIND) == 0 && (PACKED) ? 2 : 4)
+
+/*
  * Rows [r0, r1) in strips of 16, token tiles of KX_S16T (4, or 2), 2, 1, and for the
  * mapped rows 3 tokens in one tile: a mapped kernel transposes its rows
  * once a tile, so 3 tokens as 2 + 1 cost more (Q8_0 1536 x 1024, one
@@ -282,16 +293,6 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
  * PACKED 0: the mapped rows; 1: rows16 copies, r0 a multiple of 16 (the
  * matmul driver's chunks are).
  */
-/*
- * The widest token tile: Q4_0's copies' is 2, the others' 4 (measured on
- * copies only; a mapped tile transposes its rows once).  GEMM n = 128 (copies,
- * one thread, Zen 4, three alternations, best of 15): Q4_0 2048 x 5632 122-124
- * -> 139-141 GFLOP/s and 5632 x 2048 96-118 -> 133-134 with tiles of 2 (a
- * tile of 4's accumulators, sums, nibbles and constants spill 16 ymm);
- * Q4_1 about the same (114-120 / 108-114); Q5_0 (103-106 -> 90-94) and Q8_0
- * (113-116 -> 107-114) slower.
- */
-#define KX_S16T(KIND, PACKED) ((KIND) == 0 && (PACKED) ? 2 : 4)
 #define KX_S16_STRIPS(g, r0, r1, KERNEL, KIND, PACKED)                                   \
 	for (int r_ = (r0); r_ < (r1); r_ += 16) {                                       \
 		const int nr_ = (r1) - r_ < 16 ? (r1) - r_ : 16;                         \
@@ -301,8 +302,9 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		else if (r_ + 16 < (r1))                                                 \
 			pf_ = (g)->w + (size_t)(r_ + 16) * (g)->w_stride;                \
 		int t_ = 0;                                                              \
-		for (; t_ + KX_S16T(KIND, PACKED) <= (g)->n; t_ += KX_S16T(KIND, PACKED), pf_ = NULL)  \
-			KERNEL(g, r_, nr_, t_, KX_S16T(KIND, PACKED), pf_, KIND, PACKED);        \
+		const int tt_ = KX_S16T(KIND, PACKED);                                   \
+		for (; t_ + tt_ <= (g)->n; t_ += tt_, pf_ = NULL)                        \
+			KERNEL(g, r_, nr_, t_, tt_, pf_, KIND, PACKED);                  \
 		if (!(PACKED) && (g)->n - t_ == 3) {                                     \
 			KERNEL(g, r_, nr_, t_, 3, pf_, KIND, PACKED);                    \
 			t_ += 3;                                                         \

@@ -533,7 +533,8 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 #define KX_FTT 6
 #else
 /*
- * 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm.  Left to
+ * 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm (BF16's
+ * shuffle mask, kx_fload_bf16, the 16th).  Left to
  * itself GCC folds each x load into both rows' FMAs (vfmadd231ps mem):
  * 16 loads for 12 FMAs a 16-column step, and the tile ran at 47-48 % of
  * the two FMA pipes (F16 GEMM 2048 x 5632 and 5632 x 2048, n = 128, one
