@@ -252,9 +252,9 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 				kx_rows16_transpose(a, q);
 			}
 			/* the scales of runs 2c, 2c + 1: bytes 2 (c % 2), 2 (c % 2) + 1 of each
-			 * lane; Q4_K takes them by a byte shuffle (one op for two; Q4_K
-			 * 2048 x 2048 in L2 +2-3 %), Q5_K, whose fifth bits keep the
-			 * shuffle units busy, by shifts and masks (2 % slower shuffled) */
+			 * lane, zero-extended; Q4_K by one byte shuffle each (a shift and
+			 * a mask before: Q4_K 2048 x 2048 in L2 +2-3 %), Q5_K by shifts
+			 * and masks (shuffled, it measured 2 % slower) */
 			__m512i sc0, sc1;
 			if (Q4H) {
 				const int bs = 2 * (c % 2);
