@@ -27,7 +27,7 @@
 #include "worker/model/quant.h"
 
 #define XC_MAGIC "SLXPRT01"
-#define XC_VERSION 1u /* the rows16 layout of pack.h; bump when it changes */
+#define XC_VERSION 2u /* the rows16 layout of pack.h; bump when it changes (2: Q5_K in planes) */
 #define XC_ALIGN ((uint64_t)4096)
 
 /* The header's fixed part; the table of entries follows it. */

@@ -62,6 +62,37 @@ static void pack_q6_k_planes(const uint8_t *blk, uint8_t *out)
 	memcpy(out + 192, blk + 192, 18); /* scales, d */
 }
 
+/*
+ * Q5_K's block rewritten as five planes (pack.h): with v_n the 5-bit
+ * value 32n + l of the block (run n: the nibble of qs byte 32 (n / 2) + l,
+ * low for even n, and bit n of qh byte l as bit 4), P0 = v0 | (v5 & 7) << 5,
+ * P1 = v1 | (v7 >> 3 & 1) << 5 | (v5 >> 3) << 6, P2 = v2 | (v6 & 7) << 5,
+ * P3 = v3 | (v7 >> 4) << 5 | (v6 >> 3) << 6, P4 = v4 | (v7 & 7) << 5, after
+ * d|dmin and the scales; P0 and P1 alternate 4 bytes by 4, as do P2 and
+ * P3, so that a strip's runs come in the order the kernel first reads
+ * them.
+ */
+static void pack_q5_k_planes(const uint8_t *blk, uint8_t *out)
+{
+	const uint8_t *qh = blk + 16, *qs = blk + 48;
+
+	memcpy(out, blk, 16); /* d, dmin, scales */
+	for (int l = 0; l < 32; l++) {
+		uint8_t v[8];
+
+		for (int n = 0; n < 8; n++)
+			v[n] = (uint8_t)((qs[32 * (n / 2) + l] >> (4 * (n % 2)) & 15) |
+					 (qh[l] >> n & 1) << 4);
+		const int pair = 8 * (l / 4) + l % 4; /* P0|P2 at 4-byte unit 2 (l/4), P1|P3 the next */
+
+		out[16 + pair] = (uint8_t)(v[0] | (v[5] & 7) << 5);
+		out[20 + pair] = (uint8_t)(v[1] | (v[7] >> 3 & 1) << 5 | (v[5] >> 3) << 6);
+		out[80 + pair] = (uint8_t)(v[2] | (v[6] & 7) << 5);
+		out[84 + pair] = (uint8_t)(v[3] | (v[7] >> 4) << 5 | (v[6] >> 3) << 6);
+		out[144 + l] = (uint8_t)(v[4] | (v[7] & 7) << 5);
+	}
+}
+
 static const struct pack_fmt pack_fmts[] = {
 	{ WK_Q_Q4_0, 18, 2, { { 0, 2, 2, 0 }, { 2, 16, 4, 0 } }, 0, 0, NULL },
 	{ WK_Q_Q8_0, 34, 2, { { 0, 2, 2, 0 }, { 2, 32, 4, 1 } }, 0, 0, NULL },
@@ -73,8 +104,9 @@ static const struct pack_fmt pack_fmts[] = {
 	{ WK_Q_Q5_1, 24, 2, { { 0, 4, 4, 0 }, { 8, 16, 4, 0 } }, 4, 1, NULL },
 	/* d|dmin, scales, qs */
 	{ WK_Q_Q4_K, 144, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 128, 4, 0 } }, 0, 0, NULL },
-	/* d|dmin, scales, qh, qs */
-	{ WK_Q_Q5_K, 176, 4, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 32, 4, 0 }, { 48, 128, 4, 0 } }, 0, 0, NULL },
+	/* d|dmin, scales, the planes (pack_q5_k_planes) */
+	{ WK_Q_Q5_K, 176, 3, { { 0, 4, 4, 0 }, { 4, 12, 4, 0 }, { 16, 160, 4, 0 } }, 0, 0,
+	  pack_q5_k_planes },
 	/* Q2_K: d|dmin, scales, qs; Q3_K: d, scales, hmask, qs */
 	{ WK_Q_Q2_K, 84, 3, { { 80, 4, 4, 0 }, { 0, 16, 4, 0 }, { 16, 64, 4, 0 } }, 0, 0, NULL },
 	{ WK_Q_Q3_K, 110, 4, { { 108, 2, 2, 0 }, { 96, 12, 4, 0 }, { 0, 32, 4, 0 }, { 32, 64, 4, 0 } }, 0, 0, NULL },

@@ -21,7 +21,15 @@
  *   Q5_1: the d|m words, the eight masks, 4 nibble runs           16 x 24
  *   Q4_K: the d|dmin words (4 bytes a row: one 64-byte run), the 12 scale
  *         bytes (3 runs), the 128 qs bytes (32 runs)             16 x 144
- *   Q5_K: as Q4_K with the 32 qh bytes (8 runs) before the qs    16 x 176
+ *   Q5_K: the d|dmin words, the 12 scale bytes (3 runs), then the
+ *         256 5-bit values v_n (value 32n + l of the row, n = 0..7) as
+ *         five planes of 32 bytes: P0 = v_0 | (v_5 & 7) << 5, P1 = v_1 |
+ *         (v_7 >> 3 & 1) << 5 | (v_5 >> 3) << 6, P2 = v_2 | (v_6 & 7) << 5,
+ *         P3 = v_3 | (v_7 >> 4) << 5 | (v_6 >> 3) << 6, P4 = v_4 | (v_7 &
+ *         7) << 5 (five values whole under a mask, three from the top
+ *         bits), in runs: P0 and P1 alternating (run 2k: P0's bytes
+ *         4k..4k+3, run 2k + 1: P1's), P2 and P3 the same, then P4's 8;
+ *         the same 160 bytes as qh and qs                        16 x 176
  *   Q2_K: the d|dmin words, the 16 scale bytes (4 runs), the 64 qs bytes
  *         (16 runs)                                               16 x 84
  *   Q3_K: f16 d[16], the 12 scale bytes (3 runs), the 32 hmask bytes (8
