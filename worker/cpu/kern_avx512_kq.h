@@ -267,7 +267,7 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 				isum[j] = _mm512_setzero_si512();
 			}
 		}
-		__m512i th[8]; /* Q5_K: the fifth bits, bit 2c / 2c+1 for chunk c */
+		__m512i th[8]; /* mapped Q5_K: the fifth bits, bit 2c / 2c+1 for chunk c */
 		if (Q5 && !PACKED) {
 			__m512i a[8];
 			kx_rows16_pairs(w, off + 16, a);
