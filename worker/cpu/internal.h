@@ -87,6 +87,17 @@ static inline size_t wk_cpu_r16_offset(size_t panel_bytes, int r, int b, size_t 
 	return (size_t)p * panel_bytes + ((size_t)r * nbp + 16 * (size_t)(b - (p << lpb))) * bb;
 }
 
+/*
+ * The 4-byte unit (0..39) of a Q5_K row block's planes (pack.h) that holds
+ * bytes 4u..4u+3 of plane p: P0 and P1 alternate, then P2 and P3, then P4,
+ * the order the 16-row kernel first reads them; in a rows16 copy unit i
+ * is run i of the planes.  The packer writes and the kernel reads by it.
+ */
+static inline int wk_cpu_q5k_plane_unit(int p, int u)
+{
+	return p < 4 ? 16 * (p / 2) + 2 * u + p % 2 : 32 + u;
+}
+
 typedef void (*wk_cpu_gemm_fn)(const struct wk_cpu_gemm *g, int r0, int r1);
 typedef void (*wk_cpu_actq_fn)(const float *x, uint8_t *dst, int cols);
 

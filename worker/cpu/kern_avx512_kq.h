@@ -113,10 +113,10 @@ KX_INLINE void kx_q6_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 
 /*
  * Run n (0..7) of a Q5_K strip block's copy at position group k, from its
- * five planes (pack.h; they start at pl, 64-byte runs: P0 and P1
- * alternating, P0's group k at run 2k, then P2 and P3 the same from run
- * 16, then P4 from run 32: the order the chunks first read them, so a
- * block streams in address order; planes one after another, chunk 0
+ * five planes (pack.h; they start at pl, 64-byte runs in the order of
+ * wk_cpu_q5k_plane_unit: P0 and P1 alternating, then P2 and P3, then P4,
+ * the order the chunks first read them, so a block streams in address
+ * order; later chunks read again from L1; planes one after another, chunk 0
  * reading P0 and P1 side by side, streamed 9 GB/s from memory on one
  * thread against 23 for the old layout and 24-26 for this one): runs 0-4
  * whole in the low 5 bits of P0..P4; run 5 from P0's top 3 bits and P1's
@@ -129,7 +129,7 @@ KX_INLINE __m512i kx_q5k_plane_run(const uint8_t *pl, const int n, int k)
 {
 	const __m512i m1f = _mm512_set1_epi8(0x1f), m07 = _mm512_set1_epi8(0x07),
 		      m18 = _mm512_set1_epi8(0x18);
-#define KX_P5(p) _mm512_loadu_si512(pl + 64 * ((p) < 4 ? 16 * ((p) / 2) + 2 * k + (p) % 2 : 32 + k))
+#define KX_P5(p) _mm512_loadu_si512(pl + 64 * wk_cpu_q5k_plane_unit(p, k))
 	if (n < 5)
 		return _mm512_and_si512(KX_P5(n), m1f);
 	if (n < 7) { /* P0|P2 bits 5-7 -> 0-2, P1|P3 bits 6-7 -> 3-4 */

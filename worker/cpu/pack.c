@@ -68,9 +68,8 @@ static void pack_q6_k_planes(const uint8_t *blk, uint8_t *out)
  * low for even n, and bit n of qh byte l as bit 4), P0 = v0 | (v5 & 7) << 5,
  * P1 = v1 | (v7 >> 3 & 1) << 5 | (v5 >> 3) << 6, P2 = v2 | (v6 & 7) << 5,
  * P3 = v3 | (v7 >> 4) << 5 | (v6 >> 3) << 6, P4 = v4 | (v7 & 7) << 5, after
- * d|dmin and the scales; P0 and P1 alternate 4 bytes by 4, as do P2 and
- * P3, so that a strip's runs come in the order the kernel first reads
- * them.
+ * d|dmin and the scales, placed 4 bytes by 4 in the order of
+ * wk_cpu_q5k_plane_unit (internal.h).
  */
 static void pack_q5_k_planes(const uint8_t *blk, uint8_t *out)
 {
@@ -83,13 +82,16 @@ static void pack_q5_k_planes(const uint8_t *blk, uint8_t *out)
 		for (int n = 0; n < 8; n++)
 			v[n] = (uint8_t)((qs[32 * (n / 2) + l] >> (4 * (n % 2)) & 15) |
 					 (qh[l] >> n & 1) << 4);
-		const int pair = 8 * (l / 4) + l % 4; /* P0|P2 at 4-byte unit 2 (l/4), P1|P3 the next */
+		const uint8_t pv[5] = {
+			(uint8_t)(v[0] | (v[5] & 7) << 5),
+			(uint8_t)(v[1] | (v[7] >> 3 & 1) << 5 | (v[5] >> 3) << 6),
+			(uint8_t)(v[2] | (v[6] & 7) << 5),
+			(uint8_t)(v[3] | (v[7] >> 4) << 5 | (v[6] >> 3) << 6),
+			(uint8_t)(v[4] | (v[7] & 7) << 5),
+		};
 
-		out[16 + pair] = (uint8_t)(v[0] | (v[5] & 7) << 5);
-		out[20 + pair] = (uint8_t)(v[1] | (v[7] >> 3 & 1) << 5 | (v[5] >> 3) << 6);
-		out[80 + pair] = (uint8_t)(v[2] | (v[6] & 7) << 5);
-		out[84 + pair] = (uint8_t)(v[3] | (v[7] >> 4) << 5 | (v[6] >> 3) << 6);
-		out[144 + l] = (uint8_t)(v[4] | (v[7] & 7) << 5);
+		for (int p = 0; p < 5; p++)
+			out[16 + 4 * wk_cpu_q5k_plane_unit(p, l / 4) + l % 4] = pv[p];
 	}
 }
 
