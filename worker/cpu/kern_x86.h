@@ -154,19 +154,30 @@ KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
  * (pf non-NULL): packed, its own stream KX_PF_R16 ahead when PF_PACKED;
  * mapped, as many bytes of the next strip (from pf) into L2, so that a
  * strip's walk fetches all of the next one.
+ *
+ * NEXT (a packed copy of one panel, a tile of several tokens, pf the next
+ * strip): the next strip into L2 as for the mapped rows.  Such a tile
+ * works a block 2-8 times as long as one token does, and the hardware
+ * prefetchers alone left it waiting on memory: Q6_K 32000 x 1024 (the
+ * output matrix of a 1024-wide model, 27 MB, past L3), 8 tokens, one
+ * thread, Zen 4: 141-163 GFLOP/s against 275 with the matrix in L3; with
+ * the next strip in L2 243-245.  One token keeps the stream of its own
+ * (PF_PACKED, g->strip_pf).
  */
 KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t off, size_t bytes,
-				 const int PACKED, const int PF_PACKED)
+				 const int PACKED, const int PF_PACKED, const int NEXT)
 {
-	if (pf == NULL || (PACKED && !PF_PACKED))
+	if (pf == NULL || (PACKED && !PF_PACKED && !NEXT))
 		return;
 	for (size_t l = 0; l < bytes; l += 64) {
-		if (PACKED)
+		if (PACKED && !NEXT)
 			kx_pf_r16(pk + l);
 		else
 			_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
 	}
 }
+/* NEXT of kx_strip_prefetch for a kernel's tile of T tokens */
+#define KX_NEXT(T, PACKED) ((T) > 1 && (PACKED) == 1)
 /*
  * Float decode prefetches its weights into L2 only (prefetcht1), KX_PF_FAR
  * bytes ahead, not into L1 KX_PF ahead as the integer kernels do.  A row
@@ -686,7 +697,8 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
  * The strip walk of the AVX-512 16-row kernels: rows [r0, r1) in strips
  * of 16; per strip, token tiles of 8, then one tile of all the tokens left
  * (1 to 7); the first tile of a strip prefetches the next strip where PF
- * says (pf NULL otherwise).  A kernel reads, unpacks and (mapped rows)
+ * says (pf NULL otherwise: the 256-value copies' PF is g->strip_pf for one
+ * token and always for several, kx_strip_prefetch's NEXT).  A kernel reads, unpacks and (mapped rows)
  * transposes its 16 rows once a tile, and that is most of its work for a
  * few tokens, so tiles of 8, 4, 2, 1 made 3 tokens as 2 + 1 cost more than
  * 4 (mapped Q4_K 1536 x 1024, one thread, in L2: 64 us against 56; a rows16
@@ -797,7 +809,7 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 	KX_ROWS16_TILE_FNS(name, KERNEL, ARG, 1)                               \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
-		KX_ROWS16_WALK(name, g, r0, r1, (g)->strip_pf)                 \
+		KX_ROWS16_WALK(name, g, r0, r1, (g)->strip_pf || (g)->n > 1)  \
 	}
 #endif
 
