@@ -155,29 +155,46 @@ KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
  * mapped, as many bytes of the next strip (from pf) into L2, so that a
  * strip's walk fetches all of the next one.
  *
- * NEXT (a packed copy of one panel, a tile of several tokens, pf the next
- * strip): the next strip into L2 as for the mapped rows.  Such a tile
- * works a block 2-8 times as long as one token does, and the hardware
- * prefetchers alone left it waiting on memory: Q6_K 32000 x 1024 (the
- * output matrix of a 1024-wide model, 27 MB, past L3), 8 tokens, one
+ * next (a packed copy, a tile of several tokens, pf non-NULL: there is a
+ * next strip): the bytes from this block to the same block of the next
+ * strip (kx_next_strip), which goes into L2 as for the mapped rows.  Such
+ * a tile works a block 2-8 times as long as one token does, and the
+ * hardware prefetchers alone left it waiting on memory: Q6_K 32000 x 1024
+ * (the output matrix of a 1024-wide model, 27 MB, past L3), 8 tokens, one
  * thread, Zen 4: 141-163 GFLOP/s against 275 with the matrix in L3; with
  * the next strip in L2 243-245.  One token keeps the stream of its own
  * (PF_PACKED, g->strip_pf).
  */
 KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t off, size_t bytes,
-				 const int PACKED, const int PF_PACKED, const int NEXT)
+				 const int PACKED, const int PF_PACKED, size_t next)
 {
-	if (pf == NULL || (PACKED && !PF_PACKED && !NEXT))
+	if (pf == NULL || (PACKED && !PF_PACKED && !next))
 		return;
 	for (size_t l = 0; l < bytes; l += 64) {
-		if (PACKED && !NEXT)
+		if (PACKED && next)
+			_mm_prefetch((const char *)(pk + next + l), _MM_HINT_T1);
+		else if (PACKED)
 			kx_pf_r16(pk + l);
 		else
 			_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
 	}
 }
-/* NEXT of kx_strip_prefetch for a kernel's tile of T tokens */
-#define KX_NEXT(T, PACKED) ((T) > 1 && (PACKED) == 1)
+/*
+ * kx_strip_prefetch's next for a tile of T tokens at block b (bb bytes)
+ * of a strip: 0 for one token or the mapped rows; in a copy of one panel
+ * 16 rows on; in panels (1 << LPB blocks a full one, nb a row's) the
+ * panel's 16 rows on (wk_cpu_r16_offset).
+ */
+KX_INLINE size_t kx_next_strip(const struct wk_cpu_gemm *g, int b, size_t bb, const int LPB, int nb,
+			       const int T, const int PACKED)
+{
+	if (T == 1 || !PACKED)
+		return 0;
+	if (PACKED == 1)
+		return 16 * g->w_stride;
+	const int p = b >> LPB, rest = nb - (p << LPB);
+	return 16 * bb * (size_t)(rest < (1 << LPB) ? rest : 1 << LPB);
+}
 /*
  * Float decode prefetches its weights into L2 only (prefetcht1), KX_PF_FAR
  * bytes ahead, not into L1 KX_PF ahead as the integer kernels do.  A row
