@@ -45,7 +45,7 @@ KX_INLINE void kx_q2_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 84 * (size_t)b;
-			if (T == 1)
+			if (T == 1 || t == 0)
 				kx_prefetch_block(blk, 84);
 			__m128i s = _mm_loadu_si128((const __m128i *)blk);
 			sc[i] = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
@@ -133,7 +133,7 @@ KX_INLINE void kx_q3_k_tile(const struct wk_cpu_gemm *g, int r, int t, const int
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 110 * (size_t)b;
-			if (T == 1)
+			if (T == 1 || t == 0)
 				kx_prefetch_block(blk, 110);
 			sc[i] = kx_q3_scales(blk + 96);
 			hm[i] = kx_load256(blk);
@@ -210,7 +210,7 @@ KX_INLINE void kx_iq4_xs_tile(const struct wk_cpu_gemm *g, int r, int t, const i
 		KX_UNROLL
 		for (int i = 0; i < R; i++) {
 			const uint8_t *blk = w[i] + 136 * (size_t)b;
-			if (T == 1)
+			if (T == 1 || t == 0)
 				kx_prefetch_block(blk, 136);
 			for (int s = 0; s < 8; s++)
 				ls[i][s] = wk_iq4_xs_scale(blk, s);
