@@ -193,6 +193,15 @@ static uint8_t *kv_block_head(const struct cpu_backend *be, uint32_t layer, int 
 	return be->kv_mem + (head * be->n_blocks + blk) * head_bytes;
 }
 
+/* A KV block's rows of one head into the cache ahead of their use: the
+ * blocks of a sequence lie anywhere in kv_mem, past what the hardware
+ * prefetchers follow. */
+static void att_prefetch(const uint8_t *p, uint64_t bytes)
+{
+	for (uint64_t o = 0; o < bytes; o += 64)
+		__builtin_prefetch(p + o, 0, 3);
+}
+
 /*
  * One task = one token x one KV head (x one part of its query heads,
  * att_sub_tasks): the query heads sharing that KV head (GQA group) attend
@@ -233,6 +242,11 @@ static void att_task(void *arg, int task_i, int thread)
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
 		const uint8_t *blk = kv_block_head(be, c->layer, 0, s->blocks[j0 / bt], g);
 
+		/* the next block's K (or the first V) while this one is read */
+		att_prefetch(j0 + bt <= pos ? kv_block_head(be, c->layer, 0, s->blocks[j0 / bt + 1], g)
+					    : kv_block_head(be, c->layer, 1, s->blocks[lo / bt], g),
+			     (uint64_t)bt * row_bytes);
+
 		wk_cpu_att_scores(blk + (uint64_t)(js - j0) * row_bytes, row_bytes, f16,
 				  (int)(j1 - js + 1), q0, (int)nh, (int)hd, scores + js,
 				  be->att_scratch_ctx);
@@ -250,6 +264,9 @@ static void att_task(void *arg, int task_i, int thread)
 		uint32_t j1 = j0 + bt - 1 < pos ? j0 + bt - 1 : pos, js = j0 < lo ? lo : j0;
 		const uint8_t *blk = kv_block_head(be, c->layer, 1, s->blocks[j0 / bt], g);
 
+		if (j0 + bt <= pos)
+			att_prefetch(kv_block_head(be, c->layer, 1, s->blocks[j0 / bt + 1], g),
+				     (uint64_t)bt * row_bytes);
 		wk_cpu_att_values(out0, (int)nh, (int)hd,
 				  blk + (uint64_t)(js - j0) * row_bytes, row_bytes, f16,
 				  (int)(j1 - js + 1), scores + js, be->att_scratch_ctx);
