@@ -45,7 +45,8 @@ struct wk_cpu_gemm {
 	 * of one full panel of every strip; 0 for one panel */
 	size_t panel_bytes;
 	/* the 256-value types' rows16 kernels prefetch their strip in
-	 * software (wk_cpu_mm_set_strip_prefetch) */
+	 * software for one token (wk_cpu_mm_set_strip_prefetch); a tile of
+	 * several fetches the next strip whatever this says */
 	int strip_pf;
 	/* set only by the r16 drivers' one-token panel walk on their copy of
 	 * the block: blocks [b0, b1) of the strip (b1 0: to the end), and
