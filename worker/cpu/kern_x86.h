@@ -740,8 +740,8 @@ KX_INLINE void kx_tile8_end(const struct wk_cpu_gemm *g, int r, int t, const int
  * of 16; per strip, token tiles of 8, then one tile of all the tokens left
  * (1 to 7); the first tile of a strip prefetches the next strip where PF
  * says (pf NULL otherwise: the 256-value copies' PF is g->strip_pf for one
- * token and always for several, kx_strip_prefetch's NEXT).  A kernel reads, unpacks and (mapped rows)
- * transposes its 16 rows once a tile, and that is most of its work for a
+ * token and always for several, kx_strip_prefetch's next).  A kernel
+ * reads, unpacks and (mapped rows) transposes its 16 rows once a tile, and that is most of its work for a
  * few tokens, so tiles of 8, 4, 2, 1 made 3 tokens as 2 + 1 cost more than
  * 4 (mapped Q4_K 1536 x 1024, one thread, in L2: 64 us against 56; a rows16
  * copy of Q6_K 2048 x 2048: 138 against 129) and 7 as 4 + 2 + 1 more than 8
