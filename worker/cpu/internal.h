@@ -74,6 +74,14 @@ struct wk_cpu_gemm {
 	 : (t) == WK_Q_Q8_0 ? 10                                                               \
 			    : 11)
 
+/* The blocks of the panel that holds block b (the last one may be short). */
+static inline int wk_cpu_r16_panel_blocks(int b, int lpb, int nb)
+{
+	const int rest = nb - ((b >> lpb) << lpb);
+
+	return rest < (1 << lpb) ? rest : 1 << lpb;
+}
+
 /*
  * Where block b of the strip at row r (a multiple of 16) lies in a rows16
  * copy, in bytes from its start (pack.h's panels): bb the block's bytes,
@@ -82,8 +90,8 @@ struct wk_cpu_gemm {
  */
 static inline size_t wk_cpu_r16_offset(size_t panel_bytes, int r, int b, size_t bb, int lpb, int nb)
 {
-	const int p = b >> lpb, rest = nb - (p << lpb);
-	const size_t nbp = (size_t)(rest < (1 << lpb) ? rest : 1 << lpb);
+	const int p = b >> lpb;
+	const size_t nbp = (size_t)wk_cpu_r16_panel_blocks(b, lpb, nb);
 
 	return (size_t)p * panel_bytes + ((size_t)r * nbp + 16 * (size_t)(b - (p << lpb))) * bb;
 }

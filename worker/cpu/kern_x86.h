@@ -196,8 +196,7 @@ KX_INLINE size_t kx_next_strip(const struct wk_cpu_gemm *g, int b, size_t bb, co
 		return 0;
 	if (PACKED == 1)
 		return 16 * g->w_stride;
-	const int p = b >> LPB, rest = nb - (p << LPB);
-	return 16 * bb * (size_t)(rest < (1 << LPB) ? rest : 1 << LPB);
+	return 16 * bb * (size_t)wk_cpu_r16_panel_blocks(b, LPB, nb);
 }
 /*
  * Float decode prefetches its weights into L2 only (prefetcht1), KX_PF_FAR
