@@ -392,9 +392,23 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 /* ---- the step ----------------------------------------------------------------- */
 
 /* h (T, embd) <- the dense FFN of h: act(h Wg^T) * (h Wu^T), then Wd^T */
+/* token t's gate row times the activation of its up row (GeGLU or SwiGLU) */
+static void ffn_act_task(void *arg, int t_i, int thread)
+{
+	struct cpu_backend *be = arg;
+	const struct wk_hparams *hp = &be->m->hp;
+	float *g = be->g + (uint64_t)t_i * hp->n_ff;
+	const float *u = be->u + (uint64_t)t_i * hp->n_ff;
+
+	(void)thread;
+	if (hp->ffn_act == WK_FFN_GELU_TANH)
+		wk_cpu_gelu_mul(g, g, u, (int)hp->n_ff);
+	else
+		wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
+}
+
 static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L, uint32_t T)
 {
-	const struct wk_hparams *hp = &be->m->hp;
 	enum cm_status st;
 
 	const struct wk_tensor *w[2] = { &L->w_gate, &L->w_up };
@@ -402,15 +416,12 @@ static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L
 
 	if ((st = mm_same_x(be, 2, w, be->h, T, y, NULL)) != CM_OK)
 		return st;
-	for (uint32_t t = 0; t < T; t++) {
-		float *g = be->g + (uint64_t)t * hp->n_ff;
-		const float *u = be->u + (uint64_t)t * hp->n_ff;
-
-		if (hp->ffn_act == WK_FFN_GELU_TANH)
-			wk_cpu_gelu_mul(g, g, u, (int)hp->n_ff);
-		else
-			wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
-	}
+	/* a token a task: one thread did all of a prompt's (gemma3-1b, 128
+	 * tokens: GeGLU 3 % of the prefill) while the others waited */
+	if (T == 1)
+		ffn_act_task(be, 0, 0);
+	else
+		wk_pool_run(be->pool, ffn_act_task, be, (int)T);
 	return mm(be, &L->w_down, be->g, T, be->h, NULL);
 }
 
