@@ -391,7 +391,6 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 
 /* ---- the step ----------------------------------------------------------------- */
 
-/* h (T, embd) <- the dense FFN of h: act(h Wg^T) * (h Wu^T), then Wd^T */
 /* token t's gate row times the activation of its up row (GeGLU or SwiGLU) */
 static void ffn_act_task(void *arg, int t_i, int thread)
 {
@@ -407,6 +406,7 @@ static void ffn_act_task(void *arg, int t_i, int thread)
 		wk_cpu_silu_mul(g, g, u, (int)hp->n_ff);
 }
 
+/* h (T, embd) <- the dense FFN of h: act(h Wg^T) * (h Wu^T), then Wd^T */
 static enum cm_status ffn_dense(struct cpu_backend *be, const struct wk_layer *L, uint32_t T)
 {
 	enum cm_status st;
