@@ -646,8 +646,16 @@ KX_INLINE KX_BF16DP void kx_bf16dp_step(const uint8_t *const *w, const uint8_t *
 	}
 }
 
-KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int t, const int R,
-					 const int T)
+/*
+ * Columns [k0, k1) of an R x T tile: k0 == 0 starts the accumulators at
+ * zero, else takes them from sv (R x T vectors, the previous chunk's);
+ * k1 == cols finishes the tile (the partial step, the sums, y), else
+ * leaves them in sv.  k0 and (when k1 < cols) k1 are multiples of 32, so
+ * a chunked product is bit for bit the unchunked one.  pf: the rows come
+ * from memory (the first token tile of a row tile or block, or decode).
+ */
+KX_INLINE KX_BF16DP void kx_bf16dp_tile_k(const struct wk_cpu_gemm *g, int r, int t, const int R,
+					   const int T, int k0, int k1, __m512 *sv, int pf)
 {
 	const int cols = g->cols;
 	__m512 acc[KX_MR][KX_MT];
@@ -658,21 +666,26 @@ KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int 
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
 		KX_UNROLL
 		for (int j = 0; j < T; j++)
-			acc[i][j] = _mm512_setzero_ps();
+			acc[i][j] = k0 ? sv[i * T + j] : _mm512_setzero_ps();
 	}
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		x[j] = g->x + (size_t)(t + j) * g->x_stride;
-	/* the first token tile of a row tile reads the rows from memory: one
-	 * token 13-20 -> 59-64 GB/s on two threads (Zen 4) with the prefetch */
-	const int pf = T == 1 || t == 0;
-	int k = 0;
-	for (; k + 32 <= cols; k += 32) {
+	int k = k0;
+	for (; k + 32 <= k1; k += 32) {
 		KX_UNROLL
 		for (int i = 0; i < R; i++)
 			if (pf)
 				_mm_prefetch((const char *)(w[i] + 2 * (size_t)k + KX_PF_FAR), _MM_HINT_T1);
 		kx_bf16dp_step(w, x, k, R, T, ~(__mmask32)0, 0, acc);
+	}
+	if (k1 < cols) {
+		KX_UNROLL
+		for (int i = 0; i < R; i++)
+			KX_UNROLL
+			for (int j = 0; j < T; j++)
+				sv[i * T + j] = acc[i][j];
+		return;
 	}
 	if (k < cols)
 		kx_bf16dp_step(w, x, k, R, T, ((__mmask32)1 << (cols - k)) - 1, 1, acc);
@@ -683,10 +696,72 @@ KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int 
 			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(acc[i][j]);
 }
 
+/* the first token tile of a row tile reads the rows from memory: one
+ * token 13-20 -> 59-64 GB/s on two threads (Zen 4) with the prefetch */
+KX_INLINE KX_BF16DP void kx_bf16dp_tile(const struct wk_cpu_gemm *g, int r, int t, const int R,
+					 const int T)
+{
+	kx_bf16dp_tile_k(g, r, t, R, T, 0, g->cols, NULL, T == 1 || t == 0);
+}
+
 /* 4 x 4 tiles: at twice the FMA rate the 8 x 3 float tile's registers
  * spill; 4 x 4 measured 260-325 GFLOP/s against 8 x 3's 220 (5632 x 2048,
  * n = 128, 2 threads, Zen 4) and the same on 2048 x 5632 */
-KX_BF16DP KX_DRIVER(kx_gemm_bf16dp, kx_bf16dp_tile, 4, 4)
+KX_BF16DP KX_DRIVER(kx_gemm_bf16dp_rows, kx_bf16dp_tile, 4, 4)
+
+/*
+ * Long rows (a 4-row tile over 16 KiB) by blocks and chunks, as the
+ * float GEMM (kx_float_gemm): a block of rows (KX_FBLOCK bytes) stays in
+ * L2 while every 4-token tile passes over it in chunks of KX_BKC
+ * columns, the block's row tiles one after the other on a chunk, so the
+ * tokens' chunk (4 x 2 KiB) is read from L1 by all of them and only the
+ * weights come from L2; the accumulators wait in kx_bsv between chunks.
+ * Measured against the rows (2048 x 5632, Zen 4, 2026-12-07): one thread
+ * n = 128 173-175 -> 192-193 GFLOP/s; two threads n = 128 381-389 ->
+ * 378-387, n = 16 and 32 3-4 % slower (so from KX_BMIN_N tokens on); the
+ * engine's 1b BF16 prefill (128 tokens), alternating three times, 186.5
+ * / 183.9 / 188.7 -> 189.2 / 186.2 / 193.5 tok/s.  The same bits.
+ */
+#define KX_BKC 1024
+#define KX_BMIN_N 64
+static _Thread_local __m512 kx_bsv[KX_FMB * KX_MT];
+
+KX_INLINE KX_BF16DP void kx_bf16dp_tile_nt(const struct wk_cpu_gemm *g, int r, int t, const int R,
+					    int nt, int k0, int k1, __m512 *sv, int pf)
+{
+	switch (nt) {
+	case 1: kx_bf16dp_tile_k(g, r, t, R, 1, k0, k1, sv, pf); break;
+	case 2: kx_bf16dp_tile_k(g, r, t, R, 2, k0, k1, sv, pf); break;
+	case 3: kx_bf16dp_tile_k(g, r, t, R, 3, k0, k1, sv, pf); break;
+	default: kx_bf16dp_tile_k(g, r, t, R, 4, k0, k1, sv, pf); break;
+	}
+}
+
+static KX_BF16DP void kx_gemm_bf16dp(const struct wk_cpu_gemm *g, int r0, int r1)
+{
+	const int cols = g->cols;
+	if (g->n < KX_BMIN_N || (size_t)cols * 2 * 4 <= 16384) {
+		kx_gemm_bf16dp_rows(g, r0, r1);
+		return;
+	}
+	int mb = (int)(KX_FBLOCK / g->w_stride);
+	mb = mb > KX_FMB ? KX_FMB : mb < 4 ? 4 : mb - mb % 4;
+	for (int rb = r0; rb < r1; rb += mb) {
+		const int rbe = r1 - rb > mb ? rb + mb : r1;
+		for (int t = 0; t < g->n; t += 4) {
+			const int nt = g->n - t < 4 ? g->n - t : 4;
+			for (int k0 = 0; k0 < cols; k0 += KX_BKC) {
+				const int k1 = cols - k0 > KX_BKC ? k0 + KX_BKC : cols;
+				__m512 *sv = kx_bsv;
+				int r = rb;
+				for (; r + 4 <= rbe; r += 4, sv += 4 * nt)
+					kx_bf16dp_tile_nt(g, r, t, 4, nt, k0, k1, sv, t == 0);
+				for (; r < rbe; r++, sv += nt)
+					kx_bf16dp_tile_nt(g, r, t, 1, nt, k0, k1, sv, t == 0);
+			}
+		}
+	}
+}
 
 /* x rounded to BF16, nearest even: quant.c's BF16 row quantiser. */
 static void kx_actq_bf16(const float *x, uint8_t *dst, int cols)
