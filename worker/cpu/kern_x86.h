@@ -511,8 +511,8 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
  * (2026-12-06).  In this order the 4 x 6 tile (24 accumulators, 4
  * conversions a step) is the fastest: it reached 209 GFLOP/s of the
  * core's 214 with its data in L1, 8 x 3 (which spills) 172.  BF16 x BF16
- * (vdpbf16ps, kx_gemm_bf16dp) keeps token groups: by blocks it was 20-30 %
- * faster on 5632 columns and 5-10 % slower on 2048, the same in the engine.
+ * (vdpbf16ps, kx_gemm_bf16dp) goes by blocks only for rows over 4 KiB and
+ * 64 tokens or more (below).
  */
 #define KX_FKC 1024
 #define KX_FBLOCK (512 * 1024)
