@@ -519,6 +519,14 @@ KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const in
 #define KX_FMB 64
 static _Thread_local kx_fvec kx_fsv[KX_FMB * KX_FMT * KX_FACC];
 
+/* Rows of a block: KX_FBLOCK bytes of them, at most KX_FMB, a multiple
+ * of the row tile rt (at least one tile). */
+KX_INLINE int kx_block_rows(const struct wk_cpu_gemm *g, int rt)
+{
+	const int mb = (int)(KX_FBLOCK / g->w_stride);
+	return mb > KX_FMB ? KX_FMB : mb < rt ? rt : mb - mb % rt;
+}
+
 /* A tile of R rows and nt (1..KX_FMT) tokens, nt as a constant. */
 KX_INLINE void kx_float_tile_nt(const struct wk_cpu_gemm *g, int r, int t, const int R, int nt,
 				const int WT, int k0, int k1, kx_fvec *sv)
@@ -558,8 +566,7 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 			kx_float_tile_nt(g, r, 0, 1, g->n, WT, 0, cols, kx_fsv);
 		return;
 	}
-	int mb = (int)(KX_FBLOCK / g->w_stride);
-	mb = mb > KX_FMB ? KX_FMB : mb < RT ? RT : mb - mb % RT;
+	const int mb = kx_block_rows(g, RT);
 	for (int rb = r0; rb < r1; rb += mb) {
 		const int rbe = r1 - rb > mb ? rb + mb : r1;
 		for (int t = 0; t < g->n; t += TT) {
@@ -744,8 +751,7 @@ static KX_BF16DP void kx_gemm_bf16dp(const struct wk_cpu_gemm *g, int r0, int r1
 		kx_gemm_bf16dp_rows(g, r0, r1);
 		return;
 	}
-	int mb = (int)(KX_FBLOCK / g->w_stride);
-	mb = mb > KX_FMB ? KX_FMB : mb < 4 ? 4 : mb - mb % 4;
+	const int mb = kx_block_rows(g, 4);
 	for (int rb = r0; rb < r1; rb += mb) {
 		const int rbe = r1 - rb > mb ? rb + mb : r1;
 		for (int t = 0; t < g->n; t += 4) {
