@@ -42,6 +42,20 @@ void *cm_calloc(size_t n, size_t size)
 	return calloc(n ? n : 1, size ? size : 1);
 }
 
+void *cm_calloc_aligned(size_t n, size_t size)
+{
+	void *p = NULL;
+
+	if (size && n > SIZE_MAX / size)
+		return NULL;
+	if (should_fail())
+		return NULL;
+	if (posix_memalign(&p, 64, n && size ? n * size : 1) != 0)
+		return NULL;
+	memset(p, 0, n && size ? n * size : 1);
+	return p;
+}
+
 void *cm_realloc(void *p, size_t size)
 {
 	if (should_fail())

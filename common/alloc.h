@@ -16,6 +16,14 @@ void *cm_malloc(size_t size);
 void *cm_calloc(size_t n, size_t size);
 void *cm_realloc(void *p, size_t size);
 void *cm_reallocarray(void *p, size_t n, size_t size);
+/*
+ * Zeroed like cm_calloc and aligned to 64 bytes (a cache line), freed with
+ * cm_free: activation rows whose length is a multiple of 64 bytes then
+ * start on a line, and no vector load of them straddles two (malloc gives
+ * 16 bytes: GEMM n = 128, one thread, Zen 4, read such rows slower, AVX2
+ * F16 by 3-8 %, BF16 by 11-14 %, AVX-512 F32 by up to 18 %).
+ */
+void *cm_calloc_aligned(size_t n, size_t size);
 char *cm_strndup(const char *s, size_t n);
 char *cm_strdup(const char *s);
 void cm_free(void *p);

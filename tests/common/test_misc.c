@@ -1,5 +1,5 @@
 /*
- * test_misc.c - status names, arena, huge-page allocations, clock, crypto
+ * test_misc.c - status names, arena, huge-page and aligned allocations, clock, crypto
  * (known-answer vectors), secret files, UTF-8 validation and log record
  * format.
  */
@@ -80,6 +80,27 @@ static void test_huge_alloc(void **state)
 	assert_null(cm_huge_alloc(SIZE_MAX - 4096));
 	cm_alloc_fail_after(0);
 	assert_null(cm_huge_alloc(4096));
+	assert_int_equal(cm_alloc_failed_count(), 1);
+	cm_alloc_fail_reset();
+}
+
+/* cm_calloc_aligned: 64-byte aligned and zeroed for small and large (mmap)
+ * sizes, freed with cm_free; overflow and an injected failure give NULL. */
+static void test_calloc_aligned(void **state)
+{
+	(void)state;
+	const size_t counts[] = { 0, 1, 17, 4096, (size_t)1 << 20 };
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		float *p = cm_calloc_aligned(counts[i], sizeof(float));
+		assert_non_null(p);
+		assert_int_equal((uintptr_t)p % 64, 0);
+		for (size_t k = 0; k < counts[i]; k++)
+			assert_true(p[k] == 0.0f);
+		cm_free(p);
+	}
+	assert_null(cm_calloc_aligned(SIZE_MAX / 2, 4));
+	cm_alloc_fail_after(0);
+	assert_null(cm_calloc_aligned(16, 4));
 	assert_int_equal(cm_alloc_failed_count(), 1);
 	cm_alloc_fail_reset();
 }
@@ -343,6 +364,7 @@ int main(void)
 		cmocka_unit_test(test_status_names),
 		cmocka_unit_test(test_arena),
 		cmocka_unit_test(test_huge_alloc),
+		cmocka_unit_test(test_calloc_aligned),
 		cmocka_unit_test(test_clock),
 		cmocka_unit_test(test_sha256_vectors),
 		cmocka_unit_test(test_sha256_incremental_and_file),

@@ -349,19 +349,19 @@ static enum cm_status ensure_scratch(struct cpu_backend *be, uint32_t n_tokens,
 		uint32_t cap = n_tokens < 16 ? 16 : n_tokens;
 
 		free_scratch(be);
-		be->x = cm_calloc((uint64_t)cap * e, sizeof(float));
-		be->h = cm_calloc((uint64_t)cap * (e > qd ? e : qd), sizeof(float));
-		be->q = cm_calloc((uint64_t)cap * qd, sizeof(float));
-		be->kk = cm_calloc((uint64_t)cap * be->kv_dim, sizeof(float));
-		be->vv = cm_calloc((uint64_t)cap * be->kv_dim, sizeof(float));
-		be->att = cm_calloc((uint64_t)cap * qd, sizeof(float));
+		be->x = cm_calloc_aligned((uint64_t)cap * e, sizeof(float));
+		be->h = cm_calloc_aligned((uint64_t)cap * (e > qd ? e : qd), sizeof(float));
+		be->q = cm_calloc_aligned((uint64_t)cap * qd, sizeof(float));
+		be->kk = cm_calloc_aligned((uint64_t)cap * be->kv_dim, sizeof(float));
+		be->vv = cm_calloc_aligned((uint64_t)cap * be->kv_dim, sizeof(float));
+		be->att = cm_calloc_aligned((uint64_t)cap * qd, sizeof(float));
 		/* g: the dense FFN's gate, or a mixture of experts' output */
-		be->g = cm_calloc((uint64_t)cap * (hp->n_ff > e ? hp->n_ff : e), sizeof(float));
-		be->u = cm_calloc((uint64_t)cap * hp->n_ff, sizeof(float));
-		be->rope_cs = cm_calloc((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
+		be->g = cm_calloc_aligned((uint64_t)cap * (hp->n_ff > e ? hp->n_ff : e), sizeof(float));
+		be->u = cm_calloc_aligned((uint64_t)cap * hp->n_ff, sizeof(float));
+		be->rope_cs = cm_calloc_aligned((uint64_t)cap * (hp->rope_dim ? hp->rope_dim : 2),
 					sizeof(float));
 		if (be->two_ropes)
-			be->rope_cs_swa = cm_calloc((uint64_t)cap *
+			be->rope_cs_swa = cm_calloc_aligned((uint64_t)cap *
 							    (hp->rope_dim ? hp->rope_dim : 2),
 						    sizeof(float));
 		if (be->moe)

@@ -282,14 +282,14 @@ enum cm_status wk_cpu_encode_batch(struct wk_cpu_mm *mm, const struct wk_model *
 		if (tokens[t] < 0 || (uint32_t)tokens[t] >= hp->n_vocab)
 			return CM_EINVAL;
 	start = cm_malloc(n_in * sizeof(uint32_t));
-	b.x = cm_malloc(n * e * sizeof(float));
-	b.q = cm_malloc(n * e * sizeof(float));
-	b.k = cm_malloc(n * kvd * sizeof(float));
-	b.v = cm_malloc(n * kvd * sizeof(float));
-	b.a = cm_malloc(n * e * sizeof(float));
-	b.h = cm_malloc(n * e * sizeof(float));
-	b.f = cm_malloc(n * hp->n_ff * sizeof(float));
-	b.g = hp->arch == WK_ARCH_NOMIC_BERT ? cm_malloc(n * hp->n_ff * sizeof(float)) : NULL;
+	b.x = cm_calloc_aligned(n * e, sizeof(float));
+	b.q = cm_calloc_aligned(n * e, sizeof(float));
+	b.k = cm_calloc_aligned(n * kvd, sizeof(float));
+	b.v = cm_calloc_aligned(n * kvd, sizeof(float));
+	b.a = cm_calloc_aligned(n * e, sizeof(float));
+	b.h = cm_calloc_aligned(n * e, sizeof(float));
+	b.f = cm_calloc_aligned(n * hp->n_ff, sizeof(float));
+	b.g = hp->arch == WK_ARCH_NOMIC_BERT ? cm_calloc_aligned(n * hp->n_ff, sizeof(float)) : NULL;
 	b.vec = cm_malloc((e > hp->rope_dim ? e : hp->rope_dim) * sizeof(float));
 	b.sc_per_thread = (1 + 2 * (uint64_t)hp->head_dim) * b.max_len;
 	b.sc = cm_malloc((uint64_t)nth * b.sc_per_thread * sizeof(float));

@@ -326,7 +326,7 @@ typedef __m512 kx_fvec;
 #define kx_fadd(a, b) _mm512_add_ps(a, b)
 #define kx_fload(p) _mm512_loadu_ps(p)
 #define kx_fload_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define kx_fload_bf16(p) \
+#define kx_fload_bf16(p, MEMSH) \
 	_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 KX_INLINE float kx_fhsum(__m512 v)
 {
@@ -348,12 +348,20 @@ typedef __m256 kx_fvec;
  * vpmovzxwd and vpslld: AVX2 BF16 GEMM n = 128, one thread, 77-78 ->
  * 82-85 GFLOP/s, the same bits).
  */
-KX_INLINE __m256 kx_fload_bf16(const uint8_t *p)
+KX_INLINE __m256 kx_fload_bf16(const uint8_t *p, const int MEMSH)
 {
+	static const uint8_t sh[32] __attribute__((aligned(32))) = {
+		255, 255, 0, 1, 255, 255, 2,  3,  255, 255, 4,	5,  255, 255, 6,  7,
+		255, 255, 8, 9, 255, 255, 10, 11, 255, 255, 12, 13, 255, 255, 14, 15
+	};
 	const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-	const __m256i sh = _mm256_setr_epi8(-1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, -1,
-					    -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
-	return _mm256_castsi256_ps(_mm256_shuffle_epi8(v, sh));
+	__m256i r;
+	if (!MEMSH)
+		return _mm256_castsi256_ps(_mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)sh)));
+	/* the mask read by the shuffle from memory: the 3 x 4 tile needs
+	 * all 16 registers (GCC hoists a constant into one, and spills) */
+	__asm__("vpshufb %2, %1, %0" : "=x"(r) : "x"(v), "m"(*(const __m256i *)sh));
+	return _mm256_castsi256_ps(r);
 }
 #define kx_fhsum(v) kx_hsum8(v)
 #endif
@@ -362,30 +370,42 @@ KX_INLINE __m256 kx_fload_bf16(const uint8_t *p)
  * WT: 0 f32, 1 f16, 2 bf16.  The last partial vector (cols % KX_FW) is
  * copied into zero-padded buffers and handled as one more full step.
  */
-KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT)
+KX_INLINE kx_fvec kx_fw_load(const uint8_t *w, int k, const int WT, const int MEMSH)
 {
+	(void)MEMSH; /* AVX2 BF16: the shuffle's mask from memory (kx_fload_bf16) */
 	if (WT == 0)
 		return kx_fload((const float *)w + k);
 	if (WT == 1)
 		return kx_fload_f16(w + 2 * (size_t)k);
-	return kx_fload_bf16(w + 2 * (size_t)k);
+	return kx_fload_bf16(w + 2 * (size_t)k, MEMSH);
 }
 
 /*
- * Accumulators per output element: AVX2 keeps two, even steps of KX_FW
- * columns in the first and odd steps in the second (a last odd full step
- * and the zero-padded partial step in the first), summed before the
- * horizontal sum.  A one-row decode is one chain of dependent FMAs: with
- * 8 lanes it was bound by their latency (F16 GEMV 30 GB/s on two threads
- * with the matrix in L3, 60 with two chains; interleaving two rows instead
- * read the memory slower, 21 against 25 GB/s).  AVX-512 keeps one (its
- * chain moves 32 bytes of F16 per FMA; two cost its 8 x 3 GEMM tile).
+ * Accumulators per output element: AVX2 keeps two, one for the columns
+ * below the split kx_fsplit(cols) (about half of them, a multiple of
+ * KX_FW) and one for the columns from it on (with the zero-padded partial
+ * step), summed before the horizontal sum.  A one-row decode is one chain
+ * of dependent FMAs: with 8 lanes it was bound by their latency (F16 GEMV
+ * 30 GB/s on two threads with the matrix in L3, 60 with two chains;
+ * interleaving two rows instead read the memory slower, 21 against 25
+ * GB/s), so it runs the two halves side by side (kx_float_tile2).  A GEMM
+ * tile needs only one half's accumulators at a time: the blocked walk's
+ * column chunks end at the split (until 2026-12-07 the two took even and
+ * odd steps, which kept both in every tile: 2 x 3 tiles, 12 accumulators,
+ * at 68-70 % of the FMA pipes; by halves 3 x 4, below).  AVX-512 keeps one
+ * (its chain moves 32 bytes of F16 per FMA); KX_FACC is the count.
  */
 #if KX_512
 #define KX_FACC 1
 #else
 #define KX_FACC 2
 #endif
+
+/* The first column of the second half (cols when there is one). */
+KX_INLINE int kx_fsplit(int cols)
+{
+	return KX_FACC == 2 ? cols / (2 * KX_FW) * KX_FW : cols;
+}
 
 /* One step of KX_FW columns at k into acc (R rows x T tokens), and the
  * weights' prefetch into L2, KX_PF_FAR ahead.  For several tokens too: a
@@ -401,7 +421,7 @@ KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int
 	for (int i = 0; i < R; i++) {
 		if ((k * wsz) % 64 == 0)
 			_mm_prefetch((const char *)(w[i] + wsz * (size_t)k + KX_PF_FAR), _MM_HINT_T1);
-		wv[i] = kx_fw_load(w[i], k, WT);
+		wv[i] = kx_fw_load(w[i], k, WT, R * T >= 12);
 	}
 	KX_UNROLL
 	for (int j = 0; j < T; j++) {
@@ -416,22 +436,50 @@ KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int
 	}
 }
 
+/* The output of element (i, j): its one accumulator, or its two summed
+ * (the first half's zero when that half is empty). */
+KX_INLINE void kx_float_out(const struct wk_cpu_gemm *g, int r, int t, int i, int j, kx_fvec a0,
+			    kx_fvec a1)
+{
+	kx_fvec sum = KX_FACC == 2 && kx_fsplit(g->cols) > 0 ? kx_fadd(a0, a1) : a1;
+	g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(sum);
+}
+
+/* The zero-padded partial step (cols % KX_FW columns at kmain) into acc. */
+KX_INLINE void kx_float_part(const uint8_t *const *w, const float *const *x, int kmain, int rem,
+			     const int R, const int T, const int WT, kx_fvec acc[KX_MR][KX_FMT])
+{
+	const size_t wsz = WT == 0 ? 4 : 2;
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		uint8_t wt[KX_FW * 4] = { 0 };
+		memcpy(wt, w[i] + wsz * (size_t)kmain, wsz * (size_t)rem);
+		kx_fvec wv = kx_fw_load(wt, 0, WT, 0);
+		KX_UNROLL
+		for (int j = 0; j < T; j++) {
+			float xt[KX_FW] = { 0 };
+			memcpy(xt, x[j] + kmain, 4 * (size_t)rem);
+			acc[i][j] = kx_fmadd(wv, kx_fload(xt), acc[i][j]);
+		}
+	}
+}
+
 /*
- * Columns [k0, k1) of an R x T tile: k0 == 0 starts the accumulators at
- * zero, else takes them from sv (R x T x KX_FACC vectors, the previous
- * chunk's); k1 == cols finishes the tile (the partial step, the sums, y),
- * else leaves them in sv.  k0 and (when k1 < cols) k1 are multiples of
- * KX_FACC * KX_FW, so every element sees the same steps in the same
- * accumulators whatever the chunks: a chunked product is bit for bit the
- * unchunked one.
+ * Columns [k0, k1) of an R x T tile, all in one half: k0 == 0 or the
+ * split starts the accumulators at zero, else takes them from sv (R x T
+ * x KX_FACC vectors, the previous chunk's, slot h for half h); k1 == cols
+ * finishes the tile (the partial step, the sums, y), else leaves them in
+ * sv.  k0 and (when k1 < cols) k1 are multiples of KX_FW, so every
+ * element sees the same steps in the same accumulators whatever the
+ * chunks: a chunked product is bit for bit the unchunked one (and the
+ * two halves side by side, kx_float_tile2).
  */
 KX_INLINE void kx_float_tile_k(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
 			       const int WT, int k0, int k1, kx_fvec *sv)
 {
-	const int cols = g->cols, kmain = cols - cols % KX_FW;
-	const int kend = k1 < cols ? k1 : kmain;
-	const size_t wsz = WT == 0 ? 4 : 2;
-	kx_fvec acc[KX_FACC][KX_MR][KX_FMT];
+	const int cols = g->cols, kmain = cols - cols % KX_FW, kh = kx_fsplit(cols);
+	const int kend = k1 < cols ? k1 : kmain, h = k0 >= kh, fresh = k0 == 0 || k0 == kh;
+	kx_fvec acc[KX_MR][KX_FMT];
 	const uint8_t *w[KX_MR];
 	const float *x[KX_FMT];
 	KX_UNROLL
@@ -439,61 +487,71 @@ KX_INLINE void kx_float_tile_k(const struct wk_cpu_gemm *g, int r, int t, const 
 		w[i] = g->w + (size_t)(r + i) * g->w_stride;
 		KX_UNROLL
 		for (int j = 0; j < T; j++)
-			KX_UNROLL
-			for (int a = 0; a < KX_FACC; a++)
-				acc[a][i][j] = k0 ? sv[(i * T + j) * KX_FACC + a] : kx_fzero();
+			acc[i][j] = fresh ? kx_fzero() : sv[(i * T + j) * KX_FACC + h];
 	}
 	KX_UNROLL
 	for (int j = 0; j < T; j++)
 		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
-	int k = k0;
-	for (; k + KX_FACC * KX_FW <= kend; k += KX_FACC * KX_FW)
-		KX_UNROLL
-		for (int a = 0; a < KX_FACC; a++)
-			kx_float_step(w, x, k + a * KX_FW, R, T, WT, acc[a]);
+	for (int k = k0; k + KX_FW <= kend; k += KX_FW)
+		kx_float_step(w, x, k, R, T, WT, acc);
 	if (k1 < cols) {
 		KX_UNROLL
 		for (int i = 0; i < R; i++)
 			KX_UNROLL
 			for (int j = 0; j < T; j++)
-				KX_UNROLL
-				for (int a = 0; a < KX_FACC; a++)
-					sv[(i * T + j) * KX_FACC + a] = acc[a][i][j];
+				sv[(i * T + j) * KX_FACC + h] = acc[i][j];
 		return;
 	}
-	for (; k < kmain; k += KX_FW) /* AVX2: a last odd step */
-		kx_float_step(w, x, k, R, T, WT, acc[0]);
-	if (kmain < cols) {
-		int rem = cols - kmain;
-		KX_UNROLL
-		for (int i = 0; i < R; i++) {
-			uint8_t wt[KX_FW * 4] = { 0 };
-			memcpy(wt, w[i] + wsz * (size_t)kmain, wsz * (size_t)rem);
-			kx_fvec wv = kx_fw_load(wt, 0, WT);
-			KX_UNROLL
-			for (int j = 0; j < T; j++) {
-				float xt[KX_FW] = { 0 };
-				memcpy(xt, x[j] + kmain, 4 * (size_t)rem);
-				acc[0][i][j] = kx_fmadd(wv, kx_fload(xt), acc[0][i][j]);
-			}
-		}
-	}
+	if (kmain < cols)
+		kx_float_part(w, x, kmain, cols - kmain, R, T, WT, acc);
 	KX_UNROLL
 	for (int i = 0; i < R; i++)
 		KX_UNROLL
-		for (int j = 0; j < T; j++) {
-			kx_fvec sum = acc[0][i][j];
-			KX_UNROLL
-			for (int a = 1; a < KX_FACC; a++)
-				sum = kx_fadd(sum, acc[a][i][j]);
-			g->y[(size_t)(t + j) * g->y_stride + r + i] = kx_fhsum(sum);
-		}
+		for (int j = 0; j < T; j++)
+			kx_float_out(g, r, t, i, j, KX_FACC == 2 ? sv[(i * T + j) * KX_FACC] : acc[i][j],
+				     acc[i][j]);
 }
 
-KX_INLINE void kx_float_tile(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
-			     const int WT)
+/*
+ * Whole rows of an R x T tile.  AVX2: both halves side by side, a step
+ * of each in turn (two chains a element, two streams a row), the second
+ * half's one more full step and the partial step after.
+ */
+KX_INLINE void kx_float_tile2(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			      const int WT, kx_fvec *sv)
 {
-	kx_float_tile_k(g, r, t, R, T, WT, 0, g->cols, NULL);
+	if (KX_FACC == 1) {
+		kx_float_tile_k(g, r, t, R, T, WT, 0, g->cols, sv);
+		return;
+	}
+	const int cols = g->cols, kmain = cols - cols % KX_FW, kh = kx_fsplit(cols);
+	kx_fvec acc[2][KX_MR][KX_FMT];
+	const uint8_t *w[KX_MR];
+	const float *x[KX_FMT];
+	KX_UNROLL
+	for (int i = 0; i < R; i++) {
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[0][i][j] = acc[1][i][j] = kx_fzero();
+	}
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
+	int k = 0;
+	for (; k < kh; k += KX_FW) {
+		kx_float_step(w, x, k, R, T, WT, acc[0]);
+		kx_float_step(w, x, kh + k, R, T, WT, acc[1]);
+	}
+	for (k += kh; k < kmain; k += KX_FW)
+		kx_float_step(w, x, k, R, T, WT, acc[1]);
+	if (kmain < cols)
+		kx_float_part(w, x, kmain, cols - kmain, R, T, WT, acc[1]);
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			kx_float_out(g, r, t, i, j, acc[0][i][j], acc[1][i][j]);
 }
 
 /*
@@ -541,14 +599,31 @@ KX_INLINE void kx_float_tile_nt(const struct wk_cpu_gemm *g, int r, int t, const
 	}
 }
 
-/* Rows [r0, r1) in tiles of RT x TT (TT <= KX_FMT), edges narrower. */
-KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const int WT,
-			     const int RT, const int TT)
+/* Whole rows of a tile of R rows and nt (1..KX_FMT) tokens. */
+KX_INLINE void kx_float_tile2_nt(const struct wk_cpu_gemm *g, int r, const int R, int nt,
+				 const int WT)
 {
-	const int cols = g->cols, kc = KX_FKC;
+	switch (nt) {
+	case 1: kx_float_tile2(g, r, 0, R, 1, WT, kx_fsv); break;
+	case 2: kx_float_tile2(g, r, 0, R, 2, WT, kx_fsv); break;
+	case 3: kx_float_tile2(g, r, 0, R, 3, WT, kx_fsv); break;
+	case 4: kx_float_tile2(g, r, 0, R, 4, WT, kx_fsv); break;
+	case 5: kx_float_tile2(g, r, 0, R, 5, WT, kx_fsv); break;
+	default: kx_float_tile2(g, r, 0, R, 6, WT, kx_fsv); break;
+	}
+}
+
+/*
+ * Rows [r0, r1): up to TS tokens in whole-row tiles of RS x n, more by
+ * blocks in tiles of RT x TT (TT <= KX_FMT), edges narrower.
+ */
+KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const int WT,
+			     const int RT, const int TT, const int RS, const int TS)
+{
+	const int cols = g->cols, kc = KX_FKC, kh = kx_fsplit(cols);
 	if (g->n == 1) {
 		for (int r = r0; r < r1; r++)
-			kx_float_tile(g, r, 0, 1, 1, WT);
+			kx_float_tile2(g, r, 0, 1, 1, WT, kx_fsv);
 		return;
 	}
 	/*
@@ -558,12 +633,12 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 	 * row to row every 2 KiB.  F16 8192 x 2048 from memory, one thread,
 	 * with the prefetch: 2 tokens 48 -> 68 GFLOP/s, 4 tokens 75 -> 103.
 	 */
-	if (g->n <= TT) { /* (columns 0 to cols: kx_fsv is not touched) */
+	if (g->n <= TS) {
 		int r = r0;
-		for (; r + RT <= r1; r += RT)
-			kx_float_tile_nt(g, r, 0, RT, g->n, WT, 0, cols, kx_fsv);
+		for (; r + RS <= r1; r += RS)
+			kx_float_tile2_nt(g, r, RS, g->n, WT);
 		for (; r < r1; r++)
-			kx_float_tile_nt(g, r, 0, 1, g->n, WT, 0, cols, kx_fsv);
+			kx_float_tile2_nt(g, r, 1, g->n, WT);
 		return;
 	}
 	const int mb = kx_block_rows(g, RT);
@@ -571,8 +646,9 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 		const int rbe = r1 - rb > mb ? rb + mb : r1;
 		for (int t = 0; t < g->n; t += TT) {
 			const int nt = g->n - t < TT ? g->n - t : TT;
-			for (int k0 = 0; k0 < cols; k0 += kc) {
-				const int k1 = cols - k0 > kc ? k0 + kc : cols;
+			for (int k0 = 0, k1; k0 < cols; k0 = k1) { /* chunks end at kh */
+				const int he = k0 < kh ? kh : cols;
+				k1 = he - k0 > kc ? k0 + kc : he;
 				kx_fvec *sv = kx_fsv;
 				int r = rb;
 				for (; r + RT <= rbe; r += RT, sv += RT * nt * KX_FACC)
@@ -587,32 +663,38 @@ KX_INLINE void kx_float_gemm(const struct wk_cpu_gemm *g, int r0, int r1, const 
 #if KX_512
 #define KX_FRT 4
 #define KX_FTT 6
+#define KX_FRS 4
+#define KX_FTS 6
 #else
 /*
- * 2 x 3 x KX_FACC accumulators, 2 weights and x: 15 of 16 ymm (BF16's
- * shuffle mask, kx_fload_bf16, the 16th).  Left to
- * itself GCC folds each x load into both rows' FMAs (vfmadd231ps mem):
- * 16 loads for 12 FMAs a 16-column step, and the tile ran at 47-48 % of
- * the two FMA pipes (F16 GEMM 2048 x 5632 and 5632 x 2048, n = 128, one
- * thread, Zen 4: 54 GFLOP/s of 117).  With x held in a register (the
- * empty asm in kx_float_step) 10 loads: F16 54 -> 84, BF16 55 -> 77, F32
- * 51 -> 70 GFLOP/s, the same bits.  1 x 6 and 1 x 5 tiles (one weight
- * conversion for 6 or 5 FMAs, x loads folded) ran 46-53; 3 x 2 no better.
+ * By blocks 3 x 4: one half's 12 accumulators, 3 weights and x, the 16
+ * ymm (BF16's shuffle mask read from memory, kx_fload_bf16).  Left to
+ * itself GCC folds each x load into every row's FMA (vfmadd231ps mem):
+ * the tiles ran at 47-48 % of the two FMA pipes (2 x 3, even and odd
+ * steps: F16 GEMM 2048 x 5632 and 5632 x 2048, n = 128, one thread, Zen
+ * 4: 54 GFLOP/s of 117); with x held in a register (the empty asm in
+ * kx_float_step) F16 54 -> 84, BF16 55 -> 77, F32 51 -> 70 GFLOP/s, the
+ * same bits.  By halves, 3 x 4 (2026-12-07): F16 79-82 -> 91-96, BF16
+ * 78-82 -> 84-86, F32 66-67 -> 78-80; 2 x 6 (GCC spills the token
+ * pointers) 82-88, 4 x 3 (17 registers) 49.  Whole rows (up to 3 tokens,
+ * both halves at once): 2 x 3 x 2 accumulators.
  */
-#define KX_FRT 2
-#define KX_FTT 3
+#define KX_FRT 3
+#define KX_FTT 4
+#define KX_FRS 2
+#define KX_FTS 3
 #endif
 static void kx_gemm_f32(const struct wk_cpu_gemm *g, int r0, int r1)
 {
-	kx_float_gemm(g, r0, r1, 0, KX_FRT, KX_FTT);
+	kx_float_gemm(g, r0, r1, 0, KX_FRT, KX_FTT, KX_FRS, KX_FTS);
 }
 static void kx_gemm_f16(const struct wk_cpu_gemm *g, int r0, int r1)
 {
-	kx_float_gemm(g, r0, r1, 1, KX_FRT, KX_FTT);
+	kx_float_gemm(g, r0, r1, 1, KX_FRT, KX_FTT, KX_FRS, KX_FTS);
 }
 static void kx_gemm_bf16(const struct wk_cpu_gemm *g, int r0, int r1)
 {
-	kx_float_gemm(g, r0, r1, 2, KX_FRT, KX_FTT);
+	kx_float_gemm(g, r0, r1, 2, KX_FRT, KX_FTT, KX_FRS, KX_FTS);
 }
 
 #if KX_512

@@ -63,15 +63,15 @@ static enum cm_status moe_ensure(struct wk_cpu_moe *s, uint32_t T)
 	s->ids = cm_calloc(cap * k, sizeof(uint32_t));
 	s->w = cm_calloc(cap * k, sizeof(float));
 	s->slot = cm_calloc(cap * k, sizeof(uint32_t));
-	s->x = cm_calloc(cap * k * e, sizeof(float));
-	s->g = cm_calloc(cap * k * f, sizeof(float));
-	s->u = cm_calloc(cap * k * f, sizeof(float));
-	s->y = cm_calloc(cap * k * e, sizeof(float));
+	s->x = cm_calloc_aligned(cap * k * e, sizeof(float));
+	s->g = cm_calloc_aligned(cap * k * f, sizeof(float));
+	s->u = cm_calloc_aligned(cap * k * f, sizeof(float));
+	s->y = cm_calloc_aligned(cap * k * e, sizeof(float));
 	if (s->hp.n_ff_shexp) {
 		s->sg = cm_calloc(cap, sizeof(float));
-		s->sgu = cm_calloc(cap * s->hp.n_ff_shexp, sizeof(float));
-		s->suu = cm_calloc(cap * s->hp.n_ff_shexp, sizeof(float));
-		s->sy = cm_calloc(cap * e, sizeof(float));
+		s->sgu = cm_calloc_aligned(cap * s->hp.n_ff_shexp, sizeof(float));
+		s->suu = cm_calloc_aligned(cap * s->hp.n_ff_shexp, sizeof(float));
+		s->sy = cm_calloc_aligned(cap * e, sizeof(float));
 	}
 	if (!s->logits || !s->ids || !s->w || !s->slot || !s->x || !s->g || !s->u || !s->y ||
 	    (s->hp.n_ff_shexp && (!s->sg || !s->sgu || !s->suu || !s->sy))) {
