@@ -464,6 +464,29 @@ KX_INLINE void kx_float_part(const uint8_t *const *w, const float *const *x, int
 	}
 }
 
+/* The tile's weight rows r.. and token rows t... */
+KX_INLINE void kx_float_rows(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
+			     const uint8_t *w[KX_MR], const float *x[KX_FMT])
+{
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		w[i] = g->w + (size_t)(r + i) * g->w_stride;
+	KX_UNROLL
+	for (int j = 0; j < T; j++)
+		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
+}
+
+/* acc from sv's slot a (R x T x KX_FACC vectors), or zeros. */
+KX_INLINE void kx_float_ld(kx_fvec acc[KX_MR][KX_FMT], const kx_fvec *sv, int a, int zero,
+			   const int R, const int T)
+{
+	KX_UNROLL
+	for (int i = 0; i < R; i++)
+		KX_UNROLL
+		for (int j = 0; j < T; j++)
+			acc[i][j] = zero ? kx_fzero() : sv[(i * T + j) * KX_FACC + a];
+}
+
 /*
  * Columns [k0, k1) of an R x T tile, all in one half: k0 == 0 or the
  * split starts the accumulators at zero, else takes them from sv (R x T
@@ -482,16 +505,8 @@ KX_INLINE void kx_float_tile_k(const struct wk_cpu_gemm *g, int r, int t, const 
 	kx_fvec acc[KX_MR][KX_FMT];
 	const uint8_t *w[KX_MR];
 	const float *x[KX_FMT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[i][j] = fresh ? kx_fzero() : sv[(i * T + j) * KX_FACC + h];
-	}
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
+	kx_float_rows(g, r, t, R, T, w, x);
+	kx_float_ld(acc, sv, h, fresh, R, T);
 	for (int k = k0; k + KX_FW <= kend; k += KX_FW)
 		kx_float_step(w, x, k, R, T, WT, acc);
 	if (k1 < cols) {
@@ -514,7 +529,7 @@ KX_INLINE void kx_float_tile_k(const struct wk_cpu_gemm *g, int r, int t, const 
 
 /*
  * Whole rows of an R x T tile.  AVX2: both halves side by side, a step
- * of each in turn (two chains a element, two streams a row), the second
+ * of each in turn (two chains an element, two streams a row), the second
  * half's one more full step and the partial step after.
  */
 KX_INLINE void kx_float_tile2(const struct wk_cpu_gemm *g, int r, int t, const int R, const int T,
@@ -528,16 +543,9 @@ KX_INLINE void kx_float_tile2(const struct wk_cpu_gemm *g, int r, int t, const i
 	kx_fvec acc[2][KX_MR][KX_FMT];
 	const uint8_t *w[KX_MR];
 	const float *x[KX_FMT];
-	KX_UNROLL
-	for (int i = 0; i < R; i++) {
-		w[i] = g->w + (size_t)(r + i) * g->w_stride;
-		KX_UNROLL
-		for (int j = 0; j < T; j++)
-			acc[0][i][j] = acc[1][i][j] = kx_fzero();
-	}
-	KX_UNROLL
-	for (int j = 0; j < T; j++)
-		x[j] = (const float *)(g->x + (size_t)(t + j) * g->x_stride);
+	kx_float_rows(g, r, t, R, T, w, x);
+	kx_float_ld(acc[0], NULL, 0, 1, R, T);
+	kx_float_ld(acc[1], NULL, 1, 1, R, T);
 	int k = 0;
 	for (; k < kh; k += KX_FW) {
 		kx_float_step(w, x, k, R, T, WT, acc[0]);
