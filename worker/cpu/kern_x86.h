@@ -436,8 +436,9 @@ KX_INLINE void kx_float_step(const uint8_t *const *w, const float *const *x, int
 	}
 }
 
-/* The output of element (i, j): its one accumulator, or its two summed
- * (the first half's zero when that half is empty). */
+/* The output of element (i, j): its one accumulator (AVX-512), or its
+ * two summed (AVX2; the second alone when the first half is empty, cols
+ * < 16). */
 KX_INLINE void kx_float_out(const struct wk_cpu_gemm *g, int r, int t, int i, int j, kx_fvec a0,
 			    kx_fvec a1)
 {
