@@ -6,7 +6,7 @@
  * released together by a barrier and timed from the release to the last
  * one's end, over a buffer of at least 1 GiB and 8x the last-level cache.
  * Three loops, each the best of `reps` repetitions: plain 64-byte vector
- * loads, the same with software prefetch 1 KiB ahead, and non-temporal
+ * loads, the same with every line prefetched into L2 4 KiB ahead, and non-temporal
  * loads (movntdqa).  The bound is the best of all; the spread is the
  * slowest repetition of the best loop over its fastest.
  *
