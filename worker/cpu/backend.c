@@ -769,9 +769,14 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 
 	memset(out, 0, sizeof(*out));
 	out->name = "cpu";
+	const int pf = wk_cpu_mm_strip_prefetch(be->mm);
+
 	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s%s)",
 		 be->n_threads, wk_cpu_isa_name(wk_cpu_mm_isa(be->mm)),
-		 wk_cpu_mm_strip_prefetch(be->mm) ? "" : ", strip prefetch off");
+		 pf == WK_CPU_PF_ALL ? ""
+		 : pf == WK_CPU_PF_K ? ", strip prefetch 256-value only"
+		 : pf == WK_CPU_PF_32 ? ", strip prefetch 32-value only"
+				      : ", strip prefetch off");
 	out->weight_bytes = be->m->weight_bytes;
 	out->repacked_bytes = wk_cpu_mm_packed_bytes(be->mm);
 	out->kv_bytes = be->kv_bytes;

@@ -44,8 +44,8 @@ struct wk_cpu_gemm {
 	/* rows16 copies (gemm_r16) wider than one panel (pack.h): the bytes
 	 * of one full panel of every strip; 0 for one panel */
 	size_t panel_bytes;
-	/* the 256-value types' rows16 kernels prefetch their strip in
-	 * software for one token (wk_cpu_mm_set_strip_prefetch); a tile of
+	/* which rows16 kernels prefetch their strip in software for one
+	 * token, WK_CPU_PF_* (wk_cpu_mm_set_strip_prefetch); a tile of
 	 * several fetches the next strip whatever this says */
 	int strip_pf;
 	/* set only by the r16 drivers' one-token panel walk on their copy of

@@ -30,6 +30,7 @@
 
 #include "worker/cpu/actq.h"
 #include "worker/cpu/internal.h"
+#include "worker/cpu/matmul.h"
 
 #define KX_INLINE static inline __attribute__((always_inline))
 #define KX_UNROLL _Pragma("GCC unroll 8")
@@ -51,18 +52,19 @@
 #define KX_PF 6144
 #endif
 /*
- * A packed strip (pack.h) is one stream.  The K-quant and IQ4_XS kernels
- * and the AVX2 strips prefetch it KX_PF_R16 ahead into L1 (kx_pf_r16); the
- * AVX-512 32-value kernels (Q4_0 .. Q8_0, IQ4_NL) leave it to the hardware
- * prefetchers, which on
- * Zen 5 keep up with their pace: bench-engine decode, 2 threads, 1b files,
- * alternating builds in one sitting (2026-12-05): Q4_0 +4 to +9 % and
- * Q8_0 +2 to +17 % without it, Q4_K_M -14 %.  8 KiB ahead, or into L2
- * 16-32 KiB ahead beside or instead of it, streamed the same or slower.
- * On Zen 4 (AMD family 19h) the K-quant strips too streamed faster
- * without it (2026-12-06: Q4_K 5632 x 2048 one token, two threads, 45 ->
- * 53 GB/s beside a 60-62 GB/s probe), so whether the 256-value kernels
- * prefetch is chosen at run time (g->strip_pf, wk_cpu_strip_prefetch_default).
+ * A packed strip (pack.h) is one stream.  The AVX2 strips prefetch it
+ * KX_PF_R16 ahead into L1 (kx_pf_r16); the AVX-512 K-quant and IQ4_XS
+ * kernels (WK_CPU_PF_K) and 32-value kernels (Q4_0 .. Q8_0, IQ4_NL;
+ * WK_CPU_PF_32) where g->strip_pf says (wk_cpu_strip_prefetch_default).
+ * On Zen 5 the hardware prefetchers keep up with the 32-value kernels'
+ * pace: bench-engine decode, 2 threads, 1b files, alternating builds in
+ * one sitting (2026-12-05): Q4_0 +4 to +9 % and Q8_0 +2 to +17 % without
+ * it, Q4_K_M -14 %.  8 KiB ahead, or into L2 16-32 KiB ahead beside or
+ * instead of it, streamed the same or slower.  On Zen 4 (AMD family 19h)
+ * the K-quant strips too streamed faster without it (2026-12-06: Q4_K
+ * 5632 x 2048 one token, two threads, 45 -> 53 GB/s beside a 60-62 GB/s
+ * probe).  On an Intel Xeon (2026-12-07) the 32-value strips need it: 1b
+ * Q4_0 decode 27.6 -> 38.6 tok/s.
  */
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
@@ -1041,7 +1043,7 @@ KX_DRIVER(kx_gemm_q8_0_pairs, kx_q8_0_tile, 4, 4)
 	KX_ROWS16_TILE_FNS(name, KERNEL, ARG, 1)                               \
 	static void name(const struct wk_cpu_gemm *g, int r0, int r1)         \
 	{                                                                      \
-		KX_ROWS16_WALK(name, g, r0, r1, (g)->strip_pf || (g)->n > 1)  \
+		KX_ROWS16_WALK(name, g, r0, r1, ((g)->strip_pf & WK_CPU_PF_K) || (g)->n > 1) \
 	}
 #endif
 

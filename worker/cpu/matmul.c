@@ -130,14 +130,18 @@ int wk_cpu_strip_prefetch_default(void)
 	const char *env = getenv("SLUICE_CPU_PREFETCH");
 
 	if (env != NULL && strcasecmp(env, "on") == 0)
-		return 1;
+		return WK_CPU_PF_ALL;
 	if (env != NULL && strcasecmp(env, "off") == 0)
 		return 0;
 #if defined(__x86_64__)
 	__builtin_cpu_init();
-	return !__builtin_cpu_is("amdfam19h");
+	if (__builtin_cpu_is("amdfam19h"))
+		return 0;
+	if (__builtin_cpu_is("amd"))
+		return WK_CPU_PF_K;
+	return WK_CPU_PF_ALL;
 #else
-	return 1;
+	return WK_CPU_PF_ALL;
 #endif
 }
 
@@ -231,9 +235,9 @@ enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa)
 	return CM_OK;
 }
 
-void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int on)
+void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int which)
 {
-	mm->strip_pf = on != 0;
+	mm->strip_pf = which & WK_CPU_PF_ALL;
 }
 
 int wk_cpu_mm_strip_prefetch(const struct wk_cpu_mm *mm)

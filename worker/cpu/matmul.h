@@ -56,13 +56,18 @@ int wk_cpu_isa_available(enum wk_cpu_isa isa);
 /* The best available ISA, or the one SLUICE_CPU_ISA names if available. */
 enum wk_cpu_isa wk_cpu_isa_default(void);
 /*
- * Whether the AVX-512 16-row kernels of the 256-value types (K-quants,
- * IQ4_XS) prefetch their packed strips in software (KX_PF_R16 ahead into
- * L1) or leave the stream to the hardware prefetchers: 1, except on AMD
- * family 19h (Zen 3, Zen 4), where the hardware alone streamed them faster
- * (docs/engine-cpu.md).  SLUICE_CPU_PREFETCH=on|off overrides.  The values
- * are the same either way; only the speed differs.
+ * Which AVX-512 16-row kernels prefetch their packed strips for one token
+ * in software (KX_PF_R16 ahead into L1) rather than leave the stream to
+ * the hardware prefetchers, a set of WK_CPU_PF_*: the 256-value types
+ * (K-quants, IQ4_XS) everywhere but on AMD family 19h (Zen 3, Zen 4); the
+ * 32-value types (Q4_0 .. Q8_0, IQ4_NL) on no AMD CPU (Zen 4 and Zen 5
+ * streamed them faster without, an Intel Xeon 1.35x slower;
+ * docs/engine-cpu.md).  SLUICE_CPU_PREFETCH=on|off overrides (all / none).
+ * The values are the same either way; only the speed differs.
  */
+#define WK_CPU_PF_K 1  /* the 256-value types' strips */
+#define WK_CPU_PF_32 2 /* the 32-value types' strips */
+#define WK_CPU_PF_ALL (WK_CPU_PF_K | WK_CPU_PF_32)
 int wk_cpu_strip_prefetch_default(void);
 
 struct wk_cpu_mm;
@@ -74,8 +79,8 @@ void wk_cpu_mm_free(struct wk_cpu_mm *mm);
 enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa) CM_WUR;
 enum wk_cpu_isa wk_cpu_mm_isa(const struct wk_cpu_mm *mm);
 /* The strip prefetch of mm's products (wk_cpu_strip_prefetch_default at
- * wk_cpu_mm_new): 0 off, else on. */
-void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int on);
+ * wk_cpu_mm_new): a set of WK_CPU_PF_*, 0 none. */
+void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int which);
 int wk_cpu_mm_strip_prefetch(const struct wk_cpu_mm *mm);
 struct wk_pool *wk_cpu_mm_pool(const struct wk_cpu_mm *mm);
 
