@@ -769,7 +769,7 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 
 	memset(out, 0, sizeof(*out));
 	out->name = "cpu";
-	const int pf = wk_cpu_mm_strip_prefetch(be->mm);
+	const int pf = wk_cpu_mm_strip_prefetch(be->mm) & WK_CPU_PF_ALL;
 
 	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s%s)",
 		 be->n_threads, wk_cpu_isa_name(wk_cpu_mm_isa(be->mm)),

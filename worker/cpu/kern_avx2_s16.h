@@ -146,7 +146,7 @@ KX_INLINE void kx_q32_s16(const struct wk_cpu_gemm *g, int r, int nr, int t, con
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = kx_strip_block(g, g->w + (size_t)r * g->w_stride, &pk_next,
 								   r, b, off, bb, KX_LPB32(KIND), nb, PACKED);
-		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1, 0);
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, kx_pf_how(g), 0);
 		KX_UNROLL
 		for (int h = 0; h < 2; h++) {
 			const uint8_t *const *wh = w + 8 * h;

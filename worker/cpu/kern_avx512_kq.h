@@ -203,7 +203,7 @@ KX_INLINE void kx_q45_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = PACKED ? strip + 16 * off : NULL;
-		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1, kx_next_strip(g, b, bb, 0, nb, T, PACKED));
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, kx_pf_how(g), kx_next_strip(g, b, bb, 0, nb, T, PACKED));
 		__m512i dd, s0, s1, s2;
 		if (PACKED) {
 			dd = _mm512_loadu_si512(pk);
@@ -425,7 +425,7 @@ KX_INLINE void kx_q6_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, c
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 210 * (size_t)b;
 		const uint8_t *pk = PACKED ? g->w + (size_t)r * g->w_stride + 16 * off : NULL;
-		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED, 1, kx_next_strip(g, b, 210, 0, nb, T, PACKED));
+		kx_strip_prefetch(pk, pf, off, 16 * 210, PACKED, kx_pf_how(g), kx_next_strip(g, b, 210, 0, nb, T, PACKED));
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		__m512 dw;
 		if (PACKED) {
@@ -596,7 +596,7 @@ KX_INLINE void kx_q23_k_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, 
 	for (int b = 0; b < nb; b++) {
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = PACKED ? g->w + (size_t)r * g->w_stride + 16 * off : NULL;
-		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, 1, kx_next_strip(g, b, bb, 0, nb, T, PACKED));
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, kx_pf_how(g), kx_next_strip(g, b, bb, 0, nb, T, PACKED));
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		/* Q3_K: bytes 106..109 are scales 10, 11 and d (the block ends at
 		 * 110); Q2_K: bytes 80..83 are d and dmin */

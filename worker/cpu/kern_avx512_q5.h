@@ -64,7 +64,7 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = kx_strip_block(g, strip, &pk_next, r, b, off, bb,
 								   KX_LPB32(KIND), nb, PACKED);
-		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, g->strip_pf & WK_CPU_PF_32,
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, g->strip_pf & WK_CPU_PF_32 ? kx_pf_how(g) : 0,
 				  kx_next_strip(g, b, bb, KX_LPB32(KIND), nb, T, PACKED));
 		__m512i a[8], q[8]; /* mapped: pairs of rows; the transposed runs */
 		if (PACKED && nib) {
@@ -203,7 +203,7 @@ KX_INLINE void kx_iq4_xs_impl(const struct wk_cpu_gemm *g, int r, int nr, int t,
 	for (int b = 0; b < nb; b++) {
 		const size_t off = 136 * (size_t)b;
 		const uint8_t *pk = PACKED ? g->w + (size_t)r * g->w_stride + 16 * off : NULL;
-		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED, 1, kx_next_strip(g, b, 136, 0, nb, T, PACKED));
+		kx_strip_prefetch(pk, pf, off, 16 * 136, PACKED, kx_pf_how(g), kx_next_strip(g, b, 136, 0, nb, T, PACKED));
 		const uint8_t *base = g->w + (size_t)r * g->w_stride + off;
 		const __m512i dh = PACKED ? _mm512_loadu_si512(pk)
 					  : _mm512_i32gather_epi32(goff, (const int *)base, 1);

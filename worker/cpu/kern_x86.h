@@ -53,9 +53,10 @@
 #endif
 /*
  * A packed strip (pack.h) is one stream.  The AVX2 strips prefetch it
- * KX_PF_R16 ahead into L1 (kx_pf_r16); the AVX-512 K-quant and IQ4_XS
- * kernels (WK_CPU_PF_K) and 32-value kernels (Q4_0 .. Q8_0, IQ4_NL;
- * WK_CPU_PF_32) where g->strip_pf says (wk_cpu_strip_prefetch_default).
+ * always; the AVX-512 K-quant and IQ4_XS kernels (WK_CPU_PF_K) and
+ * 32-value kernels (Q4_0 .. Q8_0, IQ4_NL; WK_CPU_PF_32) where g->strip_pf
+ * says (wk_cpu_strip_prefetch_default): KX_PF_R16 ahead into L1
+ * (kx_pf_r16), or KX_PF_R16_L2 ahead into L2 where it says WK_CPU_PF_L2.
  * On Zen 5 the hardware prefetchers keep up with the 32-value kernels'
  * pace: bench-engine decode, 2 threads, 1b files, alternating builds in
  * one sitting (2026-12-05): Q4_0 +4 to +9 % and Q8_0 +2 to +17 % without
@@ -64,10 +65,16 @@
  * the K-quant strips too streamed faster without it (2026-12-06: Q4_K
  * 5632 x 2048 one token, two threads, 45 -> 53 GB/s beside a 60-62 GB/s
  * probe).  On an Intel Xeon (2026-12-07) the 32-value strips need it: 1b
- * Q4_0 decode 27.6 -> 38.6 tok/s.
+ * Q4_0 decode 27.6 -> 38.6 tok/s (82-85 % of the paired passes); into L2
+ * 4 KiB ahead 41.5-42.3 (87-89 %), into L1 4 KiB ahead 84-87 %, 1 KiB
+ * 76-77 %, into L2 8 or 16 KiB 86-88 %.  Into L2 4 KiB ahead also took
+ * Q4_K_M from 84-85 to 88-89 % there, and AVX2 Q4_0 from 79-80 to 84-85.
  */
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
+#endif
+#ifndef KX_PF_R16_L2
+#define KX_PF_R16_L2 4096
 #endif
 KX_INLINE void kx_pf_r16(const uint8_t *p)
 {
@@ -157,8 +164,8 @@ KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
 /*
  * A 16-row kernel's prefetch for the block at off of its strip (the
  * strip's `bytes` = 16 x block bytes from pk), in the first token tile
- * (pf non-NULL): packed, its own stream KX_PF_R16 ahead when PF_PACKED;
- * mapped, as many bytes of the next strip (from pf) into L2, so that a
+ * (pf non-NULL): packed, its own stream when PF_PACKED (1: KX_PF_R16
+ * ahead into L1; 2: KX_PF_R16_L2 ahead into L2; kx_pf_how); mapped, as many bytes of the next strip (from pf) into L2, so that a
  * strip's walk fetches all of the next one.
  *
  * next (a packed copy, a tile of several tokens, pf non-NULL: there is a
@@ -179,11 +186,20 @@ KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t of
 	for (size_t l = 0; l < bytes; l += 64) {
 		if (PACKED && next)
 			_mm_prefetch((const char *)(pk + next + l), _MM_HINT_T1);
+		else if (PACKED && PF_PACKED == 2)
+			_mm_prefetch((const char *)(pk + KX_PF_R16_L2 + l), _MM_HINT_T1);
 		else if (PACKED)
 			kx_pf_r16(pk + l);
 		else
 			_mm_prefetch((const char *)(pf + 16 * off + l), _MM_HINT_T1);
 	}
+}
+/* where a kernel that prefetches its packed strip for one token puts it:
+ * kx_strip_prefetch's PF_PACKED, 2 (into L2) where g->strip_pf has
+ * WK_CPU_PF_L2, else 1 (into L1) */
+KX_INLINE int kx_pf_how(const struct wk_cpu_gemm *g)
+{
+	return g->strip_pf & WK_CPU_PF_L2 ? 2 : 1;
 }
 /*
  * kx_strip_prefetch's next for a tile of T tokens at block b (bb bytes)

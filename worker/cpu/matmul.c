@@ -129,20 +129,22 @@ int wk_cpu_strip_prefetch_default(void)
 {
 	const char *env = getenv("SLUICE_CPU_PREFETCH");
 
-	if (env != NULL && strcasecmp(env, "on") == 0)
-		return WK_CPU_PF_ALL;
-	if (env != NULL && strcasecmp(env, "off") == 0)
-		return 0;
+	int amd = 0, fam19h = 0;
+
 #if defined(__x86_64__)
 	__builtin_cpu_init();
-	if (__builtin_cpu_is("amdfam19h"))
-		return 0;
-	if (__builtin_cpu_is("amd"))
-		return WK_CPU_PF_K;
-	return WK_CPU_PF_ALL;
-#else
-	return WK_CPU_PF_ALL;
+	amd = __builtin_cpu_is("amd");
+	fam19h = __builtin_cpu_is("amdfam19h");
 #endif
+	if (env != NULL && strcasecmp(env, "on") == 0)
+		return WK_CPU_PF_ALL | (amd ? 0 : WK_CPU_PF_L2);
+	if (env != NULL && strcasecmp(env, "off") == 0)
+		return 0;
+	if (fam19h)
+		return 0;
+	if (amd)
+		return WK_CPU_PF_K;
+	return WK_CPU_PF_ALL | WK_CPU_PF_L2;
 }
 
 static const struct wk_cpu_kernels *wk_cpu_kernels_of(enum wk_cpu_isa isa)
@@ -237,7 +239,7 @@ enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa)
 
 void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int which)
 {
-	mm->strip_pf = which & WK_CPU_PF_ALL;
+	mm->strip_pf = which & (WK_CPU_PF_ALL | WK_CPU_PF_L2);
 }
 
 int wk_cpu_mm_strip_prefetch(const struct wk_cpu_mm *mm)

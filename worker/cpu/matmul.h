@@ -61,13 +61,16 @@ enum wk_cpu_isa wk_cpu_isa_default(void);
  * the hardware prefetchers, a set of WK_CPU_PF_*: the 256-value types
  * (K-quants, IQ4_XS) everywhere but on AMD family 19h (Zen 3, Zen 4); the
  * 32-value types (Q4_0 .. Q8_0, IQ4_NL) on no AMD CPU (Zen 4 and Zen 5
- * streamed them faster without, an Intel Xeon 1.35x slower;
- * docs/engine-cpu.md).  SLUICE_CPU_PREFETCH=on|off overrides (all / none).
+ * streamed them faster without, an Intel Xeon 1.35x slower); into L2
+ * (WK_CPU_PF_L2) on CPUs other than AMD (docs/engine-cpu.md).
+ * SLUICE_CPU_PREFETCH=on|off overrides (all types, where this CPU puts
+ * them / none).
  * The values are the same either way; only the speed differs.
  */
 #define WK_CPU_PF_K 1  /* the 256-value types' strips */
 #define WK_CPU_PF_32 2 /* the 32-value types' strips */
 #define WK_CPU_PF_ALL (WK_CPU_PF_K | WK_CPU_PF_32)
+#define WK_CPU_PF_L2 4 /* into L2 4 KiB ahead, not L1 2 KiB (and the AVX2 strips) */
 int wk_cpu_strip_prefetch_default(void);
 
 struct wk_cpu_mm;
