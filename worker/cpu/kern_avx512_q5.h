@@ -64,7 +64,8 @@ KX_INLINE void kx_q32_impl(const struct wk_cpu_gemm *g, int r, int nr, int t, co
 		const size_t off = bb * (size_t)b;
 		const uint8_t *pk = kx_strip_block(g, strip, &pk_next, r, b, off, bb,
 								   KX_LPB32(KIND), nb, PACKED);
-		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED, g->strip_pf & WK_CPU_PF_32 ? kx_pf_how(g) : 0,
+		kx_strip_prefetch(pk, pf, off, 16 * bb, PACKED,
+				  g->strip_pf & WK_CPU_PF_32 ? kx_pf_how(g) : 0,
 				  kx_next_strip(g, b, bb, KX_LPB32(KIND), nb, T, PACKED));
 		__m512i a[8], q[8]; /* mapped: pairs of rows; the transposed runs */
 		if (PACKED && nib) {

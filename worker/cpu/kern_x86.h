@@ -165,8 +165,9 @@ KX_INLINE int kx_b_hi(const struct wk_cpu_gemm *g, int nb, const int PACKED)
  * A 16-row kernel's prefetch for the block at off of its strip (the
  * strip's `bytes` = 16 x block bytes from pk), in the first token tile
  * (pf non-NULL): packed, its own stream when PF_PACKED (1: KX_PF_R16
- * ahead into L1; 2: KX_PF_R16_L2 ahead into L2; kx_pf_how); mapped, as many bytes of the next strip (from pf) into L2, so that a
- * strip's walk fetches all of the next one.
+ * ahead into L1; 2: KX_PF_R16_L2 ahead into L2; kx_pf_how); mapped, as
+ * many bytes of the next strip (from pf) into L2, so that a strip's walk
+ * fetches all of the next one.
  *
  * next (a packed copy, a tile of several tokens, pf non-NULL: there is a
  * next strip): the bytes from this block to the same block of the next
