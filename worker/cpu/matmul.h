@@ -60,12 +60,12 @@ enum wk_cpu_isa wk_cpu_isa_default(void);
  * in software (KX_PF_R16 ahead into L1) rather than leave the stream to
  * the hardware prefetchers, a set of WK_CPU_PF_*: the 256-value types
  * (K-quants, IQ4_XS) everywhere but on AMD family 19h (Zen 3, Zen 4); the
- * 32-value types (Q4_0 .. Q8_0, IQ4_NL) on no AMD CPU (Zen 4 and Zen 5
- * streamed them faster without, an Intel Xeon 1.35x slower); into L2
- * (WK_CPU_PF_L2) on CPUs other than AMD (docs/engine-cpu.md).
- * SLUICE_CPU_PREFETCH=on|off overrides (all types, where this CPU puts
- * them / none).
- * The values are the same either way; only the speed differs.
+ * 32-value types (Q4_0 .. Q8_0, IQ4_NL) on no AMD CPU (Zen 5 streamed
+ * them faster without, Zen 4 never had it; an Intel Xeon 1.35x slower
+ * without); into L2 (WK_CPU_PF_L2) on CPUs other than AMD
+ * (docs/engine-cpu.md).  SLUICE_CPU_PREFETCH=on|off overrides (all types,
+ * where this CPU puts them / none).  The values are the same either way;
+ * only the speed differs.
  */
 #define WK_CPU_PF_K 1  /* the 256-value types' strips */
 #define WK_CPU_PF_32 2 /* the 32-value types' strips */
