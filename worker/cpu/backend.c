@@ -770,9 +770,12 @@ static void cpu_info(const struct wk_backend *base, struct wk_backend_info *out)
 	memset(out, 0, sizeof(*out));
 	out->name = "cpu";
 	const int pf = wk_cpu_mm_strip_prefetch(be->mm) & WK_CPU_PF_ALL;
+	const enum wk_cpu_isa isa = wk_cpu_mm_isa(be->mm);
+	/* the CPU has vdpbf16ps and the default left it (matmul.h) */
+	const int bf16fma = isa == WK_CPU_ISA_AVX512 && wk_cpu_isa_available(WK_CPU_ISA_AVX512BF16);
 
-	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s%s)",
-		 be->n_threads, wk_cpu_isa_name(wk_cpu_mm_isa(be->mm)),
+	snprintf(out->device, sizeof(out->device), "cpu x%u threads (%s%s%s)",
+		 be->n_threads, wk_cpu_isa_name(isa), bf16fma ? ", BF16 by FMA" : "",
 		 pf == WK_CPU_PF_ALL ? ""
 		 : pf == WK_CPU_PF_K ? ", strip prefetch 256-value only"
 		 : pf == WK_CPU_PF_32 ? ", strip prefetch 32-value only"

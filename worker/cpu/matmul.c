@@ -111,6 +111,26 @@ int wk_cpu_isa_available(enum wk_cpu_isa isa)
 	}
 }
 
+/*
+ * Whether BF16 weights are faster through vdpbf16ps (the avx512bf16
+ * table) than converted to F32 for FMA (the avx512 table) on this CPU.
+ * AMD (Zen 4, Zen 5): yes, BF16 GEMM 260-325 against 220 GFLOP/s (two
+ * threads, Zen 4).  The Intel Xeon of 2026-12-07 (Sapphire / Emerald
+ * Rapids class): no, vdpbf16ps issued at about half an FMA's rate (0.55
+ * against 0.9-1 a TSC cycle), BF16 GEMM 132-148 against 148-184
+ * GFLOP/s, the engine's 1b BF16 prefill 71-76 against 88-103 tok/s.
+ * Other CPUs with AVX512_BF16 are Intel's and are taken to be alike.
+ */
+static int wk_cpu_bf16dp_pays(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	return __builtin_cpu_is("amd");
+#else
+	return 0;
+#endif
+}
+
 enum wk_cpu_isa wk_cpu_isa_default(void)
 {
 	const char *env = getenv("SLUICE_CPU_ISA");
@@ -120,7 +140,8 @@ enum wk_cpu_isa wk_cpu_isa_default(void)
 			    wk_cpu_isa_available((enum wk_cpu_isa)i))
 				return (enum wk_cpu_isa)i;
 	for (int i = WK_CPU_ISA_COUNT_ - 1; i > 0; i--)
-		if (wk_cpu_isa_available((enum wk_cpu_isa)i))
+		if (wk_cpu_isa_available((enum wk_cpu_isa)i) &&
+		    (i != WK_CPU_ISA_AVX512BF16 || wk_cpu_bf16dp_pays()))
 			return (enum wk_cpu_isa)i;
 	return WK_CPU_ISA_SCALAR;
 }

@@ -23,7 +23,8 @@
  *
  * The ISA is the best the CPU supports unless SLUICE_CPU_ISA=scalar|avx2|
  * avx512|avx512bf16 asks for one (an unavailable request falls back to the
- * best).
+ * default); avx512bf16 counts as the best only on AMD, where vdpbf16ps is
+ * faster than FMA on converted weights (matmul.c, wk_cpu_bf16dp_pays).
  *
  * Threads: a struct wk_cpu_mm is used by one thread at a time (it owns the
  * activation scratch); it borrows the pool.
@@ -53,7 +54,8 @@ enum wk_cpu_isa {
 const char *wk_cpu_isa_name(enum wk_cpu_isa isa);
 /* 1 when this CPU (and this build) can run isa. */
 int wk_cpu_isa_available(enum wk_cpu_isa isa);
-/* The best available ISA, or the one SLUICE_CPU_ISA names if available. */
+/* The best available ISA (avx512bf16 only on AMD), or the one
+ * SLUICE_CPU_ISA names if available. */
 enum wk_cpu_isa wk_cpu_isa_default(void);
 /*
  * Which AVX-512 16-row kernels prefetch their packed strips for one token

@@ -543,6 +543,39 @@ static void test_refusals(void **state)
 	assert_true(wk_cpu_isa_available(WK_CPU_ISA_SCALAR));
 }
 
+/*
+ * The default ISA: available, never below avx512 where that is; a name in
+ * SLUICE_CPU_ISA picks that ISA where the CPU has it (avx512bf16 too,
+ * which the default takes only on AMD), and an unknown name or one the
+ * CPU lacks falls back to the default.
+ */
+static void test_isa_default(void **state)
+{
+	(void)state;
+	const char *saved = getenv("SLUICE_CPU_ISA");
+	char keep[32] = "";
+	if (saved != NULL)
+		snprintf(keep, sizeof keep, "%s", saved);
+	unsetenv("SLUICE_CPU_ISA");
+	const enum wk_cpu_isa def = wk_cpu_isa_default();
+	assert_true(wk_cpu_isa_available(def));
+	if (wk_cpu_isa_available(WK_CPU_ISA_AVX512))
+		assert_true(def >= WK_CPU_ISA_AVX512);
+	else if (wk_cpu_isa_available(WK_CPU_ISA_AVX2))
+		assert_int_equal(def, WK_CPU_ISA_AVX2);
+	for (int isa = 0; isa < WK_CPU_ISA_COUNT_; isa++) {
+		setenv("SLUICE_CPU_ISA", wk_cpu_isa_name((enum wk_cpu_isa)isa), 1);
+		assert_int_equal(wk_cpu_isa_default(),
+				 wk_cpu_isa_available((enum wk_cpu_isa)isa) ? (enum wk_cpu_isa)isa : def);
+	}
+	setenv("SLUICE_CPU_ISA", "avx1024", 1);
+	assert_int_equal(wk_cpu_isa_default(), def);
+	if (saved != NULL)
+		setenv("SLUICE_CPU_ISA", keep, 1);
+	else
+		unsetenv("SLUICE_CPU_ISA");
+}
+
 /* Allocation failures are reported, not fatal, and leave the context usable. */
 static void test_alloc_failures(void **state)
 {
@@ -777,6 +810,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_alloc_failures),
+		cmocka_unit_test(test_isa_default),
 		cmocka_unit_test_setup_teardown(test_accuracy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_batch_invariance, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_packed, setup, teardown),
