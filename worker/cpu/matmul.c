@@ -115,12 +115,12 @@ int wk_cpu_isa_available(enum wk_cpu_isa isa)
  * Whether BF16 weights are faster through vdpbf16ps (the avx512bf16
  * table) than converted to F32 for FMA (the avx512 table) on this CPU.
  * AMD: yes on Zen 4, BF16 GEMM 260-325 against 220 GFLOP/s (two
- * threads); other AMD CPUs are taken to be alike.  The Intel Xeon of 2026-12-07 (Sapphire / Emerald
- * Rapids class): no, vdpbf16ps issued 0.55 a TSC tick against 2.3 FMAs
- * (17.7 multiply-adds a tick against 37.5), BF16 GEMM 132-148 against
- * 148-184 GFLOP/s, the engine's 1b BF16 prefill 67-76 against 85-103
- * tok/s (decode 3-5 % slower).
- * Other CPUs with AVX512_BF16 are Intel's and are taken to be alike.
+ * threads); other AMD CPUs are taken to be alike.  The Intel Xeon of
+ * 2026-12-07 (Sapphire / Emerald Rapids class): no, vdpbf16ps issued
+ * 0.55 a TSC tick against 2.3 FMAs (17.7 multiply-adds a tick against
+ * 37.5), BF16 GEMM 132-148 against 148-184 GFLOP/s, the engine's 1b
+ * BF16 prefill 67-76 against 85-103 tok/s (decode 3-5 % slower).  Other
+ * CPUs with AVX512_BF16 are Intel's and are taken to be alike.
  */
 static int wk_cpu_bf16dp_pays(void)
 {
