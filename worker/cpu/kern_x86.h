@@ -68,13 +68,29 @@
  * Q4_0 decode 27.6 -> 38.6 tok/s (82-85 % of the paired passes); into L2
  * 4 KiB ahead 41.5-42.3 (87-89 %), into L1 4 KiB ahead 84-87 %, 1 KiB
  * 76-77 %, into L2 8 or 16 KiB 86-88 %.  Into L2 4 KiB ahead also took
- * Q4_K_M from 84-85 to 88-89 % there, and AVX2 Q4_0 from 79-80 to 84-85.
+ * Q4_K_M from 84-85 to 88-89 % there, and AVX2 Q4_0 from 79-80 to 84-85;
+ * with the near lines into L1 as well (WK_CPU_PF_NEAR, KX_PF_R16_NEAR)
+ * more again.
  */
 #ifndef KX_PF_R16
 #define KX_PF_R16 2048
 #endif
 #ifndef KX_PF_R16_L2
 #define KX_PF_R16_L2 4096
+#endif
+/*
+ * With KX_PF_R16_L2 (WK_CPU_PF_NEAR), every line also KX_PF_R16_NEAR ahead
+ * into L1.  On the Intel Xeon (2026-12-07, one packed product of one token
+ * over 768 MB of copies, then one pass of the bandwidth probe's loops, 15
+ * rounds, the share of the passes, builds alternating): two threads, Q4_K
+ * 5632 x 2048 82-89 % -> 93-101 % (256 B: 96-98, 1 KiB: 93-97, 2 KiB:
+ * 93-94), Q5_K 83-85 -> 92-94, Q6_K 91-93 -> 96, Q4_0 86-90 -> 91-96,
+ * Q8_0 97-99 -> 102; one thread Q4_K 88-89 -> 95.  The L2 lines alone
+ * leave the kernel's loads missing L1 between its arithmetic; the probe
+ * loop, which does none, reads as fast without.
+ */
+#ifndef KX_PF_R16_NEAR
+#define KX_PF_R16_NEAR 512
 #endif
 KX_INLINE void kx_pf_r16(const uint8_t *p)
 {
@@ -187,8 +203,11 @@ KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t of
 	for (size_t l = 0; l < bytes; l += 64) {
 		if (PACKED && next)
 			_mm_prefetch((const char *)(pk + next + l), _MM_HINT_T1);
-		else if (PACKED && PF_PACKED == 2)
+		else if (PACKED && PF_PACKED >= 2) {
 			_mm_prefetch((const char *)(pk + KX_PF_R16_L2 + l), _MM_HINT_T1);
+			if (PF_PACKED == 3)
+				_mm_prefetch((const char *)(pk + KX_PF_R16_NEAR + l), _MM_HINT_T0);
+		}
 		else if (PACKED)
 			kx_pf_r16(pk + l);
 		else
@@ -197,10 +216,13 @@ KX_INLINE void kx_strip_prefetch(const uint8_t *pk, const uint8_t *pf, size_t of
 }
 /* where a kernel that prefetches its packed strip for one token puts it:
  * kx_strip_prefetch's PF_PACKED, 2 (into L2) where g->strip_pf has
- * WK_CPU_PF_L2, else 1 (into L1) */
+ * WK_CPU_PF_L2, 3 (into L2, and the near lines into L1) where it has
+ * WK_CPU_PF_NEAR too, else 1 (into L1) */
 KX_INLINE int kx_pf_how(const struct wk_cpu_gemm *g)
 {
-	return g->strip_pf & WK_CPU_PF_L2 ? 2 : 1;
+	if (!(g->strip_pf & WK_CPU_PF_L2))
+		return 1;
+	return g->strip_pf & WK_CPU_PF_NEAR ? 3 : 2;
 }
 /*
  * kx_strip_prefetch's next for a tile of T tokens at block b (bb bytes)

@@ -159,14 +159,16 @@ int wk_cpu_strip_prefetch_default(void)
 	fam19h = __builtin_cpu_is("amdfam19h");
 #endif
 	if (env != NULL && strcasecmp(env, "on") == 0)
-		return WK_CPU_PF_ALL | (amd ? 0 : WK_CPU_PF_L2);
+		return WK_CPU_PF_ALL | (amd ? 0 : WK_CPU_PF_L2 | WK_CPU_PF_NEAR);
 	if (env != NULL && strcasecmp(env, "off") == 0)
 		return 0;
+	if (env != NULL && strcasecmp(env, "l2") == 0)
+		return WK_CPU_PF_ALL | WK_CPU_PF_L2;
 	if (fam19h)
 		return 0;
 	if (amd)
 		return WK_CPU_PF_K;
-	return WK_CPU_PF_ALL | WK_CPU_PF_L2;
+	return WK_CPU_PF_ALL | WK_CPU_PF_L2 | WK_CPU_PF_NEAR;
 }
 
 static const struct wk_cpu_kernels *wk_cpu_kernels_of(enum wk_cpu_isa isa)
@@ -261,7 +263,7 @@ enum cm_status wk_cpu_mm_set_isa(struct wk_cpu_mm *mm, enum wk_cpu_isa isa)
 
 void wk_cpu_mm_set_strip_prefetch(struct wk_cpu_mm *mm, int which)
 {
-	mm->strip_pf = which & (WK_CPU_PF_ALL | WK_CPU_PF_L2);
+	mm->strip_pf = which & (WK_CPU_PF_ALL | WK_CPU_PF_L2 | WK_CPU_PF_NEAR);
 }
 
 int wk_cpu_mm_strip_prefetch(const struct wk_cpu_mm *mm)

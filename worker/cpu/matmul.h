@@ -64,15 +64,17 @@ enum wk_cpu_isa wk_cpu_isa_default(void);
  * (K-quants, IQ4_XS) everywhere but on AMD family 19h (Zen 3, Zen 4); the
  * 32-value types (Q4_0 .. Q8_0, IQ4_NL) on no AMD CPU (Zen 5 streamed
  * them faster without, Zen 4 never had it; an Intel Xeon 1.35x slower
- * without); into L2 (WK_CPU_PF_L2) on CPUs other than AMD
- * (docs/engine-cpu.md).  SLUICE_CPU_PREFETCH=on|off overrides (all types,
- * where this CPU puts them / none).  The values are the same either way;
- * only the speed differs.
+ * without); into L2 (WK_CPU_PF_L2) and, nearer, into L1 as well
+ * (WK_CPU_PF_NEAR) on CPUs other than AMD (docs/engine-cpu.md).
+ * SLUICE_CPU_PREFETCH=on|off|l2 overrides (all types, where this CPU puts
+ * them / none / all into L2 only, without the near lines).  The values
+ * are the same either way; only the speed differs.
  */
 #define WK_CPU_PF_K 1  /* the 256-value types' strips */
 #define WK_CPU_PF_32 2 /* the 32-value types' strips */
 #define WK_CPU_PF_ALL (WK_CPU_PF_K | WK_CPU_PF_32)
 #define WK_CPU_PF_L2 4 /* into L2 4 KiB ahead, not L1 2 KiB (and the AVX2 strips) */
+#define WK_CPU_PF_NEAR 8 /* with WK_CPU_PF_L2: also into L1 512 bytes ahead */
 int wk_cpu_strip_prefetch_default(void);
 
 struct wk_cpu_mm;

@@ -282,9 +282,9 @@ static int packed_case(struct fixture *f, enum wk_cpu_isa isa, uint32_t type, in
 	assert_int_equal(wk_cpu_mm_set_isa(p2, isa), CM_OK);
 	/* the strip prefetch changes no value: off in one, on in the other */
 	wk_cpu_mm_set_strip_prefetch(p1, 0);
-	wk_cpu_mm_set_strip_prefetch(p2, WK_CPU_PF_ALL | WK_CPU_PF_L2);
+	wk_cpu_mm_set_strip_prefetch(p2, WK_CPU_PF_ALL | WK_CPU_PF_L2 | WK_CPU_PF_NEAR);
 	assert_int_equal(wk_cpu_mm_strip_prefetch(p1), 0);
-	assert_int_equal(wk_cpu_mm_strip_prefetch(p2), WK_CPU_PF_ALL | WK_CPU_PF_L2);
+	assert_int_equal(wk_cpu_mm_strip_prefetch(p2), WK_CPU_PF_ALL | WK_CPU_PF_L2 | WK_CPU_PF_NEAR);
 	uint8_t *w = make_weights(type, rows, cols);
 	assert_non_null(w);
 	run(f->mm2, type, w, rows, cols, x, 0, n, ya); /* unpacked, 2 threads */
