@@ -84,8 +84,8 @@
  * over 768 MB of copies, then one pass of the bandwidth probe's loops, 15
  * rounds, the share of the passes, builds alternating): two threads, Q4_K
  * 5632 x 2048 82-89 % -> 93-101 % (256 B: 96-98, 1 KiB: 93-97, 2 KiB:
- * 93-94), Q5_K 83-85 -> 92-94, Q6_K 91-93 -> 96, Q4_0 86-90 -> 91-96,
- * Q8_0 97-99 -> 102; one thread Q4_K 88-89 -> 95.  The L2 lines alone
+ * 93-94), Q5_K 83-85 -> 92-94, Q6_K 91-93 -> 95-104, Q4_0 86-90 -> 91-96,
+ * Q8_0 97-99 -> 101-102; one thread Q4_K 88-89 -> 95.  The L2 lines alone
  * leave the kernel's loads missing L1 between its arithmetic; the probe
  * loop, which does none, reads as fast without.
  */
